@@ -1,0 +1,189 @@
+//! Checkpoint envelopes: `checkpoints/v1/<component>/<seq>.ckpt`.
+//!
+//! A checkpoint is a cache of an Agent's conversation. Its envelope is
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..8 | magic `AXOCKPT1` |
+//! | 8..12 | envelope version (u32 LE) |
+//! | 12..20 | payload length (u64 LE) |
+//! | 20..24 | CRC-32C of the payload |
+//! | 24.. | payload (postcard, owned by the runtime) |
+//!
+//! Files are written atomically and owner-only, without fsync: a checkpoint lost in a crash
+//! is rebuilt from the ledger, which is the authority.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::ledger::frame_le::{le_u32, le_u64};
+use crate::{Error, Result};
+
+pub const MAGIC: &[u8; 8] = b"AXOCKPT1";
+pub const ENVELOPE_VERSION: u32 = 1;
+pub const ENVELOPE_LEN: usize = 24;
+/// Encoded snapshots above this are refused.
+pub const MAX_CHECKPOINT: usize = 64 << 20;
+
+#[derive(Clone, Debug)]
+pub struct Checkpoints {
+    dir: PathBuf,
+}
+
+/// One checkpoint file on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointFile {
+    pub component: String,
+    /// The ledger sequence number the checkpoint reflects (its file name).
+    pub seq: u64,
+    pub path: PathBuf,
+}
+
+pub fn encode_envelope(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_LEN + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&ENVELOPE_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Checks an envelope and returns its payload; the error says what is wrong.
+pub fn decode_envelope(bytes: &[u8]) -> std::result::Result<&[u8], String> {
+    if bytes.len() < ENVELOPE_LEN || &bytes[0..8] != MAGIC {
+        return Err("not a checkpoint (bad magic)".into());
+    }
+    let version = le_u32(&bytes[8..12]);
+    if version != ENVELOPE_VERSION {
+        return Err(format!(
+            "envelope version {version}, this build reads {ENVELOPE_VERSION}"
+        ));
+    }
+    let len = le_u64(&bytes[12..20]);
+    if len != (bytes.len() - ENVELOPE_LEN) as u64 {
+        return Err(format!(
+            "payload length {len} but {} bytes follow the envelope",
+            bytes.len() - ENVELOPE_LEN
+        ));
+    }
+    let payload = &bytes[ENVELOPE_LEN..];
+    if crc32c::crc32c(payload) != le_u32(&bytes[20..24]) {
+        return Err("payload checksum mismatch".into());
+    }
+    Ok(payload)
+}
+
+impl Checkpoints {
+    pub fn new(dir: &Path) -> Checkpoints {
+        Checkpoints {
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn component_dir(&self, component: &str) -> PathBuf {
+        self.dir.join(component)
+    }
+
+    /// Writes a checkpoint for `component` at ledger sequence `seq` and keeps the newest
+    /// `keep` files. Refuses payloads whose envelope would exceed [`MAX_CHECKPOINT`].
+    pub fn write(&self, component: &str, seq: u64, payload: &[u8], keep: usize) -> Result<PathBuf> {
+        if payload.len() + ENVELOPE_LEN > MAX_CHECKPOINT {
+            return Err(Error::RecordTooLarge {
+                size: payload.len() + ENVELOPE_LEN,
+                limit: MAX_CHECKPOINT,
+            });
+        }
+        let dir = self.component_dir(component);
+        create_dir_private(&dir)?;
+        let path = dir.join(format!("{seq:020}.ckpt"));
+        write_atomic(&path, &encode_envelope(payload), Durability::Cache)?;
+        for old in self.list(component)?.into_iter().skip(keep.max(1)) {
+            fs::remove_file(&old.path).map_err(Error::io("remove", old.path.clone()))?;
+        }
+        Ok(path)
+    }
+
+    /// The checkpoints of `component`, newest first.
+    pub fn list(&self, component: &str) -> Result<Vec<CheckpointFile>> {
+        let dir = self.component_dir(component);
+        let mut out = Vec::new();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(Error::io("list", dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(Error::io("list", dir.clone()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(seq) = name.strip_suffix(".ckpt").and_then(|s| s.parse().ok()) {
+                out.push(CheckpointFile {
+                    component: component.to_owned(),
+                    seq,
+                    path: entry.path(),
+                });
+            }
+        }
+        out.sort_by(|a, b| b.seq.cmp(&a.seq));
+        Ok(out)
+    }
+
+    /// Every component that has a checkpoint directory.
+    pub fn components(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(Error::io("list", self.dir.clone())(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(Error::io("list", self.dir.clone()))?;
+            if entry.path().is_dir() {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads and verifies one checkpoint, returning its payload.
+    pub fn read(&self, file: &CheckpointFile) -> Result<Vec<u8>> {
+        let bytes = fs::read(&file.path).map_err(Error::io("read", file.path.clone()))?;
+        decode_envelope(&bytes)
+            .map(<[u8]>::to_vec)
+            .map_err(|reason| Error::BadCheckpoint {
+                path: file.path.clone(),
+                reason,
+            })
+    }
+
+    /// Removes one checkpoint (found corrupt or stale by the caller).
+    pub fn remove(&self, file: &CheckpointFile) -> Result<()> {
+        fs::remove_file(&file.path).map_err(Error::io("remove", file.path.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_newest_and_detects_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Checkpoints::new(dir.path());
+        for seq in 1..=5 {
+            c.write("main%3aa", seq, format!("payload {seq}").as_bytes(), 3)
+                .expect("write");
+        }
+        let files = c.list("main%3aa").expect("list");
+        assert_eq!(files.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![5, 4, 3]);
+        assert_eq!(c.read(&files[0]).expect("read"), b"payload 5");
+        let mut bytes = fs::read(&files[0].path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&files[0].path, bytes).expect("write");
+        assert!(c.read(&files[0]).is_err());
+        assert!(c.write("x", 1, &vec![0u8; MAX_CHECKPOINT], 3).is_err());
+    }
+}

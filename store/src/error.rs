@@ -1,0 +1,53 @@
+//! Errors of the store. I/O errors always carry the path they happened on.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no axocoatl repository found in {} or any parent directory", start.display())]
+    NotFound { start: PathBuf },
+    #[error("{} is already an axocoatl repository", path.display())]
+    AlreadyExists { path: PathBuf },
+    #[error("{} has repository format {found}, but this axocoatl supports format {supported}", path.display())]
+    UnsupportedFormat {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
+    #[error("{} is not a valid format marker: {reason}", path.display())]
+    BadFormatMarker { path: PathBuf, reason: String },
+    #[error("ledger corrupt: {} at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    #[error("object {hash} is missing")]
+    ObjectMissing { hash: String },
+    #[error("object {hash} is damaged: its content hashes to {actual}")]
+    ObjectDamaged { hash: String, actual: String },
+    #[error("record too large: {size} bytes (the limit is {limit})")]
+    RecordTooLarge { size: usize, limit: usize },
+    #[error("cannot encode {what}: {reason}")]
+    Encode { what: &'static str, reason: String },
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+    #[error("checkpoint {}: {reason}", path.display())]
+    BadCheckpoint { path: PathBuf, reason: String },
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { op, path, source }
+    }
+}

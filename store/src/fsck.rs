@@ -1,0 +1,246 @@
+//! Consistency checks over everything the store owns.
+
+use std::path::PathBuf;
+
+use crate::checkpoint::Checkpoints;
+use crate::layout;
+use crate::ledger::Damage;
+use crate::{Error, Repo, Result};
+
+/// What kind of problem a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FindingKind {
+    /// The newest segment ends in an incomplete record: `fsck --repair` truncates it.
+    TornTail,
+    /// A segment is damaged before its end.
+    CorruptSegment,
+    /// A record's payload does not decode.
+    UndecodableRecord,
+    /// A record of a kind this build does not know (written by a newer axocoatl).
+    UnknownRecordKind,
+    /// An object's content does not match its name.
+    DamagedObject,
+    /// A ledger record refers to an object that is not stored.
+    MissingObject,
+    /// A checkpoint does not decode; it will be ignored and rebuilt.
+    BadCheckpoint,
+}
+
+impl FindingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::TornTail => "torn-tail",
+            FindingKind::CorruptSegment => "corrupt-segment",
+            FindingKind::UndecodableRecord => "undecodable-record",
+            FindingKind::UnknownRecordKind => "unknown-record-kind",
+            FindingKind::DamagedObject => "damaged-object",
+            FindingKind::MissingObject => "missing-object",
+            FindingKind::BadCheckpoint => "bad-checkpoint",
+        }
+    }
+
+    /// Whether the finding makes the repository unclean (warnings do not).
+    pub fn is_error(self) -> bool {
+        !matches!(self, FindingKind::UnknownRecordKind)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub file: PathBuf,
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+/// Counts of what was checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub segments: u64,
+    pub records: u64,
+    pub objects: u64,
+    pub checkpoints: u64,
+    pub findings: Vec<Finding>,
+    /// Bytes cut by `--repair`.
+    pub repaired_bytes: u64,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        !self.findings.iter().any(|f| f.kind.is_error())
+    }
+}
+
+/// Checks the ledger, the objects and the checkpoints. With `repair`, a torn tail is
+/// truncated first (and then not reported); nothing else is ever changed.
+pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
+    let mut report = Report::default();
+    if repair {
+        report.repaired_bytes = repo.ledger().repair_tail()?;
+    }
+    check_ledger(repo, &mut report)?;
+    check_objects(repo, &mut report)?;
+    check_checkpoints(repo, &mut report)?;
+    Ok(report)
+}
+
+fn check_ledger(repo: &Repo, report: &mut Report) -> Result<()> {
+    let ledger = repo.ledger();
+    let numbers = ledger.segment_numbers()?;
+    let mut last_seq: Option<u64> = None;
+    for (i, &number) in numbers.iter().enumerate() {
+        report.segments += 1;
+        let seg = ledger.load_segment(number)?;
+        let sealed = i + 1 < numbers.len();
+        let path = seg.path.clone();
+        match seg.header() {
+            Err(reason) => {
+                report.findings.push(Finding {
+                    kind: FindingKind::CorruptSegment,
+                    file: path,
+                    offset: Some(0),
+                    message: reason,
+                });
+                continue;
+            }
+            Ok((n, _)) if n != number => {
+                report.findings.push(Finding {
+                    kind: FindingKind::CorruptSegment,
+                    file: path.clone(),
+                    offset: Some(0),
+                    message: format!("header says segment {n}, file name says {number}"),
+                });
+            }
+            Ok(_) => {}
+        }
+        let mut findings = Vec::new();
+        let damage = seg.frames(0, |fr| {
+            report.records += 1;
+            if let Some(prev) = last_seq {
+                if fr.seq <= prev {
+                    findings.push(Finding {
+                        kind: FindingKind::CorruptSegment,
+                        file: path.clone(),
+                        offset: Some(fr.offset),
+                        message: format!("sequence number {} after {prev}", fr.seq),
+                    });
+                }
+            }
+            last_seq = Some(fr.seq);
+            match crate::ledger::decode(fr.kind, fr.payload) {
+                Ok(Some(record)) => check_references(repo, &record, &path, fr.offset, &mut findings),
+                Ok(None) => findings.push(Finding {
+                    kind: FindingKind::UnknownRecordKind,
+                    file: path.clone(),
+                    offset: Some(fr.offset),
+                    message: format!("record kind {} is unknown to this build; skipped", fr.kind),
+                }),
+                Err(e) => findings.push(Finding {
+                    kind: FindingKind::UndecodableRecord,
+                    file: path.clone(),
+                    offset: Some(fr.offset),
+                    message: format!("record of kind {} does not decode: {e}", fr.kind),
+                }),
+            }
+        });
+        report.findings.extend(findings);
+        match damage {
+            None => {}
+            Some(Damage::TornTail { offset, len }) if !sealed => report.findings.push(Finding {
+                kind: FindingKind::TornTail,
+                file: path,
+                offset: Some(offset),
+                message: format!(
+                    "{len} bytes of an incomplete record at the end (a crash mid-append); `axocoatl fsck --repair` truncates them"
+                ),
+            }),
+            Some(Damage::TornTail { offset, .. }) => report.findings.push(Finding {
+                kind: FindingKind::CorruptSegment,
+                file: path,
+                offset: Some(offset),
+                message: "sealed segment ends inside a record".into(),
+            }),
+            Some(Damage::Corrupt { offset, reason }) => report.findings.push(Finding {
+                kind: FindingKind::CorruptSegment,
+                file: path,
+                offset: Some(offset),
+                message: reason,
+            }),
+        }
+    }
+    Ok(())
+}
+
+fn check_references(
+    repo: &Repo,
+    record: &crate::ledger::Record,
+    path: &std::path::Path,
+    offset: u64,
+    findings: &mut Vec<Finding>,
+) {
+    use crate::ledger::Record as R;
+    let mut hashes: Vec<&str> = Vec::new();
+    match record {
+        R::TurnBegun(r) => {
+            for c in &r.inline_context {
+                hashes.extend(c.text.object.as_deref());
+            }
+            for a in &r.attachments {
+                hashes.push(&a.object);
+                hashes.extend(a.text_object.as_deref());
+            }
+        }
+        R::ToolStarted(r) => hashes.extend(r.arguments.object.as_deref()),
+        R::ToolResult(r) => hashes.extend(r.output.object.as_deref()),
+        R::AttachmentAdded(r) => {
+            hashes.push(&r.object);
+            hashes.extend(r.text_object.as_deref());
+        }
+        _ => {}
+    }
+    for hash in hashes {
+        if !repo.objects().contains(hash) {
+            findings.push(Finding {
+                kind: FindingKind::MissingObject,
+                file: path.to_owned(),
+                offset: Some(offset),
+                message: format!("refers to object {hash}, which is not stored"),
+            });
+        }
+    }
+}
+
+fn check_objects(repo: &Repo, report: &mut Report) -> Result<()> {
+    for hash in repo.objects().list()? {
+        report.objects += 1;
+        match repo.objects().get(&hash) {
+            Ok(_) => {}
+            Err(Error::ObjectDamaged { actual, .. }) => report.findings.push(Finding {
+                kind: FindingKind::DamagedObject,
+                file: repo.objects().path(&hash),
+                offset: None,
+                message: format!("content hashes to {actual}"),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn check_checkpoints(repo: &Repo, report: &mut Report) -> Result<()> {
+    let checkpoints = Checkpoints::new(&repo.path(layout::CHECKPOINTS_DIR));
+    for component in checkpoints.components()? {
+        for file in checkpoints.list(&component)? {
+            report.checkpoints += 1;
+            if let Err(Error::BadCheckpoint { reason, .. }) = checkpoints.read(&file) {
+                report.findings.push(Finding {
+                    kind: FindingKind::BadCheckpoint,
+                    file: file.path.clone(),
+                    offset: None,
+                    message: format!("{reason}; it is ignored and rebuilt from the ledger"),
+                });
+            }
+        }
+    }
+    Ok(())
+}

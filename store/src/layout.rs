@@ -1,0 +1,160 @@
+//! Every file name under `.axocoatl/`, in one place.
+
+use std::path::{Path, PathBuf};
+
+/// The directory name a repository lives in, beside the user's `axocoatl.yaml`.
+pub const REPO_DIR: &str = ".axocoatl";
+/// The format marker: written last by `init`, checked first by every open.
+pub const FORMAT_FILE: &str = "format";
+/// First line of the format marker.
+pub const FORMAT_MAGIC: &str = "axocoatl repository";
+/// The repository format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+pub const HEAD_FILE: &str = "HEAD";
+pub const DEFAULT_SESSION: &str = "main";
+pub const LEDGER_DIR: &str = "ledger/v1";
+pub const LEDGER_INDEX_DIR: &str = "ledger/v1/index";
+pub const OBJECTS_DIR: &str = "objects";
+pub const CHECKPOINTS_DIR: &str = "checkpoints/v1";
+pub const DAILY_LOG_DIR: &str = "memory/daily_log/v1";
+pub const CORE_MEMORY_DIR: &str = "memory/core/v1";
+pub const SHARED_CORE_DIR: &str = "memory/core/shared/v1";
+pub const SEMANTIC_DIR: &str = "memory/semantic/v1";
+pub const AUTOMATION_RUNS_DIR: &str = "automation/runs-v1";
+pub const RUN_DIR: &str = "run";
+pub const SESSION_LOCKS_DIR: &str = "run/sessions";
+pub const LEDGER_LOCK: &str = "run/ledger.lock";
+pub const SERVE_LOCK: &str = "run/serve.lock";
+pub const TMP_DIR: &str = "tmp";
+
+/// Directories `init` creates, parents first.
+pub const INIT_DIRS: &[&str] = &[
+    "ledger",
+    LEDGER_DIR,
+    LEDGER_INDEX_DIR,
+    OBJECTS_DIR,
+    "checkpoints",
+    CHECKPOINTS_DIR,
+    "memory",
+    "memory/daily_log",
+    DAILY_LOG_DIR,
+    "memory/core",
+    CORE_MEMORY_DIR,
+    "memory/core/shared",
+    SHARED_CORE_DIR,
+    "memory/semantic",
+    SEMANTIC_DIR,
+    "automation",
+    AUTOMATION_RUNS_DIR,
+    RUN_DIR,
+    SESSION_LOCKS_DIR,
+    TMP_DIR,
+];
+
+/// Maps a runtime Agent id such as `main:coder` or `main:lead:worker:w1` to a file name that
+/// is safe on every OS and reversible: ASCII letters, digits, `-` and `_` stay; every other
+/// byte becomes `%XX` (two lowercase hex digits), so the mapping is injective and a
+/// component never starts with a dot or contains a path separator.
+pub fn component(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`component`]; `None` for a string that `component` never produces.
+pub fn runtime_id(component: &str) -> Option<String> {
+    let bytes = component.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = component.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Checks a session name: it becomes part of file names and of `HEAD`.
+pub fn check_session_name(name: &str) -> crate::Result<()> {
+    let reason = if name.is_empty() {
+        Some("a session name cannot be empty")
+    } else if name.len() > 100 {
+        Some("a session name is at most 100 bytes")
+    } else if name.starts_with(['.', '-']) {
+        Some("a session name cannot start with '.' or '-'")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        Some("use only letters, digits, '-', '_' and '.'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(crate::Error::InvalidName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+pub fn segment_file_name(number: u64) -> String {
+    format!("{number:012}.seg")
+}
+
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".seg")?;
+    if digits.len() != 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+pub fn session_lock_path(root: &Path, session: &str) -> PathBuf {
+    root.join(SESSION_LOCKS_DIR)
+        .join(format!("{}.lock", component(session)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_round_trips() {
+        for id in ["main:coder", "a.b:c/d", "x:lead:worker:w1", "ünï:cödé", "..", ""] {
+            let c = component(id);
+            assert!(!c.contains(['/', '\\', ':', '.']), "{c}");
+            assert_eq!(runtime_id(&c).as_deref(), Some(id));
+        }
+        assert_eq!(component("main:coder"), "main%3acoder");
+    }
+
+    #[test]
+    fn session_names() {
+        assert!(check_session_name("main").is_ok());
+        assert!(check_session_name("feature-1.2_x").is_ok());
+        for bad in ["", ".hidden", "-x", "a/b", "a b", "ä"] {
+            assert!(check_session_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn segment_names() {
+        assert_eq!(segment_file_name(7), "000000000007.seg");
+        assert_eq!(parse_segment_file_name("000000000007.seg"), Some(7));
+        assert_eq!(parse_segment_file_name("7.seg"), None);
+    }
+}

@@ -1,0 +1,688 @@
+//! The canonical Session ledger: append-only segments of framed, checksummed records.
+//!
+//! Appends from many processes are serialised by a short exclusive lock around the write
+//! only; the `fdatasync` that makes a record durable runs after the lock is released, so
+//! concurrent appenders share flushes (group commit). Every record gets the next sequence
+//! number. A torn tail (a crash mid-append) is ignored by readers and truncated by the next
+//! appender; corruption anywhere else is reported, never skipped silently.
+
+mod frame;
+/// Little-endian helpers shared with the other envelopes of the store.
+pub(crate) mod frame_le {
+    pub use super::frame::{le_u32, le_u64};
+}
+pub mod record;
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
+pub use record::Record;
+
+use crate::fsutil::{create_new_private, open_private, sync_dir};
+use crate::layout::{parse_segment_file_name, segment_file_name};
+use crate::lock::Lock;
+use crate::{Error, Result};
+use frame::{Parsed, SegmentHeader};
+
+/// Segments roll over at this size unless configured otherwise.
+pub const DEFAULT_SEGMENT_LIMIT: u64 = 64 << 20;
+
+/// Where a record starts: segment number and byte offset in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Position {
+    pub segment: u64,
+    pub offset: u64,
+}
+
+impl Position {
+    /// Before every record.
+    pub const START: Position = Position {
+        segment: 0,
+        offset: 0,
+    };
+}
+
+/// A record read back, with where it lives. `record` is `None` for a kind this build does
+/// not know (written by a newer axocoatl): skip it with a warning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub seq: u64,
+    pub pos: Position,
+    /// Where the next record starts.
+    pub next: Position,
+    pub kind: u16,
+    pub record: Option<Record>,
+}
+
+/// The result of an append: the sequence number and position of each record written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub pos: Position,
+    pub next: Position,
+}
+
+#[derive(Debug)]
+struct Tail {
+    number: u64,
+    path: PathBuf,
+    file: File,
+    end: u64,
+    last_seq: u64,
+}
+
+#[derive(Debug)]
+pub struct Ledger {
+    dir: PathBuf,
+    lock_path: PathBuf,
+    segment_limit: u64,
+    tail: Mutex<Option<Tail>>,
+}
+
+impl Ledger {
+    /// Opens the ledger in `dir`, serialising appends with the lock file `lock_path`.
+    pub fn open(dir: &Path, lock_path: &Path, segment_limit: u64) -> Ledger {
+        Ledger {
+            dir: dir.to_owned(),
+            lock_path: lock_path.to_owned(),
+            segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
+            tail: Mutex::new(None),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends records durably: when this returns, they are on disk.
+    pub fn append(&self, records: &[Record]) -> Result<Vec<Appended>> {
+        self.append_checked(Position::START, records, |_| Ok::<(), ()>(()))
+            .map(|r| r.unwrap_or_default())
+    }
+
+    /// Appends records only if `check` accepts the records written from `since` up to now,
+    /// read under the append lock: nothing can be appended between the check and the write.
+    /// With `since` at the current end this is cheap. `Ok(Err(e))` means the check refused.
+    pub fn append_checked<E>(
+        &self,
+        since: Position,
+        records: &[Record],
+        check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = Lock::acquire(&self.lock_path)?;
+        let tail = self.sync_tail(&mut guard)?;
+        if since != Position::START || records.is_empty() {
+            let end = Position {
+                segment: tail.number,
+                offset: tail.end,
+            };
+            if since < end {
+                let mut scan = self.scan(since).take_while(move |e| match e {
+                    Ok(e) => e.pos < end,
+                    Err(_) => true,
+                });
+                if let Err(e) = check(&mut scan) {
+                    return Ok(Err(e));
+                }
+            } else if let Err(e) = check(&mut std::iter::empty()) {
+                return Ok(Err(e));
+            }
+        }
+        if records.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let mut bytes = Vec::with_capacity(256 * records.len());
+        let mut starts = Vec::with_capacity(records.len());
+        let mut seq = tail.last_seq;
+        for record in records {
+            seq += 1;
+            starts.push((seq, bytes.len() as u64));
+            let mut payload = record
+                .encode_body(Vec::with_capacity(128))
+                .map_err(|e| Error::Encode {
+                    what: record.kind_name(),
+                    reason: e.to_string(),
+                })?;
+            frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
+            payload.clear();
+        }
+        if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
+            self.roll(tail)?;
+        }
+        tail.file
+            .write_all(&bytes)
+            .map_err(Error::io("append to", tail.path.clone()))?;
+        let base = tail.end;
+        tail.end += bytes.len() as u64;
+        tail.last_seq = seq;
+        let number = tail.number;
+        let end = tail.end;
+        let file = tail.file.try_clone().map_err(Error::io("reopen", tail.path.clone()))?;
+        let path = tail.path.clone();
+        drop(lock);
+        drop(guard);
+        // Outside the lock: concurrent appenders share this flush.
+        file.sync_data().map_err(Error::io("sync", path))?;
+        let mut out = Vec::with_capacity(starts.len());
+        for (i, &(seq, start)) in starts.iter().enumerate() {
+            let next = starts.get(i + 1).map_or(end, |&(_, s)| base + s);
+            out.push(Appended {
+                seq,
+                pos: Position {
+                    segment: number,
+                    offset: base + start,
+                },
+                next: Position {
+                    segment: number,
+                    offset: next,
+                },
+            });
+        }
+        Ok(Ok(out))
+    }
+
+    /// The sequence number of the newest record and the position after it.
+    pub fn head(&self) -> Result<(u64, Position)> {
+        let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = Lock::acquire(&self.lock_path)?;
+        let tail = self.sync_tail(&mut guard)?;
+        Ok((
+            tail.last_seq,
+            Position {
+                segment: tail.number,
+                offset: tail.end,
+            },
+        ))
+    }
+
+    /// Truncates a torn tail, if any; returns how many bytes were cut. Other damage is left
+    /// for the user to inspect (and reported by `fsck`).
+    pub fn repair_tail(&self) -> Result<u64> {
+        let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = Lock::acquire(&self.lock_path)?;
+        *guard = None;
+        let before = self.newest_segment_len()?;
+        let tail = self.sync_tail(&mut guard)?;
+        Ok(before.saturating_sub(tail.end))
+    }
+
+    fn newest_segment_len(&self) -> Result<u64> {
+        match self.segment_numbers()?.last() {
+            Some(&n) => {
+                let path = self.dir.join(segment_file_name(n));
+                Ok(fs::metadata(&path).map_err(Error::io("stat", path))?.len())
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// Brings the cached tail up to date with what other processes appended. Must be called
+    /// with the append lock held: then any incomplete frame at the end is a torn write.
+    fn sync_tail<'a>(&self, slot: &'a mut Option<Tail>) -> Result<&'a mut Tail> {
+        if slot.is_none() {
+            *slot = Some(self.discover_tail()?);
+        }
+        let tail = slot.as_mut().ok_or_else(|| unreachable_io(&self.dir))?;
+        loop {
+            let len = tail
+                .file
+                .metadata()
+                .map_err(Error::io("stat", tail.path.clone()))?
+                .len();
+            if len != tail.end {
+                self.catch_up(tail, len)?;
+            }
+            let next = self.dir.join(segment_file_name(tail.number + 1));
+            if !next.exists() {
+                return Ok(tail);
+            }
+            let file = open_private(&next, true)?;
+            let header = read_header(&file, &next)?;
+            *tail = Tail {
+                number: tail.number + 1,
+                path: next,
+                file,
+                end: HEADER_LEN as u64,
+                last_seq: header.base_seq,
+            };
+        }
+    }
+
+    /// Reads the frames between the cached end and `len`, truncating a torn tail.
+    fn catch_up(&self, tail: &mut Tail, len: u64) -> Result<()> {
+        if len < tail.end {
+            return Err(Error::Corrupt {
+                path: tail.path.clone(),
+                offset: len,
+                reason: format!("segment shrank below {} bytes", tail.end),
+            });
+        }
+        let mut buf = vec![0u8; (len - tail.end) as usize];
+        tail.file
+            .read_exact_at(&mut buf, tail.end)
+            .map_err(Error::io("read", tail.path.clone()))?;
+        let mut at = 0usize;
+        loop {
+            match frame::parse_at(&buf, at) {
+                Parsed::Frame(f) => {
+                    tail.last_seq = f.seq;
+                    at += f.len;
+                }
+                Parsed::End => break,
+                Parsed::Incomplete | Parsed::BadLast(_) => {
+                    let cut = tail.end + at as u64;
+                    tail.file
+                        .set_len(cut)
+                        .and_then(|()| tail.file.sync_data())
+                        .map_err(Error::io("truncate the torn tail of", tail.path.clone()))?;
+                    break;
+                }
+                Parsed::Corrupt(reason) => {
+                    return Err(Error::Corrupt {
+                        path: tail.path.clone(),
+                        offset: tail.end + at as u64,
+                        reason: format!("{reason}; run `axocoatl fsck`"),
+                    })
+                }
+            }
+        }
+        tail.end += at as u64;
+        Ok(())
+    }
+
+    fn discover_tail(&self) -> Result<Tail> {
+        let numbers = self.segment_numbers()?;
+        let Some(&number) = numbers.last() else {
+            return self.create_segment(1, 0);
+        };
+        let path = self.dir.join(segment_file_name(number));
+        let file = open_private(&path, true)?;
+        let header = read_header(&file, &path)?;
+        let len = file.metadata().map_err(Error::io("stat", path.clone()))?.len();
+        // Fast path: the trailer of the last frame says where it starts.
+        if len > HEADER_LEN as u64 {
+            let take = len.min((MAX_PAYLOAD + FRAME_OVERHEAD) as u64).min(len - HEADER_LEN as u64);
+            let mut last4 = [0u8; 4];
+            file.read_exact_at(&mut last4, len - 4)
+                .map_err(Error::io("read", path.clone()))?;
+            let flen = u32::from_le_bytes(last4) as u64;
+            if flen >= FRAME_OVERHEAD as u64 && flen <= take {
+                let mut buf = vec![0u8; flen as usize];
+                file.read_exact_at(&mut buf, len - flen)
+                    .map_err(Error::io("read", path.clone()))?;
+                if let Parsed::Frame(f) = frame::parse_at(&buf, 0) {
+                    if f.len as u64 == flen {
+                        return Ok(Tail {
+                            number,
+                            path,
+                            file,
+                            end: len,
+                            last_seq: f.seq,
+                        });
+                    }
+                }
+            }
+        }
+        // Slow path (empty segment or torn tail): scan forward from the header.
+        let mut tail = Tail {
+            number,
+            path,
+            file,
+            end: HEADER_LEN as u64,
+            last_seq: header.base_seq,
+        };
+        self.catch_up(&mut tail, len)?;
+        Ok(tail)
+    }
+
+    fn create_segment(&self, number: u64, base_seq: u64) -> Result<Tail> {
+        let path = self.dir.join(segment_file_name(number));
+        let mut file = match create_new_private(&path) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Created by another process between our listing and our create: use it.
+                let file = open_private(&path, true)?;
+                let header = read_header(&file, &path)?;
+                return Ok(Tail {
+                    number,
+                    path,
+                    file,
+                    end: HEADER_LEN as u64,
+                    last_seq: header.base_seq,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let header = SegmentHeader { number, base_seq }.encode();
+        file.write_all(&header)
+            .and_then(|()| file.sync_data())
+            .map_err(Error::io("write", path.clone()))?;
+        sync_dir(&self.dir)?;
+        let file = open_private(&path, true)?;
+        Ok(Tail {
+            number,
+            path,
+            file,
+            end: HEADER_LEN as u64,
+            last_seq: base_seq,
+        })
+    }
+
+    fn roll(&self, tail: &mut Tail) -> Result<()> {
+        tail.file
+            .sync_data()
+            .map_err(Error::io("sync", tail.path.clone()))?;
+        *tail = self.create_segment(tail.number + 1, tail.last_seq)?;
+        Ok(())
+    }
+
+    /// Segment numbers, oldest first.
+    pub fn segment_numbers(&self) -> Result<Vec<u64>> {
+        let mut numbers = Vec::new();
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("list", self.dir.clone()))?;
+        for entry in entries {
+            let entry = entry.map_err(Error::io("list", self.dir.clone()))?;
+            if let Some(n) = entry.file_name().to_str().and_then(parse_segment_file_name) {
+                numbers.push(n);
+            }
+        }
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    pub fn segment_path(&self, number: u64) -> PathBuf {
+        self.dir.join(segment_file_name(number))
+    }
+
+    /// Reads records from `from` (inclusive) to the current end.
+    pub fn scan(&self, from: Position) -> Scan {
+        Scan::new(self, from)
+    }
+
+    /// Reads every record.
+    pub fn scan_all(&self) -> Scan {
+        Scan::new(self, Position::START)
+    }
+
+    /// Loads the bytes of one segment: memory-mapped when sealed, read when it is the newest
+    /// (which may still grow, or be truncated by a torn-tail repair).
+    pub fn load_segment(&self, number: u64) -> Result<SegmentData> {
+        let newest = self.segment_numbers()?.last().copied().unwrap_or(0);
+        let sealed = number < newest;
+        load(&self.segment_path(number), number, sealed, 0)
+    }
+}
+
+fn unreachable_io(dir: &Path) -> Error {
+    Error::io("open the ledger in", dir)(std::io::Error::other("tail missing"))
+}
+
+fn read_header(file: &File, path: &Path) -> Result<SegmentHeader> {
+    let mut h = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut h, 0)
+        .map_err(Error::io("read the header of", path))?;
+    SegmentHeader::decode(&h).map_err(|reason| Error::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        reason,
+    })
+}
+
+#[derive(Debug)]
+enum Bytes {
+    Map(memmap2::Mmap),
+    Vec(Vec<u8>),
+}
+
+/// One segment's bytes from `base` on (`base` is 0, header included, unless the newest
+/// segment was read from a later position), and its checked header.
+#[derive(Debug)]
+pub struct SegmentData {
+    pub number: u64,
+    pub path: PathBuf,
+    pub base: u64,
+    header: std::result::Result<(u64, u64), String>,
+    data: Bytes,
+    pub sealed: bool,
+}
+
+/// A problem found while walking a segment's frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// An incomplete or unverifiable last frame of the newest segment: a crash mid-append.
+    TornTail { offset: u64, len: u64 },
+    Corrupt { offset: u64, reason: String },
+}
+
+/// A raw frame: no payload decoding.
+#[derive(Clone, Copy, Debug)]
+pub struct RawFrame<'a> {
+    pub seq: u64,
+    pub offset: u64,
+    pub len: u64,
+    pub kind: u16,
+    pub payload: &'a [u8],
+}
+
+impl SegmentData {
+    /// The bytes from `base` on.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Bytes::Map(m) => m,
+            Bytes::Vec(v) => v,
+        }
+    }
+
+    /// The segment number and base sequence from the header, or what is wrong with it.
+    pub fn header(&self) -> std::result::Result<(u64, u64), String> {
+        self.header.clone()
+    }
+
+    /// Walks the frames from `offset`, calling `f` for each, and returns how the walk ended.
+    /// Offsets given to `f` and in the result are file offsets.
+    pub fn frames(&self, offset: u64, mut f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        let data = self.bytes();
+        let base = self.base as usize;
+        let mut at = (offset as usize).max(HEADER_LEN).max(base) - base;
+        loop {
+            match frame::parse_at(data, at) {
+                Parsed::Frame(fr) => {
+                    f(RawFrame {
+                        seq: fr.seq,
+                        offset: (base + at) as u64,
+                        len: fr.len as u64,
+                        kind: fr.kind,
+                        payload: fr.payload,
+                    });
+                    at += fr.len;
+                }
+                Parsed::End => return None,
+                Parsed::Incomplete | Parsed::BadLast(_) if !self.sealed => {
+                    return Some(Damage::TornTail {
+                        offset: (base + at) as u64,
+                        len: (data.len() - at) as u64,
+                    })
+                }
+                Parsed::Incomplete => {
+                    return Some(Damage::Corrupt {
+                        offset: (base + at) as u64,
+                        reason: "sealed segment ends inside a frame".into(),
+                    })
+                }
+                Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
+                    return Some(Damage::Corrupt {
+                        offset: (base + at) as u64,
+                        reason,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Decodes a raw frame's payload. `Ok(None)` for an unknown kind.
+pub fn decode(kind: u16, payload: &[u8]) -> std::result::Result<Option<Record>, String> {
+    Record::decode(kind, payload).map_err(|e| e.to_string())
+}
+
+/// An iterator over decoded records. A damaged segment yields one `Err` naming the file and
+/// offset, then the walk goes on with the next segment. A torn tail ends the walk quietly.
+pub struct Scan {
+    numbers: std::vec::IntoIter<u64>,
+    newest: u64,
+    ledger_dir: PathBuf,
+    pending: std::collections::VecDeque<Result<Entry>>,
+    first_offset: Option<Position>,
+    failed: Option<Error>,
+}
+
+impl Scan {
+    fn new(ledger: &Ledger, from: Position) -> Scan {
+        let (numbers, failed) = match ledger.segment_numbers() {
+            Ok(n) => (n, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let newest = numbers.last().copied().unwrap_or(0);
+        let numbers: Vec<u64> = numbers.into_iter().filter(|&n| n >= from.segment).collect();
+        Scan {
+            numbers: numbers.into_iter(),
+            newest,
+            ledger_dir: ledger.dir.clone(),
+            pending: Default::default(),
+            first_offset: Some(from),
+            failed,
+        }
+    }
+
+    fn load_next(&mut self) -> bool {
+        let Some(number) = self.numbers.next() else {
+            return false;
+        };
+        let start = match self.first_offset.take() {
+            Some(p) if p.segment == number => p.offset,
+            _ => 0,
+        };
+        let path = self.ledger_dir.join(segment_file_name(number));
+        let sealed = number < self.newest || self.ledger_dir.join(segment_file_name(number + 1)).exists();
+        let seg = match load(&path, number, sealed, start) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pending.push_back(Err(e));
+                return true;
+            }
+        };
+        if let Err(reason) = seg.header() {
+            self.pending.push_back(Err(Error::Corrupt {
+                path,
+                offset: 0,
+                reason,
+            }));
+            return true;
+        }
+        let mut out = std::mem::take(&mut self.pending);
+        let damage = seg.frames(start, |fr| {
+            let pos = Position {
+                segment: number,
+                offset: fr.offset,
+            };
+            let next = Position {
+                segment: number,
+                offset: fr.offset + fr.len,
+            };
+            out.push_back(match Record::decode(fr.kind, fr.payload) {
+                Ok(record) => Ok(Entry {
+                    seq: fr.seq,
+                    pos,
+                    next,
+                    kind: fr.kind,
+                    record,
+                }),
+                Err(e) => Err(Error::Corrupt {
+                    path: seg.path.clone(),
+                    offset: fr.offset,
+                    reason: format!("record of kind {} does not decode: {e}", fr.kind),
+                }),
+            });
+        });
+        if let Some(Damage::Corrupt { offset, reason }) = damage {
+            out.push_back(Err(Error::Corrupt {
+                path: seg.path.clone(),
+                offset,
+                reason,
+            }));
+        }
+        self.pending = out;
+        true
+    }
+}
+
+/// Loads a segment. A sealed one is mapped whole; the newest is read from `from` on, so
+/// that polling for new records does not re-read what was already seen.
+fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<SegmentData> {
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    let mut head = [0u8; HEADER_LEN];
+    let header = match file.read_exact_at(&mut head, 0) {
+        Ok(()) => SegmentHeader::decode(&head).map(|h| (h.number, h.base_seq)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err("segment is shorter than its header".to_string())
+        }
+        Err(e) => return Err(Error::io("read", path)(e)),
+    };
+    let (base, data) = if sealed {
+        // SAFETY: sealed segments are never modified or truncated; the map is read-only.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(Error::io("map", path))?;
+        (0, Bytes::Map(map))
+    } else {
+        let base = if from > HEADER_LEN as u64 { from } else { 0 };
+        let len = file.metadata().map_err(Error::io("stat", path))?.len();
+        let mut buf = vec![0u8; len.saturating_sub(base) as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], base + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read", path)(e)),
+            }
+        }
+        buf.truncate(filled);
+        (base, Bytes::Vec(buf))
+    };
+    Ok(SegmentData {
+        number,
+        path: path.to_owned(),
+        base,
+        header,
+        data,
+        sealed,
+    })
+}
+
+impl Iterator for Scan {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if !self.load_next() {
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+use std::fs;
+
+use super::record::Note;
+use super::*;
+
+fn note(text: &str) -> Record {
+    Record::Note(Note { text: text.into() })
+}
+
+fn texts(ledger: &Ledger) -> Vec<String> {
+    ledger
+        .scan_all()
+        .map(|e| match e.expect("entry").record {
+            Some(Record::Note(n)) => n.text,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn setup(limit: u64) -> (tempfile::TempDir, Ledger) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::create_dir_all(dir.path().join("l")).expect("mkdir");
+    let ledger = Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
+    (dir, ledger)
+}
+
+#[test]
+fn appends_scan_back_in_order_with_increasing_sequence_numbers() {
+    let (_d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    let a = ledger.append(&[note("a"), note("b")]).expect("append");
+    let b = ledger.append(&[note("c")]).expect("append");
+    assert_eq!(a.iter().map(|x| x.seq).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(b[0].seq, 3);
+    assert_eq!(a[1].next, b[0].pos);
+    assert_eq!(texts(&ledger), vec!["a", "b", "c"]);
+    let from_b: Vec<_> = ledger.scan(a[1].pos).map(|e| e.expect("e").seq).collect();
+    assert_eq!(from_b, vec![2, 3]);
+}
+
+#[test]
+fn a_second_handle_continues_the_sequence() {
+    let (d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    ledger.append(&[note("a")]).expect("append");
+    let other = Ledger::open(&d.path().join("l"), &d.path().join("lock"), DEFAULT_SEGMENT_LIMIT);
+    assert_eq!(other.append(&[note("b")]).expect("append")[0].seq, 2);
+    assert_eq!(ledger.append(&[note("c")]).expect("append")[0].seq, 3);
+}
+
+#[test]
+fn segments_roll_at_the_limit_and_all_records_stay_readable() {
+    let (d, ledger) = setup(300);
+    for i in 0..20 {
+        ledger.append(&[note(&format!("record {i:02}"))]).expect("append");
+    }
+    let n = ledger.segment_numbers().expect("segments");
+    assert!(n.len() >= 3, "{n:?}");
+    assert_eq!(texts(&ledger).len(), 20);
+    let reopened = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 300);
+    assert_eq!(reopened.append(&[note("x")]).expect("append")[0].seq, 21);
+}
+
+#[test]
+fn every_truncation_of_the_last_record_opens_and_appends_continue() {
+    let (d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    ledger.append(&[note("first")]).expect("append");
+    let last = ledger.append(&[note("second, to be torn")]).expect("append")[0];
+    let path = ledger.segment_path(1);
+    let full = fs::read(&path).expect("read");
+    for cut in last.pos.offset..full.len() as u64 {
+        fs::write(&path, &full[..cut as usize]).expect("write");
+        let l = Ledger::open(&d.path().join("l"), &d.path().join("lock"), DEFAULT_SEGMENT_LIMIT);
+        assert_eq!(texts(&l), vec!["first"], "cut at {cut}");
+        let seq = l.append(&[note("after")]).expect("append")[0].seq;
+        assert_eq!(seq, 2, "cut at {cut}");
+        assert_eq!(texts(&l), vec!["first", "after"], "cut at {cut}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_sealed_segment_is_reported_and_later_segments_stay_readable() {
+    let (_d, ledger) = setup(200);
+    for i in 0..12 {
+        ledger.append(&[note(&format!("r{i:02}"))]).expect("append");
+    }
+    let path = ledger.segment_path(1);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[HEADER_LEN + 20] ^= 0x55;
+    fs::write(&path, bytes).expect("write");
+    let mut errors = 0;
+    let mut ok = Vec::new();
+    for e in ledger.scan_all() {
+        match e {
+            Ok(e) => ok.push(e.seq),
+            Err(Error::Corrupt { path: p, offset, .. }) => {
+                errors += 1;
+                assert_eq!(p, path);
+                assert_eq!(offset, HEADER_LEN as u64);
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(errors, 1);
+    // Everything after segment 1 is intact.
+    let first_of_2 = ok.iter().position(|&s| s > 1).expect("later records");
+    assert_eq!(ok[first_of_2..], (ok[first_of_2]..=12).collect::<Vec<_>>()[..]);
+    assert!(ok.len() >= 6, "{ok:?}");
+}
+
+#[test]
+fn append_checked_sees_records_since_a_position_and_can_refuse() {
+    let (_d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    let a = ledger.append(&[note("begin")]).expect("append")[0];
+    ledger.append(&[note("end")]).expect("append");
+    let refused = ledger
+        .append_checked(a.pos, &[note("stop")], |entries| {
+            let seen: Vec<_> = entries.map(|e| e.expect("e").seq).collect();
+            if seen == vec![1, 2] {
+                Err("already ended")
+            } else {
+                Ok(())
+            }
+        })
+        .expect("io");
+    assert_eq!(refused, Err("already ended"));
+    assert_eq!(texts(&ledger), vec!["begin", "end"]);
+}
+
+#[test]
+fn concurrent_handles_never_share_a_sequence_number() {
+    let (d, _ledger) = setup(4096);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let dir = d.path().to_owned();
+            std::thread::spawn(move || {
+                let l = Ledger::open(&dir.join("l"), &dir.join("lock"), 4096);
+                (0..50)
+                    .map(|i| l.append(&[note(&format!("{t}:{i}"))]).expect("append")[0].seq)
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = threads.into_iter().flat_map(|t| t.join().expect("join")).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 200);
+    let l = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 4096);
+    let seqs: Vec<u64> = l.scan_all().map(|e| e.expect("e").seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(seqs.len(), 200);
+}

@@ -1,0 +1,18 @@
+//! The on-disk repository of axocoatl.
+//!
+//! This crate owns every byte under `.axocoatl/`: the layout and format marker, the
+//! append-only ledger, the content-addressed objects, checkpoints, memory files and locks.
+//! It never talks to models, never parses command lines and never prints.
+
+pub mod checkpoint;
+pub mod error;
+pub mod fsck;
+pub mod fsutil;
+pub mod layout;
+pub mod ledger;
+pub mod lock;
+pub mod objects;
+pub mod repo;
+
+pub use error::{Error, Result};
+pub use repo::Repo;
