@@ -1,0 +1,5 @@
+//! `axocoatl.yaml`: schema, loading and validation.
+
+mod types;
+
+pub use types::*;

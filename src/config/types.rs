@@ -1,0 +1,364 @@
+//! The typed schema of `axocoatl.yaml`. Validation lives in `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub agents: Vec<AgentConfig>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default)]
+    pub workflows: Vec<WorkflowConfig>,
+    #[serde(default)]
+    pub consolidation: ConsolidationConfig,
+    #[serde(default)]
+    pub automations: Vec<AutomationConfig>,
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
+    #[serde(default)]
+    pub default_agent: Option<String>,
+    #[serde(default)]
+    pub default_session: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentRole {
+    #[default]
+    Autonomous,
+    Coordinator,
+    Worker,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub provider: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// Empty inherits the baseline tools; non-empty is the exact allowlist.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    #[serde(default)]
+    pub role: AgentRole,
+    #[serde(default)]
+    pub activation_threshold: Option<f64>,
+    #[serde(default)]
+    pub activation_decay: Option<f64>,
+    #[serde(default)]
+    pub sampling: SamplingConfig,
+    #[serde(default)]
+    pub token_budget: Option<TokenBudget>,
+    #[serde(default)]
+    pub memory: MemoryConfig,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingConfig {
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OverflowPolicy {
+    /// Enforce the local guard: a call that cannot fit is not sent.
+    #[default]
+    #[serde(rename = "abort")]
+    Abort,
+    #[serde(rename = "warn")]
+    Warn,
+    /// The deprecated compatibility spelling; behaves as `warn`.
+    #[serde(rename = "summarize")]
+    Summarize,
+}
+
+impl OverflowPolicy {
+    /// `summarize` is only a spelling of `warn`.
+    pub fn effective(self) -> OverflowPolicy {
+        match self {
+            OverflowPolicy::Summarize => OverflowPolicy::Warn,
+            other => other,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBudget {
+    #[serde(default)]
+    pub per_execution: Option<u64>,
+    #[serde(default)]
+    pub per_call: Option<u64>,
+    #[serde(default)]
+    pub overflow_policy: OverflowPolicy,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    #[serde(default = "default_max_session_messages")]
+    pub max_session_messages: u32,
+    #[serde(default)]
+    pub recall: RecallConfig,
+    #[serde(default)]
+    pub core: CoreConfig,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            max_session_messages: default_max_session_messages(),
+            recall: RecallConfig::default(),
+            core: CoreConfig::default(),
+        }
+    }
+}
+
+fn default_max_session_messages() -> u32 {
+    100
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallConfig {
+    #[serde(default = "yes")]
+    pub passive_inject: bool,
+    #[serde(default = "default_top_k")]
+    pub top_k: u32,
+    #[serde(default = "default_min_score")]
+    pub min_score: f64,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig {
+            passive_inject: true,
+            top_k: default_top_k(),
+            min_score: default_min_score(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_top_k() -> u32 {
+    5
+}
+fn default_min_score() -> f64 {
+    0.15
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreConfig {
+    /// Omitted or empty: the default persona, human and project blocks.
+    #[serde(default)]
+    pub blocks: Vec<CoreBlock>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreBlock {
+    pub label: String,
+    #[serde(default = "default_block_limit")]
+    pub limit: u32,
+    #[serde(default)]
+    pub shared: bool,
+}
+
+fn default_block_limit() -> u32 {
+    2000
+}
+
+impl CoreConfig {
+    /// The effective blocks: the configured list, or the defaults when it is empty.
+    pub fn effective_blocks(&self) -> Vec<CoreBlock> {
+        if !self.blocks.is_empty() {
+            return self.blocks.clone();
+        }
+        ["persona", "human", "project"]
+            .into_iter()
+            .map(|label| CoreBlock {
+                label: label.into(),
+                limit: default_block_limit(),
+                shared: false,
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Ollama,
+    Openai,
+    Local,
+    Script,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Ollama => "ollama",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Local => "local",
+            ProviderKind::Script => "script",
+        }
+    }
+
+    pub fn from_builtin(name: &str) -> Option<ProviderKind> {
+        match name {
+            "ollama" => Some(ProviderKind::Ollama),
+            "openai" => Some(ProviderKind::Openai),
+            "local" => Some(ProviderKind::Local),
+            "script" => Some(ProviderKind::Script),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Read timeout: the longest silence tolerated from a server.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_secs: Option<u64>,
+    /// Retries on connection errors and HTTP 429 before any output (default 2).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// `local`: the GGUF model file (relative paths are relative to the config file).
+    #[serde(default)]
+    pub model_path: Option<PathBuf>,
+    /// `local`: compute threads.
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// `local`: context positions (at most 4096 for the default model).
+    #[serde(default)]
+    pub context_size: Option<usize>,
+    /// `script`: the YAML file of scripted replies (relative to the config file).
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowConfig {
+    pub id: String,
+    pub entry_point: String,
+    #[serde(default, alias = "members")]
+    pub workers: Vec<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidationConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_idle_threshold")]
+    pub idle_threshold_secs: u64,
+    #[serde(default = "default_interval")]
+    pub interval_secs: u64,
+}
+
+impl Default for ConsolidationConfig {
+    fn default() -> Self {
+        ConsolidationConfig {
+            enabled: false,
+            idle_threshold_secs: default_idle_threshold(),
+            interval_secs: default_interval(),
+        }
+    }
+}
+
+fn default_idle_threshold() -> u64 {
+    120
+}
+fn default_interval() -> u64 {
+    1800
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutomationConfig {
+    pub id: String,
+    pub schedule: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub workflow: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    pub request: String,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointPolicy {
+    /// After each model response (the default).
+    #[default]
+    AfterEachResponse,
+    /// Once, when a turn ends.
+    AfterEachTurn,
+    Never,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    #[serde(default)]
+    pub policy: CheckpointPolicy,
+    #[serde(default = "default_keep")]
+    pub keep: usize,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            policy: CheckpointPolicy::default(),
+            keep: default_keep(),
+        }
+    }
+}
+
+fn default_keep() -> usize {
+    3
+}

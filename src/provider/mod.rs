@@ -1,0 +1,213 @@
+//! Model providers: one small trait and its adapters.
+//!
+//! A provider takes a [`ChatRequest`] and streams [`Event`]s to a callback as chunks arrive,
+//! then returns the final [`Completion`] with usage (or "usage unknown"). Cancellation is a
+//! shared flag that every adapter checks at least every ~50 ms, even while a server is silent.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::config::ResponseFormat;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// An image passed to a model that accepts images.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub media_type: String,
+    pub data: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; adapters invent one (`call_<n>`) when the protocol has none.
+    pub id: String,
+    pub name: String,
+    /// Parsed JSON arguments. Unparseable argument text is kept as a JSON string.
+    pub arguments: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `Role::Tool`: the call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For `Role::Tool`: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            images: Vec::new(),
+        }
+    }
+}
+
+/// A tool advertised to the model: a JSON-Schema description of its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// Request-generation controls. `None` leaves the provider's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub response_format: Option<ResponseFormat>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSchema>,
+    pub sampling: Sampling,
+}
+
+/// What a provider reports while it streams.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A piece of visible text.
+    Delta(String),
+    /// A complete tool call (adapters assemble split argument deltas before emitting it).
+    ToolCall(ToolCall),
+    /// Something the user should know, e.g. a sampling field this adapter cannot honour.
+    Warning(String),
+}
+
+/// Token counts of one call. `None` where the provider did not report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallUsage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+}
+
+impl CallUsage {
+    pub fn reported(&self) -> bool {
+        self.prompt_tokens.is_some() && self.completion_tokens.is_some()
+    }
+}
+
+/// The end of a successful call: the assistant message (text and tool calls) and usage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub message: Message,
+    pub usage: CallUsage,
+    pub finish_reason: Option<String>,
+}
+
+/// A cancellation handle shared between the caller (stop, Ctrl-C) and the adapter.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for signal handlers.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}
+
+/// How often adapters look at the cancellation flag while waiting.
+pub const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// Why a call failed. Messages name the provider and URL, never an API key.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("{provider}: cannot connect to {url}: {detail}")]
+    Connect {
+        provider: String,
+        url: String,
+        detail: String,
+    },
+    #[error("{provider}: {url} answered HTTP {status}: {message}")]
+    Http {
+        provider: String,
+        url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider}: {url} sent nothing for {secs} s (timeout)")]
+    Timeout {
+        provider: String,
+        url: String,
+        secs: u64,
+    },
+    #[error("{provider}: malformed response from {url}: {detail}")]
+    Malformed {
+        provider: String,
+        url: String,
+        detail: String,
+    },
+    #[error("{provider}: {detail}")]
+    Unsupported { provider: String, detail: String },
+    #[error("{provider}: {detail}")]
+    Model { provider: String, detail: String },
+    #[error("{provider}: {detail}")]
+    Config { provider: String, detail: String },
+}
+
+/// A model behind some protocol.
+pub trait Provider: Send {
+    /// The provider's name as configured (for messages and the ledger).
+    fn name(&self) -> &str;
+
+    /// Runs one chat call, calling `on_event` as output arrives. Must return
+    /// `Err(ProviderError::Cancelled)` within ~100 ms of `cancel` being set.
+    fn chat(
+        &mut self,
+        request: &ChatRequest,
+        cancel: &Cancel,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Completion, ProviderError>;
+
+    /// Counts tokens with the model's own tokenizer, when the provider has one locally.
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+
+    /// Whether tools can be advertised to this provider's models.
+    fn supports_tools(&self) -> bool {
+        true
+    }
+}
