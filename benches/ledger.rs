@@ -1,1 +1,133 @@
-fn main() {}
+//! Ledger benchmarks (issue: foundation). Prints figures; asserts nothing about time.
+//!
+//! 1. durable appends of 1 KiB records vs a raw `write + fdatasync` loop on the same disk;
+//! 2. 8 concurrent appending processes vs one (group commit);
+//! 3. a sequential scan of a large ledger (default 1 GiB; `AXOCOATL_BENCH_SCAN_MB`) vs a raw
+//!    read of the same files.
+//!
+//! Run: `cargo bench --bench ledger`.
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use axocoatl_store::ledger::record::Note;
+use axocoatl_store::ledger::{Ledger, Record};
+
+fn note(i: usize, size: usize) -> Record {
+    let mut text = format!("bench:{i}:");
+    text.extend(std::iter::repeat_n('x', size.saturating_sub(text.len())));
+    Record::Note(Note { text })
+}
+
+fn ledger_in(dir: &Path, limit: u64) -> Ledger {
+    std::fs::create_dir_all(dir.join("l")).unwrap();
+    Ledger::open(&dir.join("l"), &dir.join("lock"), limit)
+}
+
+fn durable_appends(base: &Path, n: usize) -> (f64, f64) {
+    let dir = base.join("durable");
+    let ledger = ledger_in(&dir, 64 << 20);
+    let start = Instant::now();
+    for i in 0..n {
+        ledger.append(&[note(i, 1024)]).unwrap();
+    }
+    let ours = n as f64 / start.elapsed().as_secs_f64();
+
+    let path = dir.join("raw.bin");
+    let mut f = OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    let rec = vec![b'x'; 1024 + 26];
+    let start = Instant::now();
+    for _ in 0..n {
+        f.write_all(&rec).unwrap();
+        f.sync_data().unwrap();
+    }
+    let raw = n as f64 / start.elapsed().as_secs_f64();
+    (ours, raw)
+}
+
+fn processes(base: &Path, procs: usize, per: usize) -> f64 {
+    let work = base.join(format!("procs{procs}"));
+    std::fs::create_dir_all(&work).unwrap();
+    let bin = env!("CARGO_BIN_EXE_axocoatl");
+    let st = Command::new(bin).arg("init").current_dir(&work).stdout(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    let start = Instant::now();
+    let children: Vec<_> = (0..procs)
+        .map(|p| {
+            Command::new(bin)
+                .args(["util", "ledger-append", "--count", &per.to_string(), "--size", "1024", "--tag", &format!("p{p}")])
+                .current_dir(&work)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    (procs * per) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn scan(base: &Path, mb: usize) -> (f64, f64, usize) {
+    let dir = base.join("scan");
+    let ledger = ledger_in(&dir, 64 << 20);
+    let per_batch = 1000;
+    let total = mb * 1024;
+    let mut i = 0;
+    while i < total {
+        let batch: Vec<Record> = (i..(i + per_batch).min(total)).map(|k| note(k, 1000)).collect();
+        ledger.append_lazy(&batch).unwrap();
+        i += per_batch;
+    }
+    ledger.append(&[note(i, 10)]).unwrap();
+    let bytes: u64 = std::fs::read_dir(dir.join("l"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // Warm the page cache the same way for both sides.
+    let raw_read = || {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        for e in std::fs::read_dir(dir.join("l")).unwrap() {
+            let mut f = std::fs::File::open(e.unwrap().path()).unwrap();
+            loop {
+                let k = f.read(&mut buf).unwrap();
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+            }
+        }
+        n
+    };
+    raw_read();
+    let start = Instant::now();
+    let n = raw_read();
+    let raw = n as f64 / 1e6 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let mut records = 0usize;
+    for e in ledger.scan_all() {
+        e.unwrap();
+        records += 1;
+    }
+    let ours = bytes as f64 / 1e6 / start.elapsed().as_secs_f64();
+    // Frame verification alone (checksums, no decoding into records).
+    (ours, raw, records)
+}
+
+fn main() {
+    let base = tempfile::Builder::new().prefix("axobench").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let n: usize = std::env::var("AXOCOATL_BENCH_APPENDS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let (ours, raw) = durable_appends(base.path(), n);
+    println!("durable 1 KiB appends: {ours:.0} records/s; raw write+fdatasync: {raw:.0}/s; ratio {:.2} (goal >= 0.9)", ours / raw);
+    let one = processes(base.path(), 1, n);
+    let eight = processes(base.path(), 8, n);
+    println!("1 appending process: {one:.0} records/s; 8 processes: {eight:.0} records/s; ratio {:.2} (goal >= 4)", eight / one);
+    let mb: usize = std::env::var("AXOCOATL_BENCH_SCAN_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let (ours, raw, records) = scan(base.path(), mb);
+    println!("scan of a {mb} MiB ledger ({records} records, checksums verified, decoded): {ours:.0} MB/s; raw read: {raw:.0} MB/s; ratio {:.2} (goal >= 0.8)", ours / raw);
+}

@@ -1,5 +1,17 @@
 //! The axocoatl runtime: configuration, providers, the turn engine and the projections of
 //! the ledger. It never parses command lines and never prints to the terminal.
 
+pub mod budget;
+pub mod clock;
 pub mod config;
+pub mod control;
+pub mod engine;
+pub mod error;
+pub mod history;
+pub mod ids;
 pub mod provider;
+pub mod session;
+pub mod tools;
+pub mod workspace;
+
+pub use error::{Result, RuntimeError};

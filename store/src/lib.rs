@@ -11,6 +11,7 @@ pub mod fsutil;
 pub mod layout;
 pub mod ledger;
 pub mod lock;
+pub mod memory;
 pub mod objects;
 pub mod repo;
 

@@ -173,23 +173,6 @@ pub fn parse_at(data: &[u8], offset: usize) -> Parsed<'_> {
     }
 }
 
-/// Finds the last frame of a segment by its trailer, without scanning from the start.
-/// `None` when the end does not hold a valid frame (empty segment or a torn tail).
-pub fn last_frame(data: &[u8]) -> Option<(usize, Frame<'_>)> {
-    if data.len() < HEADER_LEN + FRAME_OVERHEAD {
-        return None;
-    }
-    let len = le_u32(&data[data.len() - 4..]) as usize;
-    if len < FRAME_OVERHEAD || len > data.len() - HEADER_LEN {
-        return None;
-    }
-    let offset = data.len() - len;
-    match parse_at(data, offset) {
-        Parsed::Frame(f) if f.len == len => Some((offset, f)),
-        _ => None,
-    }
-}
-
 pub fn le_u16(b: &[u8]) -> u16 {
     u16::from_le_bytes([b[0], b[1]])
 }
@@ -222,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_round_trip_and_last_is_found_from_the_end() {
+    fn frames_round_trip() {
         let data = segment(&[b"one", b"", b"three"]);
         let mut offset = HEADER_LEN;
         let mut seen = vec![];
@@ -232,8 +215,7 @@ mod tests {
         }
         assert_eq!(parse_at(&data, offset), Parsed::End);
         assert_eq!(seen.len(), 3);
-        let (_, last) = last_frame(&data).expect("last");
-        assert_eq!((last.seq, last.payload), (3, &b"three"[..]));
+        assert_eq!(seen[2], (3, b"three".to_vec()));
     }
 
     #[test]

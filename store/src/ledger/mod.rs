@@ -102,7 +102,16 @@ impl Ledger {
 
     /// Appends records durably: when this returns, they are on disk.
     pub fn append(&self, records: &[Record]) -> Result<Vec<Appended>> {
-        self.append_checked(Position::START, records, |_| Ok::<(), ()>(()))
+        self.append_inner(Position::START, records, |_| Ok::<(), ()>(()), true)
+            .map(|r| r.unwrap_or_default())
+    }
+
+    /// Appends records without waiting for the disk: they survive the death of this
+    /// process (they are in the kernel's cache) but not a power loss until the next durable
+    /// append, which flushes them too. For progress records inside a turn whose durable
+    /// begin and end bracket them.
+    pub fn append_lazy(&self, records: &[Record]) -> Result<Vec<Appended>> {
+        self.append_inner(Position::START, records, |_| Ok::<(), ()>(()), false)
             .map(|r| r.unwrap_or_default())
     }
 
@@ -114,6 +123,16 @@ impl Ledger {
         since: Position,
         records: &[Record],
         check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        self.append_inner(since, records, check, true)
+    }
+
+    fn append_inner<E>(
+        &self,
+        since: Position,
+        records: &[Record],
+        check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
+        sync: bool,
     ) -> Result<std::result::Result<Vec<Appended>, E>> {
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
         let lock = Lock::acquire(&self.lock_path)?;
@@ -168,8 +187,10 @@ impl Ledger {
         let path = tail.path.clone();
         drop(lock);
         drop(guard);
-        // Outside the lock: concurrent appenders share this flush.
-        file.sync_data().map_err(Error::io("sync", path))?;
+        if sync {
+            // Outside the lock: concurrent appenders share this flush.
+            file.sync_data().map_err(Error::io("sync", path))?;
+        }
         let mut out = Vec::with_capacity(starts.len());
         for (i, &(seq, start)) in starts.iter().enumerate() {
             let next = starts.get(i + 1).map_or(end, |&(_, s)| base + s);

@@ -254,6 +254,13 @@ macro_rules! records {
                 }
             }
 
+            /// The record's body as JSON (for exports and tools).
+            pub fn body_json(&self) -> serde_json::Value {
+                match self {
+                    $(Record::$variant(body) => serde_json::to_value(body).unwrap_or_default(),)*
+                }
+            }
+
             pub(crate) fn encode_body(&self, out: Vec<u8>) -> postcard::Result<Vec<u8>> {
                 match self {
                     $(Record::$variant(body) => postcard::to_extend(body, out),)*

@@ -1,0 +1,158 @@
+//! `axocoatl export`
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use axocoatl::clock;
+use axocoatl::history::{self, TurnView};
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use crate::ctx::GlobalArgs;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use crate::fmt::{turn_json, usage_text};
+use crate::ui::Ui;
+
+pub const NOT_A_BACKUP: &str = "This export is a copy of the recorded History for review or handoff. It is not a backup: it does not include the working tree, every data store, or enough information to restore axocoatl.";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    #[default]
+    Markdown,
+    Json,
+}
+
+/// Export History: a readable transcript (markdown) or every turn with all its records (json).
+///
+/// An export is a copy, not a backup: it does not include the working tree, every data store,
+/// or enough information to restore axocoatl.
+///
+/// Examples:
+///   axocoatl export > transcript.md
+///   axocoatl export --all --format json -o history.json
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The session [default: HEAD].
+    #[arg(short, long, conflicts_with = "all")]
+    pub session: Option<String>,
+    /// Every session.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long, value_enum, default_value_t = Format::Markdown)]
+    pub format: Format,
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let session = if args.all { None } else { Some(ws.session_or_head(args.session.as_deref())?) };
+    let projection = history::project_repo(ws.repo())?;
+    for problem in &projection.problems {
+        ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
+    }
+    let turns: Vec<&TurnView> = projection
+        .turns
+        .iter()
+        .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
+        .collect();
+    let text = match args.format {
+        Format::Markdown => markdown(&turns, session.as_deref()),
+        Format::Json => json_export(&ws, &turns, session.as_deref())?,
+    };
+    match args.output {
+        Some(path) => {
+            let path = if path.is_absolute() { path } else { g.cwd()?.join(path) };
+            std::fs::write(&path, text)
+                .map_err(|e| CliError::new(exit::ERROR, format!("cannot write {}: {e}", path.display())))?;
+        }
+        None => ui.out.write_all(text.as_bytes())?,
+    }
+    Ok(exit::OK)
+}
+
+fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let scope = session.map(|s| format!("session {s}")).unwrap_or_else(|| "all sessions".into());
+    let _ = writeln!(o, "# axocoatl History: {scope}\n");
+    let _ = writeln!(o, "> {NOT_A_BACKUP}\n");
+    let mut current = "";
+    for t in turns {
+        if session.is_none() && t.session != current {
+            current = &t.session;
+            let _ = writeln!(o, "## Session {}\n", t.session);
+        }
+        let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
+        if t.superseded {
+            head.push_str(", superseded by a rewind");
+        }
+        let _ = writeln!(o, "{head}\n");
+        let _ = writeln!(o, "- agent: {}", t.agent);
+        let _ = writeln!(o, "- started: {}", clock::rfc3339(t.started_at));
+        if let Some(e) = t.ended_at {
+            let _ = writeln!(o, "- ended: {}", clock::rfc3339(e));
+        }
+        if let Some(r) = &t.retry_of {
+            let _ = writeln!(o, "- retry of: {r}");
+        }
+        for c in &t.context {
+            let _ = writeln!(o, "- context: {} ({} bytes)", c.label, c.len);
+        }
+        for a in &t.attachments {
+            let _ = writeln!(o, "- attachment: {} {:?} ({}, {} bytes)", a.reference, a.name, a.media_type, a.size);
+        }
+        if let Some(u) = &t.usage {
+            let _ = writeln!(o, "- usage: {}", usage_text(u));
+        }
+        let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
+        for x in &t.tools {
+            let _ = writeln!(o, "**Tool** `{}` `{}` → {}\n", x.name, x.arguments, x.output.as_deref().unwrap_or("(no result)"));
+        }
+        if !t.output.is_empty() {
+            let _ = writeln!(o, "**Response**\n\n{}\n", t.output);
+        }
+        if let Some(e) = &t.error {
+            let _ = writeln!(o, "**Error**: {e}\n");
+        }
+    }
+    o
+}
+
+fn json_export(ws: &axocoatl::workspace::Workspace, turns: &[&TurnView], session: Option<&str>) -> CliResult<String> {
+    let mut records: HashMap<&str, Vec<serde_json::Value>> = HashMap::new();
+    let wanted: std::collections::HashSet<&str> = turns.iter().map(|t| t.turn.as_str()).collect();
+    for entry in ws.repo().ledger().scan_all().flatten() {
+        let Some(record) = &entry.record else { continue };
+        let Some(turn) = record.turn() else { continue };
+        if let Some(&key) = wanted.get(turn) {
+            let mut body = record.body_json();
+            body["kind"] = json!(record.kind_name());
+            body["seq"] = json!(entry.seq);
+            records.entry(key).or_default().push(body);
+        }
+    }
+    let out: Vec<_> = turns
+        .iter()
+        .map(|t| {
+            let mut v = turn_json(t);
+            v["records"] = json!(records.remove(t.turn.as_str()).unwrap_or_default());
+            v
+        })
+        .collect();
+    let doc = json!({
+        "export": {
+            "format": "axocoatl-history-export",
+            "version": 1,
+            "scope": session.map(|s| json!({"session": s})).unwrap_or_else(|| json!("all")),
+            "note": NOT_A_BACKUP,
+        },
+        "turns": out,
+    });
+    serde_json::to_string_pretty(&doc)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::new(exit::ERROR, e.to_string()))
+}

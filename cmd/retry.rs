@@ -1,0 +1,67 @@
+//! `axocoatl retry`
+
+use axocoatl::engine::SendOptions;
+use axocoatl::history;
+use axocoatl::RuntimeError;
+use clap::Args;
+
+use crate::ctx::GlobalArgs;
+use crate::error::CliResult;
+use crate::ui::Ui;
+
+/// Send the request of an earlier turn again, as a new turn linked to it.
+///
+/// Retry can repeat tool effects: review the original turn and the current state first. It
+/// is refused for a turn that used attachments, because silently substituting the current
+/// selection would change the request: attach the files again and send a new turn.
+///
+/// Examples:
+///   axocoatl retry 3f2a9c1e
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The turn id, or a unique prefix of at least 4 characters.
+    pub turn: String,
+    /// Write JSON Lines events to stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Queue behind an active turn of the session instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let projection = history::project_repo(ws.repo())?;
+    let original = projection.resolve(&args.turn)?;
+    if !original.attachments.is_empty() {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "turn {} used {} attachment{}; retry would silently change the request",
+                original.turn,
+                original.attachments.len(),
+                if original.attachments.len() == 1 { "" } else { "s" }
+            ),
+            hint: "attach the files again and send a new turn".into(),
+        }
+        .into());
+    }
+    let mut context = Vec::with_capacity(original.inline_context.len());
+    for c in &original.inline_context {
+        let text = match &c.text.object {
+            Some(hash) => String::from_utf8_lossy(&ws.repo().objects().get(hash)?).into_owned(),
+            None => c.text.inline.clone(),
+        };
+        context.push((c.label.clone(), text));
+    }
+    let opts = SendOptions {
+        session: original.session.clone(),
+        agent: Some(original.agent.clone()),
+        message: original.request.clone(),
+        inline_context: context,
+        attachments: Vec::new(),
+        retry_of: Some(original.turn.clone()),
+        wait: args.wait,
+    };
+    drop(projection);
+    crate::send::run_turn(&ws, opts, args.json, ui)
+}

@@ -1,0 +1,108 @@
+//! `axocoatl show`
+
+use std::io::Write;
+
+use axocoatl::clock;
+use axocoatl::history;
+use clap::Args;
+
+use crate::ctx::GlobalArgs;
+use crate::error::CliResult;
+use crate::exit;
+use crate::fmt::{safe, state, turn_json, usage_text};
+use crate::ui::Ui;
+
+/// Show one turn whole: request, context references, output, tool events, state, usage.
+///
+/// Examples:
+///   axocoatl show 3f2a9c1e
+///   axocoatl show 3f2a --json
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The turn id, or a unique prefix of at least 4 characters.
+    pub turn: String,
+    /// Print the turn as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let projection = history::project_repo(ws.repo())?;
+    let t = projection.resolve(&args.turn)?;
+    if args.json {
+        let mut v = turn_json(t);
+        v["calls"] = serde_json::to_value(&t.calls).unwrap_or_default();
+        v["warnings"] = serde_json::to_value(&t.warnings).unwrap_or_default();
+        v["stop_requested"] = t.stop_requested.into();
+        ui.json_line(&v)?;
+        return Ok(exit::OK);
+    }
+    let o = &mut String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "turn     {}", t.turn);
+    let _ = writeln!(o, "session  {}", t.session);
+    let _ = writeln!(o, "agent    {}", t.agent);
+    let mut st = state(ui, t, 0);
+    if t.superseded {
+        st.push_str(" (superseded by a rewind)");
+    }
+    if t.stop_requested && t.state != history::ViewState::Stopped {
+        st.push_str(" (a stop was requested)");
+    }
+    let _ = writeln!(o, "state    {st}");
+    let _ = writeln!(o, "started  {}", clock::rfc3339(t.started_at));
+    if let Some(end) = t.ended_at {
+        let _ = writeln!(o, "ended    {}", clock::rfc3339(end));
+    }
+    if let Some(r) = &t.retry_of {
+        let _ = writeln!(o, "retry of {r}");
+    }
+    let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
+    if !t.context.is_empty() {
+        let _ = writeln!(o, "\ncontext:");
+        for c in &t.context {
+            let stored = c.object.as_deref().map(|h| format!(", object {h}")).unwrap_or_default();
+            let _ = writeln!(o, "  - {} ({} bytes{stored})", safe(&c.label), c.len);
+        }
+    }
+    if !t.attachments.is_empty() {
+        let _ = writeln!(o, "\nattachments:");
+        for a in &t.attachments {
+            let _ = writeln!(o, "  - {} {} ({}, {} bytes)", a.reference, a.name.escape_debug(), a.media_type, a.size);
+        }
+    }
+    if !t.tools.is_empty() {
+        let _ = writeln!(o, "\ntools:");
+        for x in &t.tools {
+            let result = match (&x.output, x.is_error) {
+                (None, _) => "(no result recorded)".to_string(),
+                (Some(out), true) => format!("error: {}", crate::fmt::first_line(out, 100)),
+                (Some(out), false) => crate::fmt::first_line(out, 100),
+            };
+            let _ = writeln!(o, "  - {} {} → {result}", x.name, crate::fmt::first_line(&x.arguments, 100));
+        }
+    }
+    for (agent, text) in &t.outputs {
+        let label = if t.outputs.len() > 1 { format!("output ({agent})") } else { "output".to_string() };
+        let _ = writeln!(o, "\n{label}:\n{}", indent(&safe(text)));
+    }
+    if t.outputs.is_empty() && !t.output.is_empty() {
+        let _ = writeln!(o, "\noutput:\n{}", indent(&safe(&t.output)));
+    }
+    if let Some(e) = &t.error {
+        let _ = writeln!(o, "\nerror: {}", safe(e));
+    }
+    for w in &t.warnings {
+        let _ = writeln!(o, "warning: {}", safe(w));
+    }
+    if let Some(u) = &t.usage {
+        let _ = writeln!(o, "\nusage: {}", usage_text(u));
+    }
+    ui.out.write_all(o.as_bytes())?;
+    Ok(exit::OK)
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}

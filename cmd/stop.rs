@@ -1,0 +1,59 @@
+//! `axocoatl stop`
+
+use std::io::Write;
+
+use axocoatl::control;
+use clap::Args;
+use serde_json::json;
+
+use crate::ctx::GlobalArgs;
+use crate::error::CliResult;
+use crate::exit;
+use crate::ui::Ui;
+
+/// Stop one exact active turn, by its durable id.
+///
+/// The stop is cooperative: the stream is cut, a tool already running finishes to a safe
+/// boundary, and the turn is recorded as stopped. Effects already made are not rolled back.
+/// A stop is accepted only while that exact turn is active, so a delayed stop never cancels
+/// a newer turn: otherwise it is rejected with the turn's state (exit 6), or exit 7 when no
+/// turn matches.
+///
+/// Examples:
+///   axocoatl stop 3f2a9c1e
+///   axocoatl stop 3f2a --wait
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The turn id, or a unique prefix of at least 4 characters.
+    pub turn: String,
+    /// Wait until the turn's terminal state is recorded, and print it.
+    #[arg(long)]
+    pub wait: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let accepted = control::stop(&ws, &args.turn)?;
+    let final_state = if args.wait {
+        control::wait_for_end(&ws, &accepted.turn, None)?
+    } else {
+        None
+    };
+    if args.json {
+        ui.json_line(&json!({
+            "turn": accepted.turn,
+            "session": accepted.session,
+            "stop_requested": true,
+            "state": final_state.map(|s| s.as_str()),
+        }))?;
+    } else {
+        writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
+        if let Some(state) = final_state {
+            writeln!(ui.out, "turn {} {}", accepted.turn, state.as_str())?;
+        }
+    }
+    Ok(exit::OK)
+}

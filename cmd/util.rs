@@ -1,0 +1,150 @@
+//! `axocoatl util`: hidden maintenance commands (generated docs, ledger tools for tests and
+//! benchmarks).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use axocoatl::workspace::open_options;
+use axocoatl_store::ledger::record::Note;
+use axocoatl_store::ledger::Record;
+use axocoatl_store::Repo;
+use clap::{Args, CommandFactory, Subcommand};
+use clap_complete::Shell;
+
+use crate::ctx::GlobalArgs;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use crate::ui::Ui;
+
+/// Maintenance commands.
+#[derive(Debug, Args)]
+pub struct UtilArgs {
+    #[command(subcommand)]
+    pub command: UtilCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UtilCommand {
+    /// Write man pages and shell completions (man/ and completions/ of the source tree).
+    Generate {
+        /// The directory that receives man/ and completions/.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Append test records to the ledger, printing each sequence number once it is durable.
+    LedgerAppend {
+        /// How many records.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Payload bytes per record.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// A tag put at the start of each payload.
+        #[arg(long, default_value = "")]
+        tag: String,
+        /// Print `SEQ TAG:INDEX` after each durable append.
+        #[arg(long)]
+        print: bool,
+        /// Records per append call (one fsync each).
+        #[arg(long, default_value_t = 1)]
+        batch: u64,
+    },
+    /// Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr.
+    LedgerDump,
+}
+
+pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    match args.command {
+        UtilCommand::Generate { out } => {
+            let out = if out.is_absolute() { out } else { g.cwd()?.join(out) };
+            generate(&out)?;
+            writeln!(ui.out, "wrote {} and {}", out.join("man").display(), out.join("completions").display())?;
+            Ok(exit::OK)
+        }
+        UtilCommand::LedgerAppend { count, size, tag, print, batch } => {
+            let root = g.locator()?.find_repo()?;
+            let repo = Repo::open(&root, &open_options())?;
+            let mut i = 0;
+            while i < count {
+                let n = batch.min(count - i);
+                let records: Vec<Record> = (i..i + n)
+                    .map(|k| {
+                        let mut text = format!("{tag}:{k}:");
+                        while text.len() < size {
+                            text.push((b'a' + (text.len() % 26) as u8) as char);
+                        }
+                        Record::Note(Note { text })
+                    })
+                    .collect();
+                let appended = repo.ledger().append(&records)?;
+                if print {
+                    for (k, a) in (i..i + n).zip(&appended) {
+                        writeln!(ui.out, "{} {tag}:{k}", a.seq)?;
+                    }
+                    ui.out.flush()?;
+                }
+                i += n;
+            }
+            Ok(exit::OK)
+        }
+        UtilCommand::LedgerDump => {
+            let root = g.locator()?.find_repo()?;
+            let repo = Repo::open(&root, &open_options())?;
+            let mut damaged = false;
+            for entry in repo.ledger().scan_all() {
+                match entry {
+                    Ok(e) => match &e.record {
+                        Some(Record::Note(n)) => writeln!(ui.out, "{} Note {}", e.seq, n.text)?,
+                        Some(r) => writeln!(ui.out, "{} {}", e.seq, r.kind_name())?,
+                        None => writeln!(ui.out, "{} unknown-kind-{}", e.seq, e.kind)?,
+                    },
+                    Err(err) => {
+                        damaged = true;
+                        ui.warn(&err.to_string())?;
+                    }
+                }
+            }
+            Ok(if damaged { exit::ERROR } else { exit::OK })
+        }
+    }
+}
+
+/// Renders every man page and completion script into `out/man` and `out/completions`.
+pub fn generate(out: &Path) -> CliResult<()> {
+    let man = out.join("man");
+    let comp = out.join("completions");
+    for d in [&man, &comp] {
+        std::fs::create_dir_all(d).map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", d.display())))?;
+    }
+    let cmd = crate::Cli::command();
+    write_man(&man, &cmd, "axocoatl")?;
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        let mut buf = Vec::new();
+        clap_complete::generate(shell, &mut crate::Cli::command(), "axocoatl", &mut buf);
+        let name = match shell {
+            Shell::Bash => "axocoatl.bash",
+            Shell::Zsh => "_axocoatl",
+            _ => "axocoatl.fish",
+        };
+        write(&comp.join(name), &buf)?;
+    }
+    Ok(())
+}
+
+fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
+    if cmd.is_hide_set() {
+        return Ok(());
+    }
+    let cmd = cmd.clone().name(name.to_owned());
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut buf)?;
+    write(&dir.join(format!("{name}.1")), &buf)?;
+    for sub in cmd.get_subcommands() {
+        write_man(dir, sub, &format!("{name}-{}", sub.get_name()))?;
+    }
+    Ok(())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> CliResult<()> {
+    std::fs::write(path, bytes).map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", path.display())))
+}

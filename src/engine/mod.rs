@@ -1,0 +1,506 @@
+//! The turn engine: one `send` from durable begin to exactly one terminal record.
+//!
+//! Lifecycle: take the session's turn lock, append the begin record (fsync), call the
+//! provider while streaming, loop through allowed tools, and append the output and exactly
+//! one terminal record (fsync). Tool and model-call records in between are appended without
+//! waiting for the disk: the terminal record's flush covers them, and a crash before it
+//! leaves a turn that recovery marks interrupted. A stop request from any process (a ledger
+//! record) or Ctrl-C cancels the provider stream within ~100 ms.
+
+mod conversation;
+mod watcher;
+
+use std::time::{Duration, Instant};
+
+use axocoatl_store::layout::{check_session_name, session_lock_path};
+use axocoatl_store::ledger::record::{
+    AgentOutput, AttachmentPin, Bounded, InlineContext, ModelCall, SessionCreated, ToolResult,
+    ToolStarted, TurnBegun, TurnEnded, TurnState, Usage, Warning,
+};
+use axocoatl_store::ledger::Record;
+use axocoatl_store::lock::Lock;
+use axocoatl_store::memory::CoreMemory;
+use axocoatl_store::objects::Objects;
+
+use crate::budget;
+use crate::clock;
+use crate::config::{AgentConfig, AgentRole, Config};
+use crate::error::{Result, RuntimeError};
+use crate::history;
+use crate::ids;
+use crate::provider::{self, Cancel, ChatRequest, Event, Message, ProviderError, Role, Sampling};
+use crate::session::{self, ActiveNote};
+use crate::tools;
+use crate::workspace::Workspace;
+
+pub use conversation::render_user_message;
+
+/// Text longer than this is kept in an object and referenced from the ledger.
+pub const INLINE_LIMIT: usize = 64 * 1024;
+/// A model that keeps calling tools is stopped after this many rounds.
+pub const MAX_TOOL_ROUNDS: usize = 16;
+/// How long a `send` waits for a busy session before giving up (without `--wait`).
+pub const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// What to send.
+#[derive(Clone, Debug, Default)]
+pub struct SendOptions {
+    pub session: String,
+    pub agent: Option<String>,
+    pub message: String,
+    /// Labelled inline context, e.g. `("stdin", text)`.
+    pub inline_context: Vec<(String, String)>,
+    pub attachments: Vec<AttachmentPin>,
+    pub retry_of: Option<String>,
+    /// Queue behind an active turn instead of failing.
+    pub wait: bool,
+}
+
+/// What a running turn reports to its caller.
+#[derive(Debug)]
+pub enum TurnEvent<'a> {
+    Begun {
+        turn: &'a str,
+        session: &'a str,
+        agent: &'a str,
+    },
+    Delta(&'a str),
+    ToolStarted {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    ToolResult {
+        call_id: &'a str,
+        name: &'a str,
+        output: &'a str,
+        is_error: bool,
+    },
+    Warning(&'a str),
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub state: TurnState,
+    pub output: String,
+    pub error: Option<String>,
+    pub usage: Usage,
+}
+
+/// Resolves the agent a turn goes to: explicit, else `default_agent`, else the first
+/// autonomous agent. Only autonomous agents take turns directly.
+pub fn resolve_agent<'a>(config: &'a Config, explicit: Option<&str>) -> Result<&'a AgentConfig> {
+    let agent = match explicit {
+        Some(id) => config.agent(id).ok_or_else(|| RuntimeError::UnknownAgent {
+            id: id.to_owned(),
+            known: config.agents.iter().map(|a| a.id.clone()).collect(),
+        })?,
+        None => config.default_agent().ok_or(RuntimeError::NoAgent)?,
+    };
+    match agent.role {
+        AgentRole::Autonomous => Ok(agent),
+        AgentRole::Worker => Err(RuntimeError::AgentRole {
+            id: agent.id.clone(),
+            reason: "a worker runs only inside its coordinator's workflow; send to the coordinator".into(),
+        }),
+        AgentRole::Coordinator => Err(RuntimeError::NotSupported(format!(
+            "sending to coordinator {:?} (coordinator-led workflows)",
+            agent.id
+        ))),
+    }
+}
+
+/// Keeps text inline up to `INLINE_LIMIT` bytes; past it the whole text goes to an object.
+pub fn bound(objects: &Objects, text: &str) -> Result<Bounded> {
+    if text.len() <= INLINE_LIMIT {
+        return Ok(Bounded {
+            inline: text.to_owned(),
+            object: None,
+            len: text.len() as u64,
+        });
+    }
+    let mut cut = INLINE_LIMIT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Ok(Bounded {
+        inline: text[..cut].to_owned(),
+        object: Some(objects.put(text.as_bytes())?),
+        len: text.len() as u64,
+    })
+}
+
+/// Takes the session's turn lock, waiting briefly (or indefinitely with `wait`).
+fn take_session_lock(ws: &Workspace, session: &str, wait: bool) -> Result<Lock> {
+    let path = session_lock_path(ws.repo().root(), session);
+    if wait {
+        return Ok(Lock::acquire(&path)?);
+    }
+    let deadline = Instant::now() + BUSY_WAIT;
+    loop {
+        if let Some(lock) = Lock::try_acquire(&path)? {
+            return Ok(lock);
+        }
+        if Instant::now() >= deadline {
+            let turn = axocoatl_store::lock::peek_note(&path)
+                .ok()
+                .and_then(|n| ActiveNote::decode(&n))
+                .map(|n| n.turn);
+            return Err(RuntimeError::Busy {
+                session: session.to_owned(),
+                turn,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Runs one turn.
+pub fn send(
+    ws: &Workspace,
+    opts: SendOptions,
+    cancel: &Cancel,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<TurnOutcome> {
+    let config = ws.config()?;
+    let agent = resolve_agent(config, opts.agent.as_deref())?;
+    check_session_name(&opts.session)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let resolved = config
+        .resolve_provider(agent, &env, &ws.config_dir())
+        .map_err(|message| RuntimeError::Invalid {
+            message,
+            hint: format!("check the provider of agent {:?} in {}", agent.id, ws.config_path().display()),
+        })?;
+    let repo = ws.repo();
+    let mut lock = take_session_lock(ws, &opts.session, opts.wait)?;
+    // We hold the lock, so any turn its note names has lost its owner.
+    if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
+        session::interrupt_if_open(repo, &orphan)?;
+    }
+
+    let projection = history::project_repo(repo)?;
+    let session_exists = projection.sessions.contains_key(&opts.session);
+    let prior = conversation::prior_messages(
+        repo,
+        projection.session_turns(&opts.session),
+        agent.memory.max_session_messages as usize,
+    )?;
+    drop(projection);
+
+    let objects = repo.objects();
+    let mut inline = Vec::with_capacity(opts.inline_context.len());
+    for (label, text) in &opts.inline_context {
+        inline.push(InlineContext {
+            label: label.clone(),
+            text: bound(objects, text)?,
+        });
+    }
+    let turn = ids::new_id();
+    let now = clock::now();
+    let (_, head) = repo.ledger().head()?;
+    lock.write_note(
+        &ActiveNote {
+            turn: turn.clone(),
+            session: opts.session.clone(),
+            begin: head,
+            pid: std::process::id(),
+        }
+        .encode(),
+    )?;
+    let mut begin = Vec::with_capacity(2);
+    if !session_exists {
+        begin.push(Record::SessionCreated(SessionCreated {
+            session: opts.session.clone(),
+            at: now,
+        }));
+    }
+    begin.push(Record::TurnBegun(TurnBegun {
+        turn: turn.clone(),
+        session: opts.session.clone(),
+        agent: agent.id.clone(),
+        mode: "single".into(),
+        request: opts.message.clone(),
+        inline_context: inline,
+        attachments: opts.attachments.clone(),
+        retry_of: opts.retry_of.clone(),
+        pid: std::process::id(),
+        at: now,
+    }));
+    let appended = repo.ledger().append(&begin)?;
+    let begin_pos = appended.last().map(|a| a.next).unwrap_or(head);
+    sink(TurnEvent::Begun {
+        turn: &turn,
+        session: &opts.session,
+        agent: &agent.id,
+    });
+
+    let watcher = watcher::StopWatcher::start(ws, &turn, begin_pos, cancel.clone());
+    let mut run = TurnRun {
+        ws,
+        agent,
+        turn: &turn,
+        session: &opts.session,
+        cancel,
+        output: String::new(),
+        usage: Usage::ZERO,
+        warnings: Vec::new(),
+    };
+    let mut messages = prior;
+    messages.push(Message::new(
+        Role::User,
+        render_user_message(&opts.message, &opts.inline_context),
+    ));
+    let result = provider::open(&resolved).map_err(TurnError::Provider).and_then(|mut p| {
+        run.converse(p.as_mut(), &resolved.model, messages, sink)
+    });
+    watcher.finish();
+    let (state, error) = match result {
+        Ok(()) => (TurnState::Completed, None),
+        Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),
+        Err(TurnError::Provider(e)) => (TurnState::Failed, Some(e.to_string())),
+        Err(TurnError::Budget(msg)) => (TurnState::Failed, Some(msg)),
+        Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+    };
+    let mut end = Vec::with_capacity(2);
+    end.push(Record::AgentOutput(AgentOutput {
+        turn: turn.clone(),
+        agent: agent.id.clone(),
+        text: run.output.clone(),
+        at: clock::now(),
+    }));
+    end.push(Record::TurnEnded(TurnEnded {
+        turn: turn.clone(),
+        session: opts.session.clone(),
+        state,
+        error: error.clone(),
+        usage: run.usage,
+        at: clock::now(),
+    }));
+    repo.ledger().append(&end)?;
+    lock.write_note("")?;
+    drop(lock);
+    let TurnRun { output, usage, .. } = run;
+    Ok(TurnOutcome {
+        turn,
+        session: opts.session,
+        agent: agent.id.clone(),
+        state,
+        output,
+        error,
+        usage,
+    })
+}
+
+enum TurnError {
+    Provider(ProviderError),
+    Budget(String),
+    Runtime(RuntimeError),
+}
+
+impl From<RuntimeError> for TurnError {
+    fn from(e: RuntimeError) -> Self {
+        TurnError::Runtime(e)
+    }
+}
+
+impl From<axocoatl_store::Error> for TurnError {
+    fn from(e: axocoatl_store::Error) -> Self {
+        TurnError::Runtime(e.into())
+    }
+}
+
+struct TurnRun<'a> {
+    ws: &'a Workspace,
+    agent: &'a AgentConfig,
+    turn: &'a str,
+    session: &'a str,
+    cancel: &'a Cancel,
+    output: String,
+    usage: Usage,
+    warnings: Vec<String>,
+}
+
+impl TurnRun<'_> {
+    fn warn(&mut self, sink: &mut dyn FnMut(TurnEvent<'_>), code: &str, message: String) -> Result<(), TurnError> {
+        sink(TurnEvent::Warning(&message));
+        self.ws.repo().ledger().append_lazy(&[Record::Warning(Warning {
+            turn: Some(self.turn.to_owned()),
+            session: self.session.to_owned(),
+            code: code.to_owned(),
+            message: message.clone(),
+            at: clock::now(),
+        })])?;
+        self.warnings.push(message);
+        Ok(())
+    }
+
+    fn converse(
+        &mut self,
+        provider: &mut dyn provider::Provider,
+        model: &str,
+        mut messages: Vec<Message>,
+        sink: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> Result<(), TurnError> {
+        let repo = self.ws.repo();
+        let agent = self.agent;
+        let blocks = agent.memory.core.effective_blocks();
+        let memory = CoreMemory::new(repo, &format!("{}:{}", self.session, agent.id));
+        let allowed = tools::allowed(&agent.tools);
+        let schemas: Vec<_> = if provider.supports_tools() {
+            allowed.iter().filter_map(|n| tools::schema(n, &blocks)).collect()
+        } else {
+            Vec::new()
+        };
+        let mut sampling = Sampling {
+            temperature: agent.sampling.temperature,
+            top_p: agent.sampling.top_p,
+            max_tokens: agent.sampling.max_tokens,
+            response_format: agent.sampling.response_format,
+        };
+        if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
+            sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
+        }
+        for _round in 0..MAX_TOOL_ROUNDS {
+            if self.cancel.is_cancelled() {
+                return Err(TurnError::Provider(ProviderError::Cancelled));
+            }
+            let mut system = agent.system_prompt.clone().unwrap_or_default();
+            let core = tools::core_memory_prompt(&memory, &blocks);
+            if !core.is_empty() {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(&core);
+            }
+            let mut all = Vec::with_capacity(messages.len() + 1);
+            if !system.is_empty() {
+                all.push(Message::new(Role::System, system));
+            }
+            all.extend(messages.iter().cloned());
+            let request = ChatRequest {
+                model: model.to_owned(),
+                messages: all,
+                tools: schemas.clone(),
+                sampling: sampling.clone(),
+            };
+            let estimate = budget::estimate_request(&request, &|t| provider.count_tokens(t));
+            let completion_bound = sampling.max_tokens.unwrap_or(0) as u64;
+            let reserved = estimate.total() + completion_bound;
+            if let Some(b) = &agent.token_budget {
+                if let Some(v) = budget::check(b, &estimate, completion_bound, self.usage.total()) {
+                    if budget::enforce(b) {
+                        return Err(TurnError::Budget(v.message));
+                    }
+                    self.warn(sink, "budget", format!("{} (overflow_policy warn: sent anyway)", v.message))?;
+                }
+            }
+            let mut warnings = Vec::new();
+            let output = &mut self.output;
+            let result = provider.chat(&request, self.cancel, &mut |ev| match ev {
+                Event::Delta(text) => {
+                    output.push_str(&text);
+                    sink(TurnEvent::Delta(&text));
+                }
+                Event::ToolCall(_) => {}
+                Event::Warning(w) => warnings.push(w),
+            });
+            for w in warnings {
+                self.warn(sink, "provider", w)?;
+            }
+            let completion = result.map_err(TurnError::Provider)?;
+            let call_usage = Usage {
+                prompt_tokens: completion.usage.prompt_tokens.unwrap_or(0),
+                completion_tokens: completion.usage.completion_tokens.unwrap_or(0),
+                calls: 1,
+                complete: completion.usage.reported(),
+            };
+            self.usage.add(&call_usage);
+            repo.ledger().append_lazy(&[Record::ModelCall(ModelCall {
+                turn: self.turn.to_owned(),
+                agent: agent.id.clone(),
+                provider: provider.name().to_owned(),
+                model: model.to_owned(),
+                reserved_tokens: reserved,
+                prompt_tokens: completion.usage.prompt_tokens,
+                completion_tokens: completion.usage.completion_tokens,
+                finish_reason: completion.finish_reason.clone(),
+                at: clock::now(),
+            })])?;
+            if let Some(b) = &agent.token_budget {
+                if let Some(v) = budget::check_reported(b, call_usage.total(), self.usage.total()) {
+                    if budget::enforce(b) {
+                        return Err(TurnError::Budget(format!("{}; the turn stopped after that response", v.message)));
+                    }
+                    self.warn(sink, "budget", v.message)?;
+                }
+            }
+            let calls = completion.message.tool_calls.clone();
+            messages.push(completion.message);
+            if calls.is_empty() {
+                return Ok(());
+            }
+            for call in calls {
+                let args = call.arguments.to_string();
+                repo.ledger().append_lazy(&[Record::ToolStarted(ToolStarted {
+                    turn: self.turn.to_owned(),
+                    agent: agent.id.clone(),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: bound(repo.objects(), &args)?,
+                    at: clock::now(),
+                })])?;
+                sink(TurnEvent::ToolStarted {
+                    call_id: &call.id,
+                    name: &call.name,
+                    arguments: &args,
+                });
+                let out = tools::run(&call.name, &call.arguments, &allowed, &memory, &blocks);
+                repo.ledger().append_lazy(&[Record::ToolResult(ToolResult {
+                    turn: self.turn.to_owned(),
+                    agent: agent.id.clone(),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error: out.is_error,
+                    output: bound(repo.objects(), &out.text)?,
+                    at: clock::now(),
+                })])?;
+                sink(TurnEvent::ToolResult {
+                    call_id: &call.id,
+                    name: &call.name,
+                    output: &out.text,
+                    is_error: out.is_error,
+                });
+                let mut msg = Message::new(Role::Tool, out.text);
+                msg.tool_call_id = Some(call.id.clone());
+                msg.name = Some(call.name.clone());
+                messages.push(msg);
+            }
+        }
+        Err(TurnError::Runtime(RuntimeError::Refused {
+            message: format!("the model called tools for {MAX_TOOL_ROUNDS} rounds without answering"),
+            hint: "check the agent's prompt and tools".into(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_keeps_small_text_inline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = Objects::new(dir.path());
+        let small = bound(&objects, "hello").expect("bound");
+        assert_eq!((small.inline.as_str(), small.object, small.len), ("hello", None, 5));
+        let big = "é".repeat(INLINE_LIMIT);
+        let b = bound(&objects, &big).expect("bound");
+        assert!(b.inline.len() <= INLINE_LIMIT && b.object.is_some());
+        assert_eq!(objects.get(b.object.as_deref().expect("obj")).expect("get"), big.as_bytes());
+    }
+}

@@ -1,0 +1,147 @@
+//! Per-session turn locks and orphan recovery.
+//!
+//! A `send` holds its session's lock (`run/sessions/<session>.lock`) for the whole turn, so
+//! one turn runs per session and the kernel releases the lock if the process dies. The lock
+//! file's note names the active turn and where its begin record is, so any process can find
+//! an orphan (a turn whose owner died) without scanning the whole ledger.
+
+use std::fs;
+
+use axocoatl_store::layout::{self, session_lock_path};
+use axocoatl_store::ledger::record::{TurnEnded, TurnState, Usage};
+use axocoatl_store::ledger::{Position, Record};
+use axocoatl_store::lock::{self, Lock};
+use axocoatl_store::Repo;
+
+use crate::clock;
+use crate::error::Result;
+
+/// What a session lock's note says about the active turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActiveNote {
+    pub turn: String,
+    pub session: String,
+    pub begin: Position,
+    pub pid: u32,
+}
+
+impl ActiveNote {
+    pub fn encode(&self) -> String {
+        format!(
+            "turn {} session {} segment {} offset {} pid {}\n",
+            self.turn, self.session, self.begin.segment, self.begin.offset, self.pid
+        )
+    }
+
+    pub fn decode(note: &str) -> Option<ActiveNote> {
+        let mut words = note.split_whitespace();
+        let mut field = |name: &str| {
+            if words.next()? == name {
+                words.next().map(str::to_owned)
+            } else {
+                None
+            }
+        };
+        let turn = field("turn")?;
+        let session = field("session")?;
+        let segment = field("segment")?.parse().ok()?;
+        let offset = field("offset")?.parse().ok()?;
+        let pid = field("pid")?.parse().ok()?;
+        Some(ActiveNote {
+            turn,
+            session,
+            begin: Position { segment, offset },
+            pid,
+        })
+    }
+}
+
+/// The notes of every session lock file (active turns, or orphans if their lock is free).
+pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
+    let dir = repo.path(layout::SESSION_LOCKS_DIR);
+    let mut out = Vec::new();
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => {
+            return Err(axocoatl_store::Error::Io {
+                op: "list",
+                path: dir,
+                source: e,
+            }
+            .into())
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("lock") {
+            continue;
+        }
+        if let Ok(note) = lock::peek_note(&path) {
+            if let Some(active) = ActiveNote::decode(&note) {
+                out.push((path, active));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a turn's owner still holds its session lock.
+pub fn owner_alive(repo: &Repo, session: &str) -> Result<bool> {
+    Ok(Lock::try_acquire(&session_lock_path(repo.root(), session))?.is_none())
+}
+
+/// Finds turns whose owner died and records each as interrupted (exactly once: the check
+/// and the append happen under the ledger lock while we hold the session lock).
+pub fn recover_orphans(repo: &Repo) -> Result<Vec<String>> {
+    let mut recovered = Vec::new();
+    for (path, note) in notes(repo)? {
+        let Some(mut held) = Lock::try_acquire(&path)? else {
+            continue; // the owner is alive
+        };
+        // Re-read under the lock: the owner may have finished and cleared it meanwhile.
+        let Some(note) = ActiveNote::decode(&held.read_note()?).filter(|n| n.turn == note.turn) else {
+            continue;
+        };
+        if interrupt_if_open(repo, &note)? {
+            recovered.push(note.turn.clone());
+        }
+        held.write_note("")?;
+    }
+    Ok(recovered)
+}
+
+/// Appends `interrupted` for the turn of `note` unless it already has a terminal record.
+/// The caller holds the session lock. Returns whether a record was appended.
+pub fn interrupt_if_open(repo: &Repo, note: &ActiveNote) -> Result<bool> {
+    let record = Record::TurnEnded(TurnEnded {
+        turn: note.turn.clone(),
+        session: note.session.clone(),
+        state: TurnState::Interrupted,
+        error: Some("the process running this turn ended before the turn did".into()),
+        usage: Usage {
+            complete: false,
+            ..Usage::ZERO
+        },
+        at: clock::now(),
+    });
+    let outcome = repo
+        .ledger()
+        .append_checked(note.begin, &[record], |entries| {
+            let mut begun = false;
+            for entry in entries {
+                let Ok(entry) = entry else { continue };
+                match entry.record {
+                    Some(Record::TurnBegun(b)) if b.turn == note.turn => begun = true,
+                    Some(Record::TurnEnded(e)) if e.turn == note.turn => return Err(()),
+                    _ => {}
+                }
+            }
+            if begun {
+                Ok(())
+            } else {
+                Err(())
+            }
+        })?;
+    Ok(outcome.is_ok())
+}

@@ -1,0 +1,128 @@
+//! Opening a repository and its configuration; orphan recovery on every open.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use axocoatl_store::repo::{self, OpenOptions};
+use axocoatl_store::Repo;
+
+use crate::config::{self, Config, Diagnostic, Loaded};
+use crate::error::{Result, RuntimeError};
+use crate::session;
+
+/// The config file name beside `.axocoatl/`.
+pub const CONFIG_FILE: &str = "axocoatl.yaml";
+/// Overrides the repository location (the `.axocoatl` directory or the one holding it).
+pub const DIR_ENV: &str = "AXOCOATL_DIR";
+/// Segment size limit in bytes (tests use small segments).
+pub const SEGMENT_LIMIT_ENV: &str = "AXOCOATL_SEGMENT_LIMIT";
+
+/// Where to look for the repository and the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Locator {
+    /// The directory discovery starts from (after `-C`).
+    pub cwd: PathBuf,
+    /// `--repo` / `AXOCOATL_DIR`.
+    pub repo: Option<PathBuf>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+}
+
+impl Locator {
+    pub fn find_repo(&self) -> Result<PathBuf> {
+        match &self.repo {
+            Some(p) => {
+                let p = if p.is_absolute() { p.clone() } else { self.cwd.join(p) };
+                Ok(repo::resolve_explicit(&p)?)
+            }
+            None => Ok(repo::discover(&self.cwd)?),
+        }
+    }
+}
+
+pub struct Workspace {
+    repo: Repo,
+    config_path: PathBuf,
+    config: OnceLock<std::result::Result<Loaded, Vec<Diagnostic>>>,
+    /// Turns found orphaned at open and recorded as interrupted.
+    pub recovered: Vec<String>,
+}
+
+pub fn open_options() -> OpenOptions {
+    let mut options = OpenOptions::default();
+    if let Some(limit) = std::env::var(SEGMENT_LIMIT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.segment_limit = limit;
+    }
+    options
+}
+
+impl Workspace {
+    /// Finds and opens the repository (format checked first), then records orphaned turns
+    /// (begun, never ended, owner gone) as interrupted.
+    pub fn open(locator: &Locator) -> Result<Workspace> {
+        let root = locator.find_repo()?;
+        let repo = Repo::open(&root, &open_options())?;
+        let config_path = match &locator.config {
+            Some(p) if p.is_absolute() => p.clone(),
+            Some(p) => locator.cwd.join(p),
+            None => repo.workdir().join(CONFIG_FILE),
+        };
+        let recovered = session::recover_orphans(&repo)?;
+        Ok(Workspace {
+            repo,
+            config_path,
+            config: OnceLock::new(),
+            recovered,
+        })
+    }
+
+    pub fn repo(&self) -> &Repo {
+        &self.repo
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// The validated configuration, loaded on first use.
+    pub fn loaded(&self) -> Result<&Loaded> {
+        let loaded = self.config.get_or_init(|| config::load(&self.config_path));
+        match loaded {
+            Ok(l) => Ok(l),
+            Err(diags) => {
+                if !self.config_path.exists() {
+                    return Err(RuntimeError::NoConfig {
+                        path: self.config_path.display().to_string(),
+                    });
+                }
+                Err(RuntimeError::Config(diags.clone()))
+            }
+        }
+    }
+
+    pub fn config(&self) -> Result<&Config> {
+        self.loaded().map(|l| &l.config)
+    }
+
+    /// The directory relative config paths are resolved against.
+    pub fn config_dir(&self) -> PathBuf {
+        self.config_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.repo.workdir().to_path_buf())
+    }
+
+    /// The session a command acts on: explicit, else `HEAD`.
+    pub fn session_or_head(&self, explicit: Option<&str>) -> Result<String> {
+        match explicit {
+            Some(s) => {
+                axocoatl_store::layout::check_session_name(s)?;
+                Ok(s.to_owned())
+            }
+            None => Ok(self.repo.head()?),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Runs the real `axocoatl` binary in a temporary directory with a clean environment, a
+//! pinned clock, and output normalized for snapshots (paths, ids, hashes, times).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const PINNED_NOW: &str = "2026-01-02T03:04:05Z";
+
+pub struct TestEnv {
+    pub tmp: tempfile::TempDir,
+    /// The working directory commands run in (holds `.axocoatl` after `init`).
+    pub work: PathBuf,
+    pub home: PathBuf,
+    extra_env: Vec<(String, String)>,
+}
+
+/// What a command printed and how it exited.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_axocoatl")
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let tmp = tempfile::Builder::new()
+            .prefix("axotest")
+            .tempdir()
+            .expect("tempdir");
+        let work = tmp.path().join("work");
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&work).expect("mkdir");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        TestEnv {
+            tmp,
+            work,
+            home,
+            extra_env: Vec::new(),
+        }
+    }
+
+    /// A repository with `config` as its axocoatl.yaml.
+    pub fn with_config(config: &str) -> TestEnv {
+        let env = TestEnv::new();
+        let r = env.run(&["init"]);
+        assert_eq!(r.code, 0, "init failed: {}", r.stderr);
+        env.write("axocoatl.yaml", config);
+        env
+    }
+
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.to_owned(), value.to_owned()));
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.work.join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    pub fn repo(&self) -> PathBuf {
+        self.work.join(".axocoatl")
+    }
+
+    /// A command with a clean environment: only PATH, HOME, a pinned clock, no color.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(&self.work)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("AXOCOATL_NOW", PINNED_NOW)
+            .env("NO_COLOR", "1")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null());
+        for (k, v) in &self.extra_env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.cmd(args).output().expect("run axocoatl"))
+    }
+
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        Run::from(self.cmd(args).current_dir(dir).output().expect("run axocoatl"))
+    }
+
+    /// Runs with `input` on stdin.
+    pub fn run_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        Run::from(child.wait_with_output().expect("wait"))
+    }
+
+    /// stdout, stderr and exit status together, normalized.
+    pub fn snap(&self, r: &Run) -> String {
+        format!(
+            "exit: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+            r.code,
+            self.normalize(&r.stdout),
+            self.normalize(&r.stderr)
+        )
+    }
+
+    pub fn normalize(&self, s: &str) -> String {
+        let mut out = s.to_owned();
+        let root = self.tmp.path().to_string_lossy().into_owned();
+        if let Ok(canon) = self.tmp.path().canonicalize() {
+            out = out.replace(&*canon.to_string_lossy(), "[ROOT]");
+        }
+        out = out.replace(&root, "[ROOT]");
+        normalize_ids(&out)
+    }
+}
+
+/// Replaces 64-hex hashes with [HASH], 16-hex ids with [ID], and times with [TIME].
+pub fn normalize_ids(s: &str) -> String {
+    let hash = regex::Regex::new(r"\b[0-9a-f]{64}\b").expect("re");
+    let id = regex::Regex::new(r"\b[0-9a-f]{16}\b").expect("re");
+    let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").expect("re");
+    let short_time = regex::Regex::new(r"\d{4}-\d\d-\d\d \d\d:\d\d").expect("re");
+    let s = hash.replace_all(s, "[HASH]");
+    let s = id.replace_all(&s, "[ID]");
+    let s = time.replace_all(&s, "[TIME]");
+    short_time.replace_all(&s, "[TIME]").into_owned()
+}
+
+/// Snapshot settings shared by every CLI test: files under the top-level `snapshots/`.
+pub fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../snapshots");
+    s.set_prepend_module_to_snapshot(true);
+    s
+}
+
+#[macro_export]
+macro_rules! snap {
+    ($name:expr, $value:expr) => {
+        $crate::common::env::settings().bind(|| insta::assert_snapshot!($name, $value))
+    };
+}
