@@ -1,8 +1,10 @@
-//! Rebuilding the conversation sent to the model from the session's ledger.
+//! The conversation an Agent sees: from its checkpoint when one is valid, else rebuilt from
+//! the session's ledger (which is the authority), within the 8 MiB projection limit.
 
-use axocoatl_store::ledger::record::Bounded;
+use axocoatl_store::ledger::record::{Bounded, Usage};
 use axocoatl_store::Repo;
 
+use crate::checkpoint::{self, CkMessage, Snapshot, PAYLOAD_VERSION, PROJECTION_LIMIT};
 use crate::error::Result;
 use crate::history::{TurnView, ViewState};
 use crate::provider::{Message, Role};
@@ -26,34 +28,115 @@ fn full_text(repo: &Repo, b: &Bounded) -> Result<String> {
     }
 }
 
-/// The messages of earlier turns that the model sees: turns not superseded by a rewind that
+/// Whether a turn belongs in the model's conversation: not superseded by a rewind, and
 /// completed, or stopped with some output (the partial answer is what the user saw). Failed
-/// and interrupted turns are left out. At most `max_messages`, newest kept, whole turns only.
-pub fn prior_messages<'a>(
-    repo: &Repo,
-    turns: impl Iterator<Item = &'a TurnView>,
-    max_messages: usize,
-) -> Result<Vec<Message>> {
-    let mut pairs: Vec<&TurnView> = turns
-        .filter(|t| !t.superseded)
-        .filter(|t| match t.state {
+/// and interrupted turns are left out.
+pub fn retained(t: &TurnView) -> bool {
+    !t.superseded
+        && match t.state {
             ViewState::Completed => true,
             ViewState::Stopped => !t.output.is_empty(),
             _ => false,
-        })
-        .collect();
-    let keep = max_messages / 2;
-    if pairs.len() > keep {
-        pairs.drain(..pairs.len() - keep);
-    }
-    let mut out = Vec::with_capacity(pairs.len() * 2);
-    for t in pairs {
-        let mut context = Vec::with_capacity(t.inline_context.len());
-        for c in &t.inline_context {
-            context.push((c.label.clone(), full_text(repo, &c.text)?));
         }
-        out.push(Message::new(Role::User, render_user_message(&t.request, &context)));
-        out.push(Message::new(Role::Assistant, t.output.clone()));
+}
+
+/// The messages of one retained turn, as rebuilt from the ledger.
+pub fn turn_messages(repo: &Repo, t: &TurnView) -> Result<Vec<Message>> {
+    let mut context = Vec::with_capacity(t.inline_context.len());
+    for c in &t.inline_context {
+        context.push((c.label.clone(), full_text(repo, &c.text)?));
     }
-    Ok(out)
+    Ok(vec![
+        Message::new(Role::User, render_user_message(&t.request, &context)),
+        Message::new(Role::Assistant, t.output.clone()),
+    ])
+}
+
+/// What the Agent starts a turn with.
+#[derive(Debug, Default)]
+pub struct Prior {
+    pub messages: Vec<Message>,
+    pub head_turn: Option<String>,
+    pub usage: Usage,
+    /// The checkpoint was missing, corrupt or stale and was rebuilt from the ledger.
+    pub rebuilt: bool,
+}
+
+/// Loads the conversation for `agent` in `session` from `turns` (the session's turns in
+/// ledger order), preferring the newest valid checkpoint.
+pub fn load(repo: &Repo, session: &str, agent: &str, turns: &[&TurnView]) -> Result<Prior> {
+    let kept: Vec<&TurnView> = turns
+        .iter()
+        .copied()
+        .filter(|t| t.agent == agent && retained(t))
+        .collect();
+    let (good, _bad) = checkpoint::load_all(repo, session, agent);
+    for ck in good {
+        let s = ck.snapshot;
+        if s.in_flight {
+            continue;
+        }
+        let start = match &s.head_turn {
+            None if kept.is_empty() || s.messages.is_empty() => 0,
+            None => continue,
+            Some(head) => match kept.iter().position(|t| &t.turn == head) {
+                Some(i) => i + 1,
+                None => continue, // superseded, failed or unknown: stale
+            },
+        };
+        let mut messages: Vec<Message> = s.messages.iter().map(Message::from).collect();
+        let mut usage = s.usage;
+        let mut head = s.head_turn.clone();
+        for t in &kept[start..] {
+            messages.extend(turn_messages(repo, t)?);
+            if let Some(u) = &t.usage {
+                usage.add(u);
+            }
+            head = Some(t.turn.clone());
+        }
+        return Ok(Prior {
+            messages,
+            head_turn: head,
+            usage,
+            rebuilt: false,
+        });
+    }
+    let mut messages = Vec::new();
+    let mut usage = Usage::ZERO;
+    for t in &kept {
+        messages.extend(turn_messages(repo, t)?);
+        if let Some(u) = &t.usage {
+            usage.add(u);
+        }
+    }
+    Ok(Prior {
+        messages: checkpoint::project_within(messages, PROJECTION_LIMIT),
+        head_turn: kept.last().map(|t| t.turn.clone()),
+        usage,
+        rebuilt: true,
+    })
+}
+
+/// The newest whole turns within `max` messages (what is sent; the checkpoint keeps more).
+pub fn trim_to(messages: &[Message], max: usize) -> Vec<Message> {
+    if messages.len() <= max {
+        return messages.to_vec();
+    }
+    let mut start = messages.len() - max;
+    while start < messages.len() && messages[start].role != Role::User {
+        start += 1;
+    }
+    messages[start..].to_vec()
+}
+
+pub fn snapshot(messages: &[Message], head_turn: Option<String>, in_flight: bool, usage: Usage, ledger_seq: u64) -> Snapshot {
+    let projected = checkpoint::project_within(messages.to_vec(), PROJECTION_LIMIT);
+    Snapshot {
+        version: PAYLOAD_VERSION,
+        ledger_seq,
+        head_turn,
+        in_flight,
+        messages: projected.iter().map(CkMessage::from).collect(),
+        usage,
+    }
 }

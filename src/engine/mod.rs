@@ -24,7 +24,8 @@ use axocoatl_store::objects::Objects;
 
 use crate::budget;
 use crate::clock;
-use crate::config::{AgentConfig, AgentRole, Config};
+use crate::checkpoint;
+use crate::config::{AgentConfig, AgentRole, CheckpointPolicy, Config};
 use crate::error::{Result, RuntimeError};
 use crate::history;
 use crate::ids;
@@ -185,12 +186,19 @@ pub fn send(
 
     let projection = history::project_repo(repo)?;
     let session_exists = projection.sessions.contains_key(&opts.session);
-    let prior = conversation::prior_messages(
-        repo,
-        projection.session_turns(&opts.session),
-        agent.memory.max_session_messages as usize,
-    )?;
+    let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
+    let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;
+    drop(session_turns);
     drop(projection);
+    let ck_policy = config.checkpoint.policy;
+    let ck_keep = config.checkpoint.keep;
+    if prior.rebuilt && ck_policy != CheckpointPolicy::Never {
+        // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
+        // ledger before serving.
+        let (seq, _) = repo.ledger().head()?;
+        let snap = conversation::snapshot(&prior.messages, prior.head_turn.clone(), false, prior.usage, seq);
+        let _ = checkpoint::write(repo, &opts.session, &agent.id, &snap, ck_keep);
+    }
 
     let objects = repo.objects();
     let mut inline = Vec::with_capacity(opts.inline_context.len());
@@ -248,16 +256,18 @@ pub fn send(
         cancel,
         output: String::new(),
         usage: Usage::ZERO,
-        warnings: Vec::new(),
+        prior_usage: prior.usage,
+        checkpoint: (ck_policy == CheckpointPolicy::AfterEachResponse).then_some(ck_keep),
+        transcript: prior.messages.clone(),
     };
-    let mut messages = prior;
-    messages.push(Message::new(
+    let user = Message::new(
         Role::User,
         render_user_message(&opts.message, &opts.inline_context),
-    ));
-    let result = provider::open(&resolved).map_err(TurnError::Provider).and_then(|mut p| {
-        run.converse(p.as_mut(), &resolved.model, messages, sink)
-    });
+    );
+    run.transcript.push(user);
+    let result = provider::open(&resolved)
+        .map_err(TurnError::Provider)
+        .and_then(|mut p| run.converse(p.as_mut(), &resolved.model, sink));
     watcher.finish();
     let (state, error) = match result {
         Ok(()) => (TurnState::Completed, None),
@@ -281,7 +291,31 @@ pub fn send(
         usage: run.usage,
         at: clock::now(),
     }));
-    repo.ledger().append(&end)?;
+    let ended = repo.ledger().append(&end)?;
+    if ck_policy != CheckpointPolicy::Never {
+        // The final snapshot matches what a rebuild from the ledger would retain.
+        let mut usage = prior.usage;
+        usage.add(&run.usage);
+        let keep_turn = match state {
+            TurnState::Completed => true,
+            TurnState::Stopped => !run.output.is_empty(),
+            _ => false,
+        };
+        let (messages, head) = if !keep_turn {
+            (prior.messages.clone(), prior.head_turn.clone())
+        } else {
+            let mut m = run.transcript.clone();
+            if state == TurnState::Stopped {
+                m.push(Message::new(Role::Assistant, run.output.clone()));
+            }
+            (m, Some(turn.clone()))
+        };
+        let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+        let snap = conversation::snapshot(&messages, head, false, usage, seq);
+        if let Err(e) = checkpoint::write(repo, &opts.session, &agent.id, &snap, ck_keep) {
+            record_warning(repo, &turn, &opts.session, "checkpoint", e.to_string())?;
+        }
+    }
     lock.write_note("")?;
     drop(lock);
     let TurnRun { output, usage, .. } = run;
@@ -314,6 +348,18 @@ impl From<axocoatl_store::Error> for TurnError {
     }
 }
 
+/// Records a warning of a turn in the ledger (lazily: the terminal record flushes it).
+fn record_warning(repo: &axocoatl_store::Repo, turn: &str, session: &str, code: &str, message: String) -> Result<()> {
+    repo.ledger().append_lazy(&[Record::Warning(Warning {
+        turn: Some(turn.to_owned()),
+        session: session.to_owned(),
+        code: code.to_owned(),
+        message,
+        at: clock::now(),
+    })])?;
+    Ok(())
+}
+
 struct TurnRun<'a> {
     ws: &'a Workspace,
     agent: &'a AgentConfig,
@@ -321,21 +367,20 @@ struct TurnRun<'a> {
     session: &'a str,
     cancel: &'a Cancel,
     output: String,
+    /// Usage of this turn's calls.
     usage: Usage,
-    warnings: Vec<String>,
+    /// The Agent's cumulative usage before this turn.
+    prior_usage: Usage,
+    /// `Some(keep)` when a checkpoint is written after each model response.
+    checkpoint: Option<usize>,
+    /// Every message of the conversation so far, this turn's included.
+    transcript: Vec<Message>,
 }
 
 impl TurnRun<'_> {
     fn warn(&mut self, sink: &mut dyn FnMut(TurnEvent<'_>), code: &str, message: String) -> Result<(), TurnError> {
         sink(TurnEvent::Warning(&message));
-        self.ws.repo().ledger().append_lazy(&[Record::Warning(Warning {
-            turn: Some(self.turn.to_owned()),
-            session: self.session.to_owned(),
-            code: code.to_owned(),
-            message: message.clone(),
-            at: clock::now(),
-        })])?;
-        self.warnings.push(message);
+        record_warning(self.ws.repo(), self.turn, self.session, code, message)?;
         Ok(())
     }
 
@@ -343,7 +388,6 @@ impl TurnRun<'_> {
         &mut self,
         provider: &mut dyn provider::Provider,
         model: &str,
-        mut messages: Vec<Message>,
         sink: &mut dyn FnMut(TurnEvent<'_>),
     ) -> Result<(), TurnError> {
         let repo = self.ws.repo();
@@ -377,11 +421,12 @@ impl TurnRun<'_> {
                 }
                 system.push_str(&core);
             }
-            let mut all = Vec::with_capacity(messages.len() + 1);
+            let sent = conversation::trim_to(&self.transcript, agent.memory.max_session_messages.max(1) as usize);
+            let mut all = Vec::with_capacity(sent.len() + 1);
             if !system.is_empty() {
                 all.push(Message::new(Role::System, system));
             }
-            all.extend(messages.iter().cloned());
+            all.extend(sent);
             let request = ChatRequest {
                 model: model.to_owned(),
                 messages: all,
@@ -420,7 +465,7 @@ impl TurnRun<'_> {
                 complete: completion.usage.reported(),
             };
             self.usage.add(&call_usage);
-            repo.ledger().append_lazy(&[Record::ModelCall(ModelCall {
+            let call_record = repo.ledger().append_lazy(&[Record::ModelCall(ModelCall {
                 turn: self.turn.to_owned(),
                 agent: agent.id.clone(),
                 provider: provider.name().to_owned(),
@@ -440,7 +485,16 @@ impl TurnRun<'_> {
                 }
             }
             let calls = completion.message.tool_calls.clone();
-            messages.push(completion.message);
+            self.transcript.push(completion.message);
+            if let Some(keep) = self.checkpoint {
+                let mut usage = self.prior_usage;
+                usage.add(&self.usage);
+                let seq = call_record.last().map(|a| a.seq).unwrap_or(0);
+                let snap = conversation::snapshot(&self.transcript, Some(self.turn.to_owned()), true, usage, seq);
+                if let Err(e) = crate::checkpoint::write(repo, self.session, &agent.id, &snap, keep) {
+                    self.warn(sink, "checkpoint", e.to_string())?;
+                }
+            }
             if calls.is_empty() {
                 return Ok(());
             }
@@ -478,7 +532,7 @@ impl TurnRun<'_> {
                 let mut msg = Message::new(Role::Tool, out.text);
                 msg.tool_call_id = Some(call.id.clone());
                 msg.name = Some(call.name.clone());
-                messages.push(msg);
+                self.transcript.push(msg);
             }
         }
         Err(TurnError::Runtime(RuntimeError::Refused {
