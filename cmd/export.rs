@@ -33,6 +33,7 @@ pub enum Format {
 ///   axocoatl export > transcript.md
 ///   axocoatl export --all --format json -o history.json
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct ExportArgs {
     /// The session [default: HEAD].
     #[arg(short, long, conflicts_with = "all")]
@@ -49,7 +50,11 @@ pub struct ExportArgs {
 
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all { None } else { Some(ws.session_or_head(args.session.as_deref())?) };
+    let session = if args.all {
+        None
+    } else {
+        Some(ws.session_or_head(args.session.as_deref())?)
+    };
     let projection = history::project_repo(ws.repo())?;
     for problem in &projection.problems {
         ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
@@ -65,9 +70,14 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     };
     match args.output {
         Some(path) => {
-            let path = if path.is_absolute() { path } else { g.cwd()?.join(path) };
-            std::fs::write(&path, text)
-                .map_err(|e| CliError::new(exit::ERROR, format!("cannot write {}: {e}", path.display())))?;
+            let path = if path.is_absolute() {
+                path
+            } else {
+                g.cwd()?.join(path)
+            };
+            std::fs::write(&path, text).map_err(|e| {
+                CliError::new(exit::ERROR, format!("cannot write {}: {e}", path.display()))
+            })?;
         }
         None => ui.out.write_all(text.as_bytes())?,
     }
@@ -77,7 +87,9 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let scope = session.map(|s| format!("session {s}")).unwrap_or_else(|| "all sessions".into());
+    let scope = session
+        .map(|s| format!("session {s}"))
+        .unwrap_or_else(|| "all sessions".into());
     let _ = writeln!(o, "# axocoatl History: {scope}\n");
     let _ = writeln!(o, "> {NOT_A_BACKUP}\n");
     let mut current = "";
@@ -103,14 +115,24 @@ fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
             let _ = writeln!(o, "- context: {} ({} bytes)", c.label, c.len);
         }
         for a in &t.attachments {
-            let _ = writeln!(o, "- attachment: {} {:?} ({}, {} bytes)", a.reference, a.name, a.media_type, a.size);
+            let _ = writeln!(
+                o,
+                "- attachment: {} {:?} ({}, {} bytes)",
+                a.reference, a.name, a.media_type, a.size
+            );
         }
         if let Some(u) = &t.usage {
             let _ = writeln!(o, "- usage: {}", usage_text(u));
         }
         let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
         for x in &t.tools {
-            let _ = writeln!(o, "**Tool** `{}` `{}` → {}\n", x.name, x.arguments, x.output.as_deref().unwrap_or("(no result)"));
+            let _ = writeln!(
+                o,
+                "**Tool** `{}` `{}` → {}\n",
+                x.name,
+                x.arguments,
+                x.output.as_deref().unwrap_or("(no result)")
+            );
         }
         if !t.output.is_empty() {
             let _ = writeln!(o, "**Response**\n\n{}\n", t.output);
@@ -122,11 +144,17 @@ fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
     o
 }
 
-fn json_export(ws: &axocoatl::workspace::Workspace, turns: &[&TurnView], session: Option<&str>) -> CliResult<String> {
+fn json_export(
+    ws: &axocoatl::workspace::Workspace,
+    turns: &[&TurnView],
+    session: Option<&str>,
+) -> CliResult<String> {
     let mut records: HashMap<&str, Vec<serde_json::Value>> = HashMap::new();
     let wanted: std::collections::HashSet<&str> = turns.iter().map(|t| t.turn.as_str()).collect();
     for entry in ws.repo().ledger().scan_all().flatten() {
-        let Some(record) = &entry.record else { continue };
+        let Some(record) = &entry.record else {
+            continue;
+        };
         let Some(turn) = record.turn() else { continue };
         if let Some(&key) = wanted.get(turn) {
             let mut body = record.body_json();

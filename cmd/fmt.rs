@@ -24,7 +24,11 @@ pub fn usage_text(u: &Usage) -> String {
         u.completion_tokens,
         u.calls,
         if u.calls == 1 { "" } else { "s" },
-        if u.complete { "" } else { " (incomplete: a provider did not report usage)" }
+        if u.complete {
+            ""
+        } else {
+            " (incomplete: a provider did not report usage)"
+        }
     )
 }
 

@@ -23,6 +23,7 @@ use crate::ui::Ui;
 ///   axocoatl fsck
 ///   axocoatl fsck --repair --json
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct FsckArgs {
     /// Truncate a torn tail of the ledger (nothing else is ever changed).
     #[arg(long)]
@@ -37,7 +38,12 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let root = g.locator()?.find_repo()?;
     let repo = Repo::open(&root, &open_options())?;
     let report = fsck::check(&repo, args.repair)?;
-    let rel = |p: &std::path::Path| p.strip_prefix(repo.root()).unwrap_or(p).display().to_string();
+    let rel = |p: &std::path::Path| {
+        p.strip_prefix(repo.root())
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    };
     for f in &report.findings {
         if args.json {
             ui.json_line(&json!({
@@ -50,7 +56,13 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             }))?;
         } else {
             let at = f.offset.map(|o| format!(":{o}")).unwrap_or_default();
-            writeln!(ui.out, "{}{at}: {}: {}", rel(&f.file), f.kind.as_str(), f.message)?;
+            writeln!(
+                ui.out,
+                "{}{at}: {}: {}",
+                rel(&f.file),
+                f.kind.as_str(),
+                f.message
+            )?;
         }
     }
     let clean = report.is_clean();
@@ -67,7 +79,11 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }))?;
     } else {
         if report.repaired_bytes > 0 {
-            writeln!(ui.out, "repaired: truncated a torn tail of {} bytes", report.repaired_bytes)?;
+            writeln!(
+                ui.out,
+                "repaired: truncated a torn tail of {} bytes",
+                report.repaired_bytes
+            )?;
         }
         writeln!(
             ui.out,

@@ -25,6 +25,7 @@ use crate::ui::Ui;
 ///   axocoatl history --all --search "timeout" --limit 20
 ///   axocoatl history --json | jq .state
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct HistoryArgs {
     /// The session [default: HEAD].
     #[arg(short, long, conflicts_with = "all")]
@@ -61,13 +62,19 @@ pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
         || t.error.as_deref().is_some_and(|e| re.is_match(e))
         || t.context.iter().any(|c| re.is_match(&c.label))
         || t.attachments.iter().any(|a| re.is_match(&a.name))
-        || t.tools.iter().any(|x| re.is_match(&x.name) || re.is_match(&x.arguments))
+        || t.tools
+            .iter()
+            .any(|x| re.is_match(&x.name) || re.is_match(&x.arguments))
         || t.warnings.iter().any(|w| re.is_match(w))
 }
 
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all { None } else { Some(ws.session_or_head(args.session.as_deref())?) };
+    let session = if args.all {
+        None
+    } else {
+        Some(ws.session_or_head(args.session.as_deref())?)
+    };
     let projection = history::project_repo(ws.repo())?;
     for problem in &projection.problems {
         ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
@@ -112,9 +119,14 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         };
         writeln!(ui.out, "{line} {request} → {answer}")?;
     }
-    Ok(if projection.problems.is_empty() { exit::OK } else { exit::ERROR })
+    Ok(if projection.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
 }
 
 fn highlight(ui: &Ui, re: &Regex, text: &str) -> String {
-    re.replace_all(text, |c: &regex::Captures<'_>| ui.paint("1;31", &c[0])).into_owned()
+    re.replace_all(text, |c: &regex::Captures<'_>| ui.paint("1;31", &c[0]))
+        .into_owned()
 }

@@ -22,6 +22,7 @@ use crate::ui::Ui;
 ///   axocoatl init
 ///   axocoatl init ~/agents/reviewer
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct InitArgs {
     /// The directory to create the repository in [default: the current directory].
     pub dir: Option<PathBuf>,
@@ -46,7 +47,10 @@ pub fn run(args: InitArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         false
     } else {
         std::fs::write(&config, axocoatl::config::starter_config()).map_err(|e| {
-            crate::error::CliError::new(exit::ERROR, format!("cannot write {}: {e}", config.display()))
+            crate::error::CliError::new(
+                exit::ERROR,
+                format!("cannot write {}: {e}", config.display()),
+            )
         })?;
         true
     };
@@ -58,11 +62,23 @@ pub fn run(args: InitArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             "session": axocoatl_store::layout::DEFAULT_SESSION,
         }))?;
     } else {
-        writeln!(ui.out, "Initialized empty axocoatl repository in {}", root.display())?;
+        writeln!(
+            ui.out,
+            "Initialized empty axocoatl repository in {}",
+            root.display()
+        )?;
         if wrote_config {
-            writeln!(ui.out, "Wrote a starter configuration to {}", config.display())?;
+            writeln!(
+                ui.out,
+                "Wrote a starter configuration to {}",
+                config.display()
+            )?;
         } else {
-            writeln!(ui.out, "Kept the existing configuration {}", config.display())?;
+            writeln!(
+                ui.out,
+                "Kept the existing configuration {}",
+                config.display()
+            )?;
         }
     }
     Ok(exit::OK)

@@ -41,7 +41,12 @@ Examples:
 /// Every command works on the `.axocoatl/` repository found by walking up from the current
 /// directory (like git), and on the `axocoatl.yaml` beside it.
 #[derive(Debug, Parser)]
-#[command(name = "axocoatl", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "axocoatl",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 #[command(after_help = format!("{AFTER_HELP}\n{}", exit::TABLE))]
 pub struct Cli {
     #[command(flatten)]
@@ -87,7 +92,11 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }

@@ -18,6 +18,7 @@ use crate::ui::Ui;
 /// Examples:
 ///   axocoatl retry 3f2a9c1e
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct RetryArgs {
     /// The turn id, or a unique prefix of at least 4 characters.
     pub turn: String,
@@ -39,7 +40,11 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 "turn {} used {} attachment{}; retry would silently change the request",
                 original.turn,
                 original.attachments.len(),
-                if original.attachments.len() == 1 { "" } else { "s" }
+                if original.attachments.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
             ),
             hint: "attach the files again and send a new turn".into(),
         }

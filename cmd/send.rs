@@ -29,6 +29,7 @@ use crate::ui::Ui;
 ///   git diff | axocoatl send "review this"
 ///   echo "hello" | axocoatl send --json -s scratch
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct SendArgs {
     /// The message; `-` or absent reads it from stdin.
     pub message: Option<String>,
@@ -73,14 +74,17 @@ fn read_input(arg: Option<&str>, no_stdin: bool) -> CliResult<(String, Vec<(Stri
         let mut buf = Vec::new();
         std::io::stdin().lock().read_to_end(&mut buf)?;
         String::from_utf8(buf).map_err(|_| {
-            CliError::usage("stdin is not UTF-8 text").hint("attach binary files with `axocoatl attach add` instead")
+            CliError::usage("stdin is not UTF-8 text")
+                .hint("attach binary files with `axocoatl attach add` instead")
         })
     };
     match arg {
         None | Some("-") => {
             if !piped {
-                return Err(CliError::usage("no message: give one as an argument or pipe it on stdin")
-                    .hint("axocoatl send \"your message\""));
+                return Err(CliError::usage(
+                    "no message: give one as an argument or pipe it on stdin",
+                )
+                .hint("axocoatl send \"your message\""));
             }
             let text = read_all()?;
             if text.trim().is_empty() {
@@ -143,7 +147,11 @@ fn emit(
     ev: TurnEvent<'_>,
 ) -> std::io::Result<()> {
     match ev {
-        TurnEvent::Begun { turn, session, agent } => {
+        TurnEvent::Begun {
+            turn,
+            session,
+            agent,
+        } => {
             *turn_id = turn.to_owned();
             if json_mode {
                 ui.json_line(&json!({"type": "turn.begun", "turn": turn, "session": session, "agent": agent}))?;
@@ -164,19 +172,36 @@ fn emit(
             }
             ui.out.flush()?;
         }
-        TurnEvent::ToolStarted { call_id, name, arguments } => {
+        TurnEvent::ToolStarted {
+            call_id,
+            name,
+            arguments,
+        } => {
             if json_mode {
                 ui.json_line(&json!({"type": "tool.started", "turn": turn_id, "call_id": call_id, "name": name, "arguments": arguments}))?;
             } else {
-                writeln!(ui.err, "tool {name} {}", crate::fmt::first_line(arguments, 120))?;
+                writeln!(
+                    ui.err,
+                    "tool {name} {}",
+                    crate::fmt::first_line(arguments, 120)
+                )?;
             }
         }
-        TurnEvent::ToolResult { call_id, name, output, is_error } => {
+        TurnEvent::ToolResult {
+            call_id,
+            name,
+            output,
+            is_error,
+        } => {
             if json_mode {
                 ui.json_line(&json!({"type": "tool.result", "turn": turn_id, "call_id": call_id, "name": name, "output": output, "is_error": is_error}))?;
             } else {
                 let status = if is_error { "error" } else { "ok" };
-                writeln!(ui.err, "tool {name} {status}: {}", crate::fmt::first_line(output, 120))?;
+                writeln!(
+                    ui.err,
+                    "tool {name} {status}: {}",
+                    crate::fmt::first_line(output, 120)
+                )?;
             }
         }
         TurnEvent::Warning(message) => {

@@ -23,6 +23,7 @@ use crate::ui::Ui;
 ///   axocoatl sessions new review-42
 ///   axocoatl sessions switch main
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct SessionsArgs {
     #[command(subcommand)]
     pub command: Option<SessionsCommand>,
@@ -69,9 +70,22 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                     }))?;
                 } else {
                     let mark = if s.session == head { "*" } else { " " };
-                    let last = s.last_activity.map(clock::short).unwrap_or_else(|| "-".into());
-                    let active = s.active_turn.as_deref().map(|t| format!("  active {t}")).unwrap_or_default();
-                    writeln!(ui.out, "{mark} {:<20} {:>5} turn{}  {last}{active}", s.session, s.turns, if s.turns == 1 { " " } else { "s" })?;
+                    let last = s
+                        .last_activity
+                        .map(clock::short)
+                        .unwrap_or_else(|| "-".into());
+                    let active = s
+                        .active_turn
+                        .as_deref()
+                        .map(|t| format!("  active {t}"))
+                        .unwrap_or_default();
+                    writeln!(
+                        ui.out,
+                        "{mark} {:<20} {:>5} turn{}  {last}{active}",
+                        s.session,
+                        s.turns,
+                        if s.turns == 1 { " " } else { "s" }
+                    )?;
                 }
             }
             Ok(exit::OK)
@@ -79,8 +93,11 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         Some(SessionsCommand::Switch { name, create }) => {
             check_session_name(&name)?;
             if !create && !projection.sessions.contains_key(&name) && name != head {
-                return Err(CliError::new(exit::NOT_FOUND, format!("no session {name:?}"))
-                    .hint(format!("create it with `axocoatl sessions new {name}` (or `switch --create`)")));
+                return Err(
+                    CliError::new(exit::NOT_FOUND, format!("no session {name:?}")).hint(format!(
+                        "create it with `axocoatl sessions new {name}` (or `switch --create`)"
+                    )),
+                );
             }
             ws.repo().set_head(&name)?;
             report(ui, args.json, &name, "switched")
@@ -88,15 +105,22 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         Some(SessionsCommand::New { name }) => {
             check_session_name(&name)?;
             if projection.sessions.contains_key(&name) {
-                return Err(CliError::new(exit::REFUSED, format!("session {name:?} already exists"))
-                    .hint(format!("switch to it with `axocoatl sessions switch {name}`")));
+                return Err(CliError::new(
+                    exit::REFUSED,
+                    format!("session {name:?} already exists"),
+                )
+                .hint(format!(
+                    "switch to it with `axocoatl sessions switch {name}`"
+                )));
             }
-            ws.repo().ledger().append(&[axocoatl_store::ledger::Record::SessionCreated(
-                axocoatl_store::ledger::record::SessionCreated {
-                    session: name.clone(),
-                    at: clock::now(),
-                },
-            )])?;
+            ws.repo()
+                .ledger()
+                .append(&[axocoatl_store::ledger::Record::SessionCreated(
+                    axocoatl_store::ledger::record::SessionCreated {
+                        session: name.clone(),
+                        at: clock::now(),
+                    },
+                )])?;
             ws.repo().set_head(&name)?;
             report(ui, args.json, &name, "created")
         }

@@ -18,6 +18,7 @@ use crate::ui::Ui;
 ///   axocoatl show 3f2a9c1e
 ///   axocoatl show 3f2a --json
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct ShowArgs {
     /// The turn id, or a unique prefix of at least 4 characters.
     pub turn: String,
@@ -62,14 +63,25 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if !t.context.is_empty() {
         let _ = writeln!(o, "\ncontext:");
         for c in &t.context {
-            let stored = c.object.as_deref().map(|h| format!(", object {h}")).unwrap_or_default();
+            let stored = c
+                .object
+                .as_deref()
+                .map(|h| format!(", object {h}"))
+                .unwrap_or_default();
             let _ = writeln!(o, "  - {} ({} bytes{stored})", safe(&c.label), c.len);
         }
     }
     if !t.attachments.is_empty() {
         let _ = writeln!(o, "\nattachments:");
         for a in &t.attachments {
-            let _ = writeln!(o, "  - {} {} ({}, {} bytes)", a.reference, a.name.escape_debug(), a.media_type, a.size);
+            let _ = writeln!(
+                o,
+                "  - {} {} ({}, {} bytes)",
+                a.reference,
+                a.name.escape_debug(),
+                a.media_type,
+                a.size
+            );
         }
     }
     if !t.tools.is_empty() {
@@ -80,11 +92,20 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 (Some(out), true) => format!("error: {}", crate::fmt::first_line(out, 100)),
                 (Some(out), false) => crate::fmt::first_line(out, 100),
             };
-            let _ = writeln!(o, "  - {} {} → {result}", x.name, crate::fmt::first_line(&x.arguments, 100));
+            let _ = writeln!(
+                o,
+                "  - {} {} → {result}",
+                x.name,
+                crate::fmt::first_line(&x.arguments, 100)
+            );
         }
     }
     for (agent, text) in &t.outputs {
-        let label = if t.outputs.len() > 1 { format!("output ({agent})") } else { "output".to_string() };
+        let label = if t.outputs.len() > 1 {
+            format!("output ({agent})")
+        } else {
+            "output".to_string()
+        };
         let _ = writeln!(o, "\n{label}:\n{}", indent(&safe(text)));
     }
     if t.outputs.is_empty() && !t.output.is_empty() {
@@ -104,5 +125,8 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

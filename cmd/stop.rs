@@ -23,6 +23,7 @@ use crate::ui::Ui;
 ///   axocoatl stop 3f2a9c1e
 ///   axocoatl stop 3f2a --wait
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct StopArgs {
     /// The turn id, or a unique prefix of at least 4 characters.
     pub turn: String,

@@ -56,12 +56,27 @@ pub enum UtilCommand {
 pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     match args.command {
         UtilCommand::Generate { out } => {
-            let out = if out.is_absolute() { out } else { g.cwd()?.join(out) };
+            let out = if out.is_absolute() {
+                out
+            } else {
+                g.cwd()?.join(out)
+            };
             generate(&out)?;
-            writeln!(ui.out, "wrote {} and {}", out.join("man").display(), out.join("completions").display())?;
+            writeln!(
+                ui.out,
+                "wrote {} and {}",
+                out.join("man").display(),
+                out.join("completions").display()
+            )?;
             Ok(exit::OK)
         }
-        UtilCommand::LedgerAppend { count, size, tag, print, batch } => {
+        UtilCommand::LedgerAppend {
+            count,
+            size,
+            tag,
+            print,
+            batch,
+        } => {
             let root = g.locator()?.find_repo()?;
             let repo = Repo::open(&root, &open_options())?;
             let mut i = 0;
@@ -114,7 +129,8 @@ pub fn generate(out: &Path) -> CliResult<()> {
     let man = out.join("man");
     let comp = out.join("completions");
     for d in [&man, &comp] {
-        std::fs::create_dir_all(d).map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", d.display())))?;
+        std::fs::create_dir_all(d)
+            .map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", d.display())))?;
     }
     let cmd = crate::Cli::command();
     write_man(&man, &cmd, "axocoatl")?;
@@ -146,5 +162,6 @@ fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> CliResult<()> {
-    std::fs::write(path, bytes).map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", path.display())))
+    std::fs::write(path, bytes)
+        .map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", path.display())))
 }

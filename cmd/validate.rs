@@ -22,6 +22,7 @@ use crate::ui::Ui;
 ///   axocoatl validate
 ///   axocoatl validate ./axocoatl.yaml --json
 #[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
 pub struct ValidateArgs {
     /// The file to check [default: --config, else axocoatl.yaml of the repository, else ./axocoatl.yaml].
     pub file: Option<PathBuf>,
@@ -49,11 +50,15 @@ pub fn run(args: ValidateArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         Err(diags) => (diags, None),
     };
-    let errors = diags.iter().filter(|d| d.severity == Severity::Error).count();
+    let errors = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     let warnings = diags.len() - errors;
     if args.json {
         for d in &diags {
-            let mut v = serde_json::to_value(d).map_err(|e| crate::error::CliError::new(exit::ERROR, e.to_string()))?;
+            let mut v = serde_json::to_value(d)
+                .map_err(|e| crate::error::CliError::new(exit::ERROR, e.to_string()))?;
             v["type"] = json!("diagnostic");
             ui.json_line(&v)?;
         }
@@ -80,18 +85,30 @@ pub fn run(args: ValidateArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 plural(a),
                 plural(w),
                 plural(au),
-                if warnings > 0 { format!(", {warnings} warning{}", plural(warnings)) } else { String::new() }
+                if warnings > 0 {
+                    format!(", {warnings} warning{}", plural(warnings))
+                } else {
+                    String::new()
+                }
             )?,
             None => writeln!(
                 ui.err,
                 "{}: invalid ({errors} error{}{})",
                 shown.display(),
                 plural(errors),
-                if warnings > 0 { format!(", {warnings} warning{}", plural(warnings)) } else { String::new() }
+                if warnings > 0 {
+                    format!(", {warnings} warning{}", plural(warnings))
+                } else {
+                    String::new()
+                }
             )?,
         }
     }
-    Ok(if summary.is_some() { exit::OK } else { exit::ERROR })
+    Ok(if summary.is_some() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
 }
 
 fn plural(n: usize) -> &'static str {

@@ -30,10 +30,24 @@ fn clap_definitions_are_consistent() {
 fn init_creates_the_layout_and_a_valid_starter_config() {
     let env = TestEnv::new();
     snap!("init", env.snap(&env.run(&["init"])));
-    for dir in ["ledger/v1", "objects", "checkpoints/v1", "memory/core/v1", "memory/core/shared/v1", "memory/daily_log/v1", "memory/semantic/v1", "automation/runs-v1", "run", "tmp"] {
+    for dir in [
+        "ledger/v1",
+        "objects",
+        "checkpoints/v1",
+        "memory/core/v1",
+        "memory/core/shared/v1",
+        "memory/daily_log/v1",
+        "memory/semantic/v1",
+        "automation/runs-v1",
+        "run",
+        "tmp",
+    ] {
         assert!(env.repo().join(dir).is_dir(), "{dir}");
     }
-    assert_eq!(std::fs::read_to_string(env.repo().join("HEAD")).expect("HEAD"), "main\n");
+    assert_eq!(
+        std::fs::read_to_string(env.repo().join("HEAD")).expect("HEAD"),
+        "main\n"
+    );
     assert_eq!(
         std::fs::read_to_string(env.repo().join("format")).expect("format"),
         "axocoatl repository\nformat 1\n"
@@ -50,7 +64,10 @@ fn init_keeps_an_existing_config() {
     let r = env.run(&["init"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("Kept the existing configuration"));
-    assert_eq!(std::fs::read_to_string(env.work.join("axocoatl.yaml")).expect("read"), "agents: []\n");
+    assert_eq!(
+        std::fs::read_to_string(env.work.join("axocoatl.yaml")).expect("read"),
+        "agents: []\n"
+    );
 }
 
 #[test]
@@ -69,9 +86,16 @@ fn discovery_from_a_subdirectory_and_overrides() {
     let r = env.run_in(&elsewhere, &["--repo", "../work/proj", "sessions"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let mut with_env = env.cmd(&["sessions"]);
-    with_env.current_dir(&elsewhere).env("AXOCOATL_DIR", env.work.join("proj/.axocoatl"));
+    with_env
+        .current_dir(&elsewhere)
+        .env("AXOCOATL_DIR", env.work.join("proj/.axocoatl"));
     let out = with_env.output().expect("run");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // No repository at all.
     snap!("no_repo", env.snap(&env.run_in(&elsewhere, &["history"])));
 }
@@ -92,7 +116,10 @@ fn a_newer_format_is_refused_and_nothing_is_written() {
 fn listing(dir: &std::path::Path) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     walk(dir, &mut |p, meta| {
-        out.push((p.display().to_string(), if meta.is_file() { meta.len() } else { 0 }))
+        out.push((
+            p.display().to_string(),
+            if meta.is_file() { meta.len() } else { 0 },
+        ))
     });
     out.sort();
     out
@@ -122,7 +149,11 @@ fn everything_is_owner_only_under_a_permissive_umask() {
             .stdin(std::process::Stdio::null())
             .output()
             .expect("sh");
-        assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     let bin = common::env::bin();
     sh(&format!("{bin} init"));

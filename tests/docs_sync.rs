@@ -11,14 +11,22 @@ fn man_pages_and_completions_are_in_sync() {
         .arg(tmp.path())
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut drift = Vec::new();
     for dir in ["man", "completions"] {
         let fresh = list(&tmp.path().join(dir));
         let committed = list(&root.join(dir));
         if fresh.keys().collect::<Vec<_>>() != committed.keys().collect::<Vec<_>>() {
-            drift.push(format!("{dir}/: files differ: {:?} vs {:?}", fresh.keys(), committed.keys()));
+            drift.push(format!(
+                "{dir}/: files differ: {:?} vs {:?}",
+                fresh.keys(),
+                committed.keys()
+            ));
         }
         for (name, bytes) in &fresh {
             if committed.get(name) != Some(bytes) {

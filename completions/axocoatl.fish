@@ -1,0 +1,237 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_axocoatl_global_optspecs
+    string join \n C= repo= config= color= h/help V/version
+end
+
+function __fish_axocoatl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_axocoatl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_axocoatl_using_subcommand
+    set -l cmd (__fish_axocoatl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "validate" -d 'Check a configuration file and report every problem at once'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "stop" -d 'Stop one exact active turn, by its durable id'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "sessions" -d 'List sessions, or switch and create them'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List turns, newest last, optionally searching them'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json)'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -l json -d 'Print the result as JSON'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -l json -d 'Print JSON Lines: one object per diagnostic, then a summary object'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s s -l session -d 'The session [default: HEAD, initially `main`]; a new name creates the session' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l json -d 'Write JSON Lines events to stdout instead of text'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l wait -d 'Queue behind an active turn of the session instead of failing'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l no-stdin -d 'Never read stdin (for scripts whose stdin stays open)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l wait -d 'Wait until the turn\'s terminal state is recorded, and print it'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l json -d 'Print the result as JSON'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l json -d 'Write JSON Lines events to stdout instead of text'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l wait -d 'Queue behind an active turn of the session instead of failing'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l json -d 'Print JSON Lines, one object per session'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -f -a "switch" -d 'Make NAME the current session (HEAD)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -f -a "new" -d 'Create session NAME and make it current'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s c -l create -d 'Create the session if it does not exist'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "switch" -d 'Make NAME the current session (HEAD)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "new" -d 'Create session NAME and make it current'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l search -d 'Only turns containing TEXT (literal, case-insensitive)' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l limit -d 'Only the newest N turns' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l all -d 'Every session'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -l json -d 'Print JSON Lines, one object per turn'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand history" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -l json -d 'Print the turn as one JSON object'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l format -r -f -a "markdown\t''
+json\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s o -l output -d 'Write to FILE instead of stdout' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l all -d 'Every session'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repair -d 'Truncate a torn tail of the ledger (nothing else is ever changed)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l json -d 'Print JSON Lines: one object per finding, then a summary'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l out -d 'The directory that receives man/ and completions/' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l count -d 'How many records' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l size -d 'Payload bytes per record' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l tag -d 'A tag put at the start of each payload' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l batch -d 'Records per append call (one fsync each)' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -l print -d 'Print `SEQ TAG:INDEX` after each durable append'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-append" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'

@@ -1,0 +1,415 @@
+//! Turns through the real binary: send (argument, stdin, both), --json events, sessions,
+//! history, show, export, stop, retry, crash recovery and search.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::env::TestEnv;
+use common::fake_http::{FakeServer, Reply};
+
+const SCRIPT: &str = r#"
+replies:
+  - chunks: ["Hello", ", world", "!"]
+    usage: {prompt_tokens: 10, completion_tokens: 3}
+  - tool_calls: [{name: core_memory_append, arguments: {label: human, content: "likes tea"}}]
+    usage: {prompt_tokens: 20, completion_tokens: 5}
+  - text: "Noted: you like tea."
+    usage: {prompt_tokens: 30, completion_tokens: 6}
+  - text: "Third answer."
+  - match: "BOOM"
+    error: "model overloaded"
+"#;
+
+fn script_env() -> TestEnv {
+    let env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: bot\n    provider: canned\n",
+    );
+    env.write("replies.yaml", SCRIPT);
+    env
+}
+
+/// One Ollama /api/chat NDJSON stream answering `pieces`, byte for byte as the docs show.
+fn ollama_stream(pieces: &[&str]) -> String {
+    let mut body = String::new();
+    for p in pieces {
+        body.push_str(
+            &serde_json::json!({
+                "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
+                "message": {"role": "assistant", "content": p}, "done": false
+            })
+            .to_string(),
+        );
+        body.push('\n');
+    }
+    body.push_str(
+        &serde_json::json!({
+            "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
+            "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop",
+            "total_duration": 1000, "prompt_eval_count": 11, "eval_count": pieces.len()
+        })
+        .to_string(),
+    );
+    body.push('\n');
+    body
+}
+
+fn ollama_env(server: &FakeServer) -> TestEnv {
+    TestEnv::with_config(&format!(
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\", timeout_secs: 30}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n    system_prompt: Be brief.\n",
+        server.url()
+    ))
+}
+
+/// Starts `send` in the background and returns it with the turn id from its stderr.
+fn spawn_send(
+    env: &TestEnv,
+    args: &[&str],
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut child = env
+        .cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn send");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("read turn line");
+    let turn = line
+        .trim()
+        .strip_prefix("turn ")
+        .expect("turn line")
+        .to_owned();
+    (child, turn, stderr)
+}
+
+#[test]
+fn send_from_argument_stdin_and_both() {
+    let env = script_env();
+    snap!("send_argument", env.snap(&env.run(&["send", "hi"])));
+    let r = env.run_stdin(&["send"], "I like tea\n");
+    snap!("send_stdin_with_tool", env.snap(&r));
+    let r = env.run_stdin(&["send", "review this"], "diff --git a/x b/x\n");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let show = env.run(&["history", "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_str(show.stdout.lines().last().expect("turn")).expect("json");
+    assert_eq!(last["request"], "review this");
+    assert_eq!(last["context"][0]["label"], "stdin");
+    let none = env.run(&["send"]);
+    snap!("send_no_message", env.snap(&none));
+}
+
+#[test]
+fn json_event_stream() {
+    let env = script_env();
+    assert_eq!(env.run(&["send", "hi"]).code, 0);
+    let r = env.run(&["send", "--json", "I like tea"]);
+    snap!("send_json", env.snap(&r));
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.first().expect("first")["type"], "turn.begun");
+    let last = lines.last().expect("last");
+    assert_eq!(last["type"], "turn.ended");
+    assert_eq!(last["state"], "completed");
+    assert_eq!(last["usage"]["total_tokens"], 61);
+    assert!(lines
+        .iter()
+        .any(|l| l["type"] == "tool.started" && l["name"] == "core_memory_append"));
+    assert!(lines.iter().any(|l| l["type"] == "tool.result"));
+}
+
+#[test]
+fn failed_turn_has_its_own_exit_code_and_shows_in_history() {
+    let env = script_env();
+    let r = env.run(&["send", "BOOM now"]);
+    snap!("send_failed", env.snap(&r));
+    assert_eq!(r.code, 3);
+}
+
+#[test]
+fn sessions_history_show_export() {
+    let env = script_env();
+    assert_eq!(env.run(&["send", "hi"]).code, 0);
+    assert_eq!(env.run(&["send", "I like tea"]).code, 0);
+    snap!(
+        "sessions_new",
+        env.snap(&env.run(&["sessions", "new", "side"]))
+    );
+    assert_eq!(env.run(&["send", "in side"]).code, 0);
+    snap!("sessions_list", env.snap(&env.run(&["sessions"])));
+    snap!(
+        "sessions_switch",
+        env.snap(&env.run(&["sessions", "switch", "main"]))
+    );
+    snap!(
+        "sessions_switch_unknown",
+        env.snap(&env.run(&["sessions", "switch", "nope"]))
+    );
+    snap!("history", env.snap(&env.run(&["history"])));
+    snap!("history_all", env.snap(&env.run(&["history", "--all"])));
+    snap!(
+        "history_limit",
+        env.snap(&env.run(&["history", "--limit", "1"]))
+    );
+    let json = env.run(&["history", "--json"]);
+    for line in json.stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        for key in [
+            "turn",
+            "session",
+            "agent",
+            "state",
+            "request",
+            "output",
+            "error",
+            "started_at",
+            "ended_at",
+            "usage",
+        ] {
+            assert!(v.get(key).is_some(), "{key} in {line}");
+        }
+    }
+    let id = serde_json::from_str::<serde_json::Value>(json.stdout.lines().nth(1).expect("2nd"))
+        .expect("json")["turn"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    snap!("show", env.snap(&env.run(&["show", &id[..6]])));
+    let show_json = env.run(&["show", &id, "--json"]);
+    assert_eq!(show_json.code, 0);
+    snap!("export_markdown", env.snap(&env.run(&["export"])));
+    let exported = env.run(&["export", "--all", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&exported.stdout).expect("export json");
+    assert!(doc["export"]["note"]
+        .as_str()
+        .expect("note")
+        .contains("not a backup"));
+    assert_eq!(doc["turns"].as_array().expect("turns").len(), 3);
+    assert!(doc["turns"][1]["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .any(|r| r["kind"] == "ToolStarted"));
+    let out = env.run(&["export", "-o", "t.md"]);
+    assert_eq!(out.code, 0);
+    assert!(std::fs::read_to_string(env.work.join("t.md"))
+        .expect("file")
+        .contains("It is not a backup"));
+}
+
+#[test]
+fn send_against_a_loopback_ollama_server() {
+    let server = FakeServer::with([
+        Reply::ndjson(&ollama_stream(&["Hi", " there"])),
+        Reply::ndjson(&ollama_stream(&["Again"])),
+    ]);
+    let env = ollama_env(&server);
+    let r = env.run_stdin(&["send", "explain"], "some piped text");
+    snap!("ollama_send", env.snap(&r));
+    assert_eq!(env.run(&["send", "more"]).code, 0);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].path, "/api/chat");
+    let body = reqs[1].json();
+    let msgs = body["messages"].as_array().expect("messages");
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[0]["content"], "Be brief.");
+    assert!(msgs[1]["content"]
+        .as_str()
+        .expect("c")
+        .contains("some piped text"));
+    assert_eq!(msgs[2]["content"], "Hi there");
+    assert_eq!(msgs[3]["content"], "more");
+    snap!("ollama_history", env.snap(&env.run(&["history"])));
+}
+
+fn slow_server(pieces: usize, pause_ms: u64) -> FakeServer {
+    let words: Vec<String> = (0..pieces).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    FakeServer::with([Reply::ndjson(&ollama_stream(&refs)).paced(Duration::from_millis(pause_ms))])
+}
+
+#[test]
+fn stop_from_a_second_process_keeps_the_partial_output() {
+    let server = slow_server(100, 100);
+    let env = ollama_env(&server);
+    let (child, turn, _stderr) = spawn_send(&env, &["send", "count slowly"]);
+    std::thread::sleep(Duration::from_millis(600));
+    let asked = Instant::now();
+    let stop = env.run(&["stop", &turn]);
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    let out = child.wait_with_output().expect("wait");
+    eprintln!("send ended {:?} after the stop request", asked.elapsed());
+    assert_eq!(out.status.code(), Some(4), "stopped exit code");
+    let h = env.run(&["history", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(h.stdout.lines().last().expect("turn")).expect("json");
+    assert_eq!(v["state"], "stopped");
+    let partial = v["output"].as_str().expect("output");
+    assert!(partial.starts_with("w0 "), "{partial}");
+    assert!(!partial.contains("w99"), "stopped before the end");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        partial.trim_end()
+    );
+    // A stop of the same turn now is rejected with its state.
+    let again = env.run(&["stop", &turn]);
+    assert_eq!(again.code, 6);
+    assert!(
+        again
+            .stderr
+            .contains(&format!("turn {turn} already stopped")),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn stop_of_a_completed_or_unknown_turn_is_rejected() {
+    let env = script_env();
+    let r = env.run(&["send", "--json", "hi"]);
+    let v: serde_json::Value =
+        serde_json::from_str(r.stdout.lines().next().expect("line")).expect("json");
+    let turn = v["turn"].as_str().expect("turn").to_owned();
+    let done = env.run(&["stop", &turn[..8]]);
+    snap!("stop_completed", env.snap(&done));
+    assert_eq!(done.code, 6);
+    snap!("stop_unknown", env.snap(&env.run(&["stop", "0123abcd"])));
+    snap!("stop_bad_id", env.snap(&env.run(&["stop", "xy"])));
+}
+
+#[test]
+fn stopping_an_old_turn_leaves_the_newer_running() {
+    let server = FakeServer::with([
+        Reply::ndjson(&ollama_stream(&["first"])),
+        Reply::ndjson(&ollama_stream(&["a ", "b ", "c ", "d ", "e ", "f "]))
+            .paced(Duration::from_millis(150)),
+    ]);
+    let env = ollama_env(&server);
+    let first = env.run(&["send", "--json", "one"]);
+    let v: serde_json::Value =
+        serde_json::from_str(first.stdout.lines().next().expect("l")).expect("json");
+    let old = v["turn"].as_str().expect("turn").to_owned();
+    let (child, newer, _e) = spawn_send(&env, &["send", "two"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let r = env.run(&["stop", &old]);
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0), "the newer turn completed");
+    let show = env.run(&["show", &newer, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).expect("json");
+    assert_eq!(v["state"], "completed");
+    assert_eq!(v["output"], "a b c d e f ");
+}
+
+#[test]
+fn sigkill_mid_stream_becomes_interrupted_and_the_session_goes_on() {
+    let server = slow_server(100, 100);
+    server.push(Reply::ndjson(&ollama_stream(&["after"])));
+    let env = ollama_env(&server);
+    let (mut child, turn, _e) = spawn_send(&env, &["send", "long"]);
+    std::thread::sleep(Duration::from_millis(400));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let h = env.run(&["history", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(h.stdout.lines().last().expect("turn")).expect("json");
+    assert_eq!(v["turn"], turn);
+    assert_eq!(v["state"], "interrupted");
+    let dump = env.run(&["util", "ledger-dump"]);
+    assert_eq!(
+        dump.stdout.matches("TurnEnded").count(),
+        1,
+        "exactly one terminal record"
+    );
+    // Again: no second terminal record from later opens.
+    env.run(&["history"]);
+    let dump = env.run(&["util", "ledger-dump"]);
+    assert_eq!(dump.stdout.matches("TurnEnded").count(), 1);
+    let next = env.run(&["send", "again"]);
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert_eq!(next.stdout, "after\n");
+}
+
+#[test]
+fn a_second_send_to_a_busy_session_fails_with_the_active_turn() {
+    let server = slow_server(40, 100);
+    let env = ollama_env(&server);
+    let (child, turn, _e) = spawn_send(&env, &["send", "long"]);
+    let busy = env.run(&["send", "meanwhile"]);
+    assert_eq!(busy.code, 8, "{}", busy.stderr);
+    assert!(busy.stderr.contains(&turn), "{}", busy.stderr);
+    let sessions = env.run(&["sessions", "--json"]);
+    assert!(
+        sessions.stdout.contains(&turn),
+        "active turn listed: {}",
+        sessions.stdout
+    );
+    assert_eq!(env.run(&["stop", &turn]).code, 0);
+    child.wait_with_output().expect("wait");
+}
+
+#[test]
+fn retry_links_the_new_turn_to_the_old() {
+    let env = script_env();
+    let r = env.run(&["send", "--json", "hi"]);
+    let v: serde_json::Value =
+        serde_json::from_str(r.stdout.lines().next().expect("l")).expect("json");
+    let old = v["turn"].as_str().expect("turn").to_owned();
+    let retry = env.run(&["retry", &old]);
+    assert_eq!(retry.code, 0, "{}", retry.stderr);
+    let h = env.run(&["history", "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_str(h.stdout.lines().last().expect("l")).expect("json");
+    assert_eq!(last["retry_of"], old.as_str());
+    assert_eq!(last["request"], "hi");
+}
+
+#[test]
+fn search_is_literal_case_insensitive_and_scoped() {
+    let env = script_env();
+    assert_eq!(env.run(&["send", "Größe of the ÉTÉ"]).code, 0); // answer: Hello, world!
+    assert_eq!(env.run(&["send", "BOOM (x+1)"]).code, 3); // error: model overloaded
+    assert_eq!(env.run(&["sessions", "new", "other"]).code, 0);
+    assert_eq!(env.run(&["send", "-s", "other", "needle in other"]).code, 0);
+    assert_eq!(env.run(&["sessions", "switch", "main"]).code, 0);
+    let count = |args: &[&str]| env.run(args).stdout.lines().count();
+    assert_eq!(
+        count(&["history", "--search", "größe"]),
+        1,
+        "request, unicode case-insensitive"
+    );
+    assert_eq!(count(&["history", "--search", "été"]), 1);
+    assert_eq!(
+        count(&["history", "--search", "HELLO, WORLD"]),
+        1,
+        "response"
+    );
+    assert_eq!(count(&["history", "--search", "overloaded"]), 1, "error");
+    assert_eq!(
+        count(&["history", "--search", "(x+1)"]),
+        1,
+        "literal, not a regex"
+    );
+    assert_eq!(count(&["history", "--search", "x+1)."]), 0);
+    assert_eq!(
+        count(&["history", "--search", "needle"]),
+        0,
+        "other session not searched"
+    );
+    assert_eq!(
+        count(&["history", "--all", "--search", "NEEDLE"]),
+        1,
+        "--all searches every session"
+    );
+    snap!(
+        "history_search",
+        env.snap(&env.run(&["history", "--all", "--search", "o"]))
+    );
+}
