@@ -1,0 +1,492 @@
+//! The semantic rules of `axocoatl.yaml`, checked on the typed config. Positions come from
+//! the YAML tree, so each error points at the key or value to change. The rules about how
+//! agents refer to each other live in `relations.rs`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::diag::{suggestion, Diagnostic, Severity};
+use super::relations;
+use super::resolve::{lookup_provider, needs_model};
+use super::tree::{Locator, Pos, Seg};
+use super::types::{AgentConfig, AgentRole, Config, OverflowPolicy, ProviderConfig, ProviderKind};
+
+/// A path into the document: `at!["agents", 2, "token_budget", "per_call"]`.
+macro_rules! at {
+    ($($seg:expr),* $(,)?) => { &[$($crate::config::tree::Seg::from($seg)),*][..] };
+}
+pub(crate) use at;
+
+/// Collects diagnostics with positions looked up in the document.
+pub(crate) struct Checker<'a> {
+    pub file: &'a Path,
+    pub loc: &'a Locator<'a>,
+    pub out: Vec<Diagnostic>,
+}
+
+impl Checker<'_> {
+    /// The position of the value at `path` (or of where it would go).
+    pub fn value(&self, path: &[Seg]) -> Pos {
+        self.loc.value(path)
+    }
+
+    /// The position of the key at the end of `path`.
+    pub fn key(&self, path: &[Seg]) -> Pos {
+        self.loc.key(path)
+    }
+
+    pub fn has(&self, path: &[Seg]) -> bool {
+        self.loc.has(path)
+    }
+
+    pub fn error(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+        let d = Diagnostic::new(Severity::Error, self.file, pos, message, Some(hint.into()));
+        self.out.push(d);
+    }
+
+    pub fn warning(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+        let d = Diagnostic::new(
+            Severity::Warning,
+            self.file,
+            pos,
+            message,
+            Some(hint.into()),
+        );
+        self.out.push(d);
+    }
+
+    /// Reports `name` at `pos` if it is not a valid id or session name.
+    pub fn name(&mut self, pos: Pos, what: &str, name: &str) {
+        if let Err(problem) = check_name(name) {
+            self.error(
+                pos,
+                format!("{what} `{name}` is not valid: {problem}"),
+                "use only letters, digits, `-`, `_` and `.`, not starting with `.` or `-`",
+            );
+        }
+    }
+
+    /// Reports each id that appeared before, pointing at the repeat.
+    pub fn unique<'s>(&mut self, what: &str, section: &str, ids: impl Iterator<Item = &'s str>) {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        for (i, id) in ids.enumerate() {
+            if let Some(&earlier) = first.get(id) {
+                let line = self.value(at![section, earlier]).line;
+                self.error(
+                    self.value(at![section, i, "id"]),
+                    format!("{what} id `{id}` is already used on line {line}"),
+                    format!("give each {what} a unique id"),
+                );
+            } else {
+                first.insert(id, i);
+            }
+        }
+    }
+}
+
+/// Checks an agent id, workflow id or session name: letters, digits, `-`, `_`, `.`, not
+/// starting with `.` or `-`. `:` in particular is reserved: it joins runtime ids.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if let Some(first) = name.chars().next().filter(|c| matches!(c, '.' | '-')) {
+        return Err(format!("it starts with `{first}`"));
+    }
+    match name
+        .chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        Some(':') => Err("it contains `:`, which separates the parts of runtime ids".into()),
+        Some(c) if c.is_whitespace() => Err("it contains whitespace".into()),
+        Some(c) => Err(format!("it contains `{c}`")),
+        None => Ok(()),
+    }
+}
+
+/// Parses an automation schedule: 5 cron fields, or 6 with seconds first (7 with a year).
+pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
+    expr.parse::<croner::Cron>().map_err(|e| e.to_string())
+}
+
+/// Every semantic rule; returns errors and warnings in document order of discovery.
+pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        file,
+        loc,
+        out: Vec::new(),
+    };
+    if config.agents.is_empty() {
+        c.error(
+            c.key(at!["agents"]),
+            "no agents are defined",
+            "add an agent under `agents:` (`axocoatl init` writes a starter config)",
+        );
+    }
+    c.unique(
+        "agent",
+        "agents",
+        config.agents.iter().map(|a| a.id.as_str()),
+    );
+    for (i, agent) in config.agents.iter().enumerate() {
+        agent_fields(&mut c, config, i, agent);
+    }
+    for (name, provider) in &config.providers {
+        provider_entry(&mut c, name, provider);
+    }
+    relations::check(&mut c, config);
+    other_sections(&mut c, config);
+    c.out
+}
+
+fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    c.name(c.value(at!["agents", i, "id"]), "agent id", id);
+
+    match lookup_provider(config, &agent.provider) {
+        None => {
+            let names: Vec<&str> = config
+                .providers
+                .keys()
+                .map(String::as_str)
+                .chain(["ollama", "openai", "local", "script"])
+                .collect();
+            c.error(
+                c.value(at!["agents", i, "provider"]),
+                format!(
+                    "agent `{id}`: provider `{}` is neither an entry of `providers:` nor a built-in kind",
+                    agent.provider
+                ),
+                suggestion(&agent.provider, names.iter().copied(), "providers"),
+            );
+        }
+        Some((kind, entry)) => {
+            let model_missing = agent.model.as_deref().is_none_or(|m| m.trim().is_empty());
+            if needs_model(kind) && model_missing {
+                c.error(
+                    c.value(at!["agents", i, "model"]),
+                    format!(
+                        "agent `{id}`: provider `{}`{} needs a `model`",
+                        agent.provider,
+                        kind_note(&agent.provider, kind)
+                    ),
+                    "add `model: <name>` to this agent, e.g. `model: qwen2.5-coder:14b`",
+                );
+            }
+            if kind == ProviderKind::Script && entry.is_none() {
+                c.error(
+                    c.value(at!["agents", i, "provider"]),
+                    format!("agent `{id}`: the built-in `script` provider has no script file"),
+                    "define an entry under `providers:` with `kind: script` and `script: FILE`, and name that entry here",
+                );
+            }
+        }
+    }
+
+    for (j, tool) in agent.tools.iter().enumerate() {
+        let earlier = agent.tools[..j].contains(tool);
+        if tool.trim().is_empty() || earlier {
+            let what = if earlier {
+                "is listed twice"
+            } else {
+                "is empty"
+            };
+            c.error(
+                c.value(at!["agents", i, "tools", j]),
+                format!("agent `{id}`: tool `{tool}` {what}"),
+                "list each tool once by name",
+            );
+        }
+    }
+
+    for (key, value) in [
+        ("activation_threshold", agent.activation_threshold),
+        ("activation_decay", agent.activation_decay),
+    ] {
+        if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            c.error(
+                c.value(at!["agents", i, key]),
+                format!("agent `{id}`: {key} must be a number of 0 or more (got {v})"),
+                format!("set a non-negative `{key}`, or remove it to use the default"),
+            );
+        }
+    }
+
+    sampling_and_budget(c, i, agent);
+    memory(c, config, i, agent);
+}
+
+/// ` (kind openai)` when the provider's name does not already say its kind.
+fn kind_note(name: &str, kind: ProviderKind) -> String {
+    if name == kind.as_str() {
+        String::new()
+    } else {
+        format!(" (kind {})", kind.as_str())
+    }
+}
+
+fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    let s = &agent.sampling;
+    if let Some(t) = s.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+        c.error(
+            c.value(at!["agents", i, "sampling", "temperature"]),
+            format!("agent `{id}`: temperature must be 0 or more (got {t})"),
+            "use 0 for focused output up to about 1 for varied output, or remove it for the provider default",
+        );
+    }
+    if let Some(p) = s.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
+        c.error(
+            c.value(at!["agents", i, "sampling", "top_p"]),
+            format!("agent `{id}`: top_p must be greater than 0 and at most 1 (got {p})"),
+            "use a value like 0.9, or remove it for the provider default",
+        );
+    }
+    if s.max_tokens == Some(0) {
+        c.error(
+            c.value(at!["agents", i, "sampling", "max_tokens"]),
+            format!("agent `{id}`: max_tokens must be at least 1"),
+            "set a positive completion limit, or remove it for the provider default",
+        );
+    }
+
+    let Some(budget) = &agent.token_budget else {
+        return;
+    };
+    for (key, value) in [
+        ("per_execution", budget.per_execution),
+        ("per_call", budget.per_call),
+    ] {
+        if value == Some(0) {
+            c.error(
+                c.value(at!["agents", i, "token_budget", key]),
+                format!("agent `{id}`: token_budget.{key} must be positive"),
+                format!("set a positive token count, or remove `{key}` for no limit"),
+            );
+        }
+    }
+    if let (Some(call), Some(execution)) = (budget.per_call, budget.per_execution) {
+        if call > execution {
+            c.error(
+                c.value(at!["agents", i, "token_budget", "per_call"]),
+                format!("agent `{id}`: token_budget.per_call ({call}) exceeds per_execution ({execution})"),
+                format!("lower per_call to at most {execution}, or raise per_execution"),
+            );
+        }
+    }
+    if let (Some(max), Some(call)) = (s.max_tokens, budget.per_call) {
+        if u64::from(max) > call && call > 0 {
+            c.error(
+                c.value(at!["agents", i, "sampling", "max_tokens"]),
+                format!("agent `{id}`: sampling.max_tokens ({max}) exceeds token_budget.per_call ({call}), so no call could fit"),
+                format!("lower max_tokens to at most {call}, or raise per_call"),
+            );
+        }
+    }
+    if budget.overflow_policy == OverflowPolicy::Summarize {
+        c.warning(
+            c.value(at!["agents", i, "token_budget", "overflow_policy"]),
+            format!("agent `{id}`: overflow_policy `summarize` is a deprecated spelling of `warn`"),
+            "write `overflow_policy: warn`; it behaves the same and does not summarize spent tokens",
+        );
+    }
+}
+
+fn memory(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    let m = &agent.memory;
+    if m.max_session_messages == 0 {
+        c.error(
+            c.value(at!["agents", i, "memory", "max_session_messages"]),
+            format!("agent `{id}`: memory.max_session_messages must be at least 1"),
+            "set a positive number of messages to keep in the live conversation (default 100)",
+        );
+    }
+    if m.recall.top_k == 0 {
+        c.error(
+            c.value(at!["agents", i, "memory", "recall", "top_k"]),
+            format!("agent `{id}`: memory.recall.top_k must be at least 1"),
+            "set `passive_inject: false` to turn passive recall off instead",
+        );
+    }
+    let score = m.recall.min_score;
+    if !(0.0..=1.0).contains(&score) {
+        c.error(
+            c.value(at!["agents", i, "memory", "recall", "min_score"]),
+            format!("agent `{id}`: memory.recall.min_score must be between 0 and 1 (got {score})"),
+            "use a similarity threshold like 0.15",
+        );
+    }
+    if agent.role == AgentRole::Coordinator {
+        for key in ["recall", "core"] {
+            if c.has(at!["agents", i, "memory", key]) {
+                c.warning(
+                    c.key(at!["agents", i, "memory", key]),
+                    format!("agent `{id}`: a coordinator does not use memory.{key}"),
+                    "move memory settings to its workers; a coordinator keeps only its conversation",
+                );
+            }
+        }
+    }
+
+    let blocks = &m.core.blocks;
+    for (j, block) in blocks.iter().enumerate() {
+        let field = |c: &Checker<'_>, key: &str| {
+            c.value(at!["agents", i, "memory", "core", "blocks", j, key])
+        };
+        c.name(field(c, "label"), "core block label", &block.label);
+        if let Some(k) = blocks[..j].iter().position(|b| b.label == block.label) {
+            let line = c
+                .value(at!["agents", i, "memory", "core", "blocks", k])
+                .line;
+            c.error(
+                field(c, "label"),
+                format!(
+                    "agent `{id}`: core block label `{}` is already used on line {line}",
+                    block.label
+                ),
+                "give each core block a unique label",
+            );
+        }
+        if block.limit == 0 {
+            c.error(
+                field(c, "limit"),
+                format!("agent `{id}`: core block `{}` has limit 0", block.label),
+                "set a positive character limit (default 2000)",
+            );
+        }
+        if block.shared {
+            let other = config.agents[..i].iter().find_map(|a| {
+                let same = a
+                    .memory
+                    .core
+                    .blocks
+                    .iter()
+                    .find(|b| b.shared && b.label == block.label)?;
+                (same.limit != block.limit).then_some((a.id.as_str(), same.limit))
+            });
+            if let Some((other, limit)) = other {
+                c.warning(
+                    field(c, "limit"),
+                    format!(
+                        "agent `{id}`: shared block `{}` has limit {} here but {limit} in agent `{other}`",
+                        block.label, block.limit
+                    ),
+                    "give a shared block the same limit everywhere: agents share its contents",
+                );
+            }
+        }
+    }
+}
+
+fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
+    let field = |key: &str| at!["providers", name, key].to_vec();
+    c.name(c.key(at!["providers", name]), "provider name", name);
+    let set = [
+        ("base_url", p.base_url.is_some()),
+        ("api_key_env", p.api_key_env.is_some()),
+        ("timeout_secs", p.timeout_secs.is_some()),
+        ("connect_timeout_secs", p.connect_timeout_secs.is_some()),
+        ("max_retries", p.max_retries.is_some()),
+        ("model_path", p.model_path.is_some()),
+        ("threads", p.threads.is_some()),
+        ("context_size", p.context_size.is_some()),
+        ("script", p.script.is_some()),
+    ];
+    let applies: &[&str] = match p.kind {
+        ProviderKind::Ollama | ProviderKind::Openai => &[
+            "base_url",
+            "api_key_env",
+            "timeout_secs",
+            "connect_timeout_secs",
+            "max_retries",
+        ],
+        ProviderKind::Local => &["model_path", "threads", "context_size"],
+        ProviderKind::Script => &["script"],
+    };
+    for (key, is_set) in set {
+        if is_set && !applies.contains(&key) {
+            c.error(
+                c.key(&field(key)),
+                format!(
+                    "provider `{name}`: `{key}` does not apply to kind `{}`",
+                    p.kind.as_str()
+                ),
+                format!(
+                    "remove `{key}`, or change `kind` (this kind takes: {})",
+                    applies.join(", ")
+                ),
+            );
+        }
+    }
+    if p.kind == ProviderKind::Script && p.script.is_none() {
+        c.error(
+            c.value(&field("script")),
+            format!("provider `{name}`: kind `script` needs a `script` file"),
+            "add `script: replies.yaml` (relative to this config file)",
+        );
+    }
+    if let Some(url) = &p.base_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            c.error(
+                c.value(&field("base_url")),
+                format!("provider `{name}`: base_url `{url}` is not an http:// or https:// URL"),
+                "write the full URL, e.g. `http://127.0.0.1:11434`",
+            );
+        }
+    }
+    if let Some(var) = &p.api_key_env {
+        let is_name = var.starts_with(|ch: char| ch.is_ascii_alphabetic() || ch == '_')
+            && var
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+        if !is_name {
+            // Never echo the value: it may be the key itself.
+            c.error(
+                c.value(&field("api_key_env")),
+                format!("provider `{name}`: api_key_env must be the name of an environment variable, not the key"),
+                "put the key in an environment variable (e.g. OPENAI_API_KEY) and write that variable's name here; keys never belong in axocoatl.yaml",
+            );
+        }
+    }
+    for (key, zero) in [
+        ("timeout_secs", p.timeout_secs == Some(0)),
+        ("connect_timeout_secs", p.connect_timeout_secs == Some(0)),
+        ("threads", p.threads == Some(0)),
+        ("context_size", p.context_size == Some(0)),
+    ] {
+        if zero {
+            c.error(
+                c.value(&field(key)),
+                format!("provider `{name}`: {key} must be positive"),
+                format!("set a positive `{key}`, or remove it for the default"),
+            );
+        }
+    }
+}
+
+fn other_sections(c: &mut Checker<'_>, config: &Config) {
+    let cons = &config.consolidation;
+    for (key, zero) in [
+        ("idle_threshold_secs", cons.idle_threshold_secs == 0),
+        ("interval_secs", cons.interval_secs == 0),
+    ] {
+        if zero {
+            c.error(
+                c.value(at!["consolidation", key]),
+                format!("consolidation.{key} must be positive"),
+                "use a number of seconds (defaults: idle_threshold_secs 120, interval_secs 1800)",
+            );
+        }
+    }
+    if config.checkpoint.keep == 0 {
+        c.error(
+            c.value(at!["checkpoint", "keep"]),
+            "checkpoint.keep must be at least 1",
+            "keep at least the latest checkpoint: recovery restarts from it (default 3)",
+        );
+    }
+    if let Some(session) = &config.default_session {
+        c.name(c.value(at!["default_session"]), "default_session", session);
+    }
+}
