@@ -10,6 +10,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod http;
+pub mod ollama;
+pub mod openai;
+pub mod script;
+
+pub use http::HttpOptions;
+
 pub use crate::config::ResponseFormat;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

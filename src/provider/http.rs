@@ -1,0 +1,561 @@
+//! Shared HTTP plumbing of the `ollama` and `openai` adapters: one streaming POST with
+//! timeouts, cancellation, typed errors and a bounded retry.
+//!
+//! `ureq` reads block, so the request runs on a worker thread that feeds a channel; the
+//! caller's thread waits on that channel in [`CANCEL_POLL`] slices, which is what lets a
+//! stop take effect even while a server is silent. A cancelled call abandons its worker: the
+//! worker ends by itself at its next read (the per-read timeout bounds how long that takes).
+//!
+//! Retries happen only before any byte of a successful response arrived: on connection
+//! errors and HTTP 429. Once output began, a failure is the caller's to report, never hidden
+//! by a second request that could produce a different answer.
+
+use std::fmt;
+use std::io::Read;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{Cancel, ProviderError, CANCEL_POLL};
+
+/// Where and how an HTTP adapter talks to its server.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// The provider's name as configured (for messages).
+    pub name: String,
+    /// E.g. `http://127.0.0.1:11434` (ollama) or `https://api.openai.com/v1` (openai).
+    pub base_url: String,
+    /// The model used when a request names none.
+    pub model: String,
+    /// Sent as `Authorization: Bearer <key>` when set (OpenAI and hosted endpoints); never
+    /// printed, never part of an error.
+    pub api_key: Option<String>,
+    /// The longest silence tolerated from the server (zero: no limit).
+    pub timeout: Duration,
+    /// How long establishing a connection may take (zero: no limit).
+    pub connect_timeout: Duration,
+    /// Extra attempts after a connection error or HTTP 429, before any output.
+    pub max_retries: u32,
+}
+
+impl fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// First wait before a retry; doubles per attempt up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A server's `Retry-After` is honoured up to this long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How much of an error body is kept for the message.
+const ERROR_BODY_LIMIT: u64 = 64 * 1024;
+const ERROR_MESSAGE_CHARS: usize = 500;
+const READ_BUFFER: usize = 8 * 1024;
+
+/// Whether the line handler wants more lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    /// The protocol's end marker was seen: stop reading.
+    Stop,
+}
+
+/// How a stream ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    /// The handler returned [`Flow::Stop`].
+    Stopped,
+    /// The server ended the body; the adapter decides whether that was complete.
+    Eof,
+}
+
+/// What the worker thread reports.
+enum Msg {
+    /// A 2xx answer: body chunks follow.
+    Ok,
+    /// A non-2xx answer with (the start of) its body.
+    Status {
+        status: u16,
+        retry_after: Option<Duration>,
+        body: String,
+    },
+    Chunk(Vec<u8>),
+    Eof,
+    Failed(Failure),
+}
+
+enum Failure {
+    /// No connection (refused, unresolvable host, connect timeout, reset before headers).
+    Connect(String),
+    /// A read waited longer than the read timeout.
+    Timeout,
+    /// The connection broke after the response began.
+    Broken(String),
+}
+
+/// One server endpoint and the agent that talks to it.
+pub(crate) struct HttpClient {
+    pub(crate) opts: HttpOptions,
+    agent: ureq::Agent,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn nonzero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
+}
+
+impl HttpClient {
+    pub(crate) fn new(opts: HttpOptions) -> HttpClient {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(nonzero(opts.connect_timeout))
+            .timeout_per_read(nonzero(opts.timeout))
+            .timeout_per_write(nonzero(opts.timeout))
+            .user_agent(concat!("axocoatl/", env!("CARGO_PKG_VERSION")))
+            .build();
+        HttpClient {
+            opts,
+            agent: config.into(),
+        }
+    }
+
+    /// `base_url` joined with `path` (exactly one slash between them).
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!(
+            "{}/{}",
+            self.opts.base_url.trim_end_matches('/'),
+            path.trim_start_matches('/')
+        )
+    }
+
+    /// Replaces the API key wherever it appears, e.g. in a server message that echoes it.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        match self.opts.api_key.as_deref() {
+            Some(key) if !key.is_empty() => text.replace(key, "<redacted>"),
+            _ => text.to_string(),
+        }
+    }
+
+    pub(crate) fn malformed(&self, url: &str, detail: impl fmt::Display) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.opts.name.clone(),
+            url: url.to_string(),
+            detail: self.redact(&detail.to_string()),
+        }
+    }
+
+    /// POSTs `body` as JSON to `url` and hands each line of the streamed answer (without its
+    /// line ending) to `on_line`, as it arrives. A last line without a line ending is handed
+    /// over at the end of the body too.
+    pub(crate) fn stream_lines(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        accept: &str,
+        cancel: &Cancel,
+        on_line: &mut dyn FnMut(&str) -> Result<Flow, ProviderError>,
+    ) -> Result<StreamEnd, ProviderError> {
+        let payload =
+            serde_json::to_vec(body).map_err(|e| self.malformed(url, format!("request: {e}")))?;
+        let mut attempt: u32 = 0;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            match self.open(url, &payload, accept, cancel) {
+                Ok(rx) => return self.read_lines(url, rx, cancel, on_line),
+                Err((err, retry_after)) => {
+                    let retryable = match &err {
+                        ProviderError::Connect { .. } => true,
+                        ProviderError::Http { status, .. } => *status == 429,
+                        _ => false,
+                    };
+                    if !retryable || attempt >= self.opts.max_retries {
+                        return Err(err);
+                    }
+                    let backoff = FIRST_BACKOFF
+                        .saturating_mul(1u32 << attempt.min(16))
+                        .min(MAX_BACKOFF);
+                    let wait = retry_after.map_or(backoff, |r| r.min(MAX_RETRY_AFTER));
+                    sleep_cancellable(wait, cancel)?;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// Sends the request on a worker thread and waits for the response head. On a 2xx the
+    /// channel that will carry the body is returned.
+    fn open(
+        &self,
+        url: &str,
+        payload: &[u8],
+        accept: &str,
+        cancel: &Cancel,
+    ) -> Result<Receiver<Msg>, (ProviderError, Option<Duration>)> {
+        let (tx, rx) = mpsc::channel();
+        let agent = self.agent.clone();
+        let mut request = agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .header("Accept", accept);
+        if let Some(key) = self.opts.api_key.as_deref().filter(|k| !k.is_empty()) {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        let payload = payload.to_vec();
+        let spawned = thread::Builder::new()
+            .name("axocoatl-http".to_string())
+            .spawn(move || worker(request, payload, tx));
+        if let Err(e) = spawned {
+            return Err((
+                self.connect_error(url, format!("cannot start a thread: {e}")),
+                None,
+            ));
+        }
+        // Connecting has its own limit (enforced by ureq); the head must follow within the
+        // read timeout. Zero means no limit.
+        let head_silence = if self.opts.timeout.is_zero() {
+            Duration::ZERO
+        } else {
+            self.opts.timeout.saturating_add(self.opts.connect_timeout)
+        };
+        match self
+            .wait(url, &rx, cancel, head_silence)
+            .map_err(|e| (e, None))?
+        {
+            Msg::Ok => Ok(rx),
+            Msg::Status {
+                status,
+                retry_after,
+                body,
+            } => Err((
+                ProviderError::Http {
+                    provider: self.opts.name.clone(),
+                    url: url.to_string(),
+                    status,
+                    message: self.redact(&server_message(status, &body)),
+                },
+                retry_after,
+            )),
+            Msg::Failed(Failure::Connect(detail)) => Err((self.connect_error(url, detail), None)),
+            Msg::Failed(Failure::Timeout) => Err((self.timeout_error(url), None)),
+            Msg::Failed(Failure::Broken(detail)) => Err((self.malformed(url, detail), None)),
+            Msg::Chunk(_) | Msg::Eof => {
+                Err((self.malformed(url, "body before the response head"), None))
+            }
+        }
+    }
+
+    fn read_lines(
+        &self,
+        url: &str,
+        rx: Receiver<Msg>,
+        cancel: &Cancel,
+        on_line: &mut dyn FnMut(&str) -> Result<Flow, ProviderError>,
+    ) -> Result<StreamEnd, ProviderError> {
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            match self.wait(url, &rx, cancel, self.opts.timeout)? {
+                Msg::Chunk(bytes) => {
+                    pending.extend_from_slice(&bytes);
+                    while let Some(end) = memchr::memchr(b'\n', &pending) {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        if self.hand_over(url, &line, on_line)? == Flow::Stop {
+                            return Ok(StreamEnd::Stopped);
+                        }
+                    }
+                }
+                Msg::Eof => {
+                    if !pending.is_empty() && self.hand_over(url, &pending, on_line)? == Flow::Stop
+                    {
+                        return Ok(StreamEnd::Stopped);
+                    }
+                    return Ok(StreamEnd::Eof);
+                }
+                Msg::Failed(Failure::Timeout) => return Err(self.timeout_error(url)),
+                Msg::Failed(Failure::Connect(detail) | Failure::Broken(detail)) => {
+                    return Err(
+                        self.malformed(url, format!("connection broke mid-stream: {detail}"))
+                    )
+                }
+                Msg::Ok | Msg::Status { .. } => {
+                    return Err(self.malformed(url, "a second response head"))
+                }
+            }
+        }
+    }
+
+    fn hand_over(
+        &self,
+        url: &str,
+        line: &[u8],
+        on_line: &mut dyn FnMut(&str) -> Result<Flow, ProviderError>,
+    ) -> Result<Flow, ProviderError> {
+        let text = std::str::from_utf8(line)
+            .map_err(|_| self.malformed(url, "a line that is not UTF-8"))?;
+        on_line(text.trim_end_matches(['\n', '\r']))
+    }
+
+    /// The next message from the worker, or `Cancelled` / `Timeout` when those come first.
+    fn wait(
+        &self,
+        url: &str,
+        rx: &Receiver<Msg>,
+        cancel: &Cancel,
+        silence: Duration,
+    ) -> Result<Msg, ProviderError> {
+        let started = Instant::now();
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            match rx.recv_timeout(CANCEL_POLL) {
+                Ok(msg) => return Ok(msg),
+                Err(RecvTimeoutError::Timeout) => {
+                    if !silence.is_zero() && started.elapsed() > silence {
+                        return Err(self.timeout_error(url));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(self.malformed(url, "the HTTP worker stopped unexpectedly"))
+                }
+            }
+        }
+    }
+
+    fn connect_error(&self, url: &str, detail: String) -> ProviderError {
+        ProviderError::Connect {
+            provider: self.opts.name.clone(),
+            url: url.to_string(),
+            detail: self.redact(&detail),
+        }
+    }
+
+    fn timeout_error(&self, url: &str) -> ProviderError {
+        ProviderError::Timeout {
+            provider: self.opts.name.clone(),
+            url: url.to_string(),
+            secs: self.opts.timeout.as_secs_f64().ceil() as u64,
+        }
+    }
+}
+
+/// Waits `total`, returning `Cancelled` as soon as the flag is set.
+pub(crate) fn sleep_cancellable(total: Duration, cancel: &Cancel) -> Result<(), ProviderError> {
+    let until = Instant::now() + total;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(());
+        }
+        thread::sleep((until - now).min(CANCEL_POLL));
+    }
+}
+
+/// Runs on the worker thread. A failed `send` means the caller gave up: stop quietly.
+fn worker(
+    request: ureq::RequestBuilder<ureq::typestate::WithBody>,
+    payload: Vec<u8>,
+    tx: Sender<Msg>,
+) {
+    let response = match request.send(&payload[..]) {
+        Ok(response) => response,
+        Err(e) => {
+            let _ = tx.send(Msg::Failed(classify_send_error(e)));
+            return;
+        }
+    };
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut reader = response
+        .into_body()
+        .into_with_config()
+        .limit(if (200..300).contains(&status) {
+            u64::MAX
+        } else {
+            ERROR_BODY_LIMIT
+        })
+        .reader();
+    if !(200..300).contains(&status) {
+        let mut body = Vec::new();
+        // A partial error body still says more than none.
+        let _ = reader.read_to_end(&mut body);
+        let body = String::from_utf8_lossy(&body).into_owned();
+        let _ = tx.send(Msg::Status {
+            status,
+            retry_after,
+            body,
+        });
+        return;
+    }
+    if tx.send(Msg::Ok).is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; READ_BUFFER];
+    loop {
+        let msg = match reader.read(&mut buf) {
+            Ok(0) => Msg::Eof,
+            Ok(n) => Msg::Chunk(buf[..n].to_vec()),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Msg::Failed(Failure::Timeout),
+            Err(e) => Msg::Failed(Failure::Broken(e.to_string())),
+        };
+        let last = !matches!(msg, Msg::Chunk(_));
+        if tx.send(msg).is_err() || last {
+            return;
+        }
+    }
+}
+
+fn classify_send_error(e: ureq::Error) -> Failure {
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
+            Failure::Connect(format!("{e}"))
+        }
+        ureq::Error::Timeout(_) => Failure::Timeout,
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Failure::Timeout,
+        ureq::Error::Io(_)
+        | ureq::Error::HostNotFound
+        | ureq::Error::ConnectionFailed
+        | ureq::Error::Tls(_) => Failure::Connect(format!("{e}")),
+        other => Failure::Broken(format!("{other}")),
+    }
+}
+
+/// The server's own words from an error body: `{"error": "..."}` (Ollama),
+/// `{"error": {"message": "..."}}` (OpenAI and most compatible servers), else the text.
+pub(crate) fn server_message(status: u16, body: &str) -> String {
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| match v.get("error") {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(obj @ serde_json::Value::Object(_)) => obj
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+                .or_else(|| Some(obj.to_string())),
+            _ => v
+                .get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string),
+        });
+    let text = from_json.unwrap_or_else(|| body.trim().to_string());
+    if text.is_empty() {
+        return ureq::http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("no message")
+            .to_string();
+    }
+    truncate_chars(&text, ERROR_MESSAGE_CHARS)
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// Standard base64 with padding (RFC 4648), for images.
+pub(crate) fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for group in data.chunks(3) {
+        let b = [
+            group[0],
+            group.get(1).copied().unwrap_or(0),
+            group.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= group.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (plain, encoded) in cases {
+            assert_eq!(base64(plain.as_bytes()), encoded);
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
+    }
+
+    #[test]
+    fn server_messages_are_extracted() {
+        assert_eq!(
+            server_message(404, r#"{"error":"model \"x\" not found"}"#),
+            "model \"x\" not found"
+        );
+        assert_eq!(
+            server_message(
+                429,
+                r#"{"error":{"message":"slow down","type":"requests"}}"#
+            ),
+            "slow down"
+        );
+        assert_eq!(server_message(502, "bad gateway\n"), "bad gateway");
+        assert_eq!(server_message(503, ""), "Service Unavailable");
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let opts = HttpOptions {
+            name: "p".into(),
+            base_url: "http://x".into(),
+            model: "m".into(),
+            api_key: Some("sk-secret".into()),
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            max_retries: 0,
+        };
+        assert!(!format!("{opts:?}").contains("sk-secret"));
+        let client = HttpClient::new(opts);
+        assert!(!format!("{client:?}").contains("sk-secret"));
+        assert_eq!(client.redact("key sk-secret!"), "key <redacted>!");
+        assert_eq!(client.url("/chat/completions"), "http://x/chat/completions");
+    }
+}
