@@ -12,6 +12,7 @@ mod fsck;
 mod history;
 mod init;
 mod retry;
+mod rewind;
 mod send;
 mod sessions;
 mod show;
@@ -62,6 +63,7 @@ pub enum Command {
     Send(send::SendArgs),
     Stop(stop::StopArgs),
     Retry(retry::RetryArgs),
+    Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
     History(history::HistoryArgs),
     Show(show::ShowArgs),
@@ -79,6 +81,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Send(args) => send::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
+        Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),
         Command::History(args) => history::run(args, g, ui),
         Command::Show(args) => show::run(args, g, ui),

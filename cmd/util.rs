@@ -51,6 +51,8 @@ pub enum UtilCommand {
     },
     /// Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr.
     LedgerDump,
+    /// Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines.
+    Checkpoints { session: String, agent: String },
 }
 
 pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
@@ -120,6 +122,32 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 }
             }
             Ok(if damaged { exit::ERROR } else { exit::OK })
+        }
+        UtilCommand::Checkpoints { session, agent } => {
+            let root = g.locator()?.find_repo()?;
+            let repo = Repo::open(&root, &open_options())?;
+            let (good, bad) = axocoatl::checkpoint::load_all(&repo, &session, &agent);
+            for c in good {
+                let s = &c.snapshot;
+                ui.json_line(&serde_json::json!({
+                    "file": c.file.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "valid": true,
+                    "ledger_seq": s.ledger_seq,
+                    "head_turn": s.head_turn,
+                    "in_flight": s.in_flight,
+                    "messages": s.messages.len(),
+                    "roles": s.messages.iter().map(|m| format!("{:?}", m.role).to_lowercase()).collect::<Vec<_>>(),
+                    "usage": crate::fmt::usage_json(&s.usage),
+                }))?;
+            }
+            for (file, reason) in bad {
+                ui.json_line(&serde_json::json!({
+                    "file": file.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "valid": false,
+                    "reason": reason,
+                }))?;
+            }
+            Ok(exit::OK)
         }
     }
 }

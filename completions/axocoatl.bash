@@ -34,6 +34,9 @@ _axocoatl() {
             axocoatl,retry)
                 cmd="axocoatl__subcmd__retry"
                 ;;
+            axocoatl,rewind)
+                cmd="axocoatl__subcmd__rewind"
+                ;;
             axocoatl,send)
                 cmd="axocoatl__subcmd__send"
                 ;;
@@ -70,6 +73,9 @@ _axocoatl() {
             axocoatl__subcmd__help,retry)
                 cmd="axocoatl__subcmd__help__subcmd__retry"
                 ;;
+            axocoatl__subcmd__help,rewind)
+                cmd="axocoatl__subcmd__help__subcmd__rewind"
+                ;;
             axocoatl__subcmd__help,send)
                 cmd="axocoatl__subcmd__help__subcmd__send"
                 ;;
@@ -93,6 +99,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help__subcmd__sessions,switch)
                 cmd="axocoatl__subcmd__help__subcmd__sessions__subcmd__switch"
+                ;;
+            axocoatl__subcmd__help__subcmd__util,checkpoints)
+                cmd="axocoatl__subcmd__help__subcmd__util__subcmd__checkpoints"
                 ;;
             axocoatl__subcmd__help__subcmd__util,generate)
                 cmd="axocoatl__subcmd__help__subcmd__util__subcmd__generate"
@@ -121,6 +130,9 @@ _axocoatl() {
             axocoatl__subcmd__sessions__subcmd__help,switch)
                 cmd="axocoatl__subcmd__sessions__subcmd__help__subcmd__switch"
                 ;;
+            axocoatl__subcmd__util,checkpoints)
+                cmd="axocoatl__subcmd__util__subcmd__checkpoints"
+                ;;
             axocoatl__subcmd__util,generate)
                 cmd="axocoatl__subcmd__util__subcmd__generate"
                 ;;
@@ -132,6 +144,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__util,ledger-dump)
                 cmd="axocoatl__subcmd__util__subcmd__ledger__subcmd__dump"
+                ;;
+            axocoatl__subcmd__util__subcmd__help,checkpoints)
+                cmd="axocoatl__subcmd__util__subcmd__help__subcmd__checkpoints"
                 ;;
             axocoatl__subcmd__util__subcmd__help,generate)
                 cmd="axocoatl__subcmd__util__subcmd__help__subcmd__generate"
@@ -152,7 +167,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send stop retry sessions history show export fsck util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send stop retry rewind sessions history show export fsck util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -262,7 +277,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send stop retry sessions history show export fsck util help"
+            opts="init validate send stop retry rewind sessions history show export fsck util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,6 +361,20 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__retry)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__rewind)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -444,8 +473,22 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__util)
-            opts="generate ledger-append ledger-dump"
+            opts="generate ledger-append ledger-dump checkpoints"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__util__subcmd__checkpoints)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -596,6 +639,44 @@ _axocoatl() {
                 return 0
             fi
             case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__rewind)
+            opts="-s -y -C -h -V --session --yes --edit --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 -C)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -872,8 +953,38 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util)
-            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump help"
+            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump checkpoints help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__util__subcmd__checkpoints)
+            opts="-C -h -V --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -936,8 +1047,22 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util__subcmd__help)
-            opts="generate ledger-append ledger-dump help"
+            opts="generate ledger-append ledger-dump checkpoints help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__util__subcmd__help__subcmd__checkpoints)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -32,16 +32,17 @@ always\t''
 never\t''"
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "validate" -d 'Check a configuration file and report every problem at once'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "stop" -d 'Stop one exact active turn, by its durable id'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "sessions" -d 'List sessions, or switch and create them'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List turns, newest last, optionally searching them'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json)'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s C -d 'Run as if started in DIR' -r -F
@@ -95,6 +96,18 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l json -d 'Wri
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -l wait -d 'Queue behind an active turn of the session instead of failing'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand retry" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -s s -l session -d 'The session the turn must belong to [default: the turn\'s own session]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -s y -l yes -d 'Do not ask for confirmation'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -l edit -d 'Open $EDITOR on the earlier request and send the result as a new turn'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -l json -d 'Print the result as JSON (the request is in `prefill`)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand rewind" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and not __fish_seen_subcommand_from switch new help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -172,18 +185,19 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repair -d 'Tr
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l json -d 'Print JSON Lines: one object per finding, then a summary'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -l color -d 'When to color output' -r -f -a "auto\t''
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s h -l help -d 'Print help'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l out -d 'The directory that receives man/ and completions/' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
@@ -214,24 +228,35 @@ always\t''
 never\t''"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s h -l help -d 'Print help'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "util" -d 'Maintenance commands'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry sessions history show export fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'

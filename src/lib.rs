@@ -1,6 +1,7 @@
 //! The axocoatl runtime: configuration, providers, the turn engine and the projections of
 //! the ledger. It never parses command lines and never prints to the terminal.
 
+pub mod attach;
 pub mod budget;
 pub mod checkpoint;
 pub mod clock;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod history;
 pub mod ids;
 pub mod provider;
+pub mod rewind;
 pub mod session;
 pub mod tools;
 pub mod workspace;

@@ -32,7 +32,11 @@ impl Locator {
     pub fn find_repo(&self) -> Result<PathBuf> {
         match &self.repo {
             Some(p) => {
-                let p = if p.is_absolute() { p.clone() } else { self.cwd.join(p) };
+                let p = if p.is_absolute() {
+                    p.clone()
+                } else {
+                    self.cwd.join(p)
+                };
                 Ok(repo::resolve_explicit(&p)?)
             }
             None => Ok(repo::discover(&self.cwd)?),
@@ -71,12 +75,16 @@ impl Workspace {
             None => repo.workdir().join(CONFIG_FILE),
         };
         let recovered = session::recover_orphans(&repo)?;
-        Ok(Workspace {
+        let ws = Workspace {
             repo,
             config_path,
             config: OnceLock::new(),
             recovered,
-        })
+        };
+        // A rewind that died between its ledger boundary and its checkpoint: the ledger is
+        // the authority, so the checkpoint is repaired before anything is served.
+        crate::rewind::repair_pending(&ws)?;
+        Ok(ws)
     }
 
     pub fn repo(&self) -> &Repo {

@@ -47,7 +47,7 @@ pub fn turn_messages(repo: &Repo, t: &TurnView) -> Result<Vec<Message>> {
         context.push((c.label.clone(), full_text(repo, &c.text)?));
     }
     Ok(vec![
-        Message::new(Role::User, render_user_message(&t.request, &context)),
+        crate::attach::user_message(repo, &t.request, &context, &t.attachments, false)?,
         Message::new(Role::Assistant, t.output.clone()),
     ])
 }
@@ -129,7 +129,13 @@ pub fn trim_to(messages: &[Message], max: usize) -> Vec<Message> {
     messages[start..].to_vec()
 }
 
-pub fn snapshot(messages: &[Message], head_turn: Option<String>, in_flight: bool, usage: Usage, ledger_seq: u64) -> Snapshot {
+pub fn snapshot(
+    messages: &[Message],
+    head_turn: Option<String>,
+    in_flight: bool,
+    usage: Usage,
+    ledger_seq: u64,
+) -> Snapshot {
     let projected = checkpoint::project_within(messages.to_vec(), PROJECTION_LIMIT);
     Snapshot {
         version: PAYLOAD_VERSION,

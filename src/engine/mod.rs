@@ -7,7 +7,7 @@
 //! leaves a turn that recovery marks interrupted. A stop request from any process (a ledger
 //! record) or Ctrl-C cancels the provider stream within ~100 ms.
 
-mod conversation;
+pub mod conversation;
 mod watcher;
 
 use std::time::{Duration, Instant};
@@ -22,9 +22,10 @@ use axocoatl_store::lock::Lock;
 use axocoatl_store::memory::CoreMemory;
 use axocoatl_store::objects::Objects;
 
+use crate::attach;
 use crate::budget;
-use crate::clock;
 use crate::checkpoint;
+use crate::clock;
 use crate::config::{AgentConfig, AgentRole, CheckpointPolicy, Config};
 use crate::error::{Result, RuntimeError};
 use crate::history;
@@ -106,7 +107,8 @@ pub fn resolve_agent<'a>(config: &'a Config, explicit: Option<&str>) -> Result<&
         AgentRole::Autonomous => Ok(agent),
         AgentRole::Worker => Err(RuntimeError::AgentRole {
             id: agent.id.clone(),
-            reason: "a worker runs only inside its coordinator's workflow; send to the coordinator".into(),
+            reason: "a worker runs only inside its coordinator's workflow; send to the coordinator"
+                .into(),
         }),
         AgentRole::Coordinator => Err(RuntimeError::NotSupported(format!(
             "sending to coordinator {:?} (coordinator-led workflows)",
@@ -175,7 +177,11 @@ pub fn send(
         .resolve_provider(agent, &env, &ws.config_dir())
         .map_err(|message| RuntimeError::Invalid {
             message,
-            hint: format!("check the provider of agent {:?} in {}", agent.id, ws.config_path().display()),
+            hint: format!(
+                "check the provider of agent {:?} in {}",
+                agent.id,
+                ws.config_path().display()
+            ),
         })?;
     let repo = ws.repo();
     let mut lock = take_session_lock(ws, &opts.session, opts.wait)?;
@@ -189,6 +195,8 @@ pub fn send(
     let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
     let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;
     drop(session_turns);
+    // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
+    let once = attach::check_selection(&projection.attachments, &opts.session, &opts.attachments)?;
     drop(projection);
     let ck_policy = config.checkpoint.policy;
     let ck_keep = config.checkpoint.keep;
@@ -196,7 +204,13 @@ pub fn send(
         // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
         // ledger before serving.
         let (seq, _) = repo.ledger().head()?;
-        let snap = conversation::snapshot(&prior.messages, prior.head_turn.clone(), false, prior.usage, seq);
+        let snap = conversation::snapshot(
+            &prior.messages,
+            prior.head_turn.clone(),
+            false,
+            prior.usage,
+            seq,
+        );
         let _ = checkpoint::write(repo, &opts.session, &agent.id, &snap, ck_keep);
     }
 
@@ -208,6 +222,16 @@ pub fn send(
             text: bound(objects, text)?,
         });
     }
+    // Read (and verify) the attachments before the turn begins, so a damaged object or an
+    // image for a provider that cannot read images refuses the turn instead of failing it.
+    let user = attach::user_message(
+        repo,
+        &opts.message,
+        &opts.inline_context,
+        &opts.attachments,
+        true,
+    )?;
+    attach::check_images(&user, &opts.attachments, &resolved)?;
     let turn = ids::new_id();
     let now = clock::now();
     let (_, head) = repo.ledger().head()?;
@@ -241,6 +265,7 @@ pub fn send(
     }));
     let appended = repo.ledger().append(&begin)?;
     let begin_pos = appended.last().map(|a| a.next).unwrap_or(head);
+    attach::consume(repo, &opts.session, &turn, &once)?;
     sink(TurnEvent::Begun {
         turn: &turn,
         session: &opts.session,
@@ -260,10 +285,6 @@ pub fn send(
         checkpoint: (ck_policy == CheckpointPolicy::AfterEachResponse).then_some(ck_keep),
         transcript: prior.messages.clone(),
     };
-    let user = Message::new(
-        Role::User,
-        render_user_message(&opts.message, &opts.inline_context),
-    );
     run.transcript.push(user);
     let result = provider::open(&resolved)
         .map_err(TurnError::Provider)
@@ -349,7 +370,13 @@ impl From<axocoatl_store::Error> for TurnError {
 }
 
 /// Records a warning of a turn in the ledger (lazily: the terminal record flushes it).
-fn record_warning(repo: &axocoatl_store::Repo, turn: &str, session: &str, code: &str, message: String) -> Result<()> {
+fn record_warning(
+    repo: &axocoatl_store::Repo,
+    turn: &str,
+    session: &str,
+    code: &str,
+    message: String,
+) -> Result<()> {
     repo.ledger().append_lazy(&[Record::Warning(Warning {
         turn: Some(turn.to_owned()),
         session: session.to_owned(),
@@ -378,7 +405,12 @@ struct TurnRun<'a> {
 }
 
 impl TurnRun<'_> {
-    fn warn(&mut self, sink: &mut dyn FnMut(TurnEvent<'_>), code: &str, message: String) -> Result<(), TurnError> {
+    fn warn(
+        &mut self,
+        sink: &mut dyn FnMut(TurnEvent<'_>),
+        code: &str,
+        message: String,
+    ) -> Result<(), TurnError> {
         sink(TurnEvent::Warning(&message));
         record_warning(self.ws.repo(), self.turn, self.session, code, message)?;
         Ok(())
@@ -396,7 +428,10 @@ impl TurnRun<'_> {
         let memory = CoreMemory::new(repo, &format!("{}:{}", self.session, agent.id));
         let allowed = tools::allowed(&agent.tools);
         let schemas: Vec<_> = if provider.supports_tools() {
-            allowed.iter().filter_map(|n| tools::schema(n, &blocks)).collect()
+            allowed
+                .iter()
+                .filter_map(|n| tools::schema(n, &blocks))
+                .collect()
         } else {
             Vec::new()
         };
@@ -421,7 +456,10 @@ impl TurnRun<'_> {
                 }
                 system.push_str(&core);
             }
-            let sent = conversation::trim_to(&self.transcript, agent.memory.max_session_messages.max(1) as usize);
+            let sent = conversation::trim_to(
+                &self.transcript,
+                agent.memory.max_session_messages.max(1) as usize,
+            );
             let mut all = Vec::with_capacity(sent.len() + 1);
             if !system.is_empty() {
                 all.push(Message::new(Role::System, system));
@@ -441,7 +479,11 @@ impl TurnRun<'_> {
                     if budget::enforce(b) {
                         return Err(TurnError::Budget(v.message));
                     }
-                    self.warn(sink, "budget", format!("{} (overflow_policy warn: sent anyway)", v.message))?;
+                    self.warn(
+                        sink,
+                        "budget",
+                        format!("{} (overflow_policy warn: sent anyway)", v.message),
+                    )?;
                 }
             }
             let mut warnings = Vec::new();
@@ -479,7 +521,10 @@ impl TurnRun<'_> {
             if let Some(b) = &agent.token_budget {
                 if let Some(v) = budget::check_reported(b, call_usage.total(), self.usage.total()) {
                     if budget::enforce(b) {
-                        return Err(TurnError::Budget(format!("{}; the turn stopped after that response", v.message)));
+                        return Err(TurnError::Budget(format!(
+                            "{}; the turn stopped after that response",
+                            v.message
+                        )));
                     }
                     self.warn(sink, "budget", v.message)?;
                 }
@@ -490,8 +535,15 @@ impl TurnRun<'_> {
                 let mut usage = self.prior_usage;
                 usage.add(&self.usage);
                 let seq = call_record.last().map(|a| a.seq).unwrap_or(0);
-                let snap = conversation::snapshot(&self.transcript, Some(self.turn.to_owned()), true, usage, seq);
-                if let Err(e) = crate::checkpoint::write(repo, self.session, &agent.id, &snap, keep) {
+                let snap = conversation::snapshot(
+                    &self.transcript,
+                    Some(self.turn.to_owned()),
+                    true,
+                    usage,
+                    seq,
+                );
+                if let Err(e) = crate::checkpoint::write(repo, self.session, &agent.id, &snap, keep)
+                {
                     self.warn(sink, "checkpoint", e.to_string())?;
                 }
             }
@@ -500,14 +552,15 @@ impl TurnRun<'_> {
             }
             for call in calls {
                 let args = call.arguments.to_string();
-                repo.ledger().append_lazy(&[Record::ToolStarted(ToolStarted {
-                    turn: self.turn.to_owned(),
-                    agent: agent.id.clone(),
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: bound(repo.objects(), &args)?,
-                    at: clock::now(),
-                })])?;
+                repo.ledger()
+                    .append_lazy(&[Record::ToolStarted(ToolStarted {
+                        turn: self.turn.to_owned(),
+                        agent: agent.id.clone(),
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: bound(repo.objects(), &args)?,
+                        at: clock::now(),
+                    })])?;
                 sink(TurnEvent::ToolStarted {
                     call_id: &call.id,
                     name: &call.name,
@@ -536,7 +589,9 @@ impl TurnRun<'_> {
             }
         }
         Err(TurnError::Runtime(RuntimeError::Refused {
-            message: format!("the model called tools for {MAX_TOOL_ROUNDS} rounds without answering"),
+            message: format!(
+                "the model called tools for {MAX_TOOL_ROUNDS} rounds without answering"
+            ),
             hint: "check the agent's prompt and tools".into(),
         }))
     }
@@ -551,10 +606,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let objects = Objects::new(dir.path());
         let small = bound(&objects, "hello").expect("bound");
-        assert_eq!((small.inline.as_str(), small.object, small.len), ("hello", None, 5));
+        assert_eq!(
+            (small.inline.as_str(), small.object, small.len),
+            ("hello", None, 5)
+        );
         let big = "é".repeat(INLINE_LIMIT);
         let b = bound(&objects, &big).expect("bound");
         assert!(b.inline.len() <= INLINE_LIMIT && b.object.is_some());
-        assert_eq!(objects.get(b.object.as_deref().expect("obj")).expect("get"), big.as_bytes());
+        assert_eq!(
+            objects.get(b.object.as_deref().expect("obj")).expect("get"),
+            big.as_bytes()
+        );
     }
 }

@@ -28,7 +28,8 @@ impl StopWatcher {
         let handle = std::thread::Builder::new()
             .name("stop-watcher".into())
             .spawn(move || {
-                let Ok(repo) = axocoatl_store::Repo::open(&root, &crate::workspace::open_options()) else {
+                let Ok(repo) = axocoatl_store::Repo::open(&root, &crate::workspace::open_options())
+                else {
                     return false;
                 };
                 let mut pos = from;

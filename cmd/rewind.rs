@@ -1,0 +1,137 @@
+//! `axocoatl rewind`
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use axocoatl::engine::SendOptions;
+use axocoatl::rewind;
+use clap::Args;
+use serde_json::json;
+
+use crate::ctx::GlobalArgs;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use crate::ui::Ui;
+
+/// Move a session's conversation head back to just before TURN.
+///
+/// TURN and every later turn of its session are superseded: they stay in the ledger, in
+/// `history` (marked superseded) and in exports, but the model no longer sees them. The
+/// earlier request is printed (to stdout) so it can be revised and sent again.
+///
+/// Rewind is not a rollback: it restores no files or Git state, reverses no network calls or
+/// other external effects, deletes no attachments or memory, and re-attaches no context from
+/// the old turn. Only an autonomous single-Agent session with no active turn can be rewound.
+///
+/// Examples:
+///   axocoatl rewind 3f2a9c1e --yes
+///   axocoatl rewind 3f2a --edit        revise the request in $EDITOR, then send it
+///   axocoatl rewind 3f2a --yes --json | jq -r .prefill
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct RewindArgs {
+    /// The turn to rewind to (it and every later turn are superseded).
+    pub turn: String,
+    /// The session the turn must belong to [default: the turn's own session].
+    #[arg(short, long)]
+    pub session: Option<String>,
+    /// Do not ask for confirmation.
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Open $EDITOR on the earlier request and send the result as a new turn.
+    #[arg(long, conflicts_with = "json")]
+    pub edit: bool,
+    /// Print the result as JSON (the request is in `prefill`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn confirm(ui: &mut Ui, question: &str) -> CliResult<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::new(exit::REFUSED, "refusing to rewind without confirmation")
+            .hint("pass --yes to confirm from a script"));
+    }
+    write!(ui.err, "{question} [y/N] ")?;
+    ui.err.flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    if !args.yes {
+        let question = format!(
+            "Rewind to before turn {}? It and every later turn of its session will be superseded (kept in history). Files and external effects are not restored.",
+            args.turn
+        );
+        if !confirm(ui, &question)? {
+            writeln!(ui.err, "rewind cancelled; nothing changed")?;
+            return Ok(exit::REFUSED);
+        }
+    }
+    let o = rewind::rewind(&ws, &args.turn, args.session.as_deref())?;
+    if args.json {
+        ui.json_line(&json!({
+            "session": o.session,
+            "agent": o.agent,
+            "target": o.target,
+            "superseded": o.superseded,
+            "prefill": o.prefill,
+            "checkpoint": o.checkpoint_written,
+        }))?;
+        return Ok(exit::OK);
+    }
+    writeln!(
+        ui.err,
+        "Rewound session {} to before turn {}: {} turn{} superseded (still in history and exports).",
+        o.session,
+        o.target,
+        o.superseded.len(),
+        if o.superseded.len() == 1 { "" } else { "s" }
+    )?;
+    writeln!(ui.err, "Nothing else was undone: files, external effects, memory and attachments stay as they are.")?;
+    if !args.edit {
+        writeln!(ui.err, "The earlier request, to revise and send again:")?;
+        writeln!(ui.out, "{}", o.prefill)?;
+        return Ok(exit::OK);
+    }
+    let edited = edit(&o.prefill)?;
+    if edited.trim().is_empty() {
+        writeln!(ui.err, "the edited request is empty; nothing sent")?;
+        return Ok(exit::OK);
+    }
+    if !args.yes && !confirm(ui, &format!("Send this as a new turn to session {}?\n\n{}\n\n", o.session, edited.trim_end()))? {
+        writeln!(ui.err, "not sent")?;
+        return Ok(exit::OK);
+    }
+    let opts = SendOptions {
+        session: o.session,
+        agent: Some(o.agent),
+        message: edited.trim_end().to_owned(),
+        ..SendOptions::default()
+    };
+    crate::send::run_turn(&ws, opts, false, ui)
+}
+
+/// Lets the user edit `text` in $VISUAL / $EDITOR (default `vi`).
+fn edit(text: &str) -> CliResult<String> {
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .unwrap_or_else(|_| "vi".into());
+    let file = tempfile::Builder::new()
+        .prefix("axocoatl-request-")
+        .suffix(".md")
+        .tempfile()?;
+    std::fs::write(file.path(), text)?;
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file.path())
+        .status()
+        .map_err(|e| CliError::new(exit::ERROR, format!("cannot run the editor {editor:?}: {e}")))?;
+    if !status.success() {
+        return Err(CliError::new(exit::ERROR, format!("the editor {editor:?} failed ({status}); nothing sent")));
+    }
+    Ok(std::fs::read_to_string(file.path())?)
+}

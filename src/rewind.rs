@@ -1,0 +1,179 @@
+//! Rewind: move a single-Agent session's conversation head to just before a turn.
+//!
+//! A rewind appends a supersession boundary to the ledger (nothing is erased) and then
+//! prepares the Agent's checkpoint from the retained transcript. The two are not one atomic
+//! write: a marker file under `run/rewind-pending/` is written before the boundary and
+//! removed after the checkpoint, and any open that finds a marker repairs the checkpoint
+//! from the ledger, which is the authority.
+
+use std::fs;
+use std::time::Duration;
+
+use axocoatl_store::fsutil::{create_dir_private, write_atomic, Durability};
+use axocoatl_store::layout::{component, session_lock_path, RUN_DIR};
+use axocoatl_store::ledger::record::RewindBoundary;
+use axocoatl_store::ledger::Record;
+use axocoatl_store::lock::Lock;
+use axocoatl_store::Repo;
+
+use crate::clock;
+use crate::config::AgentRole;
+use crate::engine::conversation;
+use crate::error::{Result, RuntimeError};
+use crate::history::{self, TurnView};
+use crate::session::ActiveNote;
+use crate::workspace::Workspace;
+
+/// Test hook: milliseconds to pause between the boundary append and the checkpoint write,
+/// so a crash test can kill the process there.
+pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_AFTER_REWIND_BOUNDARY";
+const PENDING_DIR: &str = "rewind-pending";
+
+pub const MULTI_AGENT_REASON: &str = "Coordinator and multi-Agent Sessions cannot currently be rewound because child checkpoints cannot be projected safely across that boundary";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RewindOutcome {
+    pub session: String,
+    pub agent: String,
+    pub target: String,
+    /// The turns now superseded (the target and every later turn of the session).
+    pub superseded: Vec<String>,
+    /// The target's request, to revise and send again.
+    pub prefill: String,
+    pub checkpoint_written: bool,
+}
+
+fn pending_path(repo: &Repo, session: &str, agent: &str) -> std::path::PathBuf {
+    repo.path(RUN_DIR)
+        .join(PENDING_DIR)
+        .join(component(&format!("{session}:{agent}")))
+}
+
+/// Rewinds the session of turn `prefix` to just before it.
+pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<RewindOutcome> {
+    let repo = ws.repo();
+    let projection = history::project_repo(repo)?;
+    let target = projection.resolve(prefix)?;
+    if let Some(s) = session {
+        if s != target.session {
+            return Err(RuntimeError::Invalid {
+                message: format!("turn {} belongs to session {:?}, not {s:?}", target.turn, target.session),
+                hint: "leave out --session, or name the turn's own session".into(),
+            });
+        }
+    }
+    if target.superseded {
+        return Err(RuntimeError::Refused {
+            message: format!("turn {} is already superseded by an earlier rewind", target.turn),
+            hint: "rewind to a turn that is still part of the conversation (see `axocoatl history`)".into(),
+        });
+    }
+    let session = target.session.clone();
+    let lock_path = session_lock_path(repo.root(), &session);
+    let Some(_lock) = Lock::try_acquire(&lock_path)? else {
+        let active = axocoatl_store::lock::peek_note(&lock_path)
+            .ok()
+            .and_then(|n| ActiveNote::decode(&n))
+            .map(|n| n.turn);
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "session {session:?} has an active turn{}",
+                active.as_deref().map(|t| format!(" ({t})")).unwrap_or_default()
+            ),
+            hint: format!(
+                "stop it (`axocoatl stop {}`) or wait for it, then rewind",
+                active.as_deref().unwrap_or("<turn>")
+            ),
+        });
+    };
+    let turns: Vec<&TurnView> = projection.session_turns(&session).collect();
+    let mut agents: Vec<&str> = turns.iter().filter(|t| !t.superseded).map(|t| t.agent.as_str()).collect();
+    agents.sort_unstable();
+    agents.dedup();
+    if agents.len() > 1 || target.mode != "single" {
+        return Err(RuntimeError::Refused {
+            message: format!("session {session:?} has turns of {} agents: {MULTI_AGENT_REASON}", agents.len()),
+            hint: "start a new session for the revised request instead".into(),
+        });
+    }
+    if let Ok(config) = ws.config() {
+        if config.agent(&target.agent).is_some_and(|a| a.role == AgentRole::Coordinator) {
+            return Err(RuntimeError::Refused {
+                message: format!("agent {:?} is a coordinator: {MULTI_AGENT_REASON}", target.agent),
+                hint: "start a new session for the revised request instead".into(),
+            });
+        }
+    }
+    let start = turns.iter().position(|t| t.turn == target.turn).unwrap_or(0);
+    let superseded: Vec<String> = turns[start..]
+        .iter()
+        .filter(|t| !t.superseded)
+        .map(|t| t.turn.clone())
+        .collect();
+    let agent = target.agent.clone();
+    let pending = pending_path(repo, &session, &agent);
+    create_dir_private(pending.parent().unwrap_or(repo.root()))?;
+    write_atomic(&pending, format!("{session}\n{agent}\n").as_bytes(), Durability::Durable)?;
+    let appended = repo.ledger().append(&[Record::RewindBoundary(RewindBoundary {
+        session: session.clone(),
+        agent: agent.clone(),
+        target: target.turn.clone(),
+        at: clock::now(),
+    })])?;
+    if let Some(ms) = std::env::var(PAUSE_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    let seq = appended.last().map(|a| a.seq).unwrap_or(0);
+    let prefill = target.request.clone();
+    let target_id = target.turn.clone();
+    drop(turns);
+    drop(projection);
+    let checkpoint_written = repair(ws, &session, &agent, seq)?;
+    let _ = fs::remove_file(&pending);
+    Ok(RewindOutcome {
+        session,
+        agent,
+        target: target_id,
+        superseded,
+        prefill,
+        checkpoint_written,
+    })
+}
+
+/// Writes the Agent's checkpoint from what the ledger retains.
+fn repair(ws: &Workspace, session: &str, agent: &str, seq: u64) -> Result<bool> {
+    let repo = ws.repo();
+    let keep = ws.config().map(|c| c.checkpoint.keep).unwrap_or(3);
+    let projection = history::project_repo(repo)?;
+    let turns: Vec<&TurnView> = projection.session_turns(session).collect();
+    let prior = conversation::load(repo, session, agent, &turns)?;
+    let snap = conversation::snapshot(&prior.messages, prior.head_turn.clone(), false, prior.usage, seq);
+    Ok(crate::checkpoint::write(repo, session, agent, &snap, keep).is_ok())
+}
+
+/// Finishes rewinds that were interrupted between the ledger boundary and the checkpoint.
+pub fn repair_pending(ws: &Workspace) -> Result<Vec<String>> {
+    let repo = ws.repo();
+    let dir = repo.path(RUN_DIR).join(PENDING_DIR);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut repaired = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(text) = fs::read_to_string(&path) else { continue };
+        let mut lines = text.lines();
+        let (Some(session), Some(agent)) = (lines.next(), lines.next()) else {
+            let _ = fs::remove_file(&path);
+            continue;
+        };
+        let Some(_lock) = Lock::try_acquire(&session_lock_path(repo.root(), session))? else {
+            continue;
+        };
+        let (seq, _) = repo.ledger().head()?;
+        repair(ws, session, agent, seq)?;
+        let _ = fs::remove_file(&path);
+        repaired.push(format!("{session}:{agent}"));
+    }
+    Ok(repaired)
+}
