@@ -85,6 +85,7 @@ pub fn turn_json(t: &TurnView) -> Value {
             "size": a.size, "object": a.object, "text_object": a.text_object,
         })).collect::<Vec<_>>(),
         "tools": t.tools,
+        "warnings": t.warnings,
     })
 }
 

@@ -7,6 +7,7 @@ mod exit;
 mod fmt;
 mod ui;
 
+mod attach;
 mod export;
 mod fsck;
 mod history;
@@ -17,6 +18,7 @@ mod send;
 mod sessions;
 mod show;
 mod stop;
+mod usage;
 mod util;
 mod validate;
 
@@ -61,6 +63,7 @@ pub enum Command {
     Init(init::InitArgs),
     Validate(validate::ValidateArgs),
     Send(send::SendArgs),
+    Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
@@ -68,6 +71,7 @@ pub enum Command {
     History(history::HistoryArgs),
     Show(show::ShowArgs),
     Export(export::ExportArgs),
+    Usage(usage::UsageArgs),
     Fsck(fsck::FsckArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
@@ -79,6 +83,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Init(args) => init::run(args, g, ui),
         Command::Validate(args) => validate::run(args, g, ui),
         Command::Send(args) => send::run(args, g, ui),
+        Command::Attach(args) => attach::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
@@ -86,6 +91,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::History(args) => history::run(args, g, ui),
         Command::Show(args) => show::run(args, g, ui),
         Command::Export(args) => export::run(args, g, ui),
+        Command::Usage(args) => usage::run(args, g, ui),
         Command::Fsck(args) => fsck::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }

@@ -18,7 +18,9 @@ use crate::ui::Ui;
 /// Send a message to an agent: one durable turn, streamed to stdout.
 ///
 /// The message comes from the argument, or from stdin when it is absent or `-`. With both an
-/// argument and piped stdin, the piped text goes along as inline context. `turn <id>` is
+/// argument and piped stdin, the piped text goes along as inline context. The session's
+/// selected attachments (`axocoatl attach list`) go along too; `--attach FILE` adds one for
+/// this turn only. `turn <id>` is
 /// printed to stderr as soon as the turn has begun, so it can be stopped from another
 /// terminal with `axocoatl stop <id>`; Ctrl-C stops it the same way (twice: exit at once).
 ///
@@ -28,6 +30,7 @@ use crate::ui::Ui;
 ///   axocoatl send "What changed in the last release?"
 ///   git diff | axocoatl send "review this"
 ///   echo "hello" | axocoatl send --json -s scratch
+///   axocoatl send --attach error.png --attach app.log "why does this fail?"
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct SendArgs {
@@ -48,18 +51,22 @@ pub struct SendArgs {
     /// Never read stdin (for scripts whose stdin stays open).
     #[arg(long)]
     pub no_stdin: bool,
+    /// Attach FILE to this turn only (once-scoped; repeatable).
+    #[arg(long = "attach", value_name = "FILE")]
+    pub attach: Vec<std::path::PathBuf>,
 }
 
 pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
+    crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
     let opts = SendOptions {
+        attachments: axocoatl::attach::selection(ws.repo(), &session)?,
         session,
         agent: args.agent,
         message,
         inline_context: context,
-        attachments: Vec::new(),
         retry_of: None,
         wait: args.wait,
     };
@@ -119,12 +126,21 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
     let mut io_error: Option<std::io::Error> = None;
     let mut turn_id = String::new();
     let mut ended_with_newline = true;
+    let pinned: Vec<String> = opts
+        .attachments
+        .iter()
+        .map(crate::attach::pin_line)
+        .collect();
     let outcome = {
         let mut sink = |ev: TurnEvent<'_>| {
             if io_error.is_some() {
                 return;
             }
-            let r = emit(ui, json_mode, &mut turn_id, &mut ended_with_newline, ev);
+            let begun = matches!(ev, TurnEvent::Begun { .. }) && !json_mode;
+            let mut r = emit(ui, json_mode, &mut turn_id, &mut ended_with_newline, ev);
+            if begun && r.is_ok() {
+                r = pinned.iter().try_for_each(|l| writeln!(ui.err, "{l}"));
+            }
             if let Err(e) = r {
                 io_error = Some(e);
             }

@@ -35,6 +35,7 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -s V -l version -d 'Prin
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
@@ -42,6 +43,7 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "sessions" -d 'Lis
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List turns, newest last, optionally searching them.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -65,6 +67,7 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -s h -l help
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand validate" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s s -l session -d 'The session [default: HEAD, initially `main`]; a new name creates the session' -r
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l attach -d 'Attach FILE to this turn only (once-scoped; repeatable)' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -76,6 +79,65 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l wait -d 'Queu
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -l no-stdin -d 'Never read stdin (for scripts whose stdin stays open)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand send" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -f -a "list" -d 'List the references selected for the next turn of a session.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -f -a "rm" -d 'Remove a reference from future selection.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and not __fish_seen_subcommand_from add list rm cat help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -l scope -d 'How long the references stay selected' -r -f -a "once\t'The next turn of the session, then consumed'
+session\t'Every turn of the session until removed'"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -l json -d 'Print one JSON object per reference'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -l all -d 'Also the consumed and removed references'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -l json -d 'Print JSON Lines, one object per reference'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -l json -d 'Print the removed reference as a JSON object'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -l text -d 'The extracted text instead of the original bytes'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from cat" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the references selected for the next turn of a session.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Remove a reference from future selection.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -175,6 +237,20 @@ never\t''"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l all -d 'Every session'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l by -d 'Group rows by agent, session or day (UTC)' -r -f -a "agent\t''
+session\t''
+day\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l all -d 'Every session'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l json -d 'Print JSON Lines: one object per row, then a total'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -241,19 +317,25 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "util" -d 'Maintenance commands'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send stop retry rewind sessions history show export fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "list" -d 'List the references selected for the next turn of a session.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "rm" -d 'Remove a reference from future selection.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'

@@ -10,11 +10,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod factory;
 pub mod http;
+#[cfg(feature = "local")]
+pub mod local;
 pub mod ollama;
 pub mod openai;
 pub mod script;
 
+pub use factory::open;
 pub use http::HttpOptions;
 
 pub use crate::config::ResponseFormat;

@@ -1,0 +1,398 @@
+//! `axocoatl attach`
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use axocoatl::attach::{self, AttachError, Reference, State};
+use axocoatl::clock;
+use axocoatl::history;
+use axocoatl_store::ledger::record::AttachmentScope;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+
+use crate::ctx::GlobalArgs;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use crate::fmt::safe;
+use crate::ui::Ui;
+
+/// Attach files as context: immutable references that go along with turns.
+///
+/// A file's bytes are stored once in the repository (identical content is shared) and its
+/// text is extracted (plain text, Markdown, source code, JSON, CSV, PDF; capped at 256 KiB).
+/// A once-scoped reference goes along with the next turn of its session and is then
+/// consumed; a session-scoped one goes along with every turn until `attach rm`. Removing a
+/// reference never changes a turn that already used it: `show` and `export` still list it
+/// and `attach cat` still returns it.
+///
+/// Images (PNG, JPEG, GIF, WebP) up to 10 MiB, other documents up to 25 MiB. Images go to
+/// providers that read images (ollama, openai); others refuse the turn.
+///
+/// Examples:
+///   axocoatl attach add report.pdf                 the next turn only
+///   axocoatl attach add --scope session spec.md    every turn until removed
+///   axocoatl send --attach screenshot.png "what is wrong here?"
+///   axocoatl attach list --all
+///   axocoatl attach cat 3f2a --text | less
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct AttachArgs {
+    #[command(subcommand)]
+    pub command: AttachCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AttachCommand {
+    Add(AddArgs),
+    List(ListArgs),
+    Rm(RmArgs),
+    Cat(CatArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScopeArg {
+    /// The next turn of the session, then consumed.
+    Once,
+    /// Every turn of the session until removed.
+    Session,
+}
+
+impl From<ScopeArg> for AttachmentScope {
+    fn from(s: ScopeArg) -> Self {
+        match s {
+            ScopeArg::Once => AttachmentScope::Once,
+            ScopeArg::Session => AttachmentScope::Session,
+        }
+    }
+}
+
+/// Attach files to a session; prints one reference id per file.
+///
+/// The type comes from the file's content, not its name. Every file is checked before
+/// anything is stored: one refused file (too large, unsupported) attaches none. A file that
+/// is already selected with the same name, content and scope is not attached twice.
+///
+/// Examples:
+///   axocoatl attach add notes.md data.csv
+///   axocoatl attach add --scope session -s review design.pdf
+///   REF=$(axocoatl attach add diagram.png)
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct AddArgs {
+    /// The files.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// How long the references stay selected.
+    #[arg(long, value_enum, default_value_t = ScopeArg::Once)]
+    pub scope: ScopeArg,
+    /// The session [default: HEAD].
+    #[arg(short, long)]
+    pub session: Option<String>,
+    /// Print one JSON object per reference.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// List the references selected for the next turn of a session.
+///
+/// Columns: reference, scope, state, size, media type, name. `--all` adds the references
+/// that were consumed by a turn or removed.
+///
+/// Examples:
+///   axocoatl attach list
+///   axocoatl attach list -s review --all --json
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ListArgs {
+    /// The session [default: HEAD].
+    #[arg(short, long)]
+    pub session: Option<String>,
+    /// Also the consumed and removed references.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON Lines, one object per reference.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Remove a reference from future selection.
+///
+/// The ledger records the removal; turns that already used the reference keep it.
+///
+/// Examples:
+///   axocoatl attach rm 3f2a9c1e
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct RmArgs {
+    /// The reference id, or a unique prefix of at least 4 characters.
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    /// Print the removed reference as a JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Write a reference's original bytes (or its extracted text) to stdout.
+///
+/// Works for every reference, including consumed and removed ones. The bytes are verified
+/// against their hash first. Binary content is not written to a terminal: redirect it.
+///
+/// Examples:
+///   axocoatl attach cat 3f2a > copy.pdf
+///   axocoatl attach cat 3f2a --text | less
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct CatArgs {
+    /// The reference id, or a unique prefix of at least 4 characters.
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    /// The extracted text instead of the original bytes.
+    #[arg(long)]
+    pub text: bool,
+}
+
+pub fn run(args: AttachArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    match args.command {
+        AttachCommand::Add(a) => add(a, g, ui),
+        AttachCommand::List(a) => list(a, g, ui),
+        AttachCommand::Rm(a) => rm(a, g, ui),
+        AttachCommand::Cat(a) => cat(a, g, ui),
+    }
+}
+
+/// An attachment error as the CLI reports it.
+pub fn cli_error(e: AttachError) -> CliError {
+    let supported = || format!("supported: {}", attach::SUPPORTED);
+    match e {
+        AttachError::Runtime(r) => r.into(),
+        AttachError::TooLarge { .. } => CliError::new(exit::REFUSED, e.to_string())
+            .hint("nothing was stored")
+            .hint(supported()),
+        AttachError::Unsupported { .. } => CliError::new(exit::REFUSED, e.to_string())
+            .hint("nothing was stored")
+            .hint(supported()),
+        AttachError::Pdf { .. } => CliError::new(exit::REFUSED, e.to_string())
+            .hint("nothing was stored; convert the PDF to text and attach that"),
+        AttachError::NotAFile { .. } | AttachError::Read { .. } => {
+            let mut err = CliError::new(exit::ERROR, e.to_string());
+            if let AttachError::Read { source, .. } = &e {
+                err.causes.push(source.to_string());
+            }
+            err.hint("nothing was stored")
+        }
+        AttachError::NotFound { .. } => CliError::new(exit::NOT_FOUND, e.to_string())
+            .hint("`axocoatl attach list --all` lists the references of a session"),
+        AttachError::Ambiguous { .. } => {
+            CliError::new(exit::NOT_FOUND, e.to_string()).hint("give more characters of the id")
+        }
+        AttachError::NotSelected { .. } => CliError::new(exit::REFUSED, e.to_string())
+            .hint("only a selected reference can be removed; history keeps the others"),
+        AttachError::NoText { ref reference, .. } => CliError::new(exit::ERROR, e.to_string())
+            .hint(format!(
+                "`axocoatl attach cat {reference}` writes the image itself"
+            )),
+    }
+}
+
+/// One reference as the JSON object `attach list --json` prints.
+pub fn reference_json(r: &Reference) -> Value {
+    json!({
+        "reference": r.reference,
+        "session": r.session,
+        "name": r.name,
+        "media_type": r.media_type,
+        "size": r.size,
+        "scope": attach::scope_str(r.scope),
+        "state": r.state.as_str(),
+        "object": r.object,
+        "text_object": r.text_object,
+        "text_truncated": r.text_truncated,
+        "added_at": clock::rfc3339(r.added_at),
+        "consumed_by": r.consumed_by,
+        "removed_at": r.removed_at.map(clock::rfc3339),
+        "used_by": r.used_by,
+    })
+}
+
+/// The line `send` prints on stderr for each attachment a turn pinned.
+pub fn pin_line(a: &axocoatl_store::ledger::record::AttachmentPin) -> String {
+    format!(
+        "attachment {} {} ({}, {})",
+        a.reference,
+        safe(&a.name),
+        a.media_type,
+        attach::size_text(a.size)
+    )
+}
+
+/// Adds once-scoped references for `send --attach`, reporting each on stderr.
+pub fn add_for_turn(
+    ws: &axocoatl::workspace::Workspace,
+    session: &str,
+    files: &[PathBuf],
+    ui: &mut Ui,
+) -> CliResult<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let added = attach::add(ws.repo(), session, files, AttachmentScope::Once).map_err(cli_error)?;
+    for a in &added {
+        if a.reference.text_truncated {
+            truncation_warning(ui, a)?;
+        }
+    }
+    Ok(())
+}
+
+fn truncation_warning(ui: &mut Ui, a: &attach::Added) -> std::io::Result<()> {
+    ui.warn(&format!(
+        "{}: the extracted text ({}) was cut to {}",
+        safe(&a.reference.name),
+        attach::size_text(a.text_len as u64),
+        attach::size_text(attach::TEXT_CAP as u64)
+    ))
+}
+
+fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let session = ws.session_or_head(args.session.as_deref())?;
+    let scope = AttachmentScope::from(args.scope);
+    let added = attach::add(ws.repo(), &session, &args.files, scope).map_err(cli_error)?;
+    for a in &added {
+        let r = &a.reference;
+        if args.json {
+            let mut v = reference_json(r);
+            v["reused"] = a.reused.into();
+            ui.json_line(&v)?;
+            continue;
+        }
+        writeln!(ui.out, "{}", r.reference)?;
+        let until = match r.scope {
+            AttachmentScope::Once => "the next turn".to_string(),
+            AttachmentScope::Session => "every turn until `axocoatl attach rm`".to_string(),
+        };
+        if a.reused {
+            writeln!(
+                ui.err,
+                "{} is already selected as {} for {until} of session {session}",
+                safe(&r.name),
+                r.reference
+            )?;
+        } else {
+            writeln!(
+                ui.err,
+                "attached {} ({}, {}) for {until} of session {session}",
+                safe(&r.name),
+                r.media_type,
+                attach::size_text(r.size)
+            )?;
+        }
+        if r.text_truncated && !a.reused {
+            truncation_warning(ui, a)?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let session = ws.session_or_head(args.session.as_deref())?;
+    let projection = history::project_repo(ws.repo())?;
+    let refs: Vec<&Reference> = projection
+        .attachments
+        .of_session(&session)
+        .filter(|r| args.all || r.state == State::Selected)
+        .collect();
+    if refs.is_empty() && !args.json {
+        let what = if args.all {
+            "no attachments"
+        } else {
+            "no attachments selected"
+        };
+        writeln!(
+            ui.err,
+            "{what} in session {session} (`axocoatl attach add FILE` attaches one)"
+        )?;
+    }
+    for r in refs {
+        if args.json {
+            ui.json_line(&reference_json(r))?;
+            continue;
+        }
+        let mut line = format!(
+            "{}  {:<7}  {:<8}  {:>10}  {:<16}  {}",
+            ui.paint("33", &r.reference),
+            attach::scope_str(r.scope),
+            r.state.as_str(),
+            short_size(r.size),
+            r.media_type,
+            safe(&r.name)
+        );
+        if let Some(turn) = &r.consumed_by {
+            line.push_str(&format!("  (turn {turn})"));
+        }
+        if r.text_truncated {
+            line.push_str("  (text cut to 256 KiB)");
+        }
+        writeln!(ui.out, "{line}")?;
+    }
+    Ok(exit::OK)
+}
+
+/// A size for a column: bytes, KiB or MiB with one decimal.
+fn short_size(n: u64) -> String {
+    match n {
+        n if n >= 1024 * 1024 => format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0)),
+        n if n >= 1024 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn rm(args: RmArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let r = attach::remove(ws.repo(), &args.reference).map_err(cli_error)?;
+    if args.json {
+        ui.json_line(&reference_json(&r))?;
+    } else {
+        writeln!(
+            ui.out,
+            "removed {} ({}) from session {}; turns that used it keep it",
+            r.reference,
+            safe(&r.name),
+            r.session
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+fn cat(args: CatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let projection = history::project_repo(ws.repo())?;
+    let r = projection
+        .attachments
+        .resolve(&args.reference)
+        .map_err(cli_error)?;
+    let bytes = if args.text {
+        attach::text(ws.repo(), r)
+    } else {
+        attach::bytes(ws.repo(), r)
+    }
+    .map_err(cli_error)?;
+    if ui.out_is_terminal && !args.text && std::str::from_utf8(&bytes).is_err() {
+        return Err(CliError::new(
+            exit::ERROR,
+            format!(
+                "{} ({}) is binary; not writing it to a terminal",
+                safe(&r.name),
+                r.media_type
+            ),
+        )
+        .hint(format!(
+            "redirect it: axocoatl attach cat {} > FILE",
+            r.reference
+        )));
+    }
+    ui.out.write_all(&bytes)?;
+    ui.out.flush()?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,129 @@
+//! `axocoatl usage`
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use axocoatl::clock;
+use axocoatl::history;
+use axocoatl_store::ledger::record::Usage;
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use crate::ctx::GlobalArgs;
+use crate::error::CliResult;
+use crate::exit;
+use crate::fmt::usage_json;
+use crate::ui::Ui;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    #[default]
+    Agent,
+    Session,
+    Day,
+}
+
+/// Report provider-reported token usage per agent, session or day.
+///
+/// Numbers are what providers reported for each call, summed from the ledger. A row is
+/// marked incomplete when any of its calls had no usage reported; budgets are local guards,
+/// not a billing record.
+///
+/// Examples:
+///   axocoatl usage
+///   axocoatl usage --all --by day --json
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct UsageArgs {
+    /// The session [default: HEAD].
+    #[arg(short, long, conflicts_with = "all")]
+    pub session: Option<String>,
+    /// Every session.
+    #[arg(long)]
+    pub all: bool,
+    /// Group rows by agent, session or day (UTC).
+    #[arg(long, value_enum, default_value_t = By::Agent)]
+    pub by: By,
+    /// Print JSON Lines: one object per row, then a total.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Default)]
+struct Row {
+    turns: u64,
+    usage: Usage,
+}
+
+pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let session = if args.all { None } else { Some(ws.session_or_head(args.session.as_deref())?) };
+    let projection = history::project_repo(ws.repo())?;
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut total = Row {
+        turns: 0,
+        usage: Usage::ZERO,
+    };
+    for t in projection.turns.iter().filter(|t| session.as_deref().is_none_or(|s| t.session == s)) {
+        let key = match args.by {
+            By::Agent => t.agent.clone(),
+            By::Session => t.session.clone(),
+            By::Day => clock::date(t.started_at),
+        };
+        let usage = t.usage.unwrap_or(Usage {
+            complete: false,
+            ..Usage::ZERO
+        });
+        let row = rows.entry(key).or_insert_with(|| Row {
+            turns: 0,
+            usage: Usage::ZERO,
+        });
+        row.turns += 1;
+        row.usage.add(&usage);
+        total.turns += 1;
+        total.usage.add(&usage);
+    }
+    let key_name = match args.by {
+        By::Agent => "agent",
+        By::Session => "session",
+        By::Day => "day",
+    };
+    if args.json {
+        for (key, row) in &rows {
+            let mut v = usage_json(&row.usage);
+            v[key_name] = json!(key);
+            v["turns"] = json!(row.turns);
+            ui.json_line(&v)?;
+        }
+        let mut v = usage_json(&total.usage);
+        v["total"] = json!(true);
+        v["turns"] = json!(total.turns);
+        ui.json_line(&v)?;
+        return Ok(exit::OK);
+    }
+    writeln!(
+        ui.out,
+        "{:<20} {:>6} {:>6} {:>10} {:>11} {:>10}  complete",
+        key_name.to_uppercase(),
+        "TURNS",
+        "CALLS",
+        "PROMPT",
+        "COMPLETION",
+        "TOTAL"
+    )?;
+    for (key, row) in rows.iter().chain(std::iter::once((&"total".to_string(), &total))) {
+        let u = &row.usage;
+        writeln!(
+            ui.out,
+            "{:<20} {:>6} {:>6} {:>10} {:>11} {:>10}  {}",
+            key,
+            row.turns,
+            u.calls,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.total(),
+            if u.complete { "yes" } else { "no" }
+        )?;
+    }
+    Ok(exit::OK)
+}
