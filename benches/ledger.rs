@@ -38,7 +38,11 @@ fn durable_appends(base: &Path, n: usize) -> (f64, f64) {
     let ours = n as f64 / start.elapsed().as_secs_f64();
 
     let path = dir.join("raw.bin");
-    let mut f = OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
     let rec = vec![b'x'; 1024 + 26];
     let start = Instant::now();
     for _ in 0..n {
@@ -53,13 +57,27 @@ fn processes(base: &Path, procs: usize, per: usize) -> f64 {
     let work = base.join(format!("procs{procs}"));
     std::fs::create_dir_all(&work).unwrap();
     let bin = env!("CARGO_BIN_EXE_axocoatl");
-    let st = Command::new(bin).arg("init").current_dir(&work).stdout(Stdio::null()).status().unwrap();
+    let st = Command::new(bin)
+        .arg("init")
+        .current_dir(&work)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(st.success());
     let start = Instant::now();
     let children: Vec<_> = (0..procs)
         .map(|p| {
             Command::new(bin)
-                .args(["util", "ledger-append", "--count", &per.to_string(), "--size", "1024", "--tag", &format!("p{p}")])
+                .args([
+                    "util",
+                    "ledger-append",
+                    "--count",
+                    &per.to_string(),
+                    "--size",
+                    "1024",
+                    "--tag",
+                    &format!("p{p}"),
+                ])
                 .current_dir(&work)
                 .stdout(Stdio::null())
                 .spawn()
@@ -79,7 +97,9 @@ fn scan(base: &Path, mb: usize) -> (f64, f64, usize) {
     let total = mb * 1024;
     let mut i = 0;
     while i < total {
-        let batch: Vec<Record> = (i..(i + per_batch).min(total)).map(|k| note(k, 1000)).collect();
+        let batch: Vec<Record> = (i..(i + per_batch).min(total))
+            .map(|k| note(k, 1000))
+            .collect();
         ledger.append_lazy(&batch).unwrap();
         i += per_batch;
     }
@@ -120,14 +140,23 @@ fn scan(base: &Path, mb: usize) -> (f64, f64, usize) {
 }
 
 fn main() {
-    let base = tempfile::Builder::new().prefix("axobench").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let n: usize = std::env::var("AXOCOATL_BENCH_APPENDS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let base = tempfile::Builder::new()
+        .prefix("axobench")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let n: usize = std::env::var("AXOCOATL_BENCH_APPENDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
     let (ours, raw) = durable_appends(base.path(), n);
     println!("durable 1 KiB appends: {ours:.0} records/s; raw write+fdatasync: {raw:.0}/s; ratio {:.2} (goal >= 0.9)", ours / raw);
     let one = processes(base.path(), 1, n);
     let eight = processes(base.path(), 8, n);
     println!("1 appending process: {one:.0} records/s; 8 processes: {eight:.0} records/s; ratio {:.2} (goal >= 4)", eight / one);
-    let mb: usize = std::env::var("AXOCOATL_BENCH_SCAN_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let mb: usize = std::env::var("AXOCOATL_BENCH_SCAN_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
     let (ours, raw, records) = scan(base.path(), mb);
     println!("scan of a {mb} MiB ledger ({records} records, checksums verified, decoded): {ours:.0} MB/s; raw read: {raw:.0} MB/s; ratio {:.2} (goal >= 0.8)", ours / raw);
 }

@@ -61,7 +61,11 @@ impl InputEstimate {
 
 /// Estimates a request's input, with `count` the model's tokenizer when available.
 pub fn estimate_request(req: &ChatRequest, count: &dyn Fn(&str) -> Option<usize>) -> InputEstimate {
-    let text = |s: &str| count(s).map(|n| n as u64).unwrap_or_else(|| estimate_text(s));
+    let text = |s: &str| {
+        count(s)
+            .map(|n| n as u64)
+            .unwrap_or_else(|| estimate_text(s))
+    };
     let mut e = InputEstimate::default();
     for m in &req.messages {
         let n = MESSAGE_OVERHEAD
@@ -89,7 +93,12 @@ pub struct BudgetViolation {
 }
 
 /// Checks a reservation against the budget. `used` is the turn's recorded usage so far.
-pub fn check(budget: &TokenBudget, input: &InputEstimate, completion: u64, used: u64) -> Option<BudgetViolation> {
+pub fn check(
+    budget: &TokenBudget,
+    input: &InputEstimate,
+    completion: u64,
+    used: u64,
+) -> Option<BudgetViolation> {
     let reservation = input.total() + completion;
     let parts = format!(
         "reservation {reservation} = input {} (system {}, conversation {}, tools {}) + completion bound {completion}",
@@ -118,7 +127,11 @@ pub fn check(budget: &TokenBudget, input: &InputEstimate, completion: u64, used:
 }
 
 /// Checks what a provider reported after a call.
-pub fn check_reported(budget: &TokenBudget, call_total: u64, used_total: u64) -> Option<BudgetViolation> {
+pub fn check_reported(
+    budget: &TokenBudget,
+    call_total: u64,
+    used_total: u64,
+) -> Option<BudgetViolation> {
     if let Some(limit) = budget.per_call {
         if call_total > limit {
             return Some(BudgetViolation {

@@ -123,13 +123,26 @@ pub fn encode(s: &Snapshot) -> Vec<u8> {
 }
 
 /// Writes a snapshot and keeps the newest `keep`. Over 64 MiB it is refused.
-pub fn write(repo: &Repo, session: &str, agent: &str, snapshot: &Snapshot, keep: usize) -> Result<(), WriteError> {
+pub fn write(
+    repo: &Repo,
+    session: &str,
+    agent: &str,
+    snapshot: &Snapshot,
+    keep: usize,
+) -> Result<(), WriteError> {
     let payload = encode(snapshot);
     if payload.len() + axocoatl_store::checkpoint::ENVELOPE_LEN > MAX_CHECKPOINT {
-        return Err(WriteError::TooLarge { size: payload.len() });
+        return Err(WriteError::TooLarge {
+            size: payload.len(),
+        });
     }
     store(repo)
-        .write(&agent_component(session, agent), snapshot.ledger_seq, &payload, keep)
+        .write(
+            &agent_component(session, agent),
+            snapshot.ledger_seq,
+            &payload,
+            keep,
+        )
         .map(|_| ())
         .map_err(WriteError::Store)
 }
@@ -143,7 +156,11 @@ pub struct Loaded {
 
 /// The checkpoints of an Agent that decode and verify, newest first; each bad one is
 /// returned with its reason (they are never used).
-pub fn load_all(repo: &Repo, session: &str, agent: &str) -> (Vec<Loaded>, Vec<(CheckpointFile, String)>) {
+pub fn load_all(
+    repo: &Repo,
+    session: &str,
+    agent: &str,
+) -> (Vec<Loaded>, Vec<(CheckpointFile, String)>) {
     let store = store(repo);
     let mut good = Vec::new();
     let mut bad = Vec::new();
@@ -154,7 +171,10 @@ pub fn load_all(repo: &Repo, session: &str, agent: &str) -> (Vec<Loaded>, Vec<(C
         match store.read(&file) {
             Ok(payload) => match postcard::from_bytes::<Snapshot>(&payload) {
                 Ok(s) if s.version == PAYLOAD_VERSION => good.push(Loaded { file, snapshot: s }),
-                Ok(s) => bad.push((file, format!("payload version {} is not {PAYLOAD_VERSION}", s.version))),
+                Ok(s) => bad.push((
+                    file,
+                    format!("payload version {} is not {PAYLOAD_VERSION}", s.version),
+                )),
                 Err(e) => bad.push((file, format!("payload does not decode: {e}"))),
             },
             Err(e) => bad.push((file, e.to_string())),
@@ -204,8 +224,14 @@ mod tests {
     fn projection_keeps_the_newest_complete_turns() {
         let mut msgs = Vec::new();
         for i in 0..10 {
-            msgs.push(Message::new(Role::User, format!("q{i} {}", "x".repeat(100))));
-            msgs.push(Message::new(Role::Assistant, format!("a{i} {}", "y".repeat(100))));
+            msgs.push(Message::new(
+                Role::User,
+                format!("q{i} {}", "x".repeat(100)),
+            ));
+            msgs.push(Message::new(
+                Role::Assistant,
+                format!("a{i} {}", "y".repeat(100)),
+            ));
         }
         let kept = project_within(msgs, 3 * 210);
         assert_eq!(kept.len(), 6);

@@ -103,11 +103,18 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for s in ["1970-01-01T00:00:00.000Z", "2026-11-29T21:18:52.123Z", "2000-02-29T23:59:59.999Z"] {
+        for s in [
+            "1970-01-01T00:00:00.000Z",
+            "2026-11-29T21:18:52.123Z",
+            "2000-02-29T23:59:59.999Z",
+        ] {
             let ms = parse(s).expect(s);
             assert_eq!(rfc3339(ms), s);
         }
-        assert_eq!(parse("2026-01-02T03:04:05Z"), parse("2026-01-02T03:04:05.000Z"));
+        assert_eq!(
+            parse("2026-01-02T03:04:05Z"),
+            parse("2026-01-02T03:04:05.000Z")
+        );
         assert_eq!(date(0), "1970-01-01");
         assert_eq!(parse("86400000"), Some(86_400_000));
         assert_eq!(parse("2026-13-01T00:00:00Z"), None);

@@ -34,21 +34,25 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
                     pid: std::process::id(),
                     at: clock::now(),
                 });
-                let outcome = repo.ledger().append_checked(note.begin, &[record], |entries| {
-                    let mut begun = false;
-                    for entry in entries.flatten() {
-                        match entry.record {
-                            Some(Record::TurnBegun(b)) if b.turn == note.turn => begun = true,
-                            Some(Record::TurnEnded(e)) if e.turn == note.turn => return Err(Some(e.state)),
-                            _ => {}
+                let outcome = repo
+                    .ledger()
+                    .append_checked(note.begin, &[record], |entries| {
+                        let mut begun = false;
+                        for entry in entries.flatten() {
+                            match entry.record {
+                                Some(Record::TurnBegun(b)) if b.turn == note.turn => begun = true,
+                                Some(Record::TurnEnded(e)) if e.turn == note.turn => {
+                                    return Err(Some(e.state))
+                                }
+                                _ => {}
+                            }
                         }
-                    }
-                    if begun {
-                        Ok(())
-                    } else {
-                        Err(None)
-                    }
-                })?;
+                        if begun {
+                            Ok(())
+                        } else {
+                            Err(None)
+                        }
+                    })?;
                 match outcome {
                     Ok(_) => {
                         return Ok(StopAccepted {
@@ -83,7 +87,11 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
 }
 
 /// Waits until `turn` has a terminal record and returns its state.
-pub fn wait_for_end(ws: &Workspace, turn: &str, timeout: Option<Duration>) -> Result<Option<TurnState>> {
+pub fn wait_for_end(
+    ws: &Workspace,
+    turn: &str,
+    timeout: Option<Duration>,
+) -> Result<Option<TurnState>> {
     let start = std::time::Instant::now();
     let mut pos = axocoatl_store::ledger::Position::START;
     loop {

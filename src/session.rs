@@ -100,7 +100,8 @@ pub fn recover_orphans(repo: &Repo) -> Result<Vec<String>> {
             continue; // the owner is alive
         };
         // Re-read under the lock: the owner may have finished and cleared it meanwhile.
-        let Some(note) = ActiveNote::decode(&held.read_note()?).filter(|n| n.turn == note.turn) else {
+        let Some(note) = ActiveNote::decode(&held.read_note()?).filter(|n| n.turn == note.turn)
+        else {
             continue;
         };
         if interrupt_if_open(repo, &note)? {

@@ -7,7 +7,11 @@ use serde_json::{json, Value};
 use crate::config::CoreBlock;
 use crate::provider::ToolSchema;
 
-pub const BASELINE: &[&str] = &["core_memory_append", "core_memory_replace", "core_memory_set"];
+pub const BASELINE: &[&str] = &[
+    "core_memory_append",
+    "core_memory_replace",
+    "core_memory_set",
+];
 
 /// What a tool call produced: text for the model, and whether it is an error.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +82,13 @@ fn arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, ToolOutput> {
 }
 
 /// Runs a tool. Unknown or disallowed tools are answered with an error for the model.
-pub fn run(name: &str, args: &Value, allowed: &[String], memory: &CoreMemory, blocks: &[CoreBlock]) -> ToolOutput {
+pub fn run(
+    name: &str,
+    args: &Value,
+    allowed: &[String],
+    memory: &CoreMemory,
+    blocks: &[CoreBlock],
+) -> ToolOutput {
     if !allowed.iter().any(|a| a == name) {
         return ToolOutput::err(format!("tool {name:?} is not available to this agent"));
     }
@@ -87,7 +97,12 @@ pub fn run(name: &str, args: &Value, allowed: &[String], memory: &CoreMemory, bl
     }
 }
 
-fn run_inner(name: &str, args: &Value, memory: &CoreMemory, blocks: &[CoreBlock]) -> Result<ToolOutput, ToolOutput> {
+fn run_inner(
+    name: &str,
+    args: &Value,
+    memory: &CoreMemory,
+    blocks: &[CoreBlock],
+) -> Result<ToolOutput, ToolOutput> {
     let label = arg(args, "label")?;
     let block = blocks
         .iter()
@@ -108,7 +123,9 @@ fn run_inner(name: &str, args: &Value, memory: &CoreMemory, blocks: &[CoreBlock]
         "core_memory_replace" => {
             let old = arg(args, "old")?;
             if old.is_empty() || !current.contains(old) {
-                return Err(ToolOutput::err(format!("{old:?} is not in block {label:?}")));
+                return Err(ToolOutput::err(format!(
+                    "{old:?} is not in block {label:?}"
+                )));
             }
             current.replacen(old, arg(args, "new")?, 1)
         }
@@ -125,7 +142,9 @@ fn run_inner(name: &str, args: &Value, memory: &CoreMemory, blocks: &[CoreBlock]
     memory
         .set(label, block.shared, &new)
         .map_err(|e| ToolOutput::err(e.to_string()))?;
-    Ok(ToolOutput::ok(format!("block {label:?} now holds {chars} characters")))
+    Ok(ToolOutput::ok(format!(
+        "block {label:?} now holds {chars} characters"
+    )))
 }
 
 /// The core memory section injected into the system prompt on every turn.

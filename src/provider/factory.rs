@@ -28,11 +28,17 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
         ProviderKind::Ollama => Ok(Box::new(super::ollama::OllamaProvider::new(http()))),
         ProviderKind::Openai => Ok(Box::new(super::openai::OpenAiProvider::new(http()))),
         ProviderKind::Script => {
-            let path = resolved.script.as_deref().ok_or_else(|| ProviderError::Config {
-                provider: resolved.name.clone(),
-                detail: "a script provider needs `script: FILE`".into(),
-            })?;
-            Ok(Box::new(super::script::ScriptProvider::from_file(&resolved.name, path)?))
+            let path = resolved
+                .script
+                .as_deref()
+                .ok_or_else(|| ProviderError::Config {
+                    provider: resolved.name.clone(),
+                    detail: "a script provider needs `script: FILE`".into(),
+                })?;
+            Ok(Box::new(super::script::ScriptProvider::from_file(
+                &resolved.name,
+                path,
+            )?))
         }
         ProviderKind::Local => open_local(resolved),
     }
@@ -40,16 +46,21 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
 
 #[cfg(feature = "local")]
 fn open_local(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderError> {
-    let model_path = resolved.model_path.clone().ok_or_else(|| ProviderError::Config {
-        provider: resolved.name.clone(),
-        detail: "no model file configured (set `model_path`)".into(),
-    })?;
-    Ok(Box::new(super::local::LocalProvider::load(super::local::LocalOptions {
-        name: resolved.name.clone(),
-        model_path,
-        threads: resolved.threads,
-        context_size: resolved.context_size,
-    })?))
+    let model_path = resolved
+        .model_path
+        .clone()
+        .ok_or_else(|| ProviderError::Config {
+            provider: resolved.name.clone(),
+            detail: "no model file configured (set `model_path`)".into(),
+        })?;
+    Ok(Box::new(super::local::LocalProvider::load(
+        super::local::LocalOptions {
+            name: resolved.name.clone(),
+            model_path,
+            threads: resolved.threads,
+            context_size: resolved.context_size,
+        },
+    )?))
 }
 
 #[cfg(not(feature = "local"))]

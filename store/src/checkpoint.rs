@@ -177,7 +177,10 @@ mod tests {
                 .expect("write");
         }
         let files = c.list("main%3aa").expect("list");
-        assert_eq!(files.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![5, 4, 3]);
+        assert_eq!(
+            files.iter().map(|f| f.seq).collect::<Vec<_>>(),
+            vec![5, 4, 3]
+        );
         assert_eq!(c.read(&files[0]).expect("read"), b"payload 5");
         let mut bytes = fs::read(&files[0].path).expect("read");
         let last = bytes.len() - 1;

@@ -46,7 +46,10 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { op, path, source }
     }

@@ -128,7 +128,9 @@ fn check_ledger(repo: &Repo, report: &mut Report) -> Result<()> {
             }
             last_seq = Some(fr.seq);
             match crate::ledger::decode(fr.kind, fr.payload) {
-                Ok(Some(record)) => check_references(repo, &record, &path, fr.offset, &mut findings),
+                Ok(Some(record)) => {
+                    check_references(repo, &record, &path, fr.offset, &mut findings)
+                }
                 Ok(None) => findings.push(Finding {
                     kind: FindingKind::UnknownRecordKind,
                     file: path.clone(),

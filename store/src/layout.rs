@@ -134,7 +134,14 @@ mod tests {
 
     #[test]
     fn component_round_trips() {
-        for id in ["main:coder", "a.b:c/d", "x:lead:worker:w1", "ünï:cödé", "..", ""] {
+        for id in [
+            "main:coder",
+            "a.b:c/d",
+            "x:lead:worker:w1",
+            "ünï:cödé",
+            "..",
+            "",
+        ] {
             let c = component(id);
             assert!(!c.contains(['/', '\\', ':', '.']), "{c}");
             assert_eq!(runtime_id(&c).as_deref(), Some(id));

@@ -19,7 +19,9 @@ pub fn hash(bytes: &[u8]) -> String {
 
 /// Whether `s` looks like an object hash.
 pub fn is_hash(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl Objects {

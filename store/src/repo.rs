@@ -34,9 +34,7 @@ pub struct Repo {
 
 /// Walks up from `start` to the first directory that holds `.axocoatl`, like git.
 pub fn discover(start: &Path) -> Result<PathBuf> {
-    let start = start
-        .canonicalize()
-        .map_err(Error::io("resolve", start))?;
+    let start = start.canonicalize().map_err(Error::io("resolve", start))?;
     for dir in start.ancestors() {
         let candidate = dir.join(REPO_DIR);
         if candidate.is_dir() {
@@ -119,7 +117,11 @@ pub fn check_format(root: &Path) -> Result<()> {
         Ok(v) if v == FORMAT_VERSION => Ok(()),
         _ => Err(Error::UnsupportedFormat {
             path,
-            found: if found.is_empty() { "(none)".into() } else { found.into() },
+            found: if found.is_empty() {
+                "(none)".into()
+            } else {
+                found.into()
+            },
             supported: FORMAT_VERSION,
         }),
     }
@@ -197,13 +199,18 @@ mod tests {
         assert_eq!(repo.head().expect("head"), "main");
         fs::write(root.join(FORMAT_FILE), format_marker(FORMAT_VERSION + 1)).expect("write");
         match Repo::open(&root, &OpenOptions::default()) {
-            Err(Error::UnsupportedFormat { found, supported, .. }) => {
+            Err(Error::UnsupportedFormat {
+                found, supported, ..
+            }) => {
                 assert_eq!((found.as_str(), supported), ("2", 1));
             }
             other => panic!("{other:?}"),
         }
         let sub = dir.path().join("a/b");
         fs::create_dir_all(&sub).expect("mkdir");
-        assert_eq!(discover(&sub).expect("discover"), root.canonicalize().expect("canon"));
+        assert_eq!(
+            discover(&sub).expect("discover"),
+            root.canonicalize().expect("canon")
+        );
     }
 }

@@ -157,7 +157,9 @@ pub fn parse_at(data: &[u8], offset: usize) -> Parsed<'_> {
     let problem = if crc32c::crc32c(body) != pcrc {
         Some("record checksum mismatch".to_string())
     } else if trailer != len {
-        Some(format!("frame trailer says {trailer} bytes, header says {len}"))
+        Some(format!(
+            "frame trailer says {trailer} bytes, header says {len}"
+        ))
     } else {
         None
     };

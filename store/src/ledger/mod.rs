@@ -34,7 +34,9 @@ use frame::{Parsed, SegmentHeader};
 pub const DEFAULT_SEGMENT_LIMIT: u64 = 64 << 20;
 
 /// Where a record starts: segment number and byte offset in it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Position {
     pub segment: u64,
     pub offset: u64,
@@ -163,12 +165,13 @@ impl Ledger {
         for record in records {
             seq += 1;
             starts.push((seq, bytes.len() as u64));
-            let mut payload = record
-                .encode_body(Vec::with_capacity(128))
-                .map_err(|e| Error::Encode {
-                    what: record.kind_name(),
-                    reason: e.to_string(),
-                })?;
+            let mut payload =
+                record
+                    .encode_body(Vec::with_capacity(128))
+                    .map_err(|e| Error::Encode {
+                        what: record.kind_name(),
+                        reason: e.to_string(),
+                    })?;
             frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
             payload.clear();
         }
@@ -183,7 +186,10 @@ impl Ledger {
         tail.last_seq = seq;
         let number = tail.number;
         let end = tail.end;
-        let file = tail.file.try_clone().map_err(Error::io("reopen", tail.path.clone()))?;
+        let file = tail
+            .file
+            .try_clone()
+            .map_err(Error::io("reopen", tail.path.clone()))?;
         let path = tail.path.clone();
         drop(lock);
         drop(guard);
@@ -326,10 +332,15 @@ impl Ledger {
         let path = self.dir.join(segment_file_name(number));
         let file = open_private(&path, true)?;
         let header = read_header(&file, &path)?;
-        let len = file.metadata().map_err(Error::io("stat", path.clone()))?.len();
+        let len = file
+            .metadata()
+            .map_err(Error::io("stat", path.clone()))?
+            .len();
         // Fast path: the trailer of the last frame says where it starts.
         if len > HEADER_LEN as u64 {
-            let take = len.min((MAX_PAYLOAD + FRAME_OVERHEAD) as u64).min(len - HEADER_LEN as u64);
+            let take = len
+                .min((MAX_PAYLOAD + FRAME_OVERHEAD) as u64)
+                .min(len - HEADER_LEN as u64);
             let mut last4 = [0u8; 4];
             file.read_exact_at(&mut last4, len - 4)
                 .map_err(Error::io("read", path.clone()))?;
@@ -478,8 +489,14 @@ pub struct SegmentData {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Damage {
     /// An incomplete or unverifiable last frame of the newest segment: a crash mid-append.
-    TornTail { offset: u64, len: u64 },
-    Corrupt { offset: u64, reason: String },
+    TornTail {
+        offset: u64,
+        len: u64,
+    },
+    Corrupt {
+        offset: u64,
+        reason: String,
+    },
 }
 
 /// A raw frame: no payload decoding.
@@ -591,7 +608,8 @@ impl Scan {
             _ => 0,
         };
         let path = self.ledger_dir.join(segment_file_name(number));
-        let sealed = number < self.newest || self.ledger_dir.join(segment_file_name(number + 1)).exists();
+        let sealed =
+            number < self.newest || self.ledger_dir.join(segment_file_name(number + 1)).exists();
         let seg = match load(&path, number, sealed, start) {
             Ok(s) => s,
             Err(e) => {

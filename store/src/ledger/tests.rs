@@ -41,7 +41,11 @@ fn appends_scan_back_in_order_with_increasing_sequence_numbers() {
 fn a_second_handle_continues_the_sequence() {
     let (d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
     ledger.append(&[note("a")]).expect("append");
-    let other = Ledger::open(&d.path().join("l"), &d.path().join("lock"), DEFAULT_SEGMENT_LIMIT);
+    let other = Ledger::open(
+        &d.path().join("l"),
+        &d.path().join("lock"),
+        DEFAULT_SEGMENT_LIMIT,
+    );
     assert_eq!(other.append(&[note("b")]).expect("append")[0].seq, 2);
     assert_eq!(ledger.append(&[note("c")]).expect("append")[0].seq, 3);
 }
@@ -50,7 +54,9 @@ fn a_second_handle_continues_the_sequence() {
 fn segments_roll_at_the_limit_and_all_records_stay_readable() {
     let (d, ledger) = setup(300);
     for i in 0..20 {
-        ledger.append(&[note(&format!("record {i:02}"))]).expect("append");
+        ledger
+            .append(&[note(&format!("record {i:02}"))])
+            .expect("append");
     }
     let n = ledger.segment_numbers().expect("segments");
     assert!(n.len() >= 3, "{n:?}");
@@ -63,12 +69,18 @@ fn segments_roll_at_the_limit_and_all_records_stay_readable() {
 fn every_truncation_of_the_last_record_opens_and_appends_continue() {
     let (d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
     ledger.append(&[note("first")]).expect("append");
-    let last = ledger.append(&[note("second, to be torn")]).expect("append")[0];
+    let last = ledger
+        .append(&[note("second, to be torn")])
+        .expect("append")[0];
     let path = ledger.segment_path(1);
     let full = fs::read(&path).expect("read");
     for cut in last.pos.offset..full.len() as u64 {
         fs::write(&path, &full[..cut as usize]).expect("write");
-        let l = Ledger::open(&d.path().join("l"), &d.path().join("lock"), DEFAULT_SEGMENT_LIMIT);
+        let l = Ledger::open(
+            &d.path().join("l"),
+            &d.path().join("lock"),
+            DEFAULT_SEGMENT_LIMIT,
+        );
         assert_eq!(texts(&l), vec!["first"], "cut at {cut}");
         let seq = l.append(&[note("after")]).expect("append")[0].seq;
         assert_eq!(seq, 2, "cut at {cut}");
@@ -91,7 +103,9 @@ fn a_flipped_byte_in_a_sealed_segment_is_reported_and_later_segments_stay_readab
     for e in ledger.scan_all() {
         match e {
             Ok(e) => ok.push(e.seq),
-            Err(Error::Corrupt { path: p, offset, .. }) => {
+            Err(Error::Corrupt {
+                path: p, offset, ..
+            }) => {
                 errors += 1;
                 assert_eq!(p, path);
                 assert_eq!(offset, HEADER_LEN as u64);
@@ -102,7 +116,10 @@ fn a_flipped_byte_in_a_sealed_segment_is_reported_and_later_segments_stay_readab
     assert_eq!(errors, 1);
     // Everything after segment 1 is intact.
     let first_of_2 = ok.iter().position(|&s| s > 1).expect("later records");
-    assert_eq!(ok[first_of_2..], (ok[first_of_2]..=12).collect::<Vec<_>>()[..]);
+    assert_eq!(
+        ok[first_of_2..],
+        (ok[first_of_2]..=12).collect::<Vec<_>>()[..]
+    );
     assert!(ok.len() >= 6, "{ok:?}");
 }
 
@@ -139,7 +156,10 @@ fn concurrent_handles_never_share_a_sequence_number() {
             })
         })
         .collect();
-    let mut all: Vec<u64> = threads.into_iter().flat_map(|t| t.join().expect("join")).collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("join"))
+        .collect();
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), 200);
