@@ -141,6 +141,8 @@ pub struct Projection {
     pub problems: Vec<String>,
     /// Records of kinds this build does not know.
     pub unknown_kinds: u64,
+    /// Attachment references and their state.
+    pub attachments: crate::attach::Attachments,
     index: HashMap<String, usize>,
 }
 
@@ -155,7 +157,10 @@ impl Projection {
             .map(|id| &self.turns[self.index[id.as_str()]])
     }
 
-    pub fn session_turns<'a>(&'a self, session: &'a str) -> impl Iterator<Item = &'a TurnView> + 'a {
+    pub fn session_turns<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> impl Iterator<Item = &'a TurnView> + 'a {
         self.turns.iter().filter(move |t| t.session == session)
     }
 }
@@ -225,11 +230,15 @@ fn apply(p: &mut Projection, entry: Entry) {
         p.unknown_kinds += 1;
         return;
     };
+    p.attachments.apply(&record);
     if let Some(session) = record.session() {
-        let s = p.sessions.entry(session.to_owned()).or_insert_with(|| SessionView {
-            session: session.to_owned(),
-            ..SessionView::default()
-        });
+        let s = p
+            .sessions
+            .entry(session.to_owned())
+            .or_insert_with(|| SessionView {
+                session: session.to_owned(),
+                ..SessionView::default()
+            });
         let at = record_time(&record);
         s.created_at = s.created_at.or(Some(at));
         s.last_activity = Some(s.last_activity.map_or(at, |l| l.max(at)));
@@ -382,7 +391,11 @@ pub fn project_repo(repo: &Repo) -> Result<Projection> {
     let mut p = project(repo, &mut |session| {
         crate::session::owner_alive(repo, session).unwrap_or(false)
     })?;
-    for t in p.turns.iter_mut().filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none()) {
+    for t in p
+        .turns
+        .iter_mut()
+        .filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none())
+    {
         let path = axocoatl_store::layout::session_lock_path(repo.root(), &t.session);
         if let Some(_held) = axocoatl_store::lock::Lock::try_acquire(&path)? {
             let note = crate::session::ActiveNote {

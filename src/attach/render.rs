@@ -1,0 +1,157 @@
+//! Attachments in a turn: checking the selection under the session lock, the user message
+//! the model reads, and consumption after the turn has begun.
+
+use axocoatl_store::ledger::record::{AttachmentConsumed, AttachmentPin, AttachmentScope};
+use axocoatl_store::ledger::Record;
+use axocoatl_store::Repo;
+
+use super::{is_image, Attachments, State};
+use crate::clock;
+use crate::config::{ProviderKind, ResolvedProvider};
+use crate::engine::render_user_message;
+use crate::error::{Result, RuntimeError};
+use crate::provider::{Image, Message, Role};
+
+/// Checks that every pin is a reference still selected in `session` (a concurrent turn may
+/// have consumed a once-scoped one, or `attach rm` removed it) and returns the once-scoped
+/// references, which the turn consumes.
+pub fn check_selection(
+    attachments: &Attachments,
+    session: &str,
+    pins: &[AttachmentPin],
+) -> Result<Vec<String>> {
+    let mut once = Vec::new();
+    for pin in pins {
+        let current = attachments
+            .get(&pin.reference)
+            .filter(|r| r.session == session);
+        let Some(r) = current.filter(|r| r.state == State::Selected && r.pin() == *pin) else {
+            let why = match current {
+                Some(r) if r.state != State::Selected => r.state.as_str(),
+                _ => "not selected in this session",
+            };
+            return Err(RuntimeError::Refused {
+                message: format!(
+                    "attachment {} ({}) is {why}; the turn did not begin",
+                    pin.reference, pin.name
+                ),
+                hint: format!(
+                    "`axocoatl attach list -s {session}` shows the current selection; send again"
+                ),
+            });
+        };
+        if r.scope == AttachmentScope::Once {
+            once.push(r.reference.clone());
+        }
+    }
+    Ok(once)
+}
+
+/// Records that `turn` consumed the once-scoped `references`. Called after the turn's
+/// begin record is durable.
+pub fn consume(repo: &Repo, session: &str, turn: &str, references: &[String]) -> Result<()> {
+    if references.is_empty() {
+        return Ok(());
+    }
+    let at = clock::now();
+    let records: Vec<Record> = references
+        .iter()
+        .map(|reference| {
+            Record::AttachmentConsumed(AttachmentConsumed {
+                reference: reference.clone(),
+                session: session.to_owned(),
+                turn: turn.to_owned(),
+                at,
+            })
+        })
+        .collect();
+    repo.ledger().append(&records)?;
+    Ok(())
+}
+
+/// Escapes a value for an attribute of the `<attachment>` tag.
+fn attr(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The user message of a turn: the request, its inline context, then each attachment
+/// (its extracted text in an `<attachment>` block; an image as an empty tag). With
+/// `images`, the image bytes go along (the turn being sent); rebuilt earlier turns carry
+/// only the text, as checkpoints do.
+pub fn user_message(
+    repo: &Repo,
+    request: &str,
+    context: &[(String, String)],
+    pins: &[AttachmentPin],
+    images: bool,
+) -> Result<Message> {
+    let mut content = render_user_message(request, context);
+    let mut sent = Vec::new();
+    for pin in pins {
+        if !content.is_empty() {
+            content.push_str("\n\n");
+        }
+        let attrs = format!(
+            "name=\"{}\" type=\"{}\" size=\"{}\"",
+            attr(&pin.name),
+            attr(&pin.media_type),
+            pin.size
+        );
+        if is_image(&pin.media_type) {
+            content.push_str(&format!("<attachment {attrs} image=\"true\"/>"));
+            if images {
+                sent.push(Image {
+                    media_type: pin.media_type.clone(),
+                    data: repo.objects().get(&pin.object)?,
+                });
+            }
+            continue;
+        }
+        let text = match &pin.text_object {
+            Some(hash) => String::from_utf8_lossy(&repo.objects().get(hash)?).into_owned(),
+            None => String::new(),
+        };
+        content.push_str(&format!("<attachment {attrs}>\n{text}\n</attachment>"));
+    }
+    let mut message = Message::new(Role::User, content);
+    message.images = sent;
+    Ok(message)
+}
+
+/// Whether a provider kind passes images to its models.
+pub fn reads_images(kind: ProviderKind) -> bool {
+    match kind {
+        ProviderKind::Ollama | ProviderKind::Openai => true,
+        ProviderKind::Local | ProviderKind::Script => false,
+    }
+}
+
+/// Refuses, before the turn begins, to send images to a provider that cannot read them
+/// (rather than dropping them silently).
+pub fn check_images(
+    message: &Message,
+    pins: &[AttachmentPin],
+    provider: &ResolvedProvider,
+) -> Result<()> {
+    if message.images.is_empty() || reads_images(provider.kind) {
+        return Ok(());
+    }
+    let names: Vec<String> = pins
+        .iter()
+        .filter(|p| is_image(&p.media_type))
+        .map(|p| format!("{} ({})", p.name, p.reference))
+        .collect();
+    Err(RuntimeError::Refused {
+        message: format!(
+            "provider {:?} ({}) cannot read images, and the selection has {}: {}",
+            provider.name,
+            provider.kind.as_str(),
+            if names.len() == 1 { "one" } else { "several" },
+            names.join(", ")
+        ),
+        hint: "point the agent at an ollama or openai provider, or take the image out with `axocoatl attach rm REF`".into(),
+    })
+}
