@@ -297,21 +297,22 @@ pub fn send(
         Err(TurnError::Budget(msg)) => (TurnState::Failed, Some(msg)),
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
     };
-    let mut end = Vec::with_capacity(2);
-    end.push(Record::AgentOutput(AgentOutput {
-        turn: turn.clone(),
-        agent: agent.id.clone(),
-        text: run.output.clone(),
-        at: clock::now(),
-    }));
-    end.push(Record::TurnEnded(TurnEnded {
-        turn: turn.clone(),
-        session: opts.session.clone(),
-        state,
-        error: error.clone(),
-        usage: run.usage,
-        at: clock::now(),
-    }));
+    let end = [
+        Record::AgentOutput(AgentOutput {
+            turn: turn.clone(),
+            agent: agent.id.clone(),
+            text: run.output.clone(),
+            at: clock::now(),
+        }),
+        Record::TurnEnded(TurnEnded {
+            turn: turn.clone(),
+            session: opts.session.clone(),
+            state,
+            error: error.clone(),
+            usage: run.usage,
+            at: clock::now(),
+        }),
+    ];
     let ended = repo.ledger().append(&end)?;
     if ck_policy != CheckpointPolicy::Never {
         // The final snapshot matches what a rebuild from the ledger would retain.

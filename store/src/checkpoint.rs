@@ -125,7 +125,7 @@ impl Checkpoints {
                 });
             }
         }
-        out.sort_by(|a, b| b.seq.cmp(&a.seq));
+        out.sort_by_key(|c| std::cmp::Reverse(c.seq));
         Ok(out)
     }
 
