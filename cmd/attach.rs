@@ -165,9 +165,9 @@ pub fn cli_error(e: AttachError) -> CliError {
     let supported = || format!("supported: {}", attach::SUPPORTED);
     match e {
         AttachError::Runtime(r) => r.into(),
-        AttachError::TooLarge { .. } => CliError::new(exit::REFUSED, e.to_string())
-            .hint("nothing was stored")
-            .hint(supported()),
+        AttachError::TooLarge { .. } => {
+            CliError::new(exit::REFUSED, e.to_string()).hint("nothing was stored")
+        }
         AttachError::Unsupported { .. } => CliError::new(exit::REFUSED, e.to_string())
             .hint("nothing was stored")
             .hint(supported()),
@@ -268,20 +268,20 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         writeln!(ui.out, "{}", r.reference)?;
         let until = match r.scope {
-            AttachmentScope::Once => "the next turn".to_string(),
-            AttachmentScope::Session => "every turn until `axocoatl attach rm`".to_string(),
+            AttachmentScope::Once => "for the next turn only",
+            AttachmentScope::Session => "for every turn until `axocoatl attach rm`",
         };
         if a.reused {
             writeln!(
                 ui.err,
-                "{} is already selected as {} for {until} of session {session}",
+                "{} is already selected as {} in session {session} {until}",
                 safe(&r.name),
                 r.reference
             )?;
         } else {
             writeln!(
                 ui.err,
-                "attached {} ({}, {}) for {until} of session {session}",
+                "attached {} ({}, {}) to session {session} {until}",
                 safe(&r.name),
                 r.media_type,
                 attach::size_text(r.size)
