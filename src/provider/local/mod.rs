@@ -1,0 +1,539 @@
+//! `local`: a GGUF model run in-process on the CPU with candle, so the runtime answers with no
+//! server and no network (the starter config's default, SmolLM2-135M-Instruct).
+//!
+//! What it does and does not do:
+//! - llama-family GGUF files (`general.architecture = llama`); the tokenizer and the chat
+//!   template come from the file itself.
+//! - At most 4096 positions (candle's llama); when a conversation does not fit, the oldest
+//!   non-system messages are dropped (reported as a warning), and a last message that alone
+//!   does not fit is an error.
+//! - `response_format: json` constrains decoding so the reply is always one parseable object.
+//! - No tools: a 135M model cannot call them reliably, so a request with tools is refused.
+//! - Sampling defaults: temperature 0.2, top_p 0.9 (SmolLM2's recommendation), a fixed seed so
+//!   the same request gives the same reply, at most 512 new tokens, and a 1.1 repeat penalty
+//!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop.
+
+mod json_mask;
+mod model;
+mod template;
+mod tokenizer;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::LogitsProcessor;
+use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+
+use self::json_mask::JsonState;
+pub use self::model::DEFAULT_THREADS;
+use self::template::{ChatTemplate, Segment};
+use self::tokenizer::{GgufTokenizer, Utf8Stream};
+use super::{
+    CallUsage, Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError,
+    ResponseFormat, Role,
+};
+
+/// The script that downloads the default model, named in errors.
+pub const FETCH_SCRIPT: &str = "scripts/fetch-model.sh";
+pub const DEFAULT_MAX_TOKENS: usize = 512;
+const DEFAULT_TEMPERATURE: f64 = 0.2;
+const DEFAULT_TOP_P: f64 = 0.9;
+const SEED: u64 = 299_792_458;
+const REPEAT_PENALTY: f32 = 1.1;
+const REPEAT_WINDOW: usize = 64;
+/// Prompt tokens per forward pass: large enough for matrix-matrix speed, small enough that
+/// cancellation is seen within ~100 ms.
+const PROMPT_CHUNK: usize = 8;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// The provider's configured name (for messages).
+    pub name: String,
+    pub model_path: PathBuf,
+    /// Compute threads for the whole process (see [`DEFAULT_THREADS`]).
+    pub threads: Option<usize>,
+    /// Positions of prompt plus reply; at most 4096 and at most what the model was trained for.
+    pub context_size: Option<usize>,
+}
+
+/// Timings of the last call, for benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    pub prompt_tokens: usize,
+    pub prompt: Duration,
+    pub generated_tokens: usize,
+    pub generation: Duration,
+}
+
+pub struct LocalProvider {
+    name: String,
+    path: PathBuf,
+    weights: ModelWeights,
+    tokenizer: GgufTokenizer,
+    template: ChatTemplate,
+    context: usize,
+    threads: usize,
+    /// Told once, on the first call: the thread count differs from the one asked for.
+    notice: Option<String>,
+    load_time: Duration,
+    requantized: usize,
+    timings: Timings,
+}
+
+impl LocalProvider {
+    pub fn load(opts: LocalOptions) -> Result<LocalProvider, ProviderError> {
+        let started = Instant::now();
+        let config = |detail: String| ProviderError::Config {
+            provider: opts.name.clone(),
+            detail,
+        };
+        let path = &opts.model_path;
+        if !path.is_file() {
+            let what = if path.exists() {
+                "is not a file"
+            } else {
+                "does not exist"
+            };
+            return Err(config(format!(
+                "model file {} {what}; run {FETCH_SCRIPT} to download the default model \
+                 (SmolLM2-135M-Instruct, 98 MB), or set model_path to a GGUF file",
+                path.display()
+            )));
+        }
+        if opts.threads == Some(0) {
+            return Err(config("threads must be at least 1".into()));
+        }
+        match opts.context_size {
+            Some(0) => return Err(config("context_size must be at least 1".into())),
+            Some(n) if n > MAX_SEQ_LEN => {
+                return Err(config(format!(
+                    "context_size {n} is larger than the {MAX_SEQ_LEN} positions the local \
+                     provider supports"
+                )))
+            }
+            _ => {}
+        }
+        let threads = model::init_threads(opts.threads);
+        let notice = opts.threads.filter(|&t| t != threads).map(|t| {
+            format!(
+                "{}: running on {threads} threads, not {t}: the thread count is fixed by the \
+                 first local model loaded in a process",
+                opts.name
+            )
+        });
+
+        let loaded = model::load(path).map_err(|detail| ProviderError::Model {
+            provider: opts.name.clone(),
+            detail: format!("cannot load {}: {detail}", path.display()),
+        })?;
+        let context = opts
+            .context_size
+            .unwrap_or(loaded.context_length)
+            .min(loaded.context_length);
+        Ok(LocalProvider {
+            name: opts.name,
+            path: opts.model_path,
+            weights: loaded.weights,
+            tokenizer: loaded.tokenizer,
+            template: loaded.template,
+            context,
+            threads,
+            notice,
+            load_time: started.elapsed(),
+            requantized: loaded.requantized,
+            timings: Timings::default(),
+        })
+    }
+
+    pub fn model_path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Positions available to prompt plus reply.
+    pub fn context_size(&self) -> usize {
+        self.context
+    }
+
+    /// Compute threads in force for this process.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// How many weight tensors were widened to Q8_0 at load.
+    pub fn requantized_tensors(&self) -> usize {
+        self.requantized
+    }
+
+    pub fn last_timings(&self) -> Timings {
+        self.timings
+    }
+
+    /// Token ids of `text` as plain text (special-token spellings are not special).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, ProviderError> {
+        self.tokenizer
+            .encode_plain(text)
+            .map_err(|e| self.model_error(e))
+    }
+
+    /// Token ids of `text` with special tokens (`<|im_start|>`) recognised.
+    pub fn tokenize_with_specials(&self, text: &str) -> Result<Vec<u32>, ProviderError> {
+        self.tokenizer
+            .encode_with_specials(text)
+            .map_err(|e| self.model_error(e))
+    }
+
+    /// Text of token ids, control tokens skipped.
+    pub fn detokenize(&self, ids: &[u32]) -> String {
+        self.tokenizer.decode(ids)
+    }
+
+    /// The prompt the model's chat template makes of `messages`, cue for the reply included.
+    pub fn render_prompt(&self, messages: &[Message]) -> Result<String, ProviderError> {
+        let pairs: Vec<(&str, &str)> = messages
+            .iter()
+            .map(|m| (role_name(m.role), m.content.as_str()))
+            .collect();
+        self.template
+            .render_text(&pairs, true)
+            .map_err(|e| self.model_error(e))
+    }
+
+    fn model_error(&self, detail: String) -> ProviderError {
+        ProviderError::Model {
+            provider: self.name.clone(),
+            detail,
+        }
+    }
+
+    /// Token ids of the prompt, after dropping as few of the oldest non-system messages as
+    /// make room for `reserve` new tokens; and how many were dropped.
+    fn prompt(
+        &self,
+        messages: &[Message],
+        reserve: usize,
+    ) -> Result<(Vec<u32>, usize), ProviderError> {
+        if messages.is_empty() {
+            return Err(self.model_error("the request has no messages".into()));
+        }
+        let contents = messages
+            .iter()
+            .map(|m| self.tokenizer.encode_plain(&m.content))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.model_error(e))?;
+        let pinned = messages
+            .iter()
+            .take_while(|m| m.role == Role::System)
+            .count();
+        // The last message always stays.
+        let droppable = messages.len().saturating_sub(pinned + 1);
+        let build = |dropped: usize| -> Result<Vec<u32>, ProviderError> {
+            let kept: Vec<usize> = (0..pinned)
+                .chain(pinned + dropped..messages.len())
+                .collect();
+            let pairs: Vec<(&str, &str)> = kept
+                .iter()
+                .map(|&i| (role_name(messages[i].role), messages[i].content.as_str()))
+                .collect();
+            let segments = self
+                .template
+                .render(&pairs, true)
+                .map_err(|e| self.model_error(e))?;
+            let mut ids = Vec::new();
+            for segment in segments {
+                match segment {
+                    Segment::Template(text) => ids.extend(
+                        self.tokenizer
+                            .encode_with_specials(&text)
+                            .map_err(|e| self.model_error(e))?,
+                    ),
+                    Segment::Content(j) => {
+                        if let Some(c) = kept.get(j).and_then(|&i| contents.get(i)) {
+                            ids.extend_from_slice(c);
+                        }
+                    }
+                }
+            }
+            Ok(ids)
+        };
+        let fits = |ids: &Vec<u32>| ids.len() + reserve <= self.context;
+        let all = build(0)?;
+        if fits(&all) || droppable == 0 {
+            return Ok((all, 0));
+        }
+        // Fewest drops that fit; the prompt shrinks as messages go.
+        let (mut lo, mut hi) = (1, droppable);
+        let mut best = build(hi)?;
+        if !fits(&best) {
+            return Ok((best, hi));
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ids = build(mid)?;
+            if fits(&ids) {
+                hi = mid;
+                best = ids;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok((best, hi))
+    }
+
+    fn generate(
+        &mut self,
+        prompt: &[u32],
+        budget: usize,
+        sampler: &mut Sampler,
+        cancel: &Cancel,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(String, usize, &'static str), ProviderError> {
+        let err = |e: candle_core::Error| ProviderError::Model {
+            provider: self.name.clone(),
+            detail: format!("inference failed: {e}"),
+        };
+        let started = Instant::now();
+        self.weights.clear_kv_cache();
+        let mut logits = None;
+        for (i, chunk) in prompt.chunks(PROMPT_CHUNK).enumerate() {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            let input = Tensor::new(chunk, &Device::Cpu)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(err)?;
+            logits = Some(
+                self.weights
+                    .forward(&input, i * PROMPT_CHUNK)
+                    .map_err(err)?,
+            );
+        }
+        let mut logits = logits.ok_or_else(|| self.model_error("empty prompt".into()))?;
+        self.timings = Timings {
+            prompt_tokens: prompt.len(),
+            prompt: started.elapsed(),
+            ..Timings::default()
+        };
+
+        let started = Instant::now();
+        let mut text = String::new();
+        let mut stream = Utf8Stream::default();
+        let mut generated: Vec<u32> = Vec::new();
+        let mut emit = |bytes: &[u8], text: &mut String, stream: &mut Utf8Stream| {
+            let piece = stream.push(bytes);
+            if !piece.is_empty() {
+                text.push_str(&piece);
+                on_event(Event::Delta(piece));
+            }
+        };
+        let finish = loop {
+            if cancel.is_cancelled() {
+                return Err(ProviderError::Cancelled);
+            }
+            let mut scores: Vec<f32> = logits
+                .squeeze(0)
+                .and_then(|t| t.to_dtype(candle_core::DType::F32))
+                .and_then(|t| t.to_vec1())
+                .map_err(err)?;
+            let next = sampler
+                .pick(&mut scores, &self.tokenizer, &generated)
+                .map_err(err)?;
+            let Some(next) = next else {
+                break "stop";
+            };
+            if self.tokenizer.is_stop(next) {
+                break "stop";
+            }
+            generated.push(next);
+            let bytes = self.tokenizer.token_bytes(next);
+            sampler.advance(bytes);
+            emit(bytes, &mut text, &mut stream);
+            if sampler.json_done() {
+                break "stop";
+            }
+            if generated.len() >= budget {
+                break "length";
+            }
+            let input = Tensor::new(&[next], &Device::Cpu)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(err)?;
+            logits = self
+                .weights
+                .forward(&input, prompt.len() + generated.len() - 1)
+                .map_err(err)?;
+        };
+        if let Some(closing) = sampler.json_closing() {
+            emit(&closing, &mut text, &mut stream);
+        }
+        let rest = stream.finish();
+        if !rest.is_empty() {
+            text.push_str(&rest);
+            on_event(Event::Delta(rest));
+        }
+        self.timings.generated_tokens = generated.len();
+        self.timings.generation = started.elapsed();
+        Ok((text, generated.len(), finish))
+    }
+}
+
+impl Provider for LocalProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest,
+        cancel: &Cancel,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Completion, ProviderError> {
+        if !request.tools.is_empty() {
+            return Err(ProviderError::Unsupported {
+                provider: self.name.clone(),
+                detail: "the local model cannot call tools (a 135M model does not produce tool \
+                         calls reliably); point agents that need tools at an ollama or openai \
+                         provider"
+                    .into(),
+            });
+        }
+        if request.messages.iter().any(|m| !m.images.is_empty()) {
+            return Err(ProviderError::Unsupported {
+                provider: self.name.clone(),
+                detail: "the local model cannot read images".into(),
+            });
+        }
+        if let Some(notice) = self.notice.take() {
+            on_event(Event::Warning(notice));
+        }
+        let s = &request.sampling;
+        let max_tokens = s
+            .max_tokens
+            .map_or(DEFAULT_MAX_TOKENS, |n| n as usize)
+            .max(1);
+        let (prompt, dropped) = self.prompt(&request.messages, max_tokens.min(self.context / 2))?;
+        if prompt.len() >= self.context {
+            return Err(self.model_error(format!(
+                "the prompt is {} tokens but the context holds {} (context_size); the last message \
+                 alone is too long for this model",
+                prompt.len(),
+                self.context
+            )));
+        }
+        if dropped > 0 {
+            on_event(Event::Warning(format!(
+                "{}: dropped the {dropped} oldest message(s) to fit the {}-token context",
+                self.name, self.context
+            )));
+        }
+        let budget = max_tokens.min(self.context - prompt.len());
+        let json = s.response_format == Some(ResponseFormat::Json);
+        let mut sampler = Sampler::new(s.temperature, s.top_p, json);
+        let (text, generated, finish) =
+            self.generate(&prompt, budget, &mut sampler, cancel, on_event)?;
+        Ok(Completion {
+            message: Message::new(Role::Assistant, text),
+            usage: CallUsage {
+                prompt_tokens: Some(prompt.len() as u64),
+                completion_tokens: Some(generated as u64),
+            },
+            finish_reason: Some(finish.to_string()),
+        })
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.tokenizer.encode_plain(text).ok().map(|ids| ids.len())
+    }
+
+    fn supports_tools(&self) -> bool {
+        false
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// Picks each next token: masks (JSON), repeat penalty, then candle's sampler.
+struct Sampler {
+    logits: LogitsProcessor,
+    json: Option<JsonState>,
+}
+
+impl Sampler {
+    fn new(temperature: Option<f64>, top_p: Option<f64>, json: bool) -> Sampler {
+        let temperature = temperature.unwrap_or(DEFAULT_TEMPERATURE);
+        // 0 (or nonsense) means greedy; top_p of 1 or more means no nucleus cut.
+        let temperature = (temperature.is_finite() && temperature > 0.0).then_some(temperature);
+        let top_p = top_p.unwrap_or(DEFAULT_TOP_P).clamp(0.0, 1.0);
+        let top_p = (top_p > 0.0 && top_p < 1.0).then_some(top_p);
+        Sampler {
+            logits: LogitsProcessor::new(SEED, temperature, top_p),
+            json: json.then(JsonState::new),
+        }
+    }
+
+    /// The next token, or `None` when no token may follow.
+    fn pick(
+        &mut self,
+        scores: &mut [f32],
+        tokenizer: &GgufTokenizer,
+        recent: &[u32],
+    ) -> candle_core::Result<Option<u32>> {
+        let vocab = tokenizer.vocab_size().min(scores.len());
+        scores[vocab..].fill(f32::NEG_INFINITY);
+        match &self.json {
+            Some(state) => {
+                for (id, score) in scores[..vocab].iter_mut().enumerate() {
+                    let id = id as u32;
+                    if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
+                        *score = f32::NEG_INFINITY;
+                    }
+                }
+                if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                    return Ok(None);
+                }
+            }
+            None => {
+                let start = recent.len().saturating_sub(REPEAT_WINDOW);
+                let mut seen = recent[start..].to_vec();
+                seen.sort_unstable();
+                seen.dedup();
+                for id in seen {
+                    if let Some(s) = scores.get_mut(id as usize) {
+                        *s = if *s >= 0.0 {
+                            *s / REPEAT_PENALTY
+                        } else {
+                            *s * REPEAT_PENALTY
+                        };
+                    }
+                }
+            }
+        }
+        let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
+        self.logits.sample(&tensor).map(Some)
+    }
+
+    fn advance(&mut self, bytes: &[u8]) {
+        if let Some(state) = &mut self.json {
+            state.feed(bytes);
+        }
+    }
+
+    fn json_done(&self) -> bool {
+        self.json.is_some_and(|s| s.is_done())
+    }
+
+    /// In JSON mode, what completes the document when generation stopped early.
+    fn json_closing(&self) -> Option<Vec<u8>> {
+        self.json.map(|s| s.closing()).filter(|c| !c.is_empty())
+    }
+}
