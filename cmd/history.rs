@@ -75,7 +75,10 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     } else {
         Some(ws.session_or_head(args.session.as_deref())?)
     };
-    let projection = history::project_repo(ws.repo())?;
+    let projection = match &args.search {
+        Some(text) => axocoatl::search::search(ws.repo(), text)?,
+        None => history::project_repo(ws.repo())?,
+    };
     for problem in &projection.problems {
         ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
     }

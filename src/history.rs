@@ -207,6 +207,72 @@ pub fn project(repo: &Repo, alive: &mut dyn FnMut(&str) -> bool) -> Result<Proje
             Err(e) => p.problems.push(e.to_string()),
         }
     }
+    settle(&mut p, alive);
+    Ok(p)
+}
+
+/// Like [`project`], but decodes only the records `keep(kind, payload)` accepts: the raw
+/// frames are walked without decoding the rest (see `search.rs`).
+pub fn project_filtered(
+    repo: &Repo,
+    alive: &mut dyn FnMut(&str) -> bool,
+    keep: &dyn Fn(u16, &[u8]) -> bool,
+) -> Result<Projection> {
+    let mut p = Projection::default();
+    let ledger = repo.ledger();
+    let numbers = ledger.segment_numbers()?;
+    for &number in &numbers {
+        let seg = match ledger.load_segment(number) {
+            Ok(s) => s,
+            Err(e) => {
+                p.problems.push(e.to_string());
+                continue;
+            }
+        };
+        let mut entries = Vec::new();
+        let damage = seg.frames(0, |fr| {
+            if !keep(fr.kind, fr.payload) {
+                return;
+            }
+            let pos = axocoatl_store::ledger::Position {
+                segment: number,
+                offset: fr.offset,
+            };
+            let next = axocoatl_store::ledger::Position {
+                segment: number,
+                offset: fr.offset + fr.len,
+            };
+            match axocoatl_store::ledger::decode(fr.kind, fr.payload) {
+                Ok(record) => entries.push(Entry {
+                    seq: fr.seq,
+                    pos,
+                    next,
+                    kind: fr.kind,
+                    record,
+                }),
+                Err(e) => p.problems.push(format!(
+                    "{}: record at byte {} does not decode: {e}",
+                    seg.path.display(),
+                    fr.offset
+                )),
+            }
+        });
+        for e in entries {
+            apply(&mut p, e);
+        }
+        if let Some(axocoatl_store::ledger::Damage::Corrupt { offset, reason }) = damage {
+            p.problems.push(format!(
+                "ledger corrupt: {} at byte {offset}: {reason}",
+                seg.path.display()
+            ));
+        }
+    }
+    settle(&mut p, alive);
+    Ok(p)
+}
+
+/// Marks running turns whose owner is gone as interrupted, and notes active turns.
+fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     let mut liveness: HashMap<String, bool> = HashMap::new();
     for t in p.turns.iter_mut() {
         if t.state == ViewState::Running {
@@ -222,7 +288,6 @@ pub fn project(repo: &Repo, alive: &mut dyn FnMut(&str) -> bool) -> Result<Proje
             }
         }
     }
-    Ok(p)
 }
 
 fn apply(p: &mut Projection, entry: Entry) {
@@ -388,9 +453,23 @@ fn record_time(r: &Record) -> Millis {
 /// terminal record whose owner is gone (one the lock notes did not name, e.g. after a power
 /// loss) is recorded as interrupted here, so it is never shown as running again.
 pub fn project_repo(repo: &Repo) -> Result<Projection> {
-    let mut p = project(repo, &mut |session| {
+    let p = project(repo, &mut |session| {
         crate::session::owner_alive(repo, session).unwrap_or(false)
     })?;
+    record_orphans(repo, p)
+}
+
+/// [`project_repo`] decoding only the records `keep` accepts.
+pub fn project_repo_filtered(repo: &Repo, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Projection> {
+    let p = project_filtered(
+        repo,
+        &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
+        keep,
+    )?;
+    record_orphans(repo, p)
+}
+
+fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {
     for t in p
         .turns
         .iter_mut()

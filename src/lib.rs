@@ -13,6 +13,7 @@ pub mod history;
 pub mod ids;
 pub mod provider;
 pub mod rewind;
+pub mod search;
 pub mod session;
 pub mod tools;
 pub mod workspace;

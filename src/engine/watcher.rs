@@ -1,7 +1,6 @@
 //! Watches the ledger for a stop request naming the running turn.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,17 +13,16 @@ use crate::workspace::Workspace;
 pub const POLL: Duration = Duration::from_millis(40);
 
 pub struct StopWatcher {
-    done: Arc<AtomicBool>,
+    done: Option<Sender<()>>,
     handle: Option<JoinHandle<bool>>,
 }
 
 impl StopWatcher {
     /// Starts polling from `from` (just after the turn's begin record).
     pub fn start(ws: &Workspace, turn: &str, from: Position, cancel: Cancel) -> StopWatcher {
-        let done = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<()>();
         let root = ws.repo().root().to_owned();
         let turn = turn.to_owned();
-        let flag = done.clone();
         let handle = std::thread::Builder::new()
             .name("stop-watcher".into())
             .spawn(move || {
@@ -33,7 +31,12 @@ impl StopWatcher {
                     return false;
                 };
                 let mut pos = from;
-                while !flag.load(Ordering::SeqCst) {
+                loop {
+                    // Wakes at once when the turn ends (the sender is dropped or signals).
+                    match rx.recv_timeout(POLL) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Ok(()) | Err(RecvTimeoutError::Disconnected) => return false,
+                    }
                     for entry in repo.ledger().scan(pos).flatten() {
                         pos = entry.next;
                         if let Some(Record::StopRequested(s)) = &entry.record {
@@ -43,17 +46,18 @@ impl StopWatcher {
                             }
                         }
                     }
-                    std::thread::sleep(POLL);
                 }
-                false
             })
             .ok();
-        StopWatcher { done, handle }
+        StopWatcher {
+            done: Some(tx),
+            handle,
+        }
     }
 
     /// Stops watching; whether a stop request was seen.
     pub fn finish(mut self) -> bool {
-        self.done.store(true, Ordering::SeqCst);
+        drop(self.done.take());
         self.handle
             .take()
             .and_then(|h| h.join().ok())
