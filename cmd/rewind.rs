@@ -47,8 +47,10 @@ pub struct RewindArgs {
 
 fn confirm(ui: &mut Ui, question: &str) -> CliResult<bool> {
     if !std::io::stdin().is_terminal() {
-        return Err(CliError::new(exit::REFUSED, "refusing to rewind without confirmation")
-            .hint("pass --yes to confirm from a script"));
+        return Err(
+            CliError::new(exit::REFUSED, "refusing to rewind without confirmation")
+                .hint("pass --yes to confirm from a script"),
+        );
     }
     write!(ui.err, "{question} [y/N] ")?;
     ui.err.flush()?;
@@ -100,7 +102,16 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         writeln!(ui.err, "the edited request is empty; nothing sent")?;
         return Ok(exit::OK);
     }
-    if !args.yes && !confirm(ui, &format!("Send this as a new turn to session {}?\n\n{}\n\n", o.session, edited.trim_end()))? {
+    if !args.yes
+        && !confirm(
+            ui,
+            &format!(
+                "Send this as a new turn to session {}?\n\n{}\n\n",
+                o.session,
+                edited.trim_end()
+            ),
+        )?
+    {
         writeln!(ui.err, "not sent")?;
         return Ok(exit::OK);
     }
@@ -129,9 +140,17 @@ fn edit(text: &str) -> CliResult<String> {
         .arg("sh")
         .arg(file.path())
         .status()
-        .map_err(|e| CliError::new(exit::ERROR, format!("cannot run the editor {editor:?}: {e}")))?;
+        .map_err(|e| {
+            CliError::new(
+                exit::ERROR,
+                format!("cannot run the editor {editor:?}: {e}"),
+            )
+        })?;
     if !status.success() {
-        return Err(CliError::new(exit::ERROR, format!("the editor {editor:?} failed ({status}); nothing sent")));
+        return Err(CliError::new(
+            exit::ERROR,
+            format!("the editor {editor:?} failed ({status}); nothing sent"),
+        ));
     }
     Ok(std::fs::read_to_string(file.path())?)
 }

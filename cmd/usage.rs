@@ -57,14 +57,22 @@ struct Row {
 
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all { None } else { Some(ws.session_or_head(args.session.as_deref())?) };
+    let session = if args.all {
+        None
+    } else {
+        Some(ws.session_or_head(args.session.as_deref())?)
+    };
     let projection = history::project_repo(ws.repo())?;
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut total = Row {
         turns: 0,
         usage: Usage::ZERO,
     };
-    for t in projection.turns.iter().filter(|t| session.as_deref().is_none_or(|s| t.session == s)) {
+    for t in projection
+        .turns
+        .iter()
+        .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
+    {
         let key = match args.by {
             By::Agent => t.agent.clone(),
             By::Session => t.session.clone(),
@@ -111,7 +119,10 @@ pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         "COMPLETION",
         "TOTAL"
     )?;
-    for (key, row) in rows.iter().chain(std::iter::once((&"total".to_string(), &total))) {
+    for (key, row) in rows
+        .iter()
+        .chain(std::iter::once((&"total".to_string(), &total)))
+    {
         let u = &row.usage;
         writeln!(
             ui.out,

@@ -57,15 +57,23 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
     if let Some(s) = session {
         if s != target.session {
             return Err(RuntimeError::Invalid {
-                message: format!("turn {} belongs to session {:?}, not {s:?}", target.turn, target.session),
+                message: format!(
+                    "turn {} belongs to session {:?}, not {s:?}",
+                    target.turn, target.session
+                ),
                 hint: "leave out --session, or name the turn's own session".into(),
             });
         }
     }
     if target.superseded {
         return Err(RuntimeError::Refused {
-            message: format!("turn {} is already superseded by an earlier rewind", target.turn),
-            hint: "rewind to a turn that is still part of the conversation (see `axocoatl history`)".into(),
+            message: format!(
+                "turn {} is already superseded by an earlier rewind",
+                target.turn
+            ),
+            hint:
+                "rewind to a turn that is still part of the conversation (see `axocoatl history`)"
+                    .into(),
         });
     }
     let session = target.session.clone();
@@ -78,7 +86,10 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
         return Err(RuntimeError::Refused {
             message: format!(
                 "session {session:?} has an active turn{}",
-                active.as_deref().map(|t| format!(" ({t})")).unwrap_or_default()
+                active
+                    .as_deref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default()
             ),
             hint: format!(
                 "stop it (`axocoatl stop {}`) or wait for it, then rewind",
@@ -87,24 +98,40 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
         });
     };
     let turns: Vec<&TurnView> = projection.session_turns(&session).collect();
-    let mut agents: Vec<&str> = turns.iter().filter(|t| !t.superseded).map(|t| t.agent.as_str()).collect();
+    let mut agents: Vec<&str> = turns
+        .iter()
+        .filter(|t| !t.superseded)
+        .map(|t| t.agent.as_str())
+        .collect();
     agents.sort_unstable();
     agents.dedup();
     if agents.len() > 1 || target.mode != "single" {
         return Err(RuntimeError::Refused {
-            message: format!("session {session:?} has turns of {} agents: {MULTI_AGENT_REASON}", agents.len()),
+            message: format!(
+                "session {session:?} has turns of {} agents: {MULTI_AGENT_REASON}",
+                agents.len()
+            ),
             hint: "start a new session for the revised request instead".into(),
         });
     }
     if let Ok(config) = ws.config() {
-        if config.agent(&target.agent).is_some_and(|a| a.role == AgentRole::Coordinator) {
+        if config
+            .agent(&target.agent)
+            .is_some_and(|a| a.role == AgentRole::Coordinator)
+        {
             return Err(RuntimeError::Refused {
-                message: format!("agent {:?} is a coordinator: {MULTI_AGENT_REASON}", target.agent),
+                message: format!(
+                    "agent {:?} is a coordinator: {MULTI_AGENT_REASON}",
+                    target.agent
+                ),
                 hint: "start a new session for the revised request instead".into(),
             });
         }
     }
-    let start = turns.iter().position(|t| t.turn == target.turn).unwrap_or(0);
+    let start = turns
+        .iter()
+        .position(|t| t.turn == target.turn)
+        .unwrap_or(0);
     let superseded: Vec<String> = turns[start..]
         .iter()
         .filter(|t| !t.superseded)
@@ -113,14 +140,23 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
     let agent = target.agent.clone();
     let pending = pending_path(repo, &session, &agent);
     create_dir_private(pending.parent().unwrap_or(repo.root()))?;
-    write_atomic(&pending, format!("{session}\n{agent}\n").as_bytes(), Durability::Durable)?;
-    let appended = repo.ledger().append(&[Record::RewindBoundary(RewindBoundary {
-        session: session.clone(),
-        agent: agent.clone(),
-        target: target.turn.clone(),
-        at: clock::now(),
-    })])?;
-    if let Some(ms) = std::env::var(PAUSE_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
+    write_atomic(
+        &pending,
+        format!("{session}\n{agent}\n").as_bytes(),
+        Durability::Durable,
+    )?;
+    let appended = repo
+        .ledger()
+        .append(&[Record::RewindBoundary(RewindBoundary {
+            session: session.clone(),
+            agent: agent.clone(),
+            target: target.turn.clone(),
+            at: clock::now(),
+        })])?;
+    if let Some(ms) = std::env::var(PAUSE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         std::thread::sleep(Duration::from_millis(ms));
     }
     let seq = appended.last().map(|a| a.seq).unwrap_or(0);
@@ -147,7 +183,13 @@ fn repair(ws: &Workspace, session: &str, agent: &str, seq: u64) -> Result<bool> 
     let projection = history::project_repo(repo)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
     let prior = conversation::load(repo, session, agent, &turns)?;
-    let snap = conversation::snapshot(&prior.messages, prior.head_turn.clone(), false, prior.usage, seq);
+    let snap = conversation::snapshot(
+        &prior.messages,
+        prior.head_turn.clone(),
+        false,
+        prior.usage,
+        seq,
+    );
     Ok(crate::checkpoint::write(repo, session, agent, &snap, keep).is_ok())
 }
 
@@ -161,7 +203,9 @@ pub fn repair_pending(ws: &Workspace) -> Result<Vec<String>> {
     let mut repaired = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let Ok(text) = fs::read_to_string(&path) else { continue };
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
         let mut lines = text.lines();
         let (Some(session), Some(agent)) = (lines.next(), lines.next()) else {
             let _ = fs::remove_file(&path);

@@ -36,7 +36,10 @@ fn last_turn(env: &TestEnv) -> serde_json::Value {
 #[test]
 fn a_per_call_budget_too_small_for_the_prompt_sends_nothing() {
     let server = FakeServer::with([reply("never", None, 1, 1)]);
-    let env = env_with(&server, "    token_budget: {per_call: 50, per_execution: 1000}\n    sampling: {max_tokens: 10}\n");
+    let env = env_with(
+        &server,
+        "    token_budget: {per_call: 50, per_execution: 1000}\n    sampling: {max_tokens: 10}\n",
+    );
     let r = env.run(&["send", &"a long request ".repeat(40)]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_eq!(server.request_count(), 0, "no request reached the server");
@@ -44,7 +47,10 @@ fn a_per_call_budget_too_small_for_the_prompt_sends_nothing() {
     assert_eq!(t["state"], "failed");
     let err = t["error"].as_str().expect("error");
     assert!(err.contains("per_call 50"), "{err}");
-    assert!(err.contains("completion bound 10"), "names the parts: {err}");
+    assert!(
+        err.contains("completion bound 10"),
+        "names the parts: {err}"
+    );
     snap!("per_call_refused", env.snap(&r));
 }
 
@@ -58,12 +64,22 @@ fn per_execution_exhausted_after_two_calls_of_a_tool_loop() {
     // Each call reserves its input (about 450 estimated tokens, most of them tool schemas)
     // plus max_tokens 60; two calls record 240 tokens, so the third reservation no longer
     // fits in 760.
-    let env = env_with(&server, "    token_budget: {per_call: 700, per_execution: 760}\n    sampling: {max_tokens: 60}\n");
+    let env = env_with(
+        &server,
+        "    token_budget: {per_call: 700, per_execution: 760}\n    sampling: {max_tokens: 60}\n",
+    );
     let r = env.run(&["send", "go"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_eq!(server.request_count(), 2, "the third call was not sent");
     let t = last_turn(&env);
-    assert!(t["error"].as_str().expect("e").contains("per_execution 760"), "{}", t["error"]);
+    assert!(
+        t["error"]
+            .as_str()
+            .expect("e")
+            .contains("per_execution 760"),
+        "{}",
+        t["error"]
+    );
     assert_eq!(t["usage"]["total_tokens"], 240);
 }
 
@@ -74,30 +90,64 @@ fn warn_sends_anyway_and_records_a_warning() {
     let r = env.run(&["send", &"words and more words ".repeat(10)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(server.request_count(), 1);
-    assert!(r.stderr.contains("warning: token budget per_call 20 exceeded"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("warning: token budget per_call 20 exceeded"),
+        "{}",
+        r.stderr
+    );
     let t = last_turn(&env);
-    assert!(t["warnings"][0].as_str().expect("w").contains("per_call 20"), "{t}");
+    assert!(
+        t["warnings"][0]
+            .as_str()
+            .expect("w")
+            .contains("per_call 20"),
+        "{t}"
+    );
     let show = env.run(&["show", t["turn"].as_str().expect("id")]);
-    assert!(show.stdout.contains("warning: token budget"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("warning: token budget"),
+        "{}",
+        show.stdout
+    );
 }
 
 #[test]
 fn a_provider_reported_overrun_stops_the_turn_after_that_response() {
-    let server = FakeServer::with([reply("", Some("human"), 900, 50), reply("never", None, 1, 1)]);
-    let env = env_with(&server, "    token_budget: {per_call: 500, per_execution: 800}\n    sampling: {max_tokens: 20}\n");
+    let server = FakeServer::with([
+        reply("", Some("human"), 900, 50),
+        reply("never", None, 1, 1),
+    ]);
+    let env = env_with(
+        &server,
+        "    token_budget: {per_call: 500, per_execution: 800}\n    sampling: {max_tokens: 20}\n",
+    );
     let r = env.run(&["send", "hi"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert_eq!(server.request_count(), 1, "nothing after the overrunning response");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "nothing after the overrunning response"
+    );
     let t = last_turn(&env);
     let err = t["error"].as_str().expect("e");
-    assert!(err.contains("950") && err.contains("500"), "both numbers: {err}");
-    assert!(t["tools"].as_array().expect("tools").is_empty(), "the tool call was not run");
+    assert!(
+        err.contains("950") && err.contains("500"),
+        "both numbers: {err}"
+    );
+    assert!(
+        t["tools"].as_array().expect("tools").is_empty(),
+        "the tool call was not run"
+    );
 }
 
 #[test]
 fn sampling_reaches_the_request_body() {
     let server = FakeServer::with([reply("{}", None, 1, 1)]);
-    let env = env_with(&server, "    sampling: {temperature: 0, top_p: 0.5, max_tokens: 77, response_format: json}\n");
+    let env = env_with(
+        &server,
+        "    sampling: {temperature: 0, top_p: 0.5, max_tokens: 77, response_format: json}\n",
+    );
     assert_eq!(env.run(&["send", "json please"]).code, 0);
     let body = server.only_request().json();
     assert_eq!(body["options"]["temperature"], 0.0);
@@ -115,6 +165,12 @@ fn usage_per_agent_session_and_day() {
     assert_eq!(env.run(&["send", "-a", "one", "-s", "side", "y"]).code, 0);
     assert_eq!(env.run(&["send", "-a", "two", "z"]).code, 0);
     snap!("usage_agent", env.snap(&env.run(&["usage"])));
-    snap!("usage_all_session", env.snap(&env.run(&["usage", "--all", "--by", "session"])));
-    snap!("usage_day_json", env.snap(&env.run(&["usage", "--all", "--by", "day", "--json"])));
+    snap!(
+        "usage_all_session",
+        env.snap(&env.run(&["usage", "--all", "--by", "session"]))
+    );
+    snap!(
+        "usage_day_json",
+        env.snap(&env.run(&["usage", "--all", "--by", "day", "--json"]))
+    );
 }

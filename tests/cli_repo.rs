@@ -7,7 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use common::env::TestEnv;
 
 const COMMANDS: &[&str] = &[
-    "init", "validate", "send", "stop", "retry", "rewind", "sessions", "history", "show", "export", "usage", "fsck",
+    "init", "validate", "send", "stop", "retry", "rewind", "sessions", "history", "show", "export",
+    "usage", "fsck",
 ];
 
 #[test]

@@ -102,7 +102,12 @@ impl TestEnv {
     }
 
     pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
-        Run::from(self.cmd(args).current_dir(dir).output().expect("run axocoatl"))
+        Run::from(
+            self.cmd(args)
+                .current_dir(dir)
+                .output()
+                .expect("run axocoatl"),
+        )
     }
 
     /// Runs with `input` on stdin.
