@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axocoatl::provider::local::{LocalOptions, LocalProvider};
-use axocoatl::provider::{Cancel, ChatRequest, Message, Provider, Role, Sampling};
+use axocoatl::provider::{Cancel, ChatRequest, Message, Provider, ResponseFormat, Role, Sampling};
 
 const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEN_TOKENS: u32 = 128;
@@ -57,6 +57,15 @@ fn request(prompt: &str, max_tokens: u32) -> ChatRequest {
             ..Sampling::default()
         },
     }
+}
+
+fn json_request() -> ChatRequest {
+    let mut req = request(
+        "Describe three cats as a JSON object: for each its name, age and color.",
+        GEN_TOKENS,
+    );
+    req.sampling.response_format = Some(ResponseFormat::Json);
+    req
 }
 
 fn main() {
@@ -128,36 +137,37 @@ fn child(threads: usize, busy: usize) {
         }
     };
     let cancel = Cancel::new();
-    // Warm-up: first-use packing of weights happens here, not in the figures.
-    let mut calls = [
-        ("Hi".to_string(), 4),
-        (long_prompt(), 1),
-        (GEN_PROMPT.to_string(), GEN_TOKENS),
-    ]
-    .into_iter()
-    .map(|(prompt, max)| {
-        p.chat(&request(&prompt, max), &cancel, &mut |_| {})
-            .map(|_| p.last_timings())
-    });
-    let (pp, tg) = match (calls.next(), calls.next(), calls.next()) {
-        (Some(Ok(_)), Some(Ok(pp)), Some(Ok(tg))) => (pp, tg),
-        (a, b, c) => {
-            let err = [a, b, c].into_iter().flatten().find_map(|r| r.err());
-            println!("{label}: call failed: {err:?}");
-            return;
+    // Warm-up first: first-use packing of weights happens there, not in the figures.
+    let calls = [
+        (request("Hi", 4), "warm-up"),
+        (request(&long_prompt(), 1), "prompt"),
+        (request(GEN_PROMPT, GEN_TOKENS), "generation"),
+        (json_request(), "json"),
+    ];
+    let mut timings = Vec::new();
+    for (req, what) in &calls {
+        match p.chat(req, &cancel, &mut |_| {}) {
+            Ok(_) => timings.push(p.last_timings()),
+            Err(e) => {
+                println!("{label}: {what} call failed: {e}");
+                return;
+            }
         }
-    };
+    }
+    let (pp, tg, json) = (timings[1], timings[2], timings[3]);
     stop.store(true, Ordering::Relaxed);
     for s in spinners {
         let _ = s.join();
     }
     println!(
-        "{label:<26} {:>9.2} {:>14.1} {:>14.1}   ({} prompt, {} generated tokens; {} tensors -> Q8_0)",
+        "{label:<26} {:>9.2} {:>14.1} {:>14.1}   ({} prompt, {} generated tokens; JSON mode \
+         {:.1} tok/s; {} tensors -> Q8_0)",
         p.load_time().as_secs_f64(),
         rate(pp.prompt_tokens, pp.prompt),
         rate(tg.generated_tokens, tg.generation),
         pp.prompt_tokens,
         tg.generated_tokens,
+        rate(json.generated_tokens, json.generation),
         p.requantized_tensors()
     );
 }

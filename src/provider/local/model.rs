@@ -163,10 +163,12 @@ fn widen_all(tensors: &mut [(&str, QTensor)]) -> Result<(), String> {
     Ok(())
 }
 
-/// Compute threads when the configuration names none. candle's worker pool spins while it
-/// waits for the slowest worker, so on a machine whose cores are shared (CI, a laptop running
-/// a build) every extra thread can stall the whole step; one thread never waits on another.
-/// Measured on 2 shared cores: see benches/local.rs.
+/// Compute threads when the configuration names none. candle's worker pool busy-waits for its
+/// slowest worker, so when another process holds a core every step waits for a descheduled
+/// thread; one thread never waits on another. Measured with benches/local.rs on 2 cores
+/// (SmolLM2-135M, generation tokens/s): idle, 1 thread ~47 and 2 threads ~73; with both cores
+/// kept busy, 1 thread ~25 but 2 threads ~4. `threads: 2` is the faster choice only on a machine
+/// that is otherwise idle.
 pub const DEFAULT_THREADS: usize = 1;
 
 static THREADS: OnceLock<usize> = OnceLock::new();
@@ -181,8 +183,9 @@ pub fn init_threads(requested: Option<usize>) -> usize {
             .and_then(|v| v.parse::<usize>().ok())
             .filter(|&n| n > 0);
         let n = requested.or(from_env).unwrap_or(DEFAULT_THREADS).max(1);
-        // Before candle's pool exists (it is created on first use, below), and before this
-        // process starts other threads that read the environment.
+        // candle reads this once, when its pool is first used (just below); the variable is the
+        // only way to size the pool. Setting it races only with another thread reading the
+        // environment at the same instant, which is why this runs once, at the first load.
         std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
         candle_core::utils::barrier_pool().n_workers() + 1
     })
