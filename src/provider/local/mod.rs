@@ -2,8 +2,8 @@
 //! server and no network (the starter config's default, SmolLM2-135M-Instruct).
 //!
 //! What it does and does not do:
-//! - llama-family GGUF files (`general.architecture = llama`); the tokenizer and the chat
-//!   template come from the file itself.
+//! - GGUF files of the llama architecture with a byte-level BPE vocabulary (SmolLM, SmolLM2,
+//!   Llama 3); the tokenizer and the chat template come from the file itself.
 //! - At most 4096 positions (candle's llama); when a conversation does not fit, the oldest
 //!   non-system messages are dropped (reported as a warning), and a last message that alone
 //!   does not fit is an error.
@@ -417,8 +417,9 @@ impl Provider for LocalProvider {
         let (prompt, dropped) = self.prompt(&request.messages, max_tokens.min(self.context / 2))?;
         if prompt.len() >= self.context {
             return Err(self.model_error(format!(
-                "the prompt is {} tokens but the context holds {} (context_size); the last message \
-                 alone is too long for this model",
+                "the prompt is {} tokens but the model's context holds {} (context_size), even \
+                 after dropping the {dropped} oldest message(s): shorten the system prompt or the \
+                 last message, or use a provider with a larger context",
                 prompt.len(),
                 self.context
             )));

@@ -44,8 +44,8 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         .unwrap_or_default();
     if arch != "llama" {
         return Err(format!(
-            "architecture `{arch}` is not supported (the local provider runs llama-family GGUF \
-             models such as SmolLM2, Llama and Mistral)"
+            "architecture `{arch}` is not supported (the local provider runs GGUF files of the \
+             llama architecture with a byte-level BPE vocabulary, such as SmolLM2 and Llama 3)"
         ));
     }
 

@@ -17,16 +17,21 @@ use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::{AddedToken, Tokenizer};
+use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 const TYPE_CONTROL: u32 = 3;
 const TYPE_USER_DEFINED: u32 = 4;
 
-/// Pre-tokenizers we reproduce. Others would tokenize silently wrong, so they are refused.
+/// Pre-tokenizers we reproduce (llama.cpp's names). Others would tokenize silently wrong, so
+/// they are refused.
 const GPT2_STYLE: &[&str] = &["gpt2", "default"];
 const DIGITS_SPLIT: &[&str] = &["smollm"];
+const LLAMA3: &[&str] = &["llama-bpe", "llama3", "smaug-bpe"];
+/// Llama 3's split (its tokenizer.json), before the byte-level mapping.
+const LLAMA3_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 pub struct GgufTokenizer {
     /// Parses special tokens (`<|im_start|>`) in text: for the chat template's own text.
@@ -78,20 +83,7 @@ impl GgufTokenizer {
             );
         }
 
-        let pre_tokenizer: PreTokenizerWrapper = if DIGITS_SPLIT.contains(&pre.as_str()) {
-            Sequence::new(vec![
-                Digits::new(true).into(),
-                ByteLevel::new(false, true, true).into(),
-            ])
-            .into()
-        } else if GPT2_STYLE.contains(&pre.as_str()) {
-            ByteLevel::new(false, true, true).into()
-        } else {
-            return Err(format!(
-                "pre-tokenizer `{pre}` is not supported by the local provider (supported: {})",
-                [DIGITS_SPLIT, GPT2_STYLE].concat().join(", ")
-            ));
-        };
+        let pre_tokenizer = pre_tokenizer(&pre)?;
 
         let vocab: tokenizers::models::bpe::Vocab = tokens
             .iter()
@@ -191,6 +183,37 @@ impl GgufTokenizer {
             .flat_map(|&id| self.token_bytes(id).iter().copied())
             .collect();
         String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// The pre-tokenizer llama.cpp calls `pre`: SmolLM's splits every digit off, then all of them
+/// apply GPT-2's byte-level regex without a prefix space (unlike candle's generic rebuild).
+fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper, String> {
+    if DIGITS_SPLIT.contains(&pre) {
+        Ok(Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ])
+        .into())
+    } else if GPT2_STYLE.contains(&pre) {
+        Ok(ByteLevel::new(false, true, true).into())
+    } else if LLAMA3.contains(&pre) {
+        let split = Split::new(
+            SplitPattern::Regex(LLAMA3_REGEX.to_string()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| format!("pre-tokenizer `{pre}`: {e}"))?;
+        Ok(Sequence::new(vec![
+            split.into(),
+            ByteLevel::new(false, true, false).into(),
+        ])
+        .into())
+    } else {
+        Err(format!(
+            "pre-tokenizer `{pre}` is not supported by the local provider (supported: {})",
+            [DIGITS_SPLIT, GPT2_STYLE, LLAMA3].concat().join(", ")
+        ))
     }
 }
 
@@ -331,6 +354,31 @@ mod tests {
         assert_eq!(map.get(&'Ġ'), Some(&b' '));
         assert_eq!(map.get(&'Ċ'), Some(&b'\n'));
         assert_eq!(map.get(&'A'), Some(&b'A'));
+    }
+
+    fn splits(pre: &str, text: &str) -> Vec<String> {
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+        let mut s = PreTokenizedString::from(text);
+        let pt = pre_tokenizer(pre).unwrap_or_else(|e| panic!("{e}"));
+        pt.pre_tokenize(&mut s).unwrap_or_else(|e| panic!("{e}"));
+        s.get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(s, _, _)| s.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn pre_tokenizers_split_like_their_models() {
+        let text = "Hello'Ve world 123\n\n  foo";
+        assert_eq!(
+            splits("smollm", text),
+            ["Hello", "'", "Ve", "Ġworld", "Ġ", "1", "2", "3", "ĊĊĠ", "Ġfoo"]
+        );
+        assert_eq!(
+            splits("llama-bpe", text),
+            ["Hello", "'Ve", "Ġworld", "Ġ", "123", "ĊĊ", "Ġ", "Ġfoo"]
+        );
+        assert!(pre_tokenizer("qwen2").is_err());
     }
 
     #[test]
