@@ -364,3 +364,35 @@ fn cancellation_stops_the_stream() {
         "{result:?}"
     );
 }
+
+/// The prompt is evaluated in small chunks, so a stop lands quickly even during a long prompt.
+#[test]
+fn cancellation_is_prompt_during_a_long_prompt() {
+    let mut p = provider();
+    let long = "The river rose after the storm and the bridge was closed. ".repeat(50);
+    let req = request(vec![user(&long)], greedy(8));
+    let cancel = Cancel::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            cancel.cancel();
+            std::time::Instant::now()
+        })
+    };
+    let result = p.chat(&req, &cancel, &mut |_| {});
+    let returned = std::time::Instant::now();
+    let cancelled_at = canceller
+        .join()
+        .unwrap_or_else(|_| panic!("canceller panicked"));
+    assert!(
+        matches!(result, Err(ProviderError::Cancelled)),
+        "{result:?}"
+    );
+    // ~100 ms per chunk on an idle core; generous for a loaded CI machine.
+    let latency = returned.saturating_duration_since(cancelled_at);
+    assert!(
+        latency < std::time::Duration::from_millis(750),
+        "{latency:?}"
+    );
+}
