@@ -262,9 +262,17 @@ fn main() {
         .prefix("axobench")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
+    // AXOCOATL_BENCH_KEEP=1 keeps the generated repositories for profiling.
+    let path = if std::env::var("AXOCOATL_BENCH_KEEP").is_ok() {
+        let p = base.keep();
+        println!("bench directory (kept): {}", p.display());
+        p
+    } else {
+        base.path().to_owned()
+    };
     let bin = env!("CARGO_BIN_EXE_axocoatl");
-    send_bench(base.path(), bin);
+    send_bench(&path, bin);
     if std::env::var("AXOCOATL_BENCH_SKIP_SEARCH").is_err() {
-        search_bench(base.path(), bin);
+        search_bench(&path, bin);
     }
 }

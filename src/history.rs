@@ -230,8 +230,16 @@ pub fn project_filtered(
             }
         };
         let mut entries = Vec::new();
-        let damage = seg.frames(0, |fr| {
+        let damage = seg.frames_unverified(0, |fr| {
             if !keep(fr.kind, fr.payload) {
+                return;
+            }
+            if !seg.payload_ok(&fr) {
+                p.problems.push(format!(
+                    "ledger corrupt: {} at byte {}: record checksum mismatch",
+                    seg.path.display(),
+                    fr.offset
+                ));
                 return;
             }
             let pos = axocoatl_store::ledger::Position {
@@ -466,6 +474,26 @@ pub fn project_repo_filtered(repo: &Repo, keep: &dyn Fn(u16, &[u8]) -> bool) -> 
         &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
         keep,
     )?;
+    record_orphans(repo, p)
+}
+
+/// Projects already decoded entries (in ledger order), with `problems` met reading them;
+/// liveness and orphans are settled as in [`project_repo`].
+pub fn project_entries(
+    repo: &Repo,
+    entries: Vec<Entry>,
+    problems: Vec<String>,
+) -> Result<Projection> {
+    let mut p = Projection {
+        problems,
+        ..Projection::default()
+    };
+    for e in entries {
+        apply(&mut p, e);
+    }
+    settle(&mut p, &mut |session| {
+        crate::session::owner_alive(repo, session).unwrap_or(false)
+    });
     record_orphans(repo, p)
 }
 

@@ -1,27 +1,61 @@
 //! Fast literal search over the ledger, for `history --search`.
 //!
-//! A full projection decodes every record. Search instead runs one case-insensitive literal
-//! regex (the same engine as ripgrep) over the raw bytes of each segment, memory-mapped, and
-//! maps each hit to the frame it falls in; only the turns with a hit are then decoded. Text
-//! in a record is stored as UTF-8 inside its postcard payload, so every textual match is a
-//! byte match; a byte hit that is not a real match (in an id, or across two fields) is
-//! dropped by the exact check the caller runs on the decoded turn.
+//! A full projection decodes every record. Search instead streams each memory-mapped
+//! segment once, in chunks that stay in the CPU cache: one case-insensitive literal regex
+//! (the engine ripgrep uses) finds byte hits in a chunk, then the frames of that chunk are
+//! walked (headers only) to map each hit to its record and turn. Only the records of turns
+//! with a hit, and the few kinds every projection needs (sessions, rewinds, attachments),
+//! are checksummed and decoded. Text is stored as UTF-8 inside the postcard payloads, so
+//! every textual match is a byte match; a byte hit that is not a real match (in an id, or
+//! across two fields) is dropped by the exact check the caller runs on the decoded turn.
+//!
+//! A turn's earlier records are found in a window of recent frames; a turn whose begin
+//! record fell out of the window (rare: very long turns among many concurrent ones) is
+//! completed by a second, full pass.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
+use axocoatl_store::ledger::{decode, Entry, Position, RawFrame, SegmentData};
 use axocoatl_store::Repo;
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, Projection};
 
-/// Kinds whose first field is the turn id (a postcard string: length byte, then 16 bytes).
+/// Kinds whose first field is the turn id (a postcard string: length byte, then the id).
 const TURN_FIRST: &[u16] = &[2, 3, 4, 5, 6, 7, 8];
+const TURN_BEGUN: u16 = 2;
 /// `Warning`: an optional turn id first.
 const WARNING: u16 = 10;
-const REWIND: u16 = 9;
 /// Kinds always decoded: sessions, rewinds, attachments.
 const ALWAYS: &[u16] = &[1, 9, 11, 12, 13];
+/// Bytes searched at a time: small enough to stay in cache for the frame walk.
+const CHUNK: usize = 1 << 20;
+/// Recent frames remembered to find a hit turn's earlier records.
+const WINDOW: usize = 512;
+
+/// A hasher for turn keys, which are already random: fold and multiply, no SipHash.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut a = [0u8; 8];
+            a[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(29) ^ u64::from_le_bytes(a))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v as u64) ^ (v >> 64) as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type KeySet = HashSet<u128, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// The matcher `--search TEXT` uses on raw bytes.
 pub fn byte_matcher(text: &str) -> Result<Regex> {
@@ -51,59 +85,178 @@ pub fn turn_key(kind: u16, payload: &[u8]) -> Option<&[u8]> {
     rest.get(1..1 + len)
 }
 
-/// The ids of turns with at least one byte-level hit.
-fn candidates(repo: &Repo, re: &Regex) -> Result<HashSet<Vec<u8>>> {
-    let ledger = repo.ledger();
-    let mut out = HashSet::new();
-    for number in ledger.segment_numbers()? {
-        let Ok(seg) = ledger.load_segment(number) else {
-            continue;
+struct Collector {
+    wanted: KeySet,
+    begun: KeySet,
+    entries: Vec<Entry>,
+    problems: Vec<String>,
+}
+
+impl Collector {
+    fn decode(&mut self, seg: &SegmentData, fr: &RawFrame<'_>) {
+        if !seg.payload_ok(fr) {
+            self.problems.push(format!(
+                "ledger corrupt: {} at byte {}: record checksum mismatch",
+                seg.path.display(),
+                fr.offset
+            ));
+            return;
+        }
+        let pos = Position {
+            segment: seg.number,
+            offset: fr.offset,
         };
-        let bytes = seg.bytes();
-        let base = seg.base;
-        let mut hits = re
-            .find_iter(bytes)
-            .map(|m| base + m.start() as u64)
-            .peekable();
-        // Frames come in file order, like the hits: walk both together. A hit in a record
-        // without a leading turn id (an attachment's name) needs no entry here: the turns
-        // that pinned it carry the name in their own begin record.
-        seg.frames(0, |fr| {
-            // A rewind's target must be decoded too, or the turns after it could not be
-            // marked superseded.
-            if fr.kind == REWIND {
-                if let Ok(Some(axocoatl_store::ledger::Record::RewindBoundary(r))) =
-                    axocoatl_store::ledger::decode(fr.kind, fr.payload)
-                {
-                    out.insert(r.target.into_bytes());
+        let next = Position {
+            segment: seg.number,
+            offset: fr.offset + fr.len,
+        };
+        match decode(fr.kind, fr.payload) {
+            Ok(record) => {
+                if fr.kind == TURN_BEGUN {
+                    if let Some(k) = turn_key(fr.kind, fr.payload) {
+                        self.begun.insert(short(k));
+                    }
                 }
+                self.entries.push(Entry {
+                    seq: fr.seq,
+                    pos,
+                    next,
+                    kind: fr.kind,
+                    record,
+                });
             }
-            let end = fr.offset + fr.len;
-            let mut hit = false;
-            while let Some(&h) = hits.peek() {
-                if h >= end {
+            Err(e) => self.problems.push(format!(
+                "{}: record at byte {} does not decode: {e}",
+                seg.path.display(),
+                fr.offset
+            )),
+        }
+    }
+}
+
+/// A turn key as a number: the 16 bytes of an id, or a hash of anything else.
+fn short(key: &[u8]) -> u128 {
+    match <[u8; 16]>::try_from(key) {
+        Ok(a) => u128::from_le_bytes(a),
+        Err(_) => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            key.hash(&mut h);
+            u128::from(h.finish()) | (1 << 127)
+        }
+    }
+}
+
+/// Streams one segment: hits, frames, and the records to decode.
+fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
+    let data = seg.bytes();
+    let base = seg.base as usize;
+    // Recent frames not decoded, for turns found later: (offset in `data`, key).
+    let mut window: VecDeque<(usize, u128)> = VecDeque::with_capacity(WINDOW);
+    let mut hits: Vec<usize> = Vec::new();
+    let mut at = axocoatl_store::ledger::HEADER_LEN.max(base) - base;
+    let mut chunk_start = 0;
+    let mut damage = None;
+    while chunk_start < data.len() && damage.is_none() {
+        let chunk_end = (chunk_start + CHUNK).min(data.len());
+        // Hits starting in this chunk (a match may run past its end).
+        hits.clear();
+        let search_end = (chunk_end + 4096).min(data.len());
+        hits.extend(
+            re.find_iter(&data[chunk_start..search_end])
+                .map(|m| chunk_start + m.start())
+                .take_while(|&h| h < chunk_end),
+        );
+        let mut next_hit = 0;
+        // Walk the frames that start in this chunk.
+        while at < chunk_end {
+            let fr = match seg.frame_at((base + at) as u64) {
+                Ok(Some(fr)) => fr,
+                Ok(None) => break,
+                Err(d) => {
+                    damage = Some(d);
                     break;
                 }
-                if h >= fr.offset {
-                    hit = true;
-                }
-                hits.next();
+            };
+            let start = at;
+            let end = at + fr.len as usize;
+            at = end;
+            let mut hit = false;
+            while next_hit < hits.len() && hits[next_hit] < end {
+                hit |= hits[next_hit] >= start;
+                next_hit += 1;
             }
+            let key = turn_key(fr.kind, fr.payload).map(short);
             if hit {
-                if let Some(key) = turn_key(fr.kind, fr.payload) {
-                    out.insert(key.to_vec());
+                if let Some(k) = key {
+                    if c.wanted.insert(k) {
+                        // The turn's earlier records, from the window.
+                        for &(o, wk) in window.iter() {
+                            if wk == k {
+                                if let Ok(Some(e)) = seg.frame_at((base + o) as u64) {
+                                    c.decode(seg, &e);
+                                }
+                            }
+                        }
+                    }
                 }
             }
-        });
+            if ALWAYS.contains(&fr.kind) || key.is_some_and(|k| c.wanted.contains(&k)) {
+                c.decode(seg, &fr);
+            } else if let Some(k) = key {
+                if window.len() == WINDOW {
+                    window.pop_front();
+                }
+                window.push_back((start, k));
+            }
+        }
+        chunk_start = chunk_end;
     }
-    Ok(out)
+    if let Some(axocoatl_store::ledger::Damage::Corrupt { offset, reason }) = damage {
+        c.problems.push(format!(
+            "ledger corrupt: {} at byte {offset}: {reason}",
+            seg.path.display()
+        ));
+    }
 }
 
 /// Projects only the turns that can match `text`; the caller filters them exactly.
 pub fn search(repo: &Repo, text: &str) -> Result<Projection> {
     let re = byte_matcher(text)?;
-    let wanted = candidates(repo, &re)?;
-    history::project_repo_filtered(repo, &|kind, payload| {
-        ALWAYS.contains(&kind) || turn_key(kind, payload).is_some_and(|k| wanted.contains(k))
-    })
+    let ledger = repo.ledger();
+    let mut c = Collector {
+        wanted: KeySet::default(),
+        begun: KeySet::default(),
+        entries: Vec::new(),
+        problems: Vec::new(),
+    };
+    for number in ledger.segment_numbers()? {
+        match ledger.load_segment(number) {
+            Ok(seg) => scan_segment(&seg, &re, &mut c),
+            Err(e) => c.problems.push(e.to_string()),
+        }
+    }
+    // Rewind targets must be projected, or later turns could not be marked superseded.
+    let targets: Vec<u128> = c
+        .entries
+        .iter()
+        .filter_map(|e| match &e.record {
+            Some(axocoatl_store::ledger::Record::RewindBoundary(r)) => {
+                Some(short(r.target.as_bytes()))
+            }
+            _ => None,
+        })
+        .collect();
+    let complete =
+        targets.iter().all(|t| c.begun.contains(t)) && c.wanted.iter().all(|t| c.begun.contains(t));
+    if !complete {
+        let mut wanted = c.wanted;
+        wanted.extend(targets);
+        return history::project_repo_filtered(repo, &|kind, payload| {
+            ALWAYS.contains(&kind)
+                || turn_key(kind, payload).is_some_and(|k| wanted.contains(&short(k)))
+        });
+    }
+    c.entries.sort_by_key(|e| e.pos);
+    history::project_entries(repo, c.entries, c.problems)
 }

@@ -128,6 +128,13 @@ pub enum Parsed<'a> {
 
 /// Parses the frame at `offset` of `data` (the whole segment, header included).
 pub fn parse_at(data: &[u8], offset: usize) -> Parsed<'_> {
+    parse_at_with(data, offset, true)
+}
+
+/// Like [`parse_at`]; with `verify_payload` false the payload checksum is not computed
+/// (the header checksum and the trailer still are), for walks that decode few records and
+/// verify those themselves with [`payload_ok`].
+pub fn parse_at_with(data: &[u8], offset: usize, verify_payload: bool) -> Parsed<'_> {
     let rest = &data[offset.min(data.len())..];
     if rest.is_empty() {
         return Parsed::End;
@@ -154,7 +161,7 @@ pub fn parse_at(data: &[u8], offset: usize) -> Parsed<'_> {
     let body = &rest[16..18 + n];
     let pcrc = le_u32(&rest[18 + n..22 + n]);
     let trailer = le_u32(&rest[22 + n..26 + n]) as usize;
-    let problem = if crc32c::crc32c(body) != pcrc {
+    let problem = if verify_payload && crc32c::crc32c(body) != pcrc {
         Some("record checksum mismatch".to_string())
     } else if trailer != len {
         Some(format!(
@@ -173,6 +180,13 @@ pub fn parse_at(data: &[u8], offset: usize) -> Parsed<'_> {
             len,
         }),
     }
+}
+
+/// Whether the frame at `offset` (which parsed) has an intact payload.
+pub fn payload_ok(data: &[u8], offset: usize, payload_len: usize) -> bool {
+    let body = &data[offset + 16..offset + 18 + payload_len];
+    let pcrc = le_u32(&data[offset + 18 + payload_len..offset + 22 + payload_len]);
+    crc32c::crc32c(body) == pcrc
 }
 
 pub fn le_u16(b: &[u8]) -> u16 {

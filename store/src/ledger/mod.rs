@@ -525,12 +525,60 @@ impl SegmentData {
 
     /// Walks the frames from `offset`, calling `f` for each, and returns how the walk ended.
     /// Offsets given to `f` and in the result are file offsets.
-    pub fn frames(&self, offset: u64, mut f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+    pub fn frames(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        self.walk(offset, true, f)
+    }
+
+    /// Like [`SegmentData::frames`] without computing payload checksums (headers and
+    /// trailers are still checked): for fast scans that decode few records. Check a frame
+    /// before trusting its payload with [`SegmentData::payload_ok`].
+    pub fn frames_unverified(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        self.walk(offset, false, f)
+    }
+
+    /// The single frame at file offset `offset` (payload unverified): `Ok(None)` at the end
+    /// of the data, `Err` with the damage found there.
+    pub fn frame_at(&self, offset: u64) -> Result<Option<RawFrame<'_>>, Damage> {
+        let data = self.bytes();
+        let at = (offset - self.base) as usize;
+        match frame::parse_at_with(data, at, false) {
+            Parsed::Frame(fr) => Ok(Some(RawFrame {
+                seq: fr.seq,
+                offset,
+                len: fr.len as u64,
+                kind: fr.kind,
+                payload: fr.payload,
+            })),
+            Parsed::End => Ok(None),
+            Parsed::Incomplete | Parsed::BadLast(_) if !self.sealed => Err(Damage::TornTail {
+                offset,
+                len: (data.len() - at) as u64,
+            }),
+            Parsed::Incomplete => Err(Damage::Corrupt {
+                offset,
+                reason: "sealed segment ends inside a frame".into(),
+            }),
+            Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
+                Err(Damage::Corrupt { offset, reason })
+            }
+        }
+    }
+
+    /// Whether a frame from [`SegmentData::frames_unverified`] has an intact payload.
+    pub fn payload_ok(&self, fr: &RawFrame<'_>) -> bool {
+        frame::payload_ok(
+            self.bytes(),
+            (fr.offset - self.base) as usize,
+            fr.payload.len(),
+        )
+    }
+
+    fn walk(&self, offset: u64, verify: bool, mut f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
         let data = self.bytes();
         let base = self.base as usize;
         let mut at = (offset as usize).max(HEADER_LEN).max(base) - base;
         loop {
-            match frame::parse_at(data, at) {
+            match frame::parse_at_with(data, at, verify) {
                 Parsed::Frame(fr) => {
                     f(RawFrame {
                         seq: fr.seq,
