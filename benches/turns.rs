@@ -257,6 +257,56 @@ fn send_bench(base: &Path, bin: &str) {
     );
 }
 
+/// How long after `axocoatl stop` the stopped `send` exits (median of 10).
+fn stop_bench(base: &Path, bin: &str) {
+    let work = base.join("stop");
+    std::fs::create_dir_all(&work).unwrap();
+    repo::init(&work).unwrap();
+    let server = fake_http::FakeServer::start();
+    std::fs::write(
+        work.join("axocoatl.yaml"),
+        format!("providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: a\n    provider: llm\n    model: m\n", server.url()),
+    )
+    .unwrap();
+    let line = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "w "}, "done": false});
+    let mut times = Vec::new();
+    for _ in 0..10 {
+        let body: String = (0..200).map(|_| format!("{line}\n")).collect();
+        server.push(fake_http::Reply::ndjson(&body).paced(Duration::from_millis(50)));
+        let mut child = Command::new(bin)
+            .args(["send", "--no-stdin", "go"])
+            .current_dir(&work)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stderr.as_mut().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        let turn = first.trim().trim_start_matches("turn ").to_owned();
+        std::thread::sleep(Duration::from_millis(300));
+        let start = Instant::now();
+        let st = Command::new(bin)
+            .args(["stop", &turn])
+            .current_dir(&work)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        child.wait().unwrap();
+        times.push(start.elapsed());
+    }
+    times.sort();
+    println!(
+        "stop: the stopped send exits {:.0} ms (median of 10, max {:.0} ms) after `axocoatl stop` starts (goal <= 500 ms)",
+        times[5].as_secs_f64() * 1e3,
+        times[9].as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
     let base = tempfile::Builder::new()
         .prefix("axobench")
@@ -272,6 +322,7 @@ fn main() {
     };
     let bin = env!("CARGO_BIN_EXE_axocoatl");
     send_bench(&path, bin);
+    stop_bench(&path, bin);
     if std::env::var("AXOCOATL_BENCH_SKIP_SEARCH").is_err() {
         search_bench(&path, bin);
     }

@@ -147,6 +147,26 @@ pub fn write(
         .map_err(WriteError::Store)
 }
 
+/// The checkpoint files of an Agent, newest first (not yet read).
+pub fn files(repo: &Repo, session: &str, agent: &str) -> Vec<CheckpointFile> {
+    store(repo)
+        .list(&agent_component(session, agent))
+        .unwrap_or_default()
+}
+
+/// Reads, verifies and decodes one checkpoint; the error says why it cannot be used.
+pub fn load_one(repo: &Repo, file: &CheckpointFile) -> Result<Snapshot, String> {
+    match store(repo).read_with(file, |b| postcard::from_bytes::<Snapshot>(b)) {
+        Ok(Ok(s)) if s.version == PAYLOAD_VERSION => Ok(s),
+        Ok(Ok(s)) => Err(format!(
+            "payload version {} is not {PAYLOAD_VERSION}",
+            s.version
+        )),
+        Ok(Err(e)) => Err(format!("payload does not decode: {e}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A checkpoint that decoded and verified.
 #[derive(Debug)]
 pub struct Loaded {
@@ -168,16 +188,9 @@ pub fn load_all(
         return (good, bad);
     };
     for file in files {
-        match store.read(&file) {
-            Ok(payload) => match postcard::from_bytes::<Snapshot>(&payload) {
-                Ok(s) if s.version == PAYLOAD_VERSION => good.push(Loaded { file, snapshot: s }),
-                Ok(s) => bad.push((
-                    file,
-                    format!("payload version {} is not {PAYLOAD_VERSION}", s.version),
-                )),
-                Err(e) => bad.push((file, format!("payload does not decode: {e}"))),
-            },
-            Err(e) => bad.push((file, e.to_string())),
+        match load_one(repo, &file) {
+            Ok(snapshot) => good.push(Loaded { file, snapshot }),
+            Err(reason) => bad.push((file, reason)),
         }
     }
     (good, bad)

@@ -70,9 +70,11 @@ pub fn load(repo: &Repo, session: &str, agent: &str, turns: &[&TurnView]) -> Res
         .copied()
         .filter(|t| t.agent == agent && retained(t))
         .collect();
-    let (good, _bad) = checkpoint::load_all(repo, session, agent);
-    for ck in good {
-        let s = ck.snapshot;
+    // Newest first, decoded one at a time: usually the first one is valid.
+    for file in checkpoint::files(repo, session, agent) {
+        let Ok(s) = checkpoint::load_one(repo, &file) else {
+            continue; // corrupt or incompatible: never used (fsck reports it)
+        };
         if s.in_flight {
             continue;
         }

@@ -149,9 +149,20 @@ impl Checkpoints {
 
     /// Reads and verifies one checkpoint, returning its payload.
     pub fn read(&self, file: &CheckpointFile) -> Result<Vec<u8>> {
-        let bytes = fs::read(&file.path).map_err(Error::io("read", file.path.clone()))?;
-        decode_envelope(&bytes)
-            .map(<[u8]>::to_vec)
+        self.read_with(file, <[u8]>::to_vec)
+    }
+
+    /// Verifies one checkpoint and hands its payload to `f` straight from a read-only memory
+    /// map, without copying the file (checkpoints can be tens of MiB).
+    pub fn read_with<T>(&self, file: &CheckpointFile, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        let handle = fs::File::open(&file.path).map_err(Error::io("open", file.path.clone()))?;
+        // SAFETY: checkpoint files are replaced by rename, never modified in place, so the
+        // mapped file does not change under us; the map is read-only.
+        #[allow(unsafe_code)]
+        let map =
+            unsafe { memmap2::Mmap::map(&handle) }.map_err(Error::io("map", file.path.clone()))?;
+        decode_envelope(&map)
+            .map(f)
             .map_err(|reason| Error::BadCheckpoint {
                 path: file.path.clone(),
                 reason,
