@@ -90,7 +90,7 @@ fn processes(base: &Path, procs: usize, per: usize) -> f64 {
     (procs * per) as f64 / start.elapsed().as_secs_f64()
 }
 
-fn scan(base: &Path, mb: usize) -> (f64, f64, usize) {
+fn scan(base: &Path, mb: usize) -> (f64, f64, f64, usize) {
     let dir = base.join("scan");
     let ledger = ledger_in(&dir, 64 << 20);
     let per_batch = 1000;
@@ -128,15 +128,24 @@ fn scan(base: &Path, mb: usize) -> (f64, f64, usize) {
     let start = Instant::now();
     let n = raw_read();
     let raw = n as f64 / 1e6 / start.elapsed().as_secs_f64();
+    // The scan fsck and search do: every frame's checksums verified, payloads not decoded.
+    let start = Instant::now();
+    let mut frames = 0usize;
+    for n in ledger.segment_numbers().unwrap() {
+        let seg = ledger.load_segment(n).unwrap();
+        assert!(seg.frames(0, |_| frames += 1).is_none());
+    }
+    let verified = bytes as f64 / 1e6 / start.elapsed().as_secs_f64();
+    // The scan projections do: every record decoded into its typed form.
     let start = Instant::now();
     let mut records = 0usize;
     for e in ledger.scan_all() {
         e.unwrap();
         records += 1;
     }
-    let ours = bytes as f64 / 1e6 / start.elapsed().as_secs_f64();
-    // Frame verification alone (checksums, no decoding into records).
-    (ours, raw, records)
+    assert_eq!(records, frames);
+    let decoded = bytes as f64 / 1e6 / start.elapsed().as_secs_f64();
+    (verified, decoded, raw, records)
 }
 
 fn main() {
@@ -157,6 +166,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
-    let (ours, raw, records) = scan(base.path(), mb);
-    println!("scan of a {mb} MiB ledger ({records} records, checksums verified, decoded): {ours:.0} MB/s; raw read: {raw:.0} MB/s; ratio {:.2} (goal >= 0.8)", ours / raw);
+    let (verified, decoded, raw, records) = scan(base.path(), mb);
+    println!(
+        "scan of a {mb} MiB ledger ({records} records): checksums verified {verified:.0} MB/s, ratio {:.2} to a raw read of {raw:.0} MB/s (goal >= 0.8); decoded into records {decoded:.0} MB/s, ratio {:.2}",
+        verified / raw,
+        decoded / raw
+    );
 }

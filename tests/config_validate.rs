@@ -56,6 +56,10 @@ const INVALID: &[(&str, &str)] = &[
         "per_call > per_execution",
     ),
     ("budget_not_positive", "zero budgets"),
+    (
+        "tool_unknown",
+        "an allowlist naming unknown tools, with did-you-mean",
+    ),
     ("sampling_temperature_negative", "temperature < 0"),
     ("sampling_top_p_out_of_range", "top_p of 0 and above 1"),
     ("sampling_max_tokens_zero", "max_tokens of 0"),

@@ -196,6 +196,24 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
                 format!("agent `{id}`: tool `{tool}` {what}"),
                 "list each tool once by name",
             );
+        } else if !crate::tools::is_known(tool) {
+            let hint = match crate::tools::BASELINE
+                .iter()
+                .min_by_key(|t| strsim::levenshtein(t, tool))
+            {
+                Some(near) if strsim::levenshtein(near, tool) <= 3 => {
+                    format!(
+                        "did you mean `{near}`? known tools: {}",
+                        crate::tools::BASELINE.join(", ")
+                    )
+                }
+                _ => format!("known tools: {}", crate::tools::BASELINE.join(", ")),
+            };
+            c.error(
+                c.value(at!["agents", i, "tools", j]),
+                format!("agent `{id}`: unknown tool `{tool}`"),
+                &hint,
+            );
         }
     }
 
