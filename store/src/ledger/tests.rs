@@ -168,3 +168,28 @@ fn concurrent_handles_never_share_a_sequence_number() {
     assert!(seqs.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(seqs.len(), 200);
 }
+
+#[test]
+fn an_unknown_record_kind_is_skipped_not_fatal() {
+    let (d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    ledger.append(&[note("before")]).expect("append");
+    // A record of a kind a newer build might write.
+    let mut frame_bytes = Vec::new();
+    frame::encode_frame(&mut frame_bytes, 2, 999, b"\x03abc").expect("encode");
+    let path = ledger.segment_path(1);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    std::io::Write::write_all(&mut f, &frame_bytes).expect("write");
+    drop(f);
+    let other = Ledger::open(
+        &d.path().join("l"),
+        &d.path().join("lock"),
+        DEFAULT_SEGMENT_LIMIT,
+    );
+    assert_eq!(other.append(&[note("after")]).expect("append")[0].seq, 3);
+    let entries: Vec<Entry> = other.scan_all().map(|e| e.expect("entry")).collect();
+    assert_eq!(entries.len(), 3);
+    assert_eq!((entries[1].kind, entries[1].record.is_none()), (999, true));
+}
