@@ -50,11 +50,7 @@ pub struct ExportArgs {
 
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all {
-        None
-    } else {
-        Some(ws.session_or_head(args.session.as_deref())?)
-    };
+    let session = ws.scope(args.session.as_deref(), args.all)?;
     let projection = history::project_repo(ws.repo())?;
     for problem in &projection.problems {
         ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;

@@ -70,11 +70,7 @@ pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
 
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all {
-        None
-    } else {
-        Some(ws.session_or_head(args.session.as_deref())?)
-    };
+    let session = ws.scope(args.session.as_deref(), args.all)?;
     let projection = match &args.search {
         Some(text) => axocoatl::search::search(ws.repo(), text)?,
         None => history::project_repo(ws.repo())?,

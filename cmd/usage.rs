@@ -57,11 +57,7 @@ struct Row {
 
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let session = if args.all {
-        None
-    } else {
-        Some(ws.session_or_head(args.session.as_deref())?)
-    };
+    let session = ws.scope(args.session.as_deref(), args.all)?;
     let projection = history::project_repo(ws.repo())?;
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut total = Row {

@@ -183,14 +183,9 @@ fn repair(ws: &Workspace, session: &str, agent: &str, seq: u64) -> Result<bool> 
     let projection = history::project_repo(repo)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
     let prior = conversation::load(repo, session, agent, &turns)?;
-    let snap = conversation::snapshot(
-        &prior.messages,
-        prior.head_turn.clone(),
-        false,
-        prior.usage,
-        seq,
-    );
-    Ok(crate::checkpoint::write(repo, session, agent, &snap, keep).is_ok())
+    Ok(conversation::write_prior(
+        repo, session, agent, &prior, seq, keep,
+    ))
 }
 
 /// Finishes rewinds that were interrupted between the ledger boundary and the checkpoint.

@@ -123,6 +123,16 @@ impl Workspace {
             .unwrap_or_else(|| self.repo.workdir().to_path_buf())
     }
 
+    /// The sessions a listing covers: `None` for every session (`--all`), else the explicit
+    /// one or `HEAD`.
+    pub fn scope(&self, explicit: Option<&str>, all: bool) -> Result<Option<String>> {
+        if all {
+            Ok(None)
+        } else {
+            self.session_or_head(explicit).map(Some)
+        }
+    }
+
     /// The session a command acts on: explicit, else `HEAD`.
     pub fn session_or_head(&self, explicit: Option<&str>) -> Result<String> {
         match explicit {

@@ -148,3 +148,23 @@ pub fn snapshot(
         usage,
     }
 }
+
+/// Writes the checkpoint `prior` describes (a repair after a rebuild from the ledger).
+/// A checkpoint is a cache: failing to write one only means the next turn rebuilds again.
+pub fn write_prior(
+    repo: &Repo,
+    session: &str,
+    agent: &str,
+    prior: &Prior,
+    seq: u64,
+    keep: usize,
+) -> bool {
+    let snap = snapshot(
+        &prior.messages,
+        prior.head_turn.clone(),
+        false,
+        prior.usage,
+        seq,
+    );
+    checkpoint::write(repo, session, agent, &snap, keep).is_ok()
+}

@@ -204,14 +204,7 @@ pub fn send(
         // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
         // ledger before serving.
         let (seq, _) = repo.ledger().head()?;
-        let snap = conversation::snapshot(
-            &prior.messages,
-            prior.head_turn.clone(),
-            false,
-            prior.usage,
-            seq,
-        );
-        let _ = checkpoint::write(repo, &opts.session, &agent.id, &snap, ck_keep);
+        conversation::write_prior(repo, &opts.session, &agent.id, &prior, seq, ck_keep);
     }
 
     let objects = repo.objects();
