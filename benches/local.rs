@@ -19,19 +19,12 @@ use std::time::{Duration, Instant};
 use axocoatl::provider::local::{LocalOptions, LocalProvider};
 use axocoatl::provider::{Cancel, ChatRequest, Message, Provider, ResponseFormat, Role, Sampling};
 
-const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEN_TOKENS: u32 = 128;
 const GEN_PROMPT: &str = "Write a long story about a dragon who learns to cook.";
 
 fn model_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("AXOCOATL_MODEL") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_default();
-    cache.join("axocoatl/models").join(MODEL_FILE)
+    axocoatl::config::local_model_path(&|k| std::env::var(k).ok())
+        .expect("HOME or AXOCOATL_MODEL is set")
 }
 
 /// A prompt of roughly 600 tokens.
@@ -196,7 +189,7 @@ fn llama_server(path: &std::path::Path) {
             .arg("-m")
             .arg(path)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["-t", &threads.to_string(), "-c", "4096", "--no-webui"])
+            .args(["-t", &threads.to_string(), "-c", "4096"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn();
