@@ -9,14 +9,8 @@ use axocoatl::provider::local::{LocalOptions, LocalProvider};
 use axocoatl::provider::Provider;
 
 fn model_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("AXOCOATL_MODEL") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME");
-    cache.join("axocoatl/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    axocoatl::config::local_model_path(&|k| std::env::var(k).ok())
+        .expect("HOME or AXOCOATL_MODEL is set")
 }
 
 const PROMPTS: &[&str] = &[

@@ -126,17 +126,7 @@ fn send_through_the_local_model_with_the_starter_config() {
     assert_eq!(env.run(&["init"]).code, 0);
     let mut cmd = env.cmd(&["send", "--json", "Say hello."]);
     // The test environment has a clean HOME; point at the fetched model.
-    let model = std::env::var_os("AXOCOATL_MODEL")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(std::path::PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache"))
-                })
-                .expect("HOME");
-            cache.join("axocoatl/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+    let model = axocoatl::config::local_model_path(&|k| std::env::var(k).ok()).expect("HOME");
     assert!(
         model.is_file(),
         "{} missing: run scripts/fetch-model.sh",

@@ -13,17 +13,10 @@ use axocoatl::provider::{
     ToolSchema,
 };
 
-const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn model_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("AXOCOATL_MODEL") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("neither XDG_CACHE_HOME nor HOME is set");
-    cache.join("axocoatl/models").join(MODEL_FILE)
+    axocoatl::config::local_model_path(&|k| std::env::var(k).ok())
+        .expect("HOME or AXOCOATL_MODEL is set")
 }
 
 fn load(context_size: Option<usize>) -> LocalProvider {

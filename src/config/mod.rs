@@ -16,9 +16,9 @@ mod validate;
 pub use diag::{Diagnostic, Severity};
 pub use load::{load, load_str, Loaded};
 pub use resolve::{
-    ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_MODEL_FILE,
-    DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV, DEFAULT_OPENAI_URL,
-    DEFAULT_TIMEOUT_SECS,
+    local_model_path, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL,
+    DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
+    DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
 pub use starter::starter_config;
 pub use types::*;

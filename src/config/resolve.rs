@@ -127,9 +127,7 @@ impl Config {
         let model_path = match kind {
             ProviderKind::Local => match entry.and_then(|e| e.model_path.as_ref()) {
                 Some(path) => Some(config_dir.join(path)),
-                None => env("AXOCOATL_MODEL")
-                    .map(PathBuf::from)
-                    .or_else(|| default_model_file(&env)),
+                None => local_model_path(&env),
             },
             _ => None,
         };
@@ -187,6 +185,15 @@ fn ollama_url(host: &str) -> String {
     } else {
         format!("http://{host}:11434")
     }
+}
+
+/// The model file of a `local` provider without `model_path`: `$AXOCOATL_MODEL`, else
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/<default model file>` (where
+/// `scripts/fetch-model.sh` puts it).
+pub fn local_model_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("AXOCOATL_MODEL")
+        .map(PathBuf::from)
+        .or_else(|| default_model_file(env))
 }
 
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/<default model file>`.
