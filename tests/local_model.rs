@@ -13,7 +13,6 @@ use axocoatl::provider::{
     ToolSchema,
 };
 
-
 fn model_path() -> PathBuf {
     axocoatl::config::local_model_path(&|k| std::env::var(k).ok())
         .expect("HOME or AXOCOATL_MODEL is set")
