@@ -13,7 +13,7 @@ use crate::error::CliResult;
 use crate::exit;
 use crate::ui::Ui;
 
-/// Check the repository: ledger framing and checksums, objects, checkpoints.
+/// Check the repository: ledger framing and checksums, objects, checkpoints, memory files.
 ///
 /// Prints one line per finding: FILE[:OFFSET]: KIND: what is wrong. Exit 0 when clean, 9
 /// when something is wrong. `--repair` truncates a torn tail (an incomplete last record left
@@ -74,6 +74,7 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             "records": report.records,
             "objects": report.objects,
             "checkpoints": report.checkpoints,
+            "memory_files": report.memory_files,
             "findings": report.findings.len(),
             "repaired_bytes": report.repaired_bytes,
         }))?;
@@ -87,7 +88,7 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         writeln!(
             ui.out,
-            "{}: {} segment{}, {} record{}, {} object{}, {} checkpoint{}",
+            "{}: {} segment{}, {} record{}, {} object{}, {} checkpoint{}, {} memory file{}",
             if clean { "clean" } else { "problems found" },
             report.segments,
             s(report.segments),
@@ -97,6 +98,8 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             s(report.objects),
             report.checkpoints,
             s(report.checkpoints),
+            report.memory_files,
+            s(report.memory_files),
         )?;
     }
     Ok(if clean { exit::OK } else { exit::FSCK_FINDINGS })

@@ -44,7 +44,7 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s C -d 'Run as if started in DIR' -r -F
@@ -329,7 +329,7 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_s
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'

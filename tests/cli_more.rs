@@ -182,3 +182,67 @@ fn ctrl_c_stops_the_turn_of_send() {
     assert_eq!(v["state"], "stopped");
     assert!(v["output"].as_str().expect("o").starts_with("w0 "));
 }
+
+#[test]
+fn fsck_checks_core_memory_files() {
+    let env = TestEnv::with_config(
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - id: a\n    provider: s\n",
+    );
+    env.write(
+        "r.yaml",
+        "replies:\n  - tool_calls: [{name: core_memory_set, arguments: {label: human, value: likes tea}}]\n  - text: ok\n",
+    );
+    assert_eq!(env.run(&["send", "remember"]).code, 0);
+    let clean = env.run(&["fsck", "--json"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(
+        clean.stdout.contains("\"memory_files\":1"),
+        "{}",
+        clean.stdout
+    );
+    let file = env.repo().join("memory/core/v1/main%3aa.json");
+    assert!(std::fs::read_to_string(&file)
+        .expect("core memory")
+        .contains("likes tea"));
+    std::fs::write(&file, "{not json").expect("damage");
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 9);
+    assert!(
+        r.stdout
+            .contains("memory/core/v1/main%3aa.json: bad-memory-file"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn rewind_edit_sends_the_revised_request() {
+    let env = TestEnv::with_config(
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - id: a\n    provider: s\n",
+    );
+    env.write(
+        "r.yaml",
+        "replies:\n  - text: one\n  - text: two\n  - match: revised\n    text: three\n",
+    );
+    assert_eq!(env.run(&["send", "first"]).code, 0);
+    assert_eq!(env.run(&["send", "second"]).code, 0);
+    let h = env.run(&["history", "--json"]);
+    let second: serde_json::Value =
+        serde_json::from_str(h.stdout.lines().last().expect("l")).expect("json");
+    let id = second["turn"].as_str().expect("id").to_owned();
+    let mut cmd = env.cmd(&["rewind", &id, "--edit", "--yes"]);
+    cmd.env("EDITOR", "sed -i s/second/revised-second/");
+    let out = cmd.output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "three\n");
+    let h = env.run(&["history", "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_str(h.stdout.lines().last().expect("l")).expect("json");
+    assert_eq!(last["request"], "revised-second");
+    assert_eq!(h.stdout.matches("\"superseded\":true").count(), 1);
+}

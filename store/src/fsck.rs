@@ -24,6 +24,8 @@ pub enum FindingKind {
     MissingObject,
     /// A checkpoint does not decode; it will be ignored and rebuilt.
     BadCheckpoint,
+    /// A core memory file does not parse.
+    BadMemoryFile,
 }
 
 impl FindingKind {
@@ -36,6 +38,7 @@ impl FindingKind {
             FindingKind::DamagedObject => "damaged-object",
             FindingKind::MissingObject => "missing-object",
             FindingKind::BadCheckpoint => "bad-checkpoint",
+            FindingKind::BadMemoryFile => "bad-memory-file",
         }
     }
 
@@ -60,6 +63,7 @@ pub struct Report {
     pub records: u64,
     pub objects: u64,
     pub checkpoints: u64,
+    pub memory_files: u64,
     pub findings: Vec<Finding>,
     /// Bytes cut by `--repair`.
     pub repaired_bytes: u64,
@@ -81,6 +85,7 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     check_ledger(repo, &mut report)?;
     check_objects(repo, &mut report)?;
     check_checkpoints(repo, &mut report)?;
+    check_memory(repo, &mut report)?;
     Ok(report)
 }
 
@@ -240,6 +245,37 @@ fn check_checkpoints(repo: &Repo, report: &mut Report) -> Result<()> {
                     file: file.path.clone(),
                     offset: None,
                     message: format!("{reason}; it is ignored and rebuilt from the ledger"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_memory(repo: &Repo, report: &mut Report) -> Result<()> {
+    for dir in [layout::CORE_MEMORY_DIR, layout::SHARED_CORE_DIR] {
+        let dir = repo.path(dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            report.memory_files += 1;
+            let problem = match std::fs::read(&path) {
+                Ok(bytes) => serde_json::from_slice::<crate::memory::CoreFile>(&bytes)
+                    .err()
+                    .map(|e| format!("does not parse: {e}")),
+                Err(e) => Some(format!("cannot be read: {e}")),
+            };
+            if let Some(message) = problem {
+                report.findings.push(Finding {
+                    kind: FindingKind::BadMemoryFile,
+                    file: path,
+                    offset: None,
+                    message,
                 });
             }
         }
