@@ -150,8 +150,12 @@ fn run_inner(
 /// The core memory section injected into the system prompt on every turn.
 pub fn core_memory_prompt(memory: &CoreMemory, blocks: &[CoreBlock]) -> String {
     let mut out = String::new();
-    for b in blocks {
-        let value = memory.get(&b.label, b.shared).unwrap_or_default();
+    let wanted: Vec<(&str, bool)> = blocks
+        .iter()
+        .map(|b| (b.label.as_str(), b.shared))
+        .collect();
+    let values = memory.get_many(&wanted).unwrap_or_default();
+    for (b, value) in blocks.iter().zip(values) {
         if !value.is_empty() {
             out.push_str(&format!("<{}>\n{}\n</{}>\n", b.label, value, b.label));
         }

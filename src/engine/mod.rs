@@ -525,7 +525,9 @@ impl TurnRun<'_> {
             }
             let calls = completion.message.tool_calls.clone();
             self.transcript.push(completion.message);
-            if let Some(keep) = self.checkpoint {
+            // After a response without tool calls the turn ends and its final snapshot is
+            // written at once: an in-flight one would be replaced immediately.
+            if let (Some(keep), false) = (self.checkpoint, calls.is_empty()) {
                 let mut usage = self.prior_usage;
                 usage.add(&self.usage);
                 let seq = call_record.last().map(|a| a.seq).unwrap_or(0);

@@ -45,6 +45,27 @@ impl CoreMemory {
         }
     }
 
+    /// The values of several blocks `(label, shared)` at once: the Agent's own file is read
+    /// once, not once per block.
+    pub fn get_many(&self, blocks: &[(&str, bool)]) -> Result<Vec<String>> {
+        let mut own: Option<CoreFile> = None;
+        let mut out = Vec::with_capacity(blocks.len());
+        for &(label, shared) in blocks {
+            let value = if shared {
+                self.get(label, true)?
+            } else {
+                if own.is_none() {
+                    own = Some(read_file(&self.own)?);
+                }
+                own.as_ref()
+                    .and_then(|f| f.blocks.get(label).cloned())
+                    .unwrap_or_default()
+            };
+            out.push(value);
+        }
+        Ok(out)
+    }
+
     /// The value of a block ("" when never written).
     pub fn get(&self, label: &str, shared: bool) -> Result<String> {
         let file = read_file(&self.path_for(label, shared))?;
