@@ -58,6 +58,44 @@ impl Lock {
     }
 }
 
+/// A lock file kept open for repeated short locks (the ledger's append lock): no open and
+/// close per lock.
+#[derive(Debug)]
+pub struct LockFile {
+    file: File,
+    path: PathBuf,
+}
+
+/// The lock of a [`LockFile`], released when dropped.
+#[derive(Debug)]
+pub struct LockGuard<'a> {
+    owner: &'a LockFile,
+}
+
+impl LockFile {
+    pub fn open(path: &Path) -> Result<LockFile> {
+        Ok(LockFile {
+            file: open_private(path, false)?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Blocks until the lock is free.
+    pub fn lock(&self) -> Result<LockGuard<'_>> {
+        self.file
+            .lock()
+            .map_err(Error::io("lock", self.path.clone()))?;
+        Ok(LockGuard { owner: self })
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        // Closing the file would release it too; unlocking keeps the handle for next time.
+        let _ = self.owner.file.unlock();
+    }
+}
+
 /// Reads the note of a lock file without taking the lock.
 pub fn peek_note(path: &Path) -> Result<String> {
     let mut file = File::open(path).map_err(Error::io("open", path))?;

@@ -17,7 +17,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub use record::Record;
 
 use crate::fsutil::{create_new_private, open_private, sync_dir};
 use crate::layout::{parse_segment_file_name, segment_file_name};
-use crate::lock::Lock;
+use crate::lock::{LockFile, LockGuard};
 use crate::{Error, Result};
 use frame::{Parsed, SegmentHeader};
 
@@ -74,7 +74,8 @@ pub struct Appended {
 struct Tail {
     number: u64,
     path: PathBuf,
-    file: File,
+    /// Shared so that the flush after an append can run outside the lock without a `dup`.
+    file: Arc<File>,
     end: u64,
     last_seq: u64,
 }
@@ -83,6 +84,7 @@ struct Tail {
 pub struct Ledger {
     dir: PathBuf,
     lock_path: PathBuf,
+    lock_file: std::sync::OnceLock<LockFile>,
     segment_limit: u64,
     tail: Mutex<Option<Tail>>,
 }
@@ -93,8 +95,20 @@ impl Ledger {
         Ledger {
             dir: dir.to_owned(),
             lock_path: lock_path.to_owned(),
+            lock_file: std::sync::OnceLock::new(),
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
+        }
+    }
+
+    /// Takes the append lock (the lock file stays open between appends).
+    fn append_lock(&self) -> Result<LockGuard<'_>> {
+        if self.lock_file.get().is_none() {
+            let _ = self.lock_file.set(LockFile::open(&self.lock_path)?);
+        }
+        match self.lock_file.get() {
+            Some(f) => f.lock(),
+            None => Err(unreachable_io(&self.dir)),
         }
     }
 
@@ -137,7 +151,7 @@ impl Ledger {
         sync: bool,
     ) -> Result<std::result::Result<Vec<Appended>, E>> {
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let lock = Lock::acquire(&self.lock_path)?;
+        let lock = self.append_lock()?;
         let tail = self.sync_tail(&mut guard)?;
         if since != Position::START || records.is_empty() {
             let end = Position {
@@ -178,7 +192,7 @@ impl Ledger {
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
             self.roll(tail)?;
         }
-        tail.file
+        (&*tail.file)
             .write_all(&bytes)
             .map_err(Error::io("append to", tail.path.clone()))?;
         let base = tail.end;
@@ -186,10 +200,7 @@ impl Ledger {
         tail.last_seq = seq;
         let number = tail.number;
         let end = tail.end;
-        let file = tail
-            .file
-            .try_clone()
-            .map_err(Error::io("reopen", tail.path.clone()))?;
+        let file = Arc::clone(&tail.file);
         let path = tail.path.clone();
         drop(lock);
         drop(guard);
@@ -218,7 +229,7 @@ impl Ledger {
     /// The sequence number of the newest record and the position after it.
     pub fn head(&self) -> Result<(u64, Position)> {
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let _lock = Lock::acquire(&self.lock_path)?;
+        let _lock = self.append_lock()?;
         let tail = self.sync_tail(&mut guard)?;
         Ok((
             tail.last_seq,
@@ -233,7 +244,7 @@ impl Ledger {
     /// for the user to inspect (and reported by `fsck`).
     pub fn repair_tail(&self) -> Result<u64> {
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let _lock = Lock::acquire(&self.lock_path)?;
+        let _lock = self.append_lock()?;
         *guard = None;
         let before = self.newest_segment_len()?;
         let tail = self.sync_tail(&mut guard)?;
@@ -275,7 +286,7 @@ impl Ledger {
             *tail = Tail {
                 number: tail.number + 1,
                 path: next,
-                file,
+                file: Arc::new(file),
                 end: HEADER_LEN as u64,
                 last_seq: header.base_seq,
             };
@@ -354,7 +365,7 @@ impl Ledger {
                         return Ok(Tail {
                             number,
                             path,
-                            file,
+                            file: Arc::new(file),
                             end: len,
                             last_seq: f.seq,
                         });
@@ -366,7 +377,7 @@ impl Ledger {
         let mut tail = Tail {
             number,
             path,
-            file,
+            file: Arc::new(file),
             end: HEADER_LEN as u64,
             last_seq: header.base_seq,
         };
@@ -385,7 +396,7 @@ impl Ledger {
                 return Ok(Tail {
                     number,
                     path,
-                    file,
+                    file: Arc::new(file),
                     end: HEADER_LEN as u64,
                     last_seq: header.base_seq,
                 });
@@ -401,7 +412,7 @@ impl Ledger {
         Ok(Tail {
             number,
             path,
-            file,
+            file: Arc::new(file),
             end: HEADER_LEN as u64,
             last_seq: base_seq,
         })
