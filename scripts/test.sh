@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test: fetches the offline model once (cached), then the whole workspace's tests.
+# Runs every test: fetches the offline model once (cached), then the whole workspace's tests,
+# and ends with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-model.sh >&2
-cargo test --workspace --locked "$@"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked "$@" 2>&1 | tee "$log" || status=$?
+awk '$1 == "test" && $2 == "result:" {
+  for (i = 1; i < NF; i++) {
+    if ($(i + 1) == "passed;") passed += $i
+    if ($(i + 1) == "failed;") failed += $i
+  }
+} END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"
+exit "$status"
