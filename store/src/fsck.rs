@@ -89,93 +89,137 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     Ok(report)
 }
 
+/// What one segment's check found.
+struct SegmentCheck {
+    path: std::path::PathBuf,
+    records: u64,
+    first_seq: Option<(u64, u64)>,
+    last_seq: Option<u64>,
+    findings: Vec<Finding>,
+}
+
+/// Segments are checked in parallel (one per core at a time: checksums and decoding are
+/// CPU-bound) and their findings merged in ledger order.
 fn check_ledger(repo: &Repo, report: &mut Report) -> Result<()> {
     let ledger = repo.ledger();
     let numbers = ledger.segment_numbers()?;
+    let newest = numbers.last().copied();
+    let results = crate::ledger::parallel_map(&numbers, |number| {
+        check_segment(repo, number, Some(number) != newest)
+    });
     let mut last_seq: Option<u64> = None;
-    for (i, &number) in numbers.iter().enumerate() {
+    for result in results {
+        let seg = result?;
         report.segments += 1;
-        let seg = ledger.load_segment(number)?;
-        let sealed = i + 1 < numbers.len();
-        let path = seg.path.clone();
-        match seg.header() {
-            Err(reason) => {
+        report.records += seg.records;
+        if let (Some(prev), Some((first, offset))) = (last_seq, seg.first_seq) {
+            if first <= prev {
                 report.findings.push(Finding {
                     kind: FindingKind::CorruptSegment,
-                    file: path,
-                    offset: Some(0),
-                    message: reason,
-                });
-                continue;
-            }
-            Ok((n, _)) if n != number => {
-                report.findings.push(Finding {
-                    kind: FindingKind::CorruptSegment,
-                    file: path.clone(),
-                    offset: Some(0),
-                    message: format!("header says segment {n}, file name says {number}"),
+                    file: seg.path.clone(),
+                    offset: Some(offset),
+                    message: format!("sequence number {first} after {prev}"),
                 });
             }
-            Ok(_) => {}
         }
-        let mut findings = Vec::new();
-        let damage = seg.frames(0, |fr| {
-            report.records += 1;
-            if let Some(prev) = last_seq {
-                if fr.seq <= prev {
-                    findings.push(Finding {
-                        kind: FindingKind::CorruptSegment,
-                        file: path.clone(),
-                        offset: Some(fr.offset),
-                        message: format!("sequence number {} after {prev}", fr.seq),
-                    });
-                }
-            }
-            last_seq = Some(fr.seq);
-            match crate::ledger::decode(fr.kind, fr.payload) {
-                Ok(Some(record)) => {
-                    check_references(repo, &record, &path, fr.offset, &mut findings)
-                }
-                Ok(None) => findings.push(Finding {
-                    kind: FindingKind::UnknownRecordKind,
-                    file: path.clone(),
-                    offset: Some(fr.offset),
-                    message: format!("record kind {} is unknown to this build; skipped", fr.kind),
-                }),
-                Err(e) => findings.push(Finding {
-                    kind: FindingKind::UndecodableRecord,
-                    file: path.clone(),
-                    offset: Some(fr.offset),
-                    message: format!("record of kind {} does not decode: {e}", fr.kind),
-                }),
-            }
-        });
-        report.findings.extend(findings);
-        match damage {
-            None => {}
-            Some(Damage::TornTail { offset, len }) if !sealed => report.findings.push(Finding {
-                kind: FindingKind::TornTail,
-                file: path,
-                offset: Some(offset),
-                message: format!(
-                    "{len} bytes of an incomplete record at the end (a crash mid-append); `axocoatl fsck --repair` truncates them"
-                ),
-            }),
-            Some(Damage::TornTail { offset, .. }) => report.findings.push(Finding {
-                kind: FindingKind::CorruptSegment,
-                file: path,
-                offset: Some(offset),
-                message: "sealed segment ends inside a record".into(),
-            }),
-            Some(Damage::Corrupt { offset, reason }) => report.findings.push(Finding {
-                kind: FindingKind::CorruptSegment,
-                file: path,
-                offset: Some(offset),
-                message: reason,
-            }),
-        }
+        last_seq = seg.last_seq.or(last_seq);
+        report.findings.extend(seg.findings);
     }
     Ok(())
+}
+
+fn check_segment(repo: &Repo, number: u64, sealed: bool) -> Result<SegmentCheck> {
+    let seg = repo.ledger().load_segment(number)?;
+    let path = seg.path.clone();
+    let mut out = SegmentCheck {
+        path: path.clone(),
+        records: 0,
+        first_seq: None,
+        last_seq: None,
+        findings: Vec::new(),
+    };
+    match seg.header() {
+        Err(reason) => {
+            out.findings.push(Finding {
+                kind: FindingKind::CorruptSegment,
+                file: path,
+                offset: Some(0),
+                message: reason,
+            });
+            return Ok(out);
+        }
+        Ok((n, _)) if n != number => out.findings.push(Finding {
+            kind: FindingKind::CorruptSegment,
+            file: path.clone(),
+            offset: Some(0),
+            message: format!("header says segment {n}, file name says {number}"),
+        }),
+        Ok(_) => {}
+    }
+    let mut findings = Vec::new();
+    let mut records = 0;
+    let mut first_seq = None;
+    let mut last_seq: Option<u64> = None;
+    let damage = seg.frames(0, |fr| {
+        records += 1;
+        if first_seq.is_none() {
+            first_seq = Some((fr.seq, fr.offset));
+        }
+        if let Some(prev) = last_seq {
+            if fr.seq <= prev {
+                findings.push(Finding {
+                    kind: FindingKind::CorruptSegment,
+                    file: path.clone(),
+                    offset: Some(fr.offset),
+                    message: format!("sequence number {} after {prev}", fr.seq),
+                });
+            }
+        }
+        last_seq = Some(fr.seq);
+        match crate::ledger::decode(fr.kind, fr.payload) {
+            Ok(Some(record)) => check_references(repo, &record, &path, fr.offset, &mut findings),
+            Ok(None) => findings.push(Finding {
+                kind: FindingKind::UnknownRecordKind,
+                file: path.clone(),
+                offset: Some(fr.offset),
+                message: format!("record kind {} is unknown to this build; skipped", fr.kind),
+            }),
+            Err(e) => findings.push(Finding {
+                kind: FindingKind::UndecodableRecord,
+                file: path.clone(),
+                offset: Some(fr.offset),
+                message: format!("record of kind {} does not decode: {e}", fr.kind),
+            }),
+        }
+    });
+    out.records = records;
+    out.first_seq = first_seq;
+    out.last_seq = last_seq;
+    out.findings.extend(findings);
+    match damage {
+        None => {}
+        Some(Damage::TornTail { offset, len }) if !sealed => out.findings.push(Finding {
+            kind: FindingKind::TornTail,
+            file: path,
+            offset: Some(offset),
+            message: format!(
+                "{len} bytes of an incomplete record at the end (a crash mid-append); `axocoatl fsck --repair` truncates them"
+            ),
+        }),
+        Some(Damage::TornTail { offset, .. }) => out.findings.push(Finding {
+            kind: FindingKind::CorruptSegment,
+            file: path,
+            offset: Some(offset),
+            message: "sealed segment ends inside a record".into(),
+        }),
+        Some(Damage::Corrupt { offset, reason }) => out.findings.push(Finding {
+            kind: FindingKind::CorruptSegment,
+            file: path,
+            offset: Some(offset),
+            message: reason,
+        }),
+    }
+    Ok(out)
 }
 
 fn check_references(

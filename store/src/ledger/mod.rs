@@ -624,6 +624,31 @@ impl SegmentData {
     }
 }
 
+/// Runs `f` on every item on up to one thread per core, returning the results in order.
+/// For CPU-bound work per segment (checksums, decoding) on sealed, independent files.
+pub fn parallel_map<T: Send>(items: &[u64], f: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    if threads <= 1 {
+        return items.iter().map(|&i| f(i)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<T>> = (0..items.len()).map(|_| None).collect();
+    let results = Mutex::new(&mut slots);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&item) = items.get(i) else { break };
+                let value = f(item);
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(value);
+            });
+        }
+    });
+    slots.into_iter().flatten().collect()
+}
+
 /// Decodes a raw frame's payload. `Ok(None)` for an unknown kind.
 pub fn decode(kind: u16, payload: &[u8]) -> std::result::Result<Option<Record>, String> {
     Record::decode(kind, payload).map_err(|e| e.to_string())
@@ -736,7 +761,8 @@ fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<SegmentData
     let (base, data) = if sealed {
         // SAFETY: sealed segments are never modified or truncated; the map is read-only.
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(Error::io("map", path))?;
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            .map_err(Error::io("map", path))?;
         (0, Bytes::Map(map))
     } else {
         let base = if from > HEADER_LEN as u64 { from } else { 0 };
