@@ -9,9 +9,10 @@
 //! every textual match is a byte match; a byte hit that is not a real match (in an id, or
 //! across two fields) is dropped by the exact check the caller runs on the decoded turn.
 //!
-//! A turn's earlier records are found in a window of recent frames; a turn whose begin
-//! record fell out of the window (rare: very long turns among many concurrent ones) is
-//! completed by a second, full pass.
+//! A turn's earlier records are found in a window of recent frames. Segments are scanned in
+//! parallel; a wanted turn whose begin or end record was not collected (it fell out of the
+//! window, crossed a segment boundary, or is still running) sends the search through a
+//! second, full pass, so the result is always complete.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -25,6 +26,7 @@ use crate::history::{self, Projection};
 /// Kinds whose first field is the turn id (a postcard string: length byte, then the id).
 const TURN_FIRST: &[u16] = &[2, 3, 4, 5, 6, 7, 8];
 const TURN_BEGUN: u16 = 2;
+const TURN_ENDED: u16 = 3;
 /// `Warning`: an optional turn id first.
 const WARNING: u16 = 10;
 /// Kinds always decoded: sessions, rewinds, attachments.
@@ -85,9 +87,11 @@ pub fn turn_key(kind: u16, payload: &[u8]) -> Option<&[u8]> {
     rest.get(1..1 + len)
 }
 
+#[derive(Default)]
 struct Collector {
     wanted: KeySet,
     begun: KeySet,
+    ended: KeySet,
     entries: Vec<Entry>,
     problems: Vec<String>,
 }
@@ -112,9 +116,15 @@ impl Collector {
         };
         match decode(fr.kind, fr.payload) {
             Ok(record) => {
-                if fr.kind == TURN_BEGUN {
-                    if let Some(k) = turn_key(fr.kind, fr.payload) {
-                        self.begun.insert(short(k));
+                if let Some(k) = turn_key(fr.kind, fr.payload) {
+                    match fr.kind {
+                        TURN_BEGUN => {
+                            self.begun.insert(short(k));
+                        }
+                        TURN_ENDED => {
+                            self.ended.insert(short(k));
+                        }
+                        _ => {}
                     }
                 }
                 self.entries.push(Entry {
@@ -224,17 +234,25 @@ fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
 pub fn search(repo: &Repo, text: &str) -> Result<Projection> {
     let re = byte_matcher(text)?;
     let ledger = repo.ledger();
-    let mut c = Collector {
-        wanted: KeySet::default(),
-        begun: KeySet::default(),
-        entries: Vec::new(),
-        problems: Vec::new(),
-    };
-    for number in ledger.segment_numbers()? {
+    // Segments are scanned in parallel, one per core at a time. A turn whose records span a
+    // segment boundary is then incomplete in the merged result (its begin or end was in a
+    // segment whose scan did not know it was wanted), which the check below catches.
+    let numbers = ledger.segment_numbers()?;
+    let parts = axocoatl_store::ledger::parallel_map(&numbers, |number| {
+        let mut part = Collector::default();
         match ledger.load_segment(number) {
-            Ok(seg) => scan_segment(&seg, &re, &mut c),
-            Err(e) => c.problems.push(e.to_string()),
+            Ok(seg) => scan_segment(&seg, &re, &mut part),
+            Err(e) => part.problems.push(e.to_string()),
         }
+        part
+    });
+    let mut c = Collector::default();
+    for part in parts {
+        c.wanted.extend(part.wanted);
+        c.begun.extend(part.begun);
+        c.ended.extend(part.ended);
+        c.entries.extend(part.entries);
+        c.problems.extend(part.problems);
     }
     // Rewind targets must be projected, or later turns could not be marked superseded.
     let targets: Vec<u128> = c
@@ -247,8 +265,10 @@ pub fn search(repo: &Repo, text: &str) -> Result<Projection> {
             _ => None,
         })
         .collect();
-    let complete =
-        targets.iter().all(|t| c.begun.contains(t)) && c.wanted.iter().all(|t| c.begun.contains(t));
+    let complete = targets.iter().all(|t| c.begun.contains(t))
+        && c.wanted
+            .iter()
+            .all(|t| c.begun.contains(t) && c.ended.contains(t));
     if !complete {
         let mut wanted = c.wanted;
         wanted.extend(targets);

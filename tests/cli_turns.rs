@@ -411,3 +411,46 @@ fn search_is_literal_case_insensitive_and_scoped() {
         env.snap(&env.run(&["history", "--all", "--search", "o"]))
     );
 }
+
+#[test]
+fn search_results_match_the_full_projection_even_across_small_segments() {
+    let mut env = script_env();
+    env.set_env("AXOCOATL_SEGMENT_LIMIT", "300");
+    for q in [
+        "alpha one",
+        "beta two",
+        "I like tea",
+        "delta four",
+        "epsilon five",
+    ] {
+        env.run(&["send", q]);
+    }
+    assert!(
+        std::fs::read_dir(env.repo().join("ledger/v1"))
+            .expect("ls")
+            .count()
+            > 3,
+        "turns span segments"
+    );
+    let all: Vec<serde_json::Value> = env
+        .run(&["history", "--json"])
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    for needle in ["TEA", "delta", "Hello", "noted", "core_memory"] {
+        let found: Vec<serde_json::Value> = env
+            .run(&["history", "--json", "--search", needle])
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        let lower = needle.to_lowercase();
+        let expected: Vec<&serde_json::Value> = all
+            .iter()
+            .filter(|t| t.to_string().to_lowercase().contains(&lower))
+            .collect();
+        assert!(!found.is_empty(), "{needle}");
+        assert_eq!(found.iter().collect::<Vec<_>>(), expected, "{needle}");
+    }
+}
