@@ -92,6 +92,18 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
         .filter(|t| re.as_ref().is_none_or(|re| turn_matches(re, t)))
         .collect();
+    if turns.is_empty() && !args.json {
+        let scope = session
+            .as_deref()
+            .map(|s| format!("session {s}"))
+            .unwrap_or_else(|| "any session".into());
+        let what = if args.search.is_some() {
+            "matching turns"
+        } else {
+            "turns"
+        };
+        writeln!(ui.err, "no {what} in {scope}")?;
+    }
     if let Some(n) = args.limit {
         let skip = turns.len().saturating_sub(n);
         turns.drain(..skip);

@@ -362,6 +362,9 @@ fn retry_links_the_new_turn_to_the_old() {
     let old = v["turn"].as_str().expect("turn").to_owned();
     let retry = env.run(&["retry", &old]);
     assert_eq!(retry.code, 0, "{}", retry.stderr);
+    snap!("retry", env.snap(&retry));
+    snap!("fsck_clean", env.snap(&env.run(&["fsck"])));
+    snap!("fsck_clean_json", env.snap(&env.run(&["fsck", "--json"])));
     let h = env.run(&["history", "--json"]);
     let last: serde_json::Value =
         serde_json::from_str(h.stdout.lines().last().expect("l")).expect("json");
