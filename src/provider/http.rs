@@ -503,6 +503,47 @@ pub(crate) fn base64(data: &[u8]) -> String {
     out
 }
 
+/// The parts of a chat body both HTTP protocols share: the model (the request's, else the
+/// provider's default), the messages in the adapter's shape, streaming on, and tools in the
+/// function-tool shape both Ollama and OpenAI use.
+pub(crate) fn base_body(
+    default_model: &str,
+    request: &super::ChatRequest,
+    message_json: impl Fn(&super::Message) -> serde_json::Value,
+) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::{json, Value};
+    let model = if request.model.is_empty() {
+        default_model
+    } else {
+        &request.model
+    };
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert(
+        "messages".into(),
+        Value::Array(request.messages.iter().map(message_json).collect()),
+    );
+    body.insert("stream".into(), json!(true));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    }
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

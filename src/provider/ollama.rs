@@ -33,35 +33,7 @@ impl OllamaProvider {
 
 /// The JSON body of one `/api/chat` call. `default_model` serves when the request names none.
 fn request_body(default_model: &str, request: &ChatRequest) -> Value {
-    let model = if request.model.is_empty() {
-        default_model
-    } else {
-        &request.model
-    };
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert(
-        "messages".into(),
-        Value::Array(request.messages.iter().map(message_json).collect()),
-    );
-    body.insert("stream".into(), json!(true));
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    }
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
+    let mut body = super::http::base_body(default_model, request, message_json);
     let sampling = &request.sampling;
     let mut options = Map::new();
     if let Some(t) = sampling.temperature {

@@ -38,36 +38,8 @@ impl OpenAiProvider {
 
 /// The JSON body of one call. `default_model` serves when the request names none.
 fn request_body(default_model: &str, request: &ChatRequest) -> Value {
-    let model = if request.model.is_empty() {
-        default_model
-    } else {
-        &request.model
-    };
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert(
-        "messages".into(),
-        Value::Array(request.messages.iter().map(message_json).collect()),
-    );
-    body.insert("stream".into(), json!(true));
+    let mut body = super::http::base_body(default_model, request, message_json);
     body.insert("stream_options".into(), json!({"include_usage": true}));
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    }
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
     let sampling = &request.sampling;
     if let Some(t) = sampling.temperature {
         body.insert("temperature".into(), json!(t));
