@@ -71,6 +71,44 @@ pub fn byte_matcher(text: &str) -> Result<Regex> {
         })
 }
 
+/// Reads one postcard string (LEB128 length, then bytes) at the start of `b`: the string and
+/// what follows it.
+fn postcard_str(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut len = 0usize;
+    for (i, &byte) in b.iter().enumerate().take(5) {
+        len |= usize::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            let rest = &b[i + 1..];
+            return (rest.len() >= len).then(|| rest.split_at(len));
+        }
+    }
+    None
+}
+
+/// Projects one session's turns (plus every session, rewind and attachment record) without
+/// decoding the other sessions' records: a `TurnBegun`'s session is read from its payload
+/// prefix (turn id, then session), and later records of a turn are recognised by their
+/// leading turn id. `send` uses it so that a long ledger of other sessions costs a frame
+/// walk, not a full decode.
+pub fn project_session(repo: &Repo, session: &str) -> Result<Projection> {
+    let turns = std::cell::RefCell::new(KeySet::default());
+    history::project_repo_filtered(repo, &|kind, payload| {
+        if kind == TURN_BEGUN {
+            let of_session = postcard_str(payload)
+                .and_then(|(_, rest)| postcard_str(rest))
+                .is_some_and(|(s, _)| s == session.as_bytes());
+            if of_session {
+                if let Some(k) = turn_key(kind, payload) {
+                    turns.borrow_mut().insert(short(k));
+                }
+            }
+            return of_session;
+        }
+        ALWAYS.contains(&kind)
+            || turn_key(kind, payload).is_some_and(|k| turns.borrow().contains(&short(k)))
+    })
+}
+
 /// The turn id a record's payload starts with, without decoding it.
 pub fn turn_key(kind: u16, payload: &[u8]) -> Option<&[u8]> {
     let rest = if TURN_FIRST.contains(&kind) {

@@ -457,3 +457,29 @@ fn search_results_match_the_full_projection_even_across_small_segments() {
         assert_eq!(found.iter().collect::<Vec<_>>(), expected, "{needle}");
     }
 }
+
+#[test]
+fn each_session_has_its_own_conversation() {
+    let server = FakeServer::with([
+        Reply::ndjson(&ollama_stream(&["A1"])),
+        Reply::ndjson(&ollama_stream(&["B1"])),
+        Reply::ndjson(&ollama_stream(&["A2"])),
+        Reply::ndjson(&ollama_stream(&["B2"])),
+    ]);
+    let env = ollama_env(&server);
+    assert_eq!(env.run(&["send", "a one"]).code, 0);
+    assert_eq!(env.run(&["send", "-s", "side", "b one"]).code, 0);
+    assert_eq!(env.run(&["send", "a two"]).code, 0);
+    assert_eq!(env.run(&["send", "-s", "side", "b two"]).code, 0);
+    let convo = |i: usize| -> Vec<String> {
+        server.requests()[i].json()["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| m["content"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    assert_eq!(convo(2), ["a one", "A1", "a two"]);
+    assert_eq!(convo(3), ["b one", "B1", "b two"]);
+}

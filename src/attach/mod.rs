@@ -367,7 +367,10 @@ pub fn add(
 
 /// The pins of the next turn of `session`: its selected references, in the order added.
 pub fn selection(repo: &Repo, session: &str) -> Result<Vec<AttachmentPin>, RuntimeError> {
-    Ok(history::project_repo(repo)?.attachments.selection(session))
+    // Attachment records are always projected; the session filter skips other turns.
+    Ok(crate::search::project_session(repo, session)?
+        .attachments
+        .selection(session))
 }
 
 /// Takes a reference out of future selection. Turns that pinned it keep it.
