@@ -167,6 +167,28 @@ fn search_bench(base: &Path, bin: &str) {
     }
     ours.sort();
     rg.sort();
+    // A send to a fresh session beside all those turns: other sessions are walked, not decoded.
+    std::fs::write(
+        work.join("axocoatl.yaml"),
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - id: a\n    provider: s\n",
+    )
+    .unwrap();
+    std::fs::write(work.join("r.yaml"), "replies:\n  - text: ok\n").unwrap();
+    let mut sends: Vec<Duration> = (0..3)
+        .map(|i| {
+            time(
+                Command::new(bin)
+                    .args(["send", "--no-stdin", "-s", &format!("fresh{i}"), "hi"])
+                    .current_dir(&work),
+            )
+            .0
+        })
+        .collect();
+    sends.sort();
+    println!(
+        "send to a fresh session beside {turns} turns of others: {:.0} ms (median of 3)",
+        sends[1].as_secs_f64() * 1e3
+    );
     print!(
         "history --all --search over {turns} turns: {:.0} ms ({found} turns found)",
         ours[1].as_secs_f64() * 1e3
