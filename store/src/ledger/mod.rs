@@ -277,6 +277,12 @@ impl Ledger {
             if len != tail.end {
                 self.catch_up(tail, len)?;
             }
+            // Another appender rolls to a new segment only when its record does not fit in
+            // this one; while even the largest record fits, there is no newer segment to
+            // look for (one stat fewer per append).
+            if tail.end + (MAX_PAYLOAD + FRAME_OVERHEAD) as u64 <= self.segment_limit {
+                return Ok(tail);
+            }
             let next = self.dir.join(segment_file_name(tail.number + 1));
             if !next.exists() {
                 return Ok(tail);
