@@ -26,10 +26,7 @@ impl StopWatcher {
         let handle = std::thread::Builder::new()
             .name("stop-watcher".into())
             .spawn(move || {
-                let Ok(repo) = axocoatl_store::Repo::open(&root, &crate::workspace::open_options())
-                else {
-                    return false;
-                };
+                let mut repo = None;
                 let mut pos = from;
                 loop {
                     // Wakes at once when the turn ends (the sender is dropped or signals).
@@ -37,6 +34,12 @@ impl StopWatcher {
                         Err(RecvTimeoutError::Timeout) => {}
                         Ok(()) | Err(RecvTimeoutError::Disconnected) => return false,
                     }
+                    // Opened at the first poll: a turn that ends sooner costs nothing here.
+                    if repo.is_none() {
+                        repo = axocoatl_store::Repo::open(&root, &crate::workspace::open_options())
+                            .ok();
+                    }
+                    let Some(repo) = &repo else { return false };
                     for entry in repo.ledger().scan(pos).flatten() {
                         pos = entry.next;
                         if let Some(Record::StopRequested(s)) = &entry.record {
