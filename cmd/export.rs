@@ -52,9 +52,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
     let projection = history::project_repo(ws.repo())?;
-    for problem in &projection.problems {
-        ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
-    }
+    crate::fmt::warn_problems(ui, &projection)?;
     let turns: Vec<&TurnView> = projection
         .turns
         .iter()

@@ -101,3 +101,19 @@ pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
     };
     ui.paint(code, &padded)
 }
+
+/// Warns about damage met while projecting (never skipped silently) and about records of
+/// kinds this build does not know.
+pub fn warn_problems(ui: &mut Ui, p: &axocoatl::history::Projection) -> std::io::Result<()> {
+    for problem in &p.problems {
+        ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
+    }
+    if p.unknown_kinds > 0 {
+        ui.warn(&format!(
+            "skipped {} ledger record{} of a kind this axocoatl does not know (written by a newer version?)",
+            p.unknown_kinds,
+            if p.unknown_kinds == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(())
+}

@@ -75,16 +75,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         Some(text) => axocoatl::search::search(ws.repo(), text)?,
         None => history::project_repo(ws.repo())?,
     };
-    for problem in &projection.problems {
-        ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
-    }
-    if projection.unknown_kinds > 0 {
-        ui.warn(&format!(
-            "skipped {} ledger record{} of a kind this axocoatl does not know (written by a newer version?)",
-            projection.unknown_kinds,
-            if projection.unknown_kinds == 1 { "" } else { "s" }
-        ))?;
-    }
+    crate::fmt::warn_problems(ui, &projection)?;
     let re = args.search.as_deref().map(matcher).transpose()?;
     let mut turns: Vec<&TurnView> = projection
         .turns

@@ -50,14 +50,7 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         .into());
     }
-    let mut context = Vec::with_capacity(original.inline_context.len());
-    for c in &original.inline_context {
-        let text = match &c.text.object {
-            Some(hash) => String::from_utf8_lossy(&ws.repo().objects().get(hash)?).into_owned(),
-            None => c.text.inline.clone(),
-        };
-        context.push((c.label.clone(), text));
-    }
+    let context = axocoatl::engine::conversation::inline_context(ws.repo(), original)?;
     let opts = SendOptions {
         session: original.session.clone(),
         agent: Some(original.agent.clone()),

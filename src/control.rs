@@ -34,25 +34,7 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
                     pid: std::process::id(),
                     at: clock::now(),
                 });
-                let outcome = repo
-                    .ledger()
-                    .append_checked(note.begin, &[record], |entries| {
-                        let mut begun = false;
-                        for entry in entries.flatten() {
-                            match entry.record {
-                                Some(Record::TurnBegun(b)) if b.turn == note.turn => begun = true,
-                                Some(Record::TurnEnded(e)) if e.turn == note.turn => {
-                                    return Err(Some(e.state))
-                                }
-                                _ => {}
-                            }
-                        }
-                        if begun {
-                            Ok(())
-                        } else {
-                            Err(None)
-                        }
-                    })?;
+                let outcome = session::append_if_open(repo, note, &[record])?;
                 match outcome {
                     Ok(_) => {
                         return Ok(StopAccepted {

@@ -200,15 +200,7 @@ fn bounded_text(b: &Bounded) -> String {
 /// Builds the projection from every record. `alive` says whether a session's turn owner is
 /// alive; a turn without a terminal record whose owner is gone shows as interrupted.
 pub fn project(repo: &Repo, alive: &mut dyn FnMut(&str) -> bool) -> Result<Projection> {
-    let mut p = Projection::default();
-    for entry in repo.ledger().scan_all() {
-        match entry {
-            Ok(entry) => apply(&mut p, entry),
-            Err(e) => p.problems.push(e.to_string()),
-        }
-    }
-    settle(&mut p, alive);
-    Ok(p)
+    project_filtered(repo, alive, &|_, _| true)
 }
 
 /// Like [`project`], but decodes only the records `keep(kind, payload)` accepts: the raw
@@ -229,40 +221,21 @@ pub fn project_filtered(
                 continue;
             }
         };
+        if let Err(reason) = seg.header() {
+            p.problems.push(format!(
+                "ledger corrupt: {} at byte 0: {reason}",
+                seg.path.display()
+            ));
+            continue;
+        }
         let mut entries = Vec::new();
         let damage = seg.frames_unverified(0, |fr| {
             if !keep(fr.kind, fr.payload) {
                 return;
             }
-            if !seg.payload_ok(&fr) {
-                p.problems.push(format!(
-                    "ledger corrupt: {} at byte {}: record checksum mismatch",
-                    seg.path.display(),
-                    fr.offset
-                ));
-                return;
-            }
-            let pos = axocoatl_store::ledger::Position {
-                segment: number,
-                offset: fr.offset,
-            };
-            let next = axocoatl_store::ledger::Position {
-                segment: number,
-                offset: fr.offset + fr.len,
-            };
-            match axocoatl_store::ledger::decode(fr.kind, fr.payload) {
-                Ok(record) => entries.push(Entry {
-                    seq: fr.seq,
-                    pos,
-                    next,
-                    kind: fr.kind,
-                    record,
-                }),
-                Err(e) => p.problems.push(format!(
-                    "{}: record at byte {} does not decode: {e}",
-                    seg.path.display(),
-                    fr.offset
-                )),
+            match seg.checked_entry(&fr) {
+                Ok(entry) => entries.push(entry),
+                Err(e) => p.problems.push(e.to_string()),
             }
         });
         for e in entries {

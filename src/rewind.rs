@@ -21,7 +21,6 @@ use crate::config::AgentRole;
 use crate::engine::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView};
-use crate::session::ActiveNote;
 use crate::workspace::Workspace;
 
 /// Test hook: milliseconds to pause between the boundary append and the checkpoint write,
@@ -79,10 +78,7 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
     let session = target.session.clone();
     let lock_path = session_lock_path(repo.root(), &session);
     let Some(_lock) = Lock::try_acquire(&lock_path)? else {
-        let active = axocoatl_store::lock::peek_note(&lock_path)
-            .ok()
-            .and_then(|n| ActiveNote::decode(&n))
-            .map(|n| n.turn);
+        let active = crate::session::noted_turn(&lock_path);
         return Err(RuntimeError::Refused {
             message: format!(
                 "session {session:?} has an active turn{}",

@@ -16,7 +16,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use axocoatl_store::ledger::{decode, Entry, Position, RawFrame, SegmentData};
+use axocoatl_store::ledger::{Entry, RawFrame, SegmentData};
 use axocoatl_store::Repo;
 use regex::bytes::{Regex, RegexBuilder};
 
@@ -136,24 +136,8 @@ struct Collector {
 
 impl Collector {
     fn decode(&mut self, seg: &SegmentData, fr: &RawFrame<'_>) {
-        if !seg.payload_ok(fr) {
-            self.problems.push(format!(
-                "ledger corrupt: {} at byte {}: record checksum mismatch",
-                seg.path.display(),
-                fr.offset
-            ));
-            return;
-        }
-        let pos = Position {
-            segment: seg.number,
-            offset: fr.offset,
-        };
-        let next = Position {
-            segment: seg.number,
-            offset: fr.offset + fr.len,
-        };
-        match decode(fr.kind, fr.payload) {
-            Ok(record) => {
+        match seg.checked_entry(fr) {
+            Ok(entry) => {
                 if let Some(k) = turn_key(fr.kind, fr.payload) {
                     match fr.kind {
                         TURN_BEGUN => {
@@ -165,19 +149,9 @@ impl Collector {
                         _ => {}
                     }
                 }
-                self.entries.push(Entry {
-                    seq: fr.seq,
-                    pos,
-                    next,
-                    kind: fr.kind,
-                    record,
-                });
+                self.entries.push(entry);
             }
-            Err(e) => self.problems.push(format!(
-                "{}: record at byte {} does not decode: {e}",
-                seg.path.display(),
-                fr.offset
-            )),
+            Err(e) => self.problems.push(e.to_string()),
         }
     }
 }
@@ -197,6 +171,13 @@ fn short(key: &[u8]) -> u128 {
 
 /// Streams one segment: hits, frames, and the records to decode.
 fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
+    if let Err(reason) = seg.header() {
+        c.problems.push(format!(
+            "ledger corrupt: {} at byte 0: {reason}",
+            seg.path.display()
+        ));
+        return;
+    }
     let data = seg.bytes();
     let base = seg.base as usize;
     // Recent frames not decoded, for turns found later: (offset in `data`, key).

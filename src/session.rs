@@ -126,23 +126,41 @@ pub fn interrupt_if_open(repo: &Repo, note: &ActiveNote) -> Result<bool> {
         },
         at: clock::now(),
     });
+    Ok(append_if_open(repo, note, &[record])?.is_ok())
+}
+
+/// Appends `records` only while the turn of `note` is open: begun (at or after the note's
+/// position) and not ended. The check and the append happen under the ledger's append lock.
+/// `Ok(Err(Some(state)))`: the turn already ended so; `Ok(Err(None))`: it never began.
+pub fn append_if_open(
+    repo: &Repo,
+    note: &ActiveNote,
+    records: &[Record],
+) -> Result<std::result::Result<(), Option<TurnState>>> {
     let outcome = repo
         .ledger()
-        .append_checked(note.begin, &[record], |entries| {
+        .append_checked(note.begin, records, |entries| {
             let mut begun = false;
-            for entry in entries {
-                let Ok(entry) = entry else { continue };
+            for entry in entries.flatten() {
                 match entry.record {
                     Some(Record::TurnBegun(b)) if b.turn == note.turn => begun = true,
-                    Some(Record::TurnEnded(e)) if e.turn == note.turn => return Err(()),
+                    Some(Record::TurnEnded(e)) if e.turn == note.turn => return Err(Some(e.state)),
                     _ => {}
                 }
             }
             if begun {
                 Ok(())
             } else {
-                Err(())
+                Err(None)
             }
         })?;
-    Ok(outcome.is_ok())
+    Ok(outcome.map(|_| ()))
+}
+
+/// The turn a session lock's note names as active, read without taking the lock.
+pub fn noted_turn(lock_path: &std::path::Path) -> Option<String> {
+    lock::peek_note(lock_path)
+        .ok()
+        .and_then(|n| ActiveNote::decode(&n))
+        .map(|n| n.turn)
 }

@@ -40,12 +40,18 @@ pub fn retained(t: &TurnView) -> bool {
         }
 }
 
+/// A turn's inline context as `(label, text)`, the whole text (from its object when it was
+/// too long to keep inline).
+pub fn inline_context(repo: &Repo, t: &TurnView) -> Result<Vec<(String, String)>> {
+    t.inline_context
+        .iter()
+        .map(|c| Ok((c.label.clone(), full_text(repo, &c.text)?)))
+        .collect()
+}
+
 /// The messages of one retained turn, as rebuilt from the ledger.
 pub fn turn_messages(repo: &Repo, t: &TurnView) -> Result<Vec<Message>> {
-    let mut context = Vec::with_capacity(t.inline_context.len());
-    for c in &t.inline_context {
-        context.push((c.label.clone(), full_text(repo, &c.text)?));
-    }
+    let context = inline_context(repo, t)?;
     Ok(vec![
         crate::attach::user_message(repo, &t.request, &context, &t.attachments, false)?,
         Message::new(Role::Assistant, t.output.clone()),

@@ -149,10 +149,7 @@ fn take_session_lock(ws: &Workspace, session: &str, wait: bool) -> Result<Lock> 
             return Ok(lock);
         }
         if Instant::now() >= deadline {
-            let turn = axocoatl_store::lock::peek_note(&path)
-                .ok()
-                .and_then(|n| ActiveNote::decode(&n))
-                .map(|n| n.turn);
+            let turn = session::noted_turn(&path);
             return Err(RuntimeError::Busy {
                 session: session.to_owned(),
                 turn,

@@ -581,6 +581,42 @@ impl SegmentData {
         }
     }
 
+    /// Decodes a frame of this segment (walked with checksums) into an entry; a payload
+    /// that does not decode is corruption at that offset.
+    pub fn entry(&self, fr: &RawFrame<'_>) -> Result<Entry> {
+        let record = Record::decode(fr.kind, fr.payload).map_err(|e| Error::Corrupt {
+            path: self.path.clone(),
+            offset: fr.offset,
+            reason: format!("record of kind {} does not decode: {e}", fr.kind),
+        })?;
+        Ok(Entry {
+            seq: fr.seq,
+            pos: Position {
+                segment: self.number,
+                offset: fr.offset,
+            },
+            next: Position {
+                segment: self.number,
+                offset: fr.offset + fr.len,
+            },
+            kind: fr.kind,
+            record,
+        })
+    }
+
+    /// [`SegmentData::entry`] for a frame from [`SegmentData::frames_unverified`]: its
+    /// checksums are verified first.
+    pub fn checked_entry(&self, fr: &RawFrame<'_>) -> Result<Entry> {
+        if !self.payload_ok(fr) {
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                offset: fr.offset,
+                reason: "record checksum mismatch".into(),
+            });
+        }
+        self.entry(fr)
+    }
+
     /// Whether a frame from [`SegmentData::frames_unverified`] has an intact payload.
     pub fn payload_ok(&self, fr: &RawFrame<'_>) -> bool {
         frame::payload_ok(
@@ -716,30 +752,7 @@ impl Scan {
             return true;
         }
         let mut out = std::mem::take(&mut self.pending);
-        let damage = seg.frames(start, |fr| {
-            let pos = Position {
-                segment: number,
-                offset: fr.offset,
-            };
-            let next = Position {
-                segment: number,
-                offset: fr.offset + fr.len,
-            };
-            out.push_back(match Record::decode(fr.kind, fr.payload) {
-                Ok(record) => Ok(Entry {
-                    seq: fr.seq,
-                    pos,
-                    next,
-                    kind: fr.kind,
-                    record,
-                }),
-                Err(e) => Err(Error::Corrupt {
-                    path: seg.path.clone(),
-                    offset: fr.offset,
-                    reason: format!("record of kind {} does not decode: {e}", fr.kind),
-                }),
-            });
-        });
+        let damage = seg.frames(start, |fr| out.push_back(seg.entry(&fr)));
         if let Some(Damage::Corrupt { offset, reason }) = damage {
             out.push_back(Err(Error::Corrupt {
                 path: seg.path.clone(),
