@@ -780,8 +780,10 @@ fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<SegmentData
     let (base, data) = if sealed {
         // SAFETY: sealed segments are never modified or truncated; the map is read-only.
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
-            .map_err(Error::io("map", path))?;
+        // Not populated up front: building the page tables of a whole 64 MiB segment before
+        // the first checksum made a verified scan of 1 GiB ~10% slower (0.80 against 0.84–0.88
+        // of a raw read) than faulting pages in as the scan reaches them.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(Error::io("map", path))?;
         (0, Bytes::Map(map))
     } else {
         let base = if from > HEADER_LEN as u64 { from } else { 0 };
