@@ -57,6 +57,7 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         message: original.request.clone(),
         inline_context: context,
         attachments: Vec::new(),
+        use_selection: false,
         retry_of: Some(original.turn.clone()),
         wait: args.wait,
     };

@@ -62,7 +62,8 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let session = ws.session_or_head(args.session.as_deref())?;
     crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
     let opts = SendOptions {
-        attachments: axocoatl::attach::selection(ws.repo(), &session)?,
+        attachments: Vec::new(),
+        use_selection: true,
         session,
         agent: args.agent,
         message,
@@ -126,22 +127,12 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
     let mut io_error: Option<std::io::Error> = None;
     let mut turn_id = String::new();
     let mut ended_with_newline = true;
-    let pinned: Vec<String> = opts
-        .attachments
-        .iter()
-        .map(crate::attach::pin_line)
-        .collect();
     let outcome = {
         let mut sink = |ev: TurnEvent<'_>| {
             if io_error.is_some() {
                 return;
             }
-            let begun = matches!(ev, TurnEvent::Begun { .. }) && !json_mode;
-            let mut r = emit(ui, json_mode, &mut turn_id, &mut ended_with_newline, ev);
-            if begun && r.is_ok() {
-                r = pinned.iter().try_for_each(|l| writeln!(ui.err, "{l}"));
-            }
-            if let Err(e) = r {
+            if let Err(e) = emit(ui, json_mode, &mut turn_id, &mut ended_with_newline, ev) {
                 io_error = Some(e);
             }
         };
@@ -167,6 +158,7 @@ fn emit(
             turn,
             session,
             agent,
+            attachments,
         } => {
             *turn_id = turn.to_owned();
             if json_mode {
@@ -174,6 +166,9 @@ fn emit(
                 ui.out.flush()?;
             } else {
                 writeln!(ui.err, "turn {turn}")?;
+                for pin in attachments {
+                    writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
+                }
                 ui.err.flush()?;
             }
         }

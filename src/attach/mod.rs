@@ -365,14 +365,6 @@ pub fn add(
     Ok(out)
 }
 
-/// The pins of the next turn of `session`: its selected references, in the order added.
-pub fn selection(repo: &Repo, session: &str) -> Result<Vec<AttachmentPin>, RuntimeError> {
-    // Attachment records are always projected; the session filter skips other turns.
-    Ok(crate::search::project_session(repo, session)?
-        .attachments
-        .selection(session))
-}
-
 /// Takes a reference out of future selection. Turns that pinned it keep it.
 pub fn remove(repo: &Repo, prefix: &str) -> Result<Reference, AttachError> {
     let projection = history::project_repo(repo)?;

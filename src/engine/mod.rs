@@ -53,6 +53,9 @@ pub struct SendOptions {
     /// Labelled inline context, e.g. `("stdin", text)`.
     pub inline_context: Vec<(String, String)>,
     pub attachments: Vec<AttachmentPin>,
+    /// Pin the session's selected attachments instead, as found under the session lock
+    /// (what `send` does: one projection of the session serves the selection and the turn).
+    pub use_selection: bool,
     pub retry_of: Option<String>,
     /// Queue behind an active turn instead of failing.
     pub wait: bool,
@@ -65,6 +68,8 @@ pub enum TurnEvent<'a> {
         turn: &'a str,
         session: &'a str,
         agent: &'a str,
+        /// The attachments pinned to the turn.
+        attachments: &'a [AttachmentPin],
     },
     Delta(&'a str),
     ToolStarted {
@@ -192,8 +197,13 @@ pub fn send(
     let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
     let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;
     drop(session_turns);
+    let attachments = if opts.use_selection {
+        projection.attachments.selection(&opts.session)
+    } else {
+        opts.attachments.clone()
+    };
     // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
-    let once = attach::check_selection(&projection.attachments, &opts.session, &opts.attachments)?;
+    let once = attach::check_selection(&projection.attachments, &opts.session, &attachments)?;
     drop(projection);
     let ck_policy = config.checkpoint.policy;
     let ck_keep = config.checkpoint.keep;
@@ -218,10 +228,10 @@ pub fn send(
         repo,
         &opts.message,
         &opts.inline_context,
-        &opts.attachments,
+        &attachments,
         true,
     )?;
-    attach::check_images(&user, &opts.attachments, &resolved)?;
+    attach::check_images(&user, &attachments, &resolved)?;
     let turn = ids::new_id();
     let now = clock::now();
     let (_, head) = repo.ledger().head()?;
@@ -248,7 +258,7 @@ pub fn send(
         mode: "single".into(),
         request: opts.message.clone(),
         inline_context: inline,
-        attachments: opts.attachments.clone(),
+        attachments: attachments.clone(),
         retry_of: opts.retry_of.clone(),
         pid: std::process::id(),
         at: now,
@@ -260,9 +270,10 @@ pub fn send(
         turn: &turn,
         session: &opts.session,
         agent: &agent.id,
+        attachments: &attachments,
     });
 
-    let watcher = watcher::StopWatcher::start(ws, &turn, begin_pos, cancel.clone());
+    let cancel = &cancel.with_probe(watcher::POLL, watcher::stop_requested(ws, &turn, begin_pos));
     let mut run = TurnRun {
         ws,
         agent,
@@ -279,7 +290,6 @@ pub fn send(
     let result = provider::open(&resolved)
         .map_err(TurnError::Provider)
         .and_then(|mut p| run.converse(p.as_mut(), &resolved.model, sink));
-    watcher.finish();
     let (state, error) = match result {
         Ok(()) => (TurnState::Completed, None),
         Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),

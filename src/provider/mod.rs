@@ -4,9 +4,10 @@
 //! then returns the final [`Completion`] with usage (or "usage unknown"). Cancellation is a
 //! shared flag that every adapter checks at least every ~50 ms, even while a server is silent.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -135,25 +136,87 @@ pub struct Completion {
 }
 
 /// A cancellation handle shared between the caller (stop, Ctrl-C) and the adapter.
-#[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+///
+/// Besides the flag, a handle may carry a probe: a check run by whoever asks
+/// [`Cancel::is_cancelled`], at most once per interval, that sets the flag when it finds a
+/// reason to stop (the turn engine's probe looks for a stop request in the ledger). Adapters
+/// already ask every [`CANCEL_POLL`] while they wait, so no thread is needed to watch.
+#[derive(Clone, Default)]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    probe: Option<Arc<Probe>>,
+}
+
+struct Probe {
+    every: Duration,
+    state: Mutex<ProbeState>,
+}
+
+struct ProbeState {
+    next: Instant,
+    check: Box<dyn FnMut() -> bool + Send>,
+}
+
+impl fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cancel")
+            .field("cancelled", &self.flag.load(Ordering::SeqCst))
+            .field("probe", &self.probe.as_ref().map(|p| p.every))
+            .finish()
+    }
+}
 
 impl Cancel {
     pub fn new() -> Cancel {
         Cancel::default()
     }
 
+    /// A handle sharing this one's flag that also runs `check` when asked, first after
+    /// `every` and then at most once per `every`; `check` returning true cancels.
+    pub fn with_probe(
+        &self,
+        every: Duration,
+        check: impl FnMut() -> bool + Send + 'static,
+    ) -> Cancel {
+        Cancel {
+            flag: self.flag.clone(),
+            probe: Some(Arc::new(Probe {
+                every,
+                state: Mutex::new(ProbeState {
+                    next: Instant::now() + every,
+                    check: Box::new(check),
+                }),
+            })),
+        }
+    }
+
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
     }
 
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        if self.flag.load(Ordering::SeqCst) {
+            return true;
+        }
+        if let Some(probe) = &self.probe {
+            // A probe already running elsewhere answers for both.
+            if let Ok(mut state) = probe.state.try_lock() {
+                let now = Instant::now();
+                if now >= state.next {
+                    state.next = now + probe.every;
+                    if (state.check)() {
+                        self.cancel();
+                        return true;
+                    }
+                }
+            }
+        }
+        false
     }
 
     /// The flag itself, for signal handlers.
     pub fn flag(&self) -> Arc<AtomicBool> {
-        self.0.clone()
+        self.flag.clone()
     }
 }
 
