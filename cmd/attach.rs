@@ -225,20 +225,47 @@ pub fn pin_line(a: &axocoatl_store::ledger::record::AttachmentPin) -> String {
     )
 }
 
-/// Adds once-scoped references for `send --attach`, reporting each on stderr.
+/// Adds once-scoped references for `send --attach`, reporting each on stderr. Returns the
+/// references this call recorded (not those already selected), for [`withdraw`].
 pub fn add_for_turn(
     ws: &axocoatl::workspace::Workspace,
     session: &str,
     files: &[PathBuf],
     ui: &mut Ui,
-) -> CliResult<()> {
+) -> CliResult<Vec<String>> {
     if files.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let added = attach::add(ws.repo(), session, files, AttachmentScope::Once).map_err(cli_error)?;
     for a in &added {
         if a.reference.text_truncated {
             truncation_warning(ui, a)?;
+        }
+    }
+    Ok(added
+        .into_iter()
+        .filter(|a| !a.reused)
+        .map(|a| a.reference.reference)
+        .collect())
+}
+
+/// Takes back what [`add_for_turn`] recorded when the turn did not begin, so a later `send`
+/// does not carry files meant for this one. A reference the turn consumed stays.
+pub fn withdraw(
+    ws: &axocoatl::workspace::Workspace,
+    references: &[String],
+    ui: &mut Ui,
+) -> std::io::Result<()> {
+    for reference in references {
+        match attach::remove(ws.repo(), reference) {
+            Ok(r) => writeln!(
+                ui.err,
+                "attachment {} {} withdrawn: the turn did not begin",
+                r.reference,
+                safe(&r.name)
+            )?,
+            Err(attach::AttachError::NotSelected { .. }) => {}
+            Err(e) => ui.warn(&format!("attachment {reference} stays selected: {e}"))?,
         }
     }
     Ok(())

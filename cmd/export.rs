@@ -51,7 +51,11 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = history::project_repo(ws.repo())?;
+    let projection = match &session {
+        // One session: the other sessions' records are walked over, not decoded.
+        Some(s) => axocoatl::search::project_session(ws.repo(), s)?,
+        None => history::project_repo(ws.repo())?,
+    };
     crate::fmt::warn_problems(ui, &projection)?;
     let turns: Vec<&TurnView> = projection
         .turns

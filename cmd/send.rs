@@ -60,7 +60,7 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
-    crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
+    let added = crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
     let opts = SendOptions {
         attachments: Vec::new(),
         use_selection: true,
@@ -71,7 +71,11 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         retry_of: None,
         wait: args.wait,
     };
-    run_turn(&ws, opts, args.json, ui)
+    let result = run_turn(&ws, opts, args.json, ui);
+    if result.is_err() && !added.is_empty() {
+        crate::attach::withdraw(&ws, &added, ui)?;
+    }
+    result
 }
 
 /// The message and inline context from the argument and stdin.

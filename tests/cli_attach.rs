@@ -480,6 +480,31 @@ fn images_are_refused_by_providers_that_cannot_read_them() {
     assert_eq!(selected(&env).len(), 1, "nothing was consumed");
 }
 
+#[test]
+fn send_attach_withdraws_its_files_when_the_turn_does_not_begin() {
+    let env = script_env();
+    // Selected beforehand by `attach add`: not this send's to take back.
+    add(&env, &["notes.md"]);
+    let r = env.run(&["send", "--attach", "pixel.png", "what is this?"]);
+    snap!("send_attach_withdrawn", env.snap(&r));
+    assert_eq!(r.code, 11);
+    assert!(turns(&env).is_empty());
+    let names: Vec<String> = selected(&env)
+        .iter()
+        .map(|a| a["name"].as_str().expect("name").to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["notes.md"],
+        "the image meant for the refused turn stays out"
+    );
+    // The next plain send carries only the earlier selection.
+    let r = env.run(&["send", "and now?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = &turns(&env)[0];
+    assert_eq!(t["attachments"].as_array().expect("attachments").len(), 1);
+}
+
 /// One Ollama /api/chat NDJSON stream answering `text`.
 fn ollama_stream(text: &str) -> String {
     let piece = serde_json::json!({
