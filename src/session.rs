@@ -77,6 +77,10 @@ pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
         if path.extension().and_then(|e| e.to_str()) != Some("lock") {
             continue;
         }
+        // A session without a running turn has an empty lock file: one stat, no open.
+        if entry.metadata().is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
         if let Ok(note) = lock::peek_note(&path) {
             if let Some(active) = ActiveNote::decode(&note) {
                 out.push((path, active));
