@@ -45,7 +45,7 @@ pub fn encode_envelope(payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&ENVELOPE_VERSION.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    out.extend_from_slice(&crate::ledger::frame_le::crc32c(payload).to_le_bytes());
     out.extend_from_slice(payload);
     out
 }
@@ -69,7 +69,7 @@ pub fn decode_envelope(bytes: &[u8]) -> std::result::Result<&[u8], String> {
         ));
     }
     let payload = &bytes[ENVELOPE_LEN..];
-    if crc32c::crc32c(payload) != le_u32(&bytes[20..24]) {
+    if crate::ledger::frame_le::crc32c(payload) != le_u32(&bytes[20..24]) {
         return Err("payload checksum mismatch".into());
     }
     Ok(payload)

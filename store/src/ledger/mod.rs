@@ -7,9 +7,9 @@
 //! appender; corruption anywhere else is reported, never skipped silently.
 
 mod frame;
-/// Little-endian helpers shared with the other envelopes of the store.
+/// Little-endian helpers and the checksum shared with the other envelopes of the store.
 pub(crate) mod frame_le {
-    pub use super::frame::{le_u32, le_u64};
+    pub use super::frame::{crc32c, le_u32, le_u64};
 }
 pub mod record;
 
