@@ -1,7 +1,6 @@
 //! `axocoatl retry`
 
 use axocoatl::engine::SendOptions;
-use axocoatl::history;
 use axocoatl::RuntimeError;
 use clap::Args;
 
@@ -32,7 +31,7 @@ pub struct RetryArgs {
 
 pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = history::project_repo(ws.repo())?;
+    let projection = axocoatl::search::project_prefix(ws.repo(), &args.turn)?;
     let original = projection.resolve(&args.turn)?;
     if !original.attachments.is_empty() {
         return Err(RuntimeError::Refused {

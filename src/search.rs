@@ -109,6 +109,18 @@ pub fn project_session(repo: &Repo, session: &str) -> Result<Projection> {
     })
 }
 
+/// Projects only the turns whose id starts with `prefix` (plus every session, rewind and
+/// attachment record): enough to resolve a turn id or prefix and to show that turn whole,
+/// without decoding the rest of the ledger. Every turn sharing the prefix is kept, so an
+/// ambiguous prefix is still reported as such.
+pub fn project_prefix(repo: &Repo, prefix: &str) -> Result<Projection> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    history::project_repo_filtered(repo, &|kind, payload| {
+        ALWAYS.contains(&kind)
+            || turn_key(kind, payload).is_some_and(|k| k.starts_with(prefix.as_bytes()))
+    })
+}
+
 /// The turn id a record's payload starts with, without decoding it.
 pub fn turn_key(kind: u16, payload: &[u8]) -> Option<&[u8]> {
     let rest = if TURN_FIRST.contains(&kind) {

@@ -483,3 +483,82 @@ fn each_session_has_its_own_conversation() {
     assert_eq!(convo(2), ["a one", "A1", "a two"]);
     assert_eq!(convo(3), ["b one", "B1", "b two"]);
 }
+
+/// `show` and `retry` decode only the turns whose id starts with the given prefix; a prefix
+/// that several turns share must still be reported as ambiguous, and a longer one resolve.
+#[test]
+fn show_and_retry_resolve_prefixes_among_many_turns() {
+    use axocoatl_store::ledger::record::{
+        AgentOutput, SessionCreated, TurnBegun, TurnEnded, TurnState, Usage,
+    };
+    use axocoatl_store::ledger::Record;
+    let env = script_env();
+    let repo =
+        axocoatl_store::Repo::open(&env.repo(), &axocoatl_store::repo::OpenOptions::default())
+            .expect("open");
+    let mut records = vec![Record::SessionCreated(SessionCreated {
+        session: "main".into(),
+        at: 1,
+    })];
+    for (i, turn) in ["abcd000000000001", "abcd000000000002", "ffff000000000003"]
+        .iter()
+        .enumerate()
+    {
+        records.push(Record::TurnBegun(TurnBegun {
+            turn: (*turn).into(),
+            session: "main".into(),
+            agent: "bot".into(),
+            mode: "single".into(),
+            request: format!("request {i}"),
+            inline_context: vec![],
+            attachments: vec![],
+            retry_of: None,
+            pid: 1,
+            at: 10 + i as i64,
+        }));
+        records.push(Record::AgentOutput(AgentOutput {
+            turn: (*turn).into(),
+            agent: "bot".into(),
+            text: format!("answer {i}"),
+            at: 11 + i as i64,
+        }));
+        records.push(Record::TurnEnded(TurnEnded {
+            turn: (*turn).into(),
+            session: "main".into(),
+            state: TurnState::Completed,
+            error: None,
+            usage: Usage::ZERO,
+            at: 12 + i as i64,
+        }));
+    }
+    repo.ledger().append(&records).expect("append");
+
+    let r = env.run(&["show", "abcd"]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("abcd000000000001") && r.stderr.contains("abcd000000000002"),
+        "{}",
+        r.stderr
+    );
+    let r = env.run(&["retry", "ABCD"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("abcd000000000002"), "{}", r.stderr);
+
+    let r = env.run(&["show", "abcd000000000002"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("request 1") && r.stdout.contains("answer 1"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("request 0"), "{}", r.stdout);
+    let r = env.run(&["show", "ffff", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("\"request\":\"request 2\""),
+        "{}",
+        r.stdout
+    );
+    let r = env.run(&["show", "0000"]);
+    assert_eq!(r.code, 7, "unknown turn: {}", r.stderr);
+}
