@@ -1,6 +1,6 @@
 //! `axocoatl retry`
 
-use axocoatl::engine::SendOptions;
+use axocoatl::engine::{Attachments, SendOptions};
 use axocoatl::RuntimeError;
 use clap::Args;
 
@@ -55,8 +55,7 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         agent: Some(original.agent.clone()),
         message: original.request.clone(),
         inline_context: context,
-        attachments: Vec::new(),
-        use_selection: false,
+        attachments: Attachments::Pinned(Vec::new()),
         retry_of: Some(original.turn.clone()),
         wait: args.wait,
     };

@@ -2,7 +2,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 
-use axocoatl::engine::{self, SendOptions, TurnEvent, TurnOutcome};
+use axocoatl::engine::{self, Attachments, SendOptions, TurnEvent, TurnOutcome};
 use axocoatl::provider::Cancel;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
@@ -62,8 +62,7 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let session = ws.session_or_head(args.session.as_deref())?;
     let added = crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
     let opts = SendOptions {
-        attachments: Vec::new(),
-        use_selection: true,
+        attachments: Attachments::Selection,
         session,
         agent: args.agent,
         message,

@@ -52,13 +52,26 @@ pub struct SendOptions {
     pub message: String,
     /// Labelled inline context, e.g. `("stdin", text)`.
     pub inline_context: Vec<(String, String)>,
-    pub attachments: Vec<AttachmentPin>,
-    /// Pin the session's selected attachments instead, as found under the session lock
-    /// (what `send` does: one projection of the session serves the selection and the turn).
-    pub use_selection: bool,
+    pub attachments: Attachments,
     pub retry_of: Option<String>,
     /// Queue behind an active turn instead of failing.
     pub wait: bool,
+}
+
+/// The attachments a turn pins.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attachments {
+    /// Exactly these (none for retry and rewind).
+    Pinned(Vec<AttachmentPin>),
+    /// The session's selection, as found under the session lock (what `send` does: one
+    /// projection of the session serves the selection and the turn).
+    Selection,
+}
+
+impl Default for Attachments {
+    fn default() -> Attachments {
+        Attachments::Pinned(Vec::new())
+    }
 }
 
 /// What a running turn reports to its caller.
@@ -197,10 +210,9 @@ pub fn send(
     let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
     let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;
     drop(session_turns);
-    let attachments = if opts.use_selection {
-        projection.attachments.selection(&opts.session)
-    } else {
-        opts.attachments.clone()
+    let attachments = match &opts.attachments {
+        Attachments::Selection => projection.attachments.selection(&opts.session),
+        Attachments::Pinned(pins) => pins.clone(),
     };
     // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
     let once = attach::check_selection(&projection.attachments, &opts.session, &attachments)?;
