@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use axocoatl::clock;
-use axocoatl::history::{self, TurnView};
+use axocoatl::history::TurnView;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -51,11 +51,7 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = match &session {
-        // One session: the other sessions' records are walked over, not decoded.
-        Some(s) => axocoatl::search::project_session(ws.repo(), s)?,
-        None => history::project_repo(ws.repo())?,
-    };
+    let projection = axocoatl::search::project_scope(ws.repo(), session.as_deref())?;
     crate::fmt::warn_problems(ui, &projection)?;
     let turns: Vec<&TurnView> = projection
         .turns

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use axocoatl::clock;
-use axocoatl::history::{self, TurnView};
+use axocoatl::history::TurnView;
 use clap::Args;
 use regex::Regex;
 
@@ -71,11 +71,9 @@ pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = match (&args.search, &session) {
-        (Some(text), _) => axocoatl::search::search(ws.repo(), text)?,
-        // One session: the other sessions' records are walked over, not decoded.
-        (None, Some(s)) => axocoatl::search::project_session(ws.repo(), s)?,
-        (None, None) => history::project_repo(ws.repo())?,
+    let projection = match &args.search {
+        Some(text) => axocoatl::search::search(ws.repo(), text)?,
+        None => axocoatl::search::project_scope(ws.repo(), session.as_deref())?,
     };
     crate::fmt::warn_problems(ui, &projection)?;
     let re = args.search.as_deref().map(matcher).transpose()?;

@@ -109,6 +109,15 @@ pub fn project_session(repo: &Repo, session: &str) -> Result<Projection> {
     })
 }
 
+/// The projection a command scoped to `session` (or to every session, with `None`) needs:
+/// with one session, the other sessions' records are walked over, not decoded.
+pub fn project_scope(repo: &Repo, session: Option<&str>) -> Result<Projection> {
+    match session {
+        Some(s) => project_session(repo, s),
+        None => history::project_repo(repo),
+    }
+}
+
 /// Projects only the turns whose id starts with `prefix` (plus every session, rewind and
 /// attachment record): enough to resolve a turn id or prefix and to show that turn whole,
 /// without decoding the rest of the ledger. Every turn sharing the prefix is kept, so an
