@@ -252,6 +252,36 @@ mod tests {
         }
     }
 
+    /// `narrow` and `subcommand_named` list by hand what the derive knows; these keep them
+    /// from drifting (a miss would only cost speed: the whole tree parses the line again).
+    #[test]
+    fn narrow_knows_every_subcommand_and_every_global_option_with_a_value() {
+        use clap::CommandFactory;
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            assert!(narrow(name).is_some(), "narrow() does not know {name:?}");
+        }
+        let globals = <GlobalArgs as clap::Args>::augment_args(clap::Command::new("g"));
+        for arg in globals.get_arguments() {
+            if !arg.get_action().takes_values() {
+                continue;
+            }
+            let spellings = arg
+                .get_short()
+                .map(|c| format!("-{c}"))
+                .into_iter()
+                .chain(arg.get_long().map(|l| format!("--{l}")));
+            for word in spellings {
+                let line = [word.as_str(), "send", "history"].map(std::ffi::OsString::from);
+                assert_eq!(
+                    subcommand_named(&line),
+                    Some("history"),
+                    "{word} takes a value"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_subcommand_is_found_past_global_options() {
         let words = |l: &[&str]| -> Vec<std::ffi::OsString> { l.iter().map(Into::into).collect() };
