@@ -10,7 +10,7 @@
 //! Run: `bench/setup.sh && cargo bench --bench turns`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-#[path = "../tests/common/fake_http.rs"]
+#[path = "../tests/cli/common/fake_http.rs"]
 #[allow(dead_code)]
 mod fake_http;
 

@@ -1,22 +1,20 @@
 //! The `ollama` adapter against a loopback server speaking Ollama's `/api/chat` NDJSON.
 
-mod common;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use crate::common::fake_http::{closed_port_url, FakeServer, Framing, Reply};
 use axocoatl::provider::ollama::OllamaProvider;
 use axocoatl::provider::{
     Cancel, ChatRequest, Completion, Event, HttpOptions, Image, Message, Provider, ProviderError,
     ResponseFormat, Role, Sampling, ToolCall, ToolSchema,
 };
-use common::fake_http::{closed_port_url, FakeServer, Framing, Reply};
 use serde_json::json;
 
-const TEXT: &str = include_str!("fixtures/providers/ollama_text.ndjson");
-const TOOLS: &str = include_str!("fixtures/providers/ollama_tools.ndjson");
-const NO_USAGE: &str = include_str!("fixtures/providers/ollama_no_usage.ndjson");
+const TEXT: &str = include_str!("../fixtures/providers/ollama_text.ndjson");
+const TOOLS: &str = include_str!("../fixtures/providers/ollama_tools.ndjson");
+const NO_USAGE: &str = include_str!("../fixtures/providers/ollama_no_usage.ndjson");
 
 fn options(base_url: &str) -> HttpOptions {
     HttpOptions {

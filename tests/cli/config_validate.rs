@@ -198,8 +198,7 @@ fn render(diagnostics: &[Diagnostic]) -> String {
 }
 
 fn snapshot_settings(description: &str) -> insta::Settings {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../snapshots");
+    let mut settings = crate::common::env::settings();
     settings.set_description(description);
     settings.set_omit_expression(true);
     settings
@@ -282,8 +281,14 @@ fn deprecated_summarize_is_warn_with_a_warning() {
     assert_eq!(budget.overflow_policy.effective(), OverflowPolicy::Warn);
     assert_eq!(loaded.warnings.len(), 1);
     assert_eq!(loaded.warnings[0].severity, Severity::Warning);
-    snapshot_settings("overflow_policy: summarize is accepted with a deprecation warning")
-        .bind(|| insta::assert_snapshot!("valid_deprecated_summarize", render(&loaded.warnings)));
+    snapshot_settings("overflow_policy: summarize is accepted with a deprecation warning").bind(
+        || {
+            insta::assert_snapshot!(
+                format!("config_validate__{}", "valid_deprecated_summarize"),
+                render(&loaded.warnings)
+            )
+        },
+    );
 }
 
 #[test]
@@ -306,8 +311,12 @@ fn invalid_configs_report_every_error_with_its_position() {
                 "{name}: every diagnostic says what to do: {d}"
             );
         }
-        snapshot_settings(rule)
-            .bind(|| insta::assert_snapshot!(format!("invalid_{name}"), render(&diagnostics)));
+        snapshot_settings(rule).bind(|| {
+            insta::assert_snapshot!(
+                format!("config_validate__{}", format!("invalid_{name}")),
+                render(&diagnostics)
+            )
+        });
     }
 }
 
@@ -330,8 +339,12 @@ fn every_invalid_fixture_is_in_the_table() {
 fn a_missing_file_is_one_clear_error() {
     let path = root().join("tests/fixtures/config/does-not-exist.yaml");
     let diagnostics = config::load(&path).expect_err("missing");
-    snapshot_settings("a configuration file that does not exist")
-        .bind(|| insta::assert_snapshot!("missing_file", render(&diagnostics)));
+    snapshot_settings("a configuration file that does not exist").bind(|| {
+        insta::assert_snapshot!(
+            format!("config_validate__{}", "missing_file"),
+            render(&diagnostics)
+        )
+    });
 }
 
 #[test]

@@ -1,14 +1,12 @@
 //! More end-to-end checks through the real binary: validate's output, send through the
 //! OpenAI-compatible and local adapters, Ctrl-C, unknown record kinds.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::env::TestEnv;
-use common::fake_http::{FakeServer, Reply};
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{FakeServer, Reply};
 
 #[test]
 fn validate_output_and_exit_codes() {

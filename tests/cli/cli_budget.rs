@@ -1,10 +1,8 @@
 //! Token budgets, sampling and usage through the real binary, against a loopback server
 //! that counts requests.
 
-mod common;
-
-use common::env::TestEnv;
-use common::fake_http::{FakeServer, Reply};
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{FakeServer, Reply};
 
 fn line(content: &str, tool: Option<&str>) -> String {
     let mut message = serde_json::json!({"role": "assistant", "content": content});

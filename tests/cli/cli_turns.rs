@@ -1,14 +1,12 @@
 //! Turns through the real binary: send (argument, stdin, both), --json events, sessions,
 //! history, show, export, stop, retry, crash recovery and search.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::env::TestEnv;
-use common::fake_http::{FakeServer, Reply};
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{FakeServer, Reply};
 
 const SCRIPT: &str = r#"
 replies:

@@ -1,22 +1,20 @@
 //! The `openai` adapter against a loopback server speaking OpenAI's chat completions SSE.
 
-mod common;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use crate::common::fake_http::{closed_port_url, FakeServer, Framing, Reply};
 use axocoatl::provider::openai::OpenAiProvider;
 use axocoatl::provider::{
     Cancel, ChatRequest, Completion, Event, HttpOptions, Message, Provider, ProviderError,
     ResponseFormat, Role, Sampling, ToolCall, ToolSchema,
 };
-use common::fake_http::{closed_port_url, FakeServer, Framing, Reply};
 use serde_json::json;
 
-const TEXT: &str = include_str!("fixtures/providers/openai_text.sse");
-const NO_USAGE: &str = include_str!("fixtures/providers/openai_text_no_usage.sse");
-const TOOLS: &str = include_str!("fixtures/providers/openai_tools.sse");
+const TEXT: &str = include_str!("../fixtures/providers/openai_text.sse");
+const NO_USAGE: &str = include_str!("../fixtures/providers/openai_text_no_usage.sse");
+const TOOLS: &str = include_str!("../fixtures/providers/openai_tools.sse");
 
 const KEY: &str = "sk-test-4f9c2a7b1e";
 

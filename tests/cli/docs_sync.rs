@@ -1,12 +1,10 @@
 //! man/ and completions/ are generated from the clap definitions and committed: this test
 //! regenerates them and fails when they drift.
 
-mod common;
-
 #[test]
 fn man_pages_and_completions_are_in_sync() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(common::env::bin())
+    let out = std::process::Command::new(crate::common::env::bin())
         .args(["util", "generate", "--out"])
         .arg(tmp.path())
         .output()

@@ -1,13 +1,11 @@
 //! The ledger under concurrent appenders, SIGKILL and corruption, through the real binary.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::env::TestEnv;
+use crate::common::env::TestEnv;
 
 fn dump(env: &TestEnv) -> Vec<(u64, String)> {
     let r = env.run(&["util", "ledger-dump"]);

@@ -1,10 +1,8 @@
 //! The repository from the outside: init, discovery, format checks, permissions, help.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 
-use common::env::TestEnv;
+use crate::common::env::TestEnv;
 
 const COMMANDS: &[&str] = &[
     "init", "validate", "send", "stop", "retry", "rewind", "sessions", "history", "show", "export",
@@ -145,7 +143,7 @@ fn everything_is_owner_only_under_a_permissive_umask() {
             .arg("-c")
             .arg(format!("umask 000; {script}"))
             .current_dir(&env.work)
-            .env("AXOCOATL_NOW", common::env::PINNED_NOW)
+            .env("AXOCOATL_NOW", crate::common::env::PINNED_NOW)
             .env("HOME", &env.home)
             .stdin(std::process::Stdio::null())
             .output()
@@ -156,7 +154,7 @@ fn everything_is_owner_only_under_a_permissive_umask() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let bin = common::env::bin();
+    let bin = crate::common::env::bin();
     sh(&format!("{bin} init"));
     sh(&format!("{bin} util ledger-append --count 20 --size 100"));
     sh(&format!("{bin} sessions new other"));

@@ -162,17 +162,30 @@ pub fn normalize_ids(s: &str) -> String {
     short_time.replace_all(&s, "[TIME]").into_owned()
 }
 
-/// Snapshot settings shared by every CLI test: files under the top-level `snapshots/`.
+/// Snapshot settings shared by every test: files under the top-level `snapshots/`, named
+/// `<module>__<name>.snap` (the module of this binary, without the binary's own name).
 pub fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path("../snapshots");
-    s.set_prepend_module_to_snapshot(true);
+    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
+    s.set_prepend_module_to_snapshot(false);
     s
+}
+
+/// `cli::cli_turns` → `cli_turns`: the snapshot prefix of a test module.
+pub fn snapshot_prefix(module_path: &str) -> String {
+    let mut parts = module_path.split("::");
+    parts.next();
+    parts.collect::<Vec<_>>().join("__")
 }
 
 #[macro_export]
 macro_rules! snap {
-    ($name:expr, $value:expr) => {
-        $crate::common::env::settings().bind(|| insta::assert_snapshot!($name, $value))
-    };
+    ($name:expr, $value:expr) => {{
+        let name = format!(
+            "{}__{}",
+            $crate::common::env::snapshot_prefix(module_path!()),
+            $name
+        );
+        $crate::common::env::settings().bind(|| insta::assert_snapshot!(name, $value))
+    }};
 }

@@ -1,5 +1,6 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+#[macro_use]
 pub mod env;
 pub mod fake_http;

@@ -1,13 +1,11 @@
 //! Checkpoints, recovery and rewind through the real binary.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::env::TestEnv;
-use common::fake_http::{FakeServer, Reply};
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{FakeServer, Reply};
 
 fn done_line(n: usize) -> String {
     serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z",
@@ -64,7 +62,7 @@ fn turn_ids(env: &TestEnv) -> Vec<String> {
 }
 
 /// The (role, content) pairs of a recorded request, system prompt excluded.
-fn conversation(req: &common::fake_http::Recorded) -> Vec<(String, String)> {
+fn conversation(req: &crate::common::fake_http::Recorded) -> Vec<(String, String)> {
     req.json()["messages"]
         .as_array()
         .expect("messages")

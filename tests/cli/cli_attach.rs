@@ -5,12 +5,10 @@
 //! Fixtures in tests/fixtures/attach/ are tiny (a 1x1 PNG, a one-page PDF saying "Hello
 //! from a PDF", a Markdown file); big files are made at test time.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::env::TestEnv;
-use common::fake_http::{FakeServer, Reply};
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{FakeServer, Reply};
 use serde_json::Value;
 
 const MIB: usize = 1024 * 1024;

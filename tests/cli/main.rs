@@ -1,0 +1,21 @@
+//! The one integration-test binary: every test of the real `axocoatl` binary, its protocols
+//! and its crash behaviour, as modules (as cargo and jj do), so the runtime and its heavy
+//! dependencies are linked once for all of them.
+
+#[macro_use]
+mod common;
+
+mod budget_estimate;
+mod cli_attach;
+mod cli_budget;
+mod cli_more;
+mod cli_repo;
+mod cli_rewind;
+mod cli_turns;
+mod config_validate;
+mod docs_sync;
+mod ledger_crash;
+mod local_model;
+mod provider_ollama;
+mod provider_openai;
+mod provider_script;
