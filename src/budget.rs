@@ -24,7 +24,7 @@ pub const MESSAGE_OVERHEAD: u64 = 8;
 /// (CJK, kana, symbols) two, 2-byte characters (accented Latin, Cyrillic, Greek…) one, and
 /// 4-byte characters (emoji) four. Checked against the local model's tokenizer on 20 varied
 /// texts (English, code, JSON, CSV, CJK, Hangul, Cyrillic, emoji): never below the real count
-/// and within 2× of it (`tests/budget_estimate.rs`).
+/// and within 2× of it (`tests/cli/budget_estimate.rs`).
 pub fn estimate_text(text: &str) -> u64 {
     let mut tokens = 0u64;
     let mut letters = 0u64;
