@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod history;
 pub mod ids;
+pub mod memory;
 pub mod provider;
 pub mod rewind;
 pub mod search;

