@@ -43,6 +43,17 @@ pub enum Error {
     InvalidName { name: String, reason: &'static str },
     #[error("checkpoint {}: {reason}", path.display())]
     BadCheckpoint { path: PathBuf, reason: String },
+    /// A memory file (core memory, daily log) that does not parse: never read as empty, so
+    /// an edit cannot overwrite what it could not read.
+    #[error("memory file {}: {reason}", path.display())]
+    BadMemoryFile { path: PathBuf, reason: String },
+    /// A memory file written by a newer axocoatl: refused, never rewritten in an older shape.
+    #[error("memory file {} has version {found}, but this axocoatl reads version {supported}", path.display())]
+    MemoryVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u32,
+    },
 }
 
 impl Error {

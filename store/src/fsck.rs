@@ -24,8 +24,10 @@ pub enum FindingKind {
     MissingObject,
     /// A checkpoint does not decode; it will be ignored and rebuilt.
     BadCheckpoint,
-    /// A core memory file does not parse.
+    /// A memory file (core memory, daily log) does not parse, or has a newer version.
     BadMemoryFile,
+    /// A core memory block is longer than its configured limit.
+    OversizeMemoryBlock,
 }
 
 impl FindingKind {
@@ -39,6 +41,7 @@ impl FindingKind {
             FindingKind::MissingObject => "missing-object",
             FindingKind::BadCheckpoint => "bad-checkpoint",
             FindingKind::BadMemoryFile => "bad-memory-file",
+            FindingKind::OversizeMemoryBlock => "oversize-memory-block",
         }
     }
 
@@ -75,8 +78,9 @@ impl Report {
     }
 }
 
-/// Checks the ledger, the objects and the checkpoints. With `repair`, a torn tail is
-/// truncated first (and then not reported); nothing else is ever changed.
+/// Checks the ledger, the objects, the checkpoints and the memory files. With `repair`, a
+/// torn tail of the ledger or of a daily log is truncated first (and then not reported);
+/// nothing else is ever changed.
 pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     let mut report = Report::default();
     if repair {
@@ -85,7 +89,7 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     check_ledger(repo, &mut report)?;
     check_objects(repo, &mut report)?;
     check_checkpoints(repo, &mut report)?;
-    check_memory(repo, &mut report)?;
+    crate::memory::fsck::check(repo, repair, &mut report)?;
     Ok(report)
 }
 
@@ -289,37 +293,6 @@ fn check_checkpoints(repo: &Repo, report: &mut Report) -> Result<()> {
                     file: file.path.clone(),
                     offset: None,
                     message: format!("{reason}; it is ignored and rebuilt from the ledger"),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-fn check_memory(repo: &Repo, report: &mut Report) -> Result<()> {
-    for dir in [layout::CORE_MEMORY_DIR, layout::SHARED_CORE_DIR] {
-        let dir = repo.path(dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
-            }
-            report.memory_files += 1;
-            let problem = match std::fs::read(&path) {
-                Ok(bytes) => serde_json::from_slice::<crate::memory::CoreFile>(&bytes)
-                    .err()
-                    .map(|e| format!("does not parse: {e}")),
-                Err(e) => Some(format!("cannot be read: {e}")),
-            };
-            if let Some(message) = problem {
-                report.findings.push(Finding {
-                    kind: FindingKind::BadMemoryFile,
-                    file: path,
-                    offset: None,
-                    message,
                 });
             }
         }

@@ -25,6 +25,8 @@ pub const RUN_DIR: &str = "run";
 pub const SESSION_LOCKS_DIR: &str = "run/sessions";
 pub const LEDGER_LOCK: &str = "run/ledger.lock";
 pub const SERVE_LOCK: &str = "run/serve.lock";
+/// Locks of memory files replaced by read-modify-write (core memory), made on first use.
+pub const MEMORY_LOCKS_DIR: &str = "run/memory";
 pub const TMP_DIR: &str = "tmp";
 
 /// Directories `init` creates, parents first.
