@@ -184,7 +184,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<CoreFile> {
         });
     }
     if version != u64::from(CORE_VERSION) {
-        return Err(bad(format!("version {version} is not a core memory version")));
+        return Err(bad(format!(
+            "version {version} is not a core memory version"
+        )));
     }
     serde_json::from_value(value).map_err(|e| bad(format!("does not parse: {e}")))
 }
@@ -239,8 +241,11 @@ mod tests {
         let m = CoreMemory::new(&repo, "main:a");
         let path = m.path_for("human", false);
         std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
-        std::fs::write(&path, r#"{"version": 2, "blocks": {"human": "future"}, "x": 1}"#)
-            .expect("write");
+        std::fs::write(
+            &path,
+            r#"{"version": 2, "blocks": {"human": "future"}, "x": 1}"#,
+        )
+        .expect("write");
         match m.set("human", false, "past") {
             Err(Error::MemoryVersion { found: 2, .. }) => {}
             other => panic!("{other:?}"),

@@ -207,7 +207,8 @@ impl DailyLog {
             // A crash cut the last line short: drop it so the file stays whole lines.
             file.set_len(whole).map_err(Error::io("truncate", path))?;
         }
-        file.write_all(bytes).map_err(Error::io("append to", path))?;
+        file.write_all(bytes)
+            .map_err(Error::io("append to", path))?;
         let _ = file.unlock();
         Ok(())
     }
@@ -459,9 +460,18 @@ mod tests {
     fn dates_and_times() {
         assert_eq!(rfc3339(T), "2026-01-02T03:04:05.000Z");
         assert_eq!(date(T), "2026-01-02");
-        assert_eq!(parse_date("2026-01-02"), Some(T - (3 * 3600 + 4 * 60 + 5) * 1000));
+        assert_eq!(
+            parse_date("2026-01-02"),
+            Some(T - (3 * 3600 + 4 * 60 + 5) * 1000)
+        );
         assert_eq!(date(parse_date("2024-02-29").expect("leap")), "2024-02-29");
-        for bad in ["2026-02-29", "2026-13-01", "2026-1-02", "20260102", "2026-01-0x"] {
+        for bad in [
+            "2026-02-29",
+            "2026-13-01",
+            "2026-1-02",
+            "20260102",
+            "2026-01-0x",
+        ] {
             assert!(!is_date(bad), "{bad}");
         }
     }
@@ -493,7 +503,11 @@ mod tests {
         let bounded = log.read(0, Millis::MAX, |_| true, 1).expect("read");
         assert_eq!((bounded.records.len(), bounded.more), (1, 2));
         let other = DailyLog::new(&repo, "main:b");
-        assert!(other.read(0, Millis::MAX, |_| true, 10).expect("read").records.is_empty());
+        assert!(other
+            .read(0, Millis::MAX, |_| true, 10)
+            .expect("read")
+            .records
+            .is_empty());
         assert_eq!(agent_ids(&repo).expect("ids"), ["main:a"]);
     }
 
@@ -538,10 +552,9 @@ mod tests {
 
     #[test]
     fn unknown_kinds_from_newer_builds_are_read() {
-        let r: LogRecord = serde_json::from_str(
-            r#"{"time":"x","ms":1,"kind":"dream","text":"t","future":true}"#,
-        )
-        .expect("parse");
+        let r: LogRecord =
+            serde_json::from_str(r#"{"time":"x","ms":1,"kind":"dream","text":"t","future":true}"#)
+                .expect("parse");
         assert_eq!(r.kind, LogKind::Other);
     }
 }
