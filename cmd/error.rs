@@ -106,6 +106,14 @@ impl From<StoreError> for CliError {
                 exit::ERROR,
                 Some("run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail".to_string()),
             ),
+            StoreError::BadMemoryFile { .. } => (
+                exit::ERROR,
+                Some("run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)".to_string()),
+            ),
+            StoreError::MemoryVersion { .. } => (
+                exit::NO_REPO,
+                Some("this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)".to_string()),
+            ),
             StoreError::InvalidName { .. } => (exit::USAGE, None),
             StoreError::ObjectMissing { .. } => (exit::NOT_FOUND, None),
             _ => (exit::ERROR, None),

@@ -17,7 +17,9 @@ use crate::ui::Ui;
 ///
 /// Prints one line per finding: FILE[:OFFSET]: KIND: what is wrong. Exit 0 when clean, 9
 /// when something is wrong. `--repair` truncates a torn tail (an incomplete last record left
-/// by a crash) and changes nothing else.
+/// by a crash) of the ledger or of a daily log file and changes nothing else. Memory files:
+/// core memory (parses, its version, blocks within the limits axocoatl.yaml gives them) and
+/// every line of the daily log.
 ///
 /// Examples:
 ///   axocoatl fsck
@@ -35,9 +37,15 @@ pub struct FsckArgs {
 
 pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     // Open without orphan recovery: fsck reports what is on disk and writes only on --repair.
-    let root = g.locator()?.find_repo()?;
+    let locator = g.locator()?;
+    let root = locator.find_repo()?;
     let repo = Repo::open(&root, &open_options())?;
-    let report = fsck::check(&repo, args.repair)?;
+    let mut report = fsck::check(&repo, args.repair)?;
+    // Core block limits are configuration: checked when it loads.
+    match axocoatl::memory::fsck::oversize_blocks_located(&repo, &locator) {
+        Ok(findings) => report.findings.extend(findings),
+        Err(note) => ui.warn(&note)?,
+    }
     let rel = |p: &std::path::Path| {
         p.strip_prefix(repo.root())
             .unwrap_or(p)

@@ -12,6 +12,7 @@ mod export;
 mod fsck;
 mod history;
 mod init;
+mod memory;
 mod retry;
 mod rewind;
 mod send;
@@ -73,6 +74,7 @@ pub enum Command {
     Export(export::ExportArgs),
     Usage(usage::UsageArgs),
     Fsck(fsck::FsckArgs),
+    Memory(memory::MemoryArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
 }
@@ -131,6 +133,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "export" => export::ExportArgs::augment_args(sub),
         "usage" => usage::UsageArgs::augment_args(sub),
         "fsck" => fsck::FsckArgs::augment_args(sub),
+        "memory" => memory::MemoryArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
     };
@@ -157,6 +160,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Export(args) => export::run(args, g, ui),
         Command::Usage(args) => usage::run(args, g, ui),
         Command::Fsck(args) => fsck::run(args, g, ui),
+        Command::Memory(args) => memory::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }
 }
@@ -238,6 +242,10 @@ mod tests {
             &["rewind", "--help"],
             &["usage", "--json"],
             &["fsck", "--repair"],
+            &[
+                "memory", "core", "set", "human", "x", "-a", "coder", "--json",
+            ],
+            &["memory", "-s", "main", "log", "--from", "2026-01-01"],
             &["init", "dir"],
             &["validate", "x.yaml", "--json"],
             &["send", "--bogus"],

@@ -45,6 +45,7 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show on
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s C -d 'Run as if started in DIR' -r -F
@@ -261,6 +262,120 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repair -d 'Tr
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l json -d 'Print JSON Lines: one object per finding, then a summary'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "core" -d 'Show or edit core memory: the named blocks injected into every turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "log" -d 'Show the daily log: the agent\'s requests, answers, tool calls and memory edits.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "search" -d 'Search semantic memory for records close in meaning to QUERY.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "add" -d 'Add text to semantic memory (from the argument, or stdin when it is absent or `-`).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "status" -d 'Show what memory holds and which recall path (neural or lexical) is in use, and why.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "reindex" -d 'Rebuild the search data of semantic memory from its records\' text.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "consolidate" -d 'Promote durable facts from recent semantic memory into core blocks (sleep-time consolidation).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and not __fish_seen_subcommand_from core log search add status reindex consolidate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -f -a "show" -d 'Show every block, or only the value of LABEL'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -f -a "set" -d 'Set a block\'s whole value (VALUE `-` or absent: read stdin)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -f -a "append" -d 'Append a line to a block (TEXT `-` or absent: read stdin)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -f -a "replace" -d 'Replace the one occurrence of OLD in a block with NEW'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from core" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l from -d 'Start of the range [default: today, UTC]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l to -d 'End of the range, inclusive [default: no end]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l query -d 'Only records containing TEXT (case-insensitive)' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l limit -d 'At most N records, oldest first' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from log" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -l top-k -d 'How many records [default: the agent\'s memory.recall.top_k]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from search" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from reindex" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -s a -l agent -d 'The agent [default: default_agent, else the first autonomous agent]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -s s -l session -d 'The session [default: HEAD]' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -l json -d 'Print JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from consolidate" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "core" -d 'Show or edit core memory: the named blocks injected into every turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "log" -d 'Show the daily log: the agent\'s requests, answers, tool calls and memory edits.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "search" -d 'Search semantic memory for records close in meaning to QUERY.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add text to semantic memory (from the argument, or stdin when it is absent or `-`).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show what memory holds and which recall path (neural or lexical) is in use, and why.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "reindex" -d 'Rebuild the search data of semantic memory from its records\' text.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "consolidate" -d 'Promote durable facts from recent semantic memory into core blocks (sleep-time consolidation).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -317,27 +432,35 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "util" -d 'Maintenance commands'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage fsck memory util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "list" -d 'List the references selected for the next turn of a session.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "rm" -d 'Remove a reference from future selection.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "core" -d 'Show or edit core memory: the named blocks injected into every turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "log" -d 'Show the daily log: the agent\'s requests, answers, tool calls and memory edits.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "search" -d 'Search semantic memory for records close in meaning to QUERY.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "add" -d 'Add text to semantic memory (from the argument, or stdin when it is absent or `-`).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "status" -d 'Show what memory holds and which recall path (neural or lexical) is in use, and why.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "reindex" -d 'Rebuild the search data of semantic memory from its records\' text.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "consolidate" -d 'Promote durable facts from recent semantic memory into core blocks (sleep-time consolidation).'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'

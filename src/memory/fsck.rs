@@ -30,3 +30,27 @@ pub fn oversize_blocks(repo: &Repo, config: &Config) -> Vec<Finding> {
     };
     axocoatl_store::memory::fsck::check_limits(repo, &limit_of)
 }
+
+/// Core memory blocks over their limit, with the limits of the configuration `locator`
+/// finds (as every command finds it). `Err` says why the limits could not be checked; a
+/// repository without a configuration file has no limits to check.
+pub fn oversize_blocks_located(
+    repo: &Repo,
+    locator: &crate::workspace::Locator,
+) -> Result<Vec<Finding>, String> {
+    let path = match &locator.config {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => locator.cwd.join(p),
+        None => repo.workdir().join(crate::workspace::CONFIG_FILE),
+    };
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    match crate::config::load(&path) {
+        Ok(loaded) => Ok(oversize_blocks(repo, &loaded.config)),
+        Err(_) => Err(format!(
+            "core memory block limits were not checked: {} does not validate (run `axocoatl validate`)",
+            path.display()
+        )),
+    }
+}

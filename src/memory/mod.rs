@@ -13,16 +13,20 @@
 //!
 //! `semantic` and `embed` are self-contained: the other tiers call their public API only.
 
+pub mod consolidate;
 pub mod core;
 pub mod daily;
 pub mod embed;
 pub mod fsck;
+pub mod recall;
 pub mod semantic;
 
 use axocoatl_store::memory::{CoreMemory, DailyLog};
 use axocoatl_store::Repo;
 
-use crate::config::{AgentConfig, CoreBlock, MemoryConfig};
+use crate::config::{AgentConfig, AgentRole, Config, CoreBlock, MemoryConfig};
+use crate::error::{Result, RuntimeError};
+use crate::workspace::Workspace;
 
 pub use self::core::{CoreEdit, CoreSection, EditDone, MemoryError};
 
@@ -54,6 +58,29 @@ pub fn session_of(runtime_id: &str) -> &str {
     runtime_id.split(':').next().unwrap_or(runtime_id)
 }
 
+/// The runtime id whose memory `agent` owns in `session`: `{session}:{agent}` for an
+/// autonomous Agent, `{session}:{coordinator}:worker:{worker}` for a declared Worker (its
+/// coordinator is the entry point of the workflow listing it). A Coordinator has no Tier 2-4
+/// memory of its own in 1.0.
+pub fn runtime_id_for(config: &Config, session: &str, agent: &AgentConfig) -> Result<String> {
+    match agent.role {
+        AgentRole::Autonomous => Ok(agent_id(session, &agent.id)),
+        AgentRole::Worker => config
+            .workflows
+            .iter()
+            .find(|w| w.workers.contains(&agent.id))
+            .map(|w| worker_id(session, &w.entry_point, &agent.id))
+            .ok_or_else(|| RuntimeError::AgentRole {
+                id: agent.id.clone(),
+                reason: "a worker has memory only as a member of a coordinator's workflow, and no workflow lists it".into(),
+            }),
+        AgentRole::Coordinator => Err(RuntimeError::AgentRole {
+            id: agent.id.clone(),
+            reason: "a coordinator keeps no memory tiers of its own; its declared workers do".into(),
+        }),
+    }
+}
+
 /// The memory tiers of one runtime Agent id, as its configuration declares them.
 #[derive(Clone, Debug)]
 pub struct AgentMemory {
@@ -65,6 +92,26 @@ pub struct AgentMemory {
 }
 
 impl AgentMemory {
+    /// The memory `-a AGENT -s SESSION` point at: the agent (default: the config's default
+    /// agent) in the session (default: HEAD). Returns the agent's configuration too.
+    pub fn resolve<'c>(
+        ws: &'c Workspace,
+        session: Option<&str>,
+        agent: Option<&str>,
+    ) -> Result<(AgentMemory, &'c AgentConfig)> {
+        let config = ws.config()?;
+        let agent = match agent {
+            Some(id) => config.agent(id).ok_or_else(|| RuntimeError::UnknownAgent {
+                id: id.to_owned(),
+                known: config.agents.iter().map(|a| a.id.clone()).collect(),
+            })?,
+            None => config.default_agent().ok_or(RuntimeError::NoAgent)?,
+        };
+        let session = ws.session_or_head(session)?;
+        let id = runtime_id_for(config, &session, agent)?;
+        Ok((AgentMemory::for_id(ws.repo(), &id, &agent.memory), agent))
+    }
+
     /// The memory of `agent` in `session`.
     pub fn open(repo: &Repo, session: &str, agent: &AgentConfig) -> AgentMemory {
         AgentMemory::for_id(repo, &agent_id(session, &agent.id), &agent.memory)

@@ -16,6 +16,7 @@ mod config_validate;
 mod docs_sync;
 mod ledger_crash;
 mod local_model;
+mod memory;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;

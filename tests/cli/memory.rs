@@ -1,0 +1,307 @@
+//! `axocoatl memory` and the memory tiers through the real binary: core blocks (limits,
+//! shared blocks, two processes editing at once, damaged and future files), the daily log,
+//! and fsck of both.
+
+use std::thread;
+
+use crate::common::env::TestEnv;
+
+const CONFIG: &str = "\
+providers:
+  s: {kind: script, script: r.yaml}
+agents:
+  - id: a
+    provider: s
+    memory:
+      core:
+        blocks:
+          - {label: human, limit: 40}
+          - {label: notes, limit: 100000}
+          - {label: team, limit: 100, shared: true}
+  - id: b
+    provider: s
+    memory:
+      core:
+        blocks:
+          - {label: human}
+          - {label: team, limit: 100, shared: true}
+  - id: c
+    provider: s
+";
+
+fn env() -> TestEnv {
+    let env = TestEnv::with_config(CONFIG);
+    env.write("r.yaml", "replies:\n  - text: ok\n");
+    env
+}
+
+fn ok(env: &TestEnv, args: &[&str]) -> String {
+    let r = env.run(args);
+    assert_eq!(r.code, 0, "{args:?}: {}{}", r.stdout, r.stderr);
+    r.stdout
+}
+
+#[test]
+fn help() {
+    let env = TestEnv::new();
+    for (name, args) in [
+        ("help", &["memory", "--help"][..]),
+        ("help_core", &["memory", "core", "--help"]),
+        ("help_log", &["memory", "log", "--help"]),
+        ("help_search", &["memory", "search", "--help"]),
+        ("help_add", &["memory", "add", "--help"]),
+        ("help_status", &["memory", "status", "--help"]),
+        ("help_reindex", &["memory", "reindex", "--help"]),
+        ("help_consolidate", &["memory", "consolidate", "--help"]),
+    ] {
+        snap!(name, env.snap(&env.run(args)));
+    }
+}
+
+#[test]
+fn core_show_set_append_replace() {
+    let env = env();
+    snap!("core_show_empty", env.snap(&env.run(&["memory", "core"])));
+    snap!(
+        "core_set",
+        env.snap(&env.run(&["memory", "core", "set", "human", "Name: Ada."]))
+    );
+    ok(&env, &["memory", "core", "append", "human", "Likes tea."]);
+    ok(
+        &env,
+        &["memory", "core", "replace", "human", "Ada.", "Ada L."],
+    );
+    let piped = env.run_stdin(&["memory", "core", "set", "notes"], "from stdin\n");
+    assert_eq!(piped.code, 0, "{}", piped.stderr);
+    snap!("core_show", env.snap(&env.run(&["memory", "core", "show"])));
+    assert_eq!(
+        ok(&env, &["memory", "core", "show", "human"]),
+        "Name: Ada L.\nLikes tea.\n"
+    );
+    snap!(
+        "core_show_json",
+        env.snap(&env.run(&["memory", "core", "--json", "-a", "a"]))
+    );
+    // The edits are in the agent's daily log, in the file of the pinned date.
+    let file = env
+        .repo()
+        .join("memory/daily_log/v1/main%3aa/2026-01-02.jsonl");
+    let log = std::fs::read_to_string(&file).expect("daily log");
+    assert_eq!(log.lines().count(), 4, "{log}");
+    snap!("log_edits", env.snap(&env.run(&["memory", "log"])));
+}
+
+#[test]
+fn an_edit_over_the_limit_is_refused_naming_it_and_changes_nothing() {
+    let env = env();
+    ok(&env, &["memory", "core", "set", "human", "0123456789"]);
+    let r = env.run(&["memory", "core", "append", "human", &"x".repeat(30)]);
+    snap!("limit_refused", env.snap(&r));
+    assert_eq!(r.code, 11);
+    assert_eq!(
+        ok(&env, &["memory", "core", "show", "human"]),
+        "0123456789\n"
+    );
+    snap!(
+        "unknown_block",
+        env.snap(&env.run(&["memory", "core", "set", "persona", "x"]))
+    );
+    snap!(
+        "replace_missing",
+        env.snap(&env.run(&["memory", "core", "replace", "human", "zzz", "y"]))
+    );
+}
+
+#[test]
+fn shared_blocks_are_seen_by_every_agent_declaring_the_label_and_no_other() {
+    let env = env();
+    ok(
+        &env,
+        &["memory", "core", "set", "team", "Ships on Fridays."],
+    );
+    ok(&env, &["memory", "core", "set", "human", "private to a"]);
+    // b declares `team` (shared) in another session too: it sees the value; not a's `human`.
+    let b = ok(&env, &["memory", "core", "-a", "b", "-s", "other"]);
+    assert!(b.contains("Ships on Fridays."), "{b}");
+    assert!(!b.contains("private to a"), "{b}");
+    // c does not declare `team`: neither shown nor editable.
+    let c = ok(&env, &["memory", "core", "-a", "c"]);
+    assert!(!c.contains("Ships"), "{c}");
+    assert_eq!(
+        env.run(&["memory", "core", "set", "team", "x", "-a", "c"])
+            .code,
+        7
+    );
+    assert!(env.repo().join("memory/core/shared/v1/team.json").is_file());
+}
+
+#[test]
+fn two_processes_appending_at_once_lose_no_update() {
+    let env = env();
+    let n = 15;
+    let workers: Vec<_> = ["p", "q"]
+        .into_iter()
+        .map(|who| {
+            let cmds: Vec<_> = (0..n)
+                .map(|i| {
+                    let mut c =
+                        env.cmd(&["memory", "core", "append", "notes", &format!("{who}{i}")]);
+                    c.stdout(std::process::Stdio::null());
+                    c
+                })
+                .collect();
+            thread::spawn(move || {
+                for mut c in cmds {
+                    let out = c.output().expect("run");
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let value = ok(&env, &["memory", "core", "show", "notes"]);
+    let mut lines: Vec<&str> = value.lines().collect();
+    lines.sort();
+    let mut want: Vec<String> = ["p", "q"]
+        .iter()
+        .flat_map(|w| (0..n).map(move |i| format!("{w}{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn a_future_version_is_refused_and_left_unchanged() {
+    let env = env();
+    let file = env.repo().join("memory/core/v1/main%3aa.json");
+    std::fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");
+    let future = r#"{"version": 2, "blocks": {"human": "from the future"}, "more": []}"#;
+    std::fs::write(&file, future).expect("write");
+    snap!(
+        "future_version",
+        env.snap(&env.run(&["memory", "core", "set", "human", "x"]))
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), future);
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 9);
+    assert!(
+        r.stdout.contains("memory/core/v1/main%3aa.json: bad-memory-file: written by a newer axocoatl (version 2)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_corrupt_memory_file_is_reported_naming_it() {
+    let env = env();
+    let file = env.repo().join("memory/core/v1/main%3aa.json");
+    std::fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&file, "{\"version\": 1, \"blocks\": {").expect("write");
+    let r = env.run(&["memory", "core", "show"]);
+    snap!("corrupt_file", env.snap(&r));
+    assert!(!r.stderr.contains("ledger"), "{}", r.stderr);
+}
+
+#[test]
+fn fsck_reports_an_oversize_block_and_a_damaged_daily_log() {
+    let env = env();
+    ok(&env, &["memory", "core", "set", "human", "short"]);
+    let file = env.repo().join("memory/core/v1/main%3aa.json");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(&file, text.replace("short", &"y".repeat(50))).expect("write");
+    let log = env
+        .repo()
+        .join("memory/daily_log/v1/main%3aa/2026-01-02.jsonl");
+    let mut bytes = std::fs::read(&log).expect("log");
+    bytes.extend_from_slice(b"not json\n{\"torn");
+    std::fs::write(&log, bytes).expect("damage");
+    let r = env.run(&["fsck"]);
+    snap!("fsck_memory", env.snap(&r));
+    assert_eq!(r.code, 9);
+    let shown = ok(&env, &["memory", "core", "show"]);
+    assert!(
+        shown.contains("50/40 characters (over its limit"),
+        "{shown}"
+    );
+    let repaired = env.run(&["fsck", "--repair"]);
+    assert!(repaired.stdout.contains("repaired"), "{}", repaired.stdout);
+    assert!(
+        !repaired.stdout.contains("incomplete"),
+        "{}",
+        repaired.stdout
+    );
+}
+
+#[test]
+fn log_ranges_and_queries() {
+    let env = env();
+    ok(&env, &["memory", "core", "set", "human", "Tea drinker."]);
+    let out = env
+        .cmd(&["memory", "core", "set", "human", "Coffee now."])
+        .env("AXOCOATL_NOW", "2026-01-05T10:00:00Z")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let lines = |args: &[&str]| ok(&env, args).lines().count();
+    // Without --from: from today on (UTC). Dates are whole UTC days; times are exact.
+    assert_eq!(lines(&["memory", "log"]), 2);
+    let on_the_5th = env
+        .cmd(&["memory", "log"])
+        .env("AXOCOATL_NOW", "2026-01-05T23:00:00Z")
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&on_the_5th.stdout).lines().count(),
+        1
+    );
+    assert_eq!(lines(&["memory", "log", "--from", "2026-01-01"]), 2);
+    assert_eq!(
+        lines(&[
+            "memory",
+            "log",
+            "--from",
+            "2026-01-01",
+            "--to",
+            "2026-01-04"
+        ]),
+        1
+    );
+    assert_eq!(lines(&["memory", "log", "--from", "2026-01-05"]), 1);
+    assert_eq!(
+        lines(&[
+            "memory",
+            "log",
+            "--from",
+            "2026-01-02T03:04:06Z",
+            "--to",
+            "2026-01-04"
+        ]),
+        0
+    );
+    assert_eq!(
+        lines(&["memory", "log", "--from", "2026-01-01", "--query", "TEA"]),
+        1
+    );
+    assert_eq!(
+        lines(&["memory", "log", "--from", "2026-01-01", "--limit", "1"]),
+        1
+    );
+    assert!(env
+        .repo()
+        .join("memory/daily_log/v1/main%3aa/2026-01-05.jsonl")
+        .is_file());
+    snap!(
+        "log_json",
+        env.snap(&env.run(&["memory", "log", "--json", "--from", "2026-01-02"]))
+    );
+    snap!(
+        "log_bad_time",
+        env.snap(&env.run(&["memory", "log", "--from", "last tuesday"]))
+    );
+}
