@@ -324,7 +324,7 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
-    let projection = history::project_repo(ws.repo())?;
+    let projection = history::project_session(ws.repo(), &session)?;
     let refs: Vec<&Reference> = projection
         .attachments
         .of_session(&session)
@@ -394,7 +394,7 @@ fn rm(args: RmArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 
 fn cat(args: CatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = history::project_repo(ws.repo())?;
+    let projection = history::project_reference(ws.repo(), &args.reference)?;
     let r = projection
         .attachments
         .resolve(&args.reference)

@@ -1,6 +1,5 @@
 //! `axocoatl export`
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -51,7 +50,8 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = axocoatl::search::project_scope(ws.repo(), session.as_deref())?;
+    let (projection, records) =
+        axocoatl::history::project_scope_with_records(ws.repo(), session.as_deref())?;
     crate::fmt::warn_problems(ui, &projection)?;
     let turns: Vec<&TurnView> = projection
         .turns
@@ -60,7 +60,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .collect();
     let text = match args.format {
         Format::Markdown => markdown(&turns, session.as_deref()),
-        Format::Json => json_export(&ws, &turns, session.as_deref())?,
+        Format::Json => json_export(records, &turns, session.as_deref())?,
     };
     match args.output {
         Some(path) => {
@@ -139,29 +139,28 @@ fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
 }
 
 fn json_export(
-    ws: &axocoatl::workspace::Workspace,
+    mut records: axocoatl::history::TurnRecords,
     turns: &[&TurnView],
     session: Option<&str>,
 ) -> CliResult<String> {
-    let mut records: HashMap<&str, Vec<serde_json::Value>> = HashMap::new();
-    let wanted: std::collections::HashSet<&str> = turns.iter().map(|t| t.turn.as_str()).collect();
-    for entry in ws.repo().ledger().scan_all().flatten() {
-        let Some(record) = &entry.record else {
-            continue;
-        };
-        let Some(turn) = record.turn() else { continue };
-        if let Some(&key) = wanted.get(turn) {
-            let mut body = record.body_json();
-            body["kind"] = json!(record.kind_name());
-            body["seq"] = json!(entry.seq);
-            records.entry(key).or_default().push(body);
-        }
-    }
+    let mut body = |t: &TurnView| -> Vec<serde_json::Value> {
+        let entries = records.remove(t.turn.as_str()).unwrap_or_default();
+        entries
+            .into_iter()
+            .filter_map(|entry| {
+                let record = entry.record?;
+                let mut body = record.body_json();
+                body["kind"] = json!(record.kind_name());
+                body["seq"] = json!(entry.seq);
+                Some(body)
+            })
+            .collect()
+    };
     let out: Vec<_> = turns
         .iter()
         .map(|t| {
             let mut v = turn_json(t);
-            v["records"] = json!(records.remove(t.turn.as_str()).unwrap_or_default());
+            v["records"] = json!(body(t));
             v
         })
         .collect();

@@ -73,7 +73,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let session = ws.scope(args.session.as_deref(), args.all)?;
     let projection = match &args.search {
         Some(text) => axocoatl::search::search(ws.repo(), text)?,
-        None => axocoatl::search::project_scope(ws.repo(), session.as_deref())?,
+        None => axocoatl::history::project_scope(ws.repo(), session.as_deref())?,
     };
     crate::fmt::warn_problems(ui, &projection)?;
     let re = args.search.as_deref().map(matcher).transpose()?;

@@ -31,7 +31,7 @@ pub struct RetryArgs {
 
 pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = axocoatl::search::project_prefix(ws.repo(), &args.turn)?;
+    let projection = axocoatl::history::project_prefix(ws.repo(), &args.turn)?;
     let original = projection.resolve(&args.turn)?;
     if !original.attachments.is_empty() {
         return Err(RuntimeError::Refused {

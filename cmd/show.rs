@@ -29,7 +29,7 @@ pub struct ShowArgs {
 
 pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = axocoatl::search::project_prefix(ws.repo(), &args.turn)?;
+    let projection = axocoatl::history::project_prefix(ws.repo(), &args.turn)?;
     let t = projection.resolve(&args.turn)?;
     if args.json {
         let mut v = turn_json(t);

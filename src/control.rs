@@ -54,7 +54,7 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
         }
     }
     // Not active: say what the turn is (the projection also settles orphans).
-    let projection = history::project_repo(repo)?;
+    let projection = history::project_prefix(repo, prefix)?;
     let turn = projection.resolve(prefix)?;
     let state = match turn.state {
         ViewState::Completed => TurnState::Completed,

@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AttachmentPin, Bounded, InlineContext, Millis, TurnState, Usage,
+    AttachmentPin, Bounded, InlineContext, Millis, ModelCall, ToolResult, ToolStarted, TurnBegun,
+    TurnEnded, TurnState, Usage,
 };
-use axocoatl_store::ledger::{Entry, Position, Record};
+use axocoatl_store::ledger::{Damaged, Entry, Position, Record, Walked};
 use axocoatl_store::Repo;
 use serde::Serialize;
 
@@ -137,8 +138,9 @@ pub struct Projection {
     /// In ledger order.
     pub turns: Vec<TurnView>,
     pub sessions: BTreeMap<String, SessionView>,
-    /// Damage met while reading (never skipped silently: callers show these).
-    pub problems: Vec<String>,
+    /// Damage met while reading: records and segments that could not be read (never
+    /// skipped silently: callers show these).
+    pub problems: Vec<Damaged>,
     /// Records of kinds this build does not know.
     pub unknown_kinds: u64,
     /// Attachment references and their state.
@@ -197,59 +199,92 @@ fn bounded_text(b: &Bounded) -> String {
     b.inline.clone()
 }
 
-/// Builds the projection from every record. `alive` says whether a session's turn owner is
-/// alive; a turn without a terminal record whose owner is gone shows as interrupted.
-pub fn project(repo: &Repo, alive: &mut dyn FnMut(&str) -> bool) -> Result<Projection> {
-    project_filtered(repo, alive, &|_, _| true)
+/// Projects every record. A turn without a terminal record whose owner is gone (one the
+/// lock notes did not name, e.g. after a power loss) is recorded as interrupted here, so it
+/// is never shown as running again.
+pub fn project_repo(repo: &Repo) -> Result<Projection> {
+    project_walked(repo, repo.ledger().read_all()?)
 }
 
-/// Like [`project`], but decodes only the records `keep(kind, payload)` accepts: the raw
-/// frames are walked without decoding the rest (see `search.rs`).
-pub fn project_filtered(
+/// Projects one session's turns, rewinds and attachments without decoding the other
+/// sessions' records. `send` uses it, so a long ledger of other sessions costs a frame
+/// walk, not a full decode.
+pub fn project_session(repo: &Repo, session: &str) -> Result<Projection> {
+    project_walked(repo, repo.ledger().read_session(session)?)
+}
+
+/// The projection a command scoped to `session` (or to every session, with `None`) needs.
+pub fn project_scope(repo: &Repo, session: Option<&str>) -> Result<Projection> {
+    match session {
+        Some(s) => project_session(repo, s),
+        None => project_repo(repo),
+    }
+}
+
+/// Projects only the turns whose id starts with `prefix` (and what marks them superseded):
+/// enough to resolve a turn id or prefix and to show that turn whole. Every turn sharing
+/// the prefix is kept, so an ambiguous prefix is still reported as such.
+pub fn project_prefix(repo: &Repo, prefix: &str) -> Result<Projection> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    project_walked(repo, repo.ledger().read_turn_prefix(&prefix)?)
+}
+
+/// Every record of each turn, by turn id, in ledger order (what a JSON export lists).
+pub type TurnRecords = HashMap<String, Vec<Entry>>;
+
+/// [`project_scope`] that also keeps the records of every turn, from the same walk.
+pub fn project_scope_with_records(
     repo: &Repo,
-    alive: &mut dyn FnMut(&str) -> bool,
-    keep: &dyn Fn(u16, &[u8]) -> bool,
-) -> Result<Projection> {
-    let mut p = Projection::default();
-    let ledger = repo.ledger();
-    let numbers = ledger.segment_numbers()?;
-    for &number in &numbers {
-        let seg = match ledger.load_segment(number) {
-            Ok(s) => s,
-            Err(e) => {
-                p.problems.push(e.to_string());
-                continue;
-            }
-        };
-        if let Err(reason) = seg.header() {
-            p.problems.push(format!(
-                "ledger corrupt: {} at byte 0: {reason}",
-                seg.path.display()
-            ));
-            continue;
-        }
-        let mut entries = Vec::new();
-        let damage = seg.frames_unverified(0, |fr| {
-            if !keep(fr.kind, fr.payload) {
-                return;
-            }
-            match seg.checked_entry(&fr) {
-                Ok(entry) => entries.push(entry),
-                Err(e) => p.problems.push(e.to_string()),
-            }
-        });
-        for e in entries {
-            apply(&mut p, e);
-        }
-        if let Some(axocoatl_store::ledger::Damage::Corrupt { offset, reason }) = damage {
-            p.problems.push(format!(
-                "ledger corrupt: {} at byte {offset}: {reason}",
-                seg.path.display()
-            ));
+    session: Option<&str>,
+) -> Result<(Projection, TurnRecords)> {
+    let walked = match session {
+        Some(s) => repo.ledger().read_session(s)?,
+        None => repo.ledger().read_all()?,
+    };
+    let mut records = TurnRecords::new();
+    for e in &walked.entries {
+        if let Some(turn) = e.record.as_ref().and_then(Record::turn) {
+            records.entry(turn.to_owned()).or_default().push(e.clone());
         }
     }
+    Ok((project_walked(repo, walked)?, records))
+}
+
+/// Projects the session that owns the attachment reference `prefix` names: enough to
+/// resolve the reference and know its state. When the prefix resolves to no reference, or
+/// to several, the projection of every session's attachment records is returned, so
+/// resolving it again reports that.
+pub fn project_reference(repo: &Repo, prefix: &str) -> Result<Projection> {
+    let all = project_walked(repo, repo.ledger().read_attachments()?)?;
+    let session = match all.attachments.resolve(prefix) {
+        Ok(r) => r.session.clone(),
+        Err(_) => return Ok(all),
+    };
+    project_session(repo, &session)
+}
+
+/// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
+/// the session locks; orphans found on the way are recorded as interrupted.
+pub fn project_walked(repo: &Repo, walked: Walked) -> Result<Projection> {
+    let p = project_entries(walked, &mut |session| {
+        crate::session::owner_alive(repo, session).unwrap_or(false)
+    });
+    record_orphans(repo, p)
+}
+
+/// Builds a projection from records in ledger order. `alive` says whether a session's turn
+/// owner is alive; a turn without a terminal record whose owner is gone shows as
+/// interrupted.
+pub fn project_entries(walked: Walked, alive: &mut dyn FnMut(&str) -> bool) -> Projection {
+    let mut p = Projection {
+        problems: walked.damaged,
+        ..Projection::default()
+    };
+    for e in walked.entries {
+        apply(&mut p, e);
+    }
     settle(&mut p, alive);
-    Ok(p)
+    p
 }
 
 /// Marks running turns whose owner is gone as interrupted, and notes active turns.
@@ -271,112 +306,39 @@ fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     }
 }
 
+/// Applies one record to the projection.
 fn apply(p: &mut Projection, entry: Entry) {
     let Some(record) = entry.record else {
         p.unknown_kinds += 1;
         return;
     };
     p.attachments.apply(&record);
-    if let Some(session) = record.session() {
-        let s = p
-            .sessions
-            .entry(session.to_owned())
-            .or_insert_with(|| SessionView {
-                session: session.to_owned(),
-                ..SessionView::default()
-            });
-        let at = record_time(&record);
-        s.created_at = s.created_at.or(Some(at));
-        s.last_activity = Some(s.last_activity.map_or(at, |l| l.max(at)));
-    }
+    note_session(p, &record);
     match record {
-        Record::TurnBegun(b) => {
-            if let Some(s) = p.sessions.get_mut(&b.session) {
-                s.turns += 1;
-            }
-            p.index.insert(b.turn.clone(), p.turns.len());
-            p.turns.push(TurnView {
-                context: TurnView::context_views(&b.inline_context),
-                turn: b.turn,
-                session: b.session,
-                agent: b.agent,
-                mode: b.mode,
-                state: ViewState::Running,
-                request: b.request,
-                inline_context: b.inline_context,
-                attachments: b.attachments,
-                outputs: Vec::new(),
-                output: String::new(),
-                error: None,
-                usage: None,
-                tools: Vec::new(),
-                calls: Vec::new(),
-                warnings: Vec::new(),
-                retry_of: b.retry_of,
-                stop_requested: false,
-                superseded: false,
-                started_at: b.at,
-                ended_at: None,
-                begin: entry.pos,
-                begin_seq: entry.seq,
-            });
-        }
+        Record::TurnBegun(b) => begin_turn(p, b, entry.pos, entry.seq),
         Record::AgentOutput(o) => {
             if let Some(t) = turn_mut(p, &o.turn) {
-                if !t.output.is_empty() && !o.text.is_empty() {
-                    t.output.push('\n');
-                }
-                t.output.push_str(&o.text);
-                t.outputs.push((o.agent, o.text));
+                t.add_output(o.agent, o.text);
             }
         }
         Record::TurnEnded(e) => {
             if let Some(t) = turn_mut(p, &e.turn) {
-                // Exactly one terminal record per turn; a second one (never written by
-                // axocoatl) would not change the first.
-                if t.ended_at.is_none() {
-                    t.state = e.state.into();
-                    t.error = e.error;
-                    t.usage = Some(e.usage);
-                    t.ended_at = Some(e.at);
-                }
+                t.end(e);
             }
         }
         Record::ToolStarted(s) => {
             if let Some(t) = turn_mut(p, &s.turn) {
-                t.tools.push(ToolEvent {
-                    call_id: s.call_id,
-                    name: s.name,
-                    arguments: bounded_text(&s.arguments),
-                    arguments_object: s.arguments.object,
-                    output: None,
-                    output_object: None,
-                    is_error: false,
-                    started_at: s.at,
-                    ended_at: None,
-                });
+                t.tools.push(ToolEvent::started(s));
             }
         }
         Record::ToolResult(r) => {
             if let Some(t) = turn_mut(p, &r.turn) {
-                if let Some(ev) = t.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
-                    ev.output = Some(bounded_text(&r.output));
-                    ev.output_object = r.output.object;
-                    ev.is_error = r.is_error;
-                    ev.ended_at = Some(r.at);
-                }
+                t.tool_result(r);
             }
         }
         Record::ModelCall(c) => {
             if let Some(t) = turn_mut(p, &c.turn) {
-                t.calls.push(CallView {
-                    provider: c.provider,
-                    model: c.model,
-                    reserved_tokens: c.reserved_tokens,
-                    prompt_tokens: c.prompt_tokens,
-                    completion_tokens: c.completion_tokens,
-                    finish_reason: c.finish_reason,
-                });
+                t.calls.push(CallView::from(c));
             }
         }
         Record::StopRequested(s) => {
@@ -389,15 +351,7 @@ fn apply(p: &mut Projection, entry: Entry) {
                 p.turns[t].warnings.push(w.message);
             }
         }
-        Record::RewindBoundary(r) => {
-            if let Some(&start) = p.index.get(&r.target) {
-                for t in p.turns[start..].iter_mut() {
-                    if t.session == r.session {
-                        t.superseded = true;
-                    }
-                }
-            }
-        }
+        Record::RewindBoundary(r) => supersede(p, &r.session, &r.target),
         Record::SessionCreated(_)
         | Record::AttachmentAdded(_)
         | Record::AttachmentRemoved(_)
@@ -406,68 +360,128 @@ fn apply(p: &mut Projection, entry: Entry) {
     }
 }
 
+/// Creates or updates the summary of the session a record names.
+fn note_session(p: &mut Projection, record: &Record) {
+    let Some(session) = record.session() else {
+        return;
+    };
+    let s = p
+        .sessions
+        .entry(session.to_owned())
+        .or_insert_with(|| SessionView {
+            session: session.to_owned(),
+            ..SessionView::default()
+        });
+    let at = record.at().unwrap_or(0);
+    s.created_at = s.created_at.or(Some(at));
+    s.last_activity = Some(s.last_activity.map_or(at, |l| l.max(at)));
+}
+
+fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64) {
+    if let Some(s) = p.sessions.get_mut(&b.session) {
+        s.turns += 1;
+    }
+    p.index.insert(b.turn.clone(), p.turns.len());
+    p.turns.push(TurnView {
+        context: TurnView::context_views(&b.inline_context),
+        turn: b.turn,
+        session: b.session,
+        agent: b.agent,
+        mode: b.mode,
+        state: ViewState::Running,
+        request: b.request,
+        inline_context: b.inline_context,
+        attachments: b.attachments,
+        outputs: Vec::new(),
+        output: String::new(),
+        error: None,
+        usage: None,
+        tools: Vec::new(),
+        calls: Vec::new(),
+        warnings: Vec::new(),
+        retry_of: b.retry_of,
+        stop_requested: false,
+        superseded: false,
+        started_at: b.at,
+        ended_at: None,
+        begin,
+        begin_seq,
+    });
+}
+
+/// A rewind to `target` supersedes it and every later turn of its session.
+fn supersede(p: &mut Projection, session: &str, target: &str) {
+    if let Some(&start) = p.index.get(target) {
+        for t in p.turns[start..].iter_mut() {
+            if t.session == session {
+                t.superseded = true;
+            }
+        }
+    }
+}
+
+impl TurnView {
+    fn add_output(&mut self, agent: String, text: String) {
+        if !self.output.is_empty() && !text.is_empty() {
+            self.output.push('\n');
+        }
+        self.output.push_str(&text);
+        self.outputs.push((agent, text));
+    }
+
+    fn end(&mut self, e: TurnEnded) {
+        // Exactly one terminal record per turn; a second one (never written by axocoatl)
+        // would not change the first.
+        if self.ended_at.is_none() {
+            self.state = e.state.into();
+            self.error = e.error;
+            self.usage = Some(e.usage);
+            self.ended_at = Some(e.at);
+        }
+    }
+
+    fn tool_result(&mut self, r: ToolResult) {
+        if let Some(ev) = self.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
+            ev.output = Some(bounded_text(&r.output));
+            ev.output_object = r.output.object;
+            ev.is_error = r.is_error;
+            ev.ended_at = Some(r.at);
+        }
+    }
+}
+
+impl ToolEvent {
+    fn started(s: ToolStarted) -> ToolEvent {
+        ToolEvent {
+            call_id: s.call_id,
+            name: s.name,
+            arguments: bounded_text(&s.arguments),
+            arguments_object: s.arguments.object,
+            output: None,
+            output_object: None,
+            is_error: false,
+            started_at: s.at,
+            ended_at: None,
+        }
+    }
+}
+
+impl From<ModelCall> for CallView {
+    fn from(c: ModelCall) -> CallView {
+        CallView {
+            provider: c.provider,
+            model: c.model,
+            reserved_tokens: c.reserved_tokens,
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            finish_reason: c.finish_reason,
+        }
+    }
+}
+
 fn turn_mut<'a>(p: &'a mut Projection, id: &str) -> Option<&'a mut TurnView> {
     let i = *p.index.get(id)?;
     p.turns.get_mut(i)
-}
-
-fn record_time(r: &Record) -> Millis {
-    match r {
-        Record::SessionCreated(x) => x.at,
-        Record::TurnBegun(x) => x.at,
-        Record::TurnEnded(x) => x.at,
-        Record::AgentOutput(x) => x.at,
-        Record::ToolStarted(x) => x.at,
-        Record::ToolResult(x) => x.at,
-        Record::ModelCall(x) => x.at,
-        Record::StopRequested(x) => x.at,
-        Record::RewindBoundary(x) => x.at,
-        Record::Warning(x) => x.at,
-        Record::AttachmentAdded(x) => x.at,
-        Record::AttachmentRemoved(x) => x.at,
-        Record::AttachmentConsumed(x) => x.at,
-        Record::Note(_) => 0,
-    }
-}
-
-/// Projects the ledger with liveness taken from the session locks. A turn without a
-/// terminal record whose owner is gone (one the lock notes did not name, e.g. after a power
-/// loss) is recorded as interrupted here, so it is never shown as running again.
-pub fn project_repo(repo: &Repo) -> Result<Projection> {
-    let p = project(repo, &mut |session| {
-        crate::session::owner_alive(repo, session).unwrap_or(false)
-    })?;
-    record_orphans(repo, p)
-}
-
-/// [`project_repo`] decoding only the records `keep` accepts.
-pub fn project_repo_filtered(repo: &Repo, keep: &dyn Fn(u16, &[u8]) -> bool) -> Result<Projection> {
-    let p = project_filtered(
-        repo,
-        &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
-        keep,
-    )?;
-    record_orphans(repo, p)
-}
-
-/// Projects already decoded entries (in ledger order), with `problems` met reading them;
-/// liveness and orphans are settled as in [`project_repo`].
-pub fn project_entries(
-    repo: &Repo,
-    entries: Vec<Entry>,
-    problems: Vec<String>,
-) -> Result<Projection> {
-    let mut p = Projection {
-        problems,
-        ..Projection::default()
-    };
-    for e in entries {
-        apply(&mut p, e);
-    }
-    settle(&mut p, &mut |session| {
-        crate::session::owner_alive(repo, session).unwrap_or(false)
-    });
-    record_orphans(repo, p)
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {

@@ -51,7 +51,12 @@ fn pending_path(repo: &Repo, session: &str, agent: &str) -> std::path::PathBuf {
 /// Rewinds the session of turn `prefix` to just before it.
 pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<RewindOutcome> {
     let repo = ws.repo();
-    let projection = history::project_repo(repo)?;
+    // Resolve among every turn (an ambiguous prefix is refused), then read only its session.
+    let of_session = history::project_prefix(repo, prefix)?
+        .resolve(prefix)?
+        .session
+        .clone();
+    let projection = history::project_session(repo, &of_session)?;
     let target = projection.resolve(prefix)?;
     if let Some(s) = session {
         if s != target.session {
@@ -176,7 +181,7 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
 fn repair(ws: &Workspace, session: &str, agent: &str, seq: u64) -> Result<bool> {
     let repo = ws.repo();
     let keep = ws.config().map(|c| c.checkpoint.keep).unwrap_or(3);
-    let projection = history::project_repo(repo)?;
+    let projection = history::project_session(repo, session)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
     let prior = conversation::load(repo, session, agent, &turns)?;
     Ok(conversation::write_prior(

@@ -309,7 +309,7 @@ pub fn add(
     for path in paths {
         prepared.push(sniff::prepare(path)?);
     }
-    let projection = history::project_repo(repo)?;
+    let projection = history::project_session(repo, session)?;
     let mut records = Vec::new();
     if !projection.sessions.contains_key(session) {
         records.push(Record::SessionCreated(SessionCreated {
@@ -367,7 +367,7 @@ pub fn add(
 
 /// Takes a reference out of future selection. Turns that pinned it keep it.
 pub fn remove(repo: &Repo, prefix: &str) -> Result<Reference, AttachError> {
-    let projection = history::project_repo(repo)?;
+    let projection = history::project_reference(repo, prefix)?;
     let r = projection.attachments.resolve(prefix)?;
     if r.state != State::Selected {
         return Err(AttachError::NotSelected {

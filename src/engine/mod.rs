@@ -205,7 +205,7 @@ pub fn send(
         session::interrupt_if_open(repo, &orphan)?;
     }
 
-    let projection = crate::search::project_session(repo, &opts.session)?;
+    let projection = crate::history::project_session(repo, &opts.session)?;
     let session_exists = projection.sessions.contains_key(&opts.session);
     let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
     let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;

@@ -234,24 +234,64 @@ pub struct Note {
 }
 
 macro_rules! records {
-    ($($kind:literal => $variant:ident,)*) => {
+    ($($kind:literal => $variant:ident [$($lead:ident),*],)*) => {
         /// A ledger record. The number is its kind tag on disk and never changes.
         #[derive(Clone, Debug, PartialEq, Eq)]
         pub enum Record {
             $($variant($variant),)*
         }
 
+        /// The kind tag of each record, as written on disk.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        pub enum Kind {
+            $($variant = $kind,)*
+        }
+
+        impl Kind {
+            /// Every kind this build knows.
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant,)*];
+
+            /// The kind of a tag read from disk; `None` for a kind this build does not know.
+            pub fn of(tag: u16) -> Option<Kind> {
+                match tag {
+                    $($kind => Some(Kind::$variant),)*
+                    _ => None,
+                }
+            }
+
+            pub fn tag(self) -> u16 {
+                self as u16
+            }
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// The string fields a body starts with, in order: what [`RecordView`] reads
+            /// without decoding the body.
+            fn leading(self) -> &'static [Lead] {
+                match self {
+                    $(Kind::$variant => &[$(Lead::$lead),*],)*
+                }
+            }
+        }
+
         impl Record {
             pub fn kind(&self) -> u16 {
+                self.kind_of().tag()
+            }
+
+            pub fn kind_of(&self) -> Kind {
                 match self {
-                    $(Record::$variant(_) => $kind,)*
+                    $(Record::$variant(_) => Kind::$variant,)*
                 }
             }
 
             pub fn kind_name(&self) -> &'static str {
-                match self {
-                    $(Record::$variant(_) => stringify!($variant),)*
-                }
+                self.kind_of().name()
             }
 
             /// The record's body as JSON (for exports and tools).
@@ -284,21 +324,123 @@ macro_rules! records {
     };
 }
 
+/// A leading field of a record body that [`RecordView`] can read in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lead {
+    /// `turn: String`
+    Turn,
+    /// `turn: Option<String>`
+    OptTurn,
+    /// `session: String`
+    Session,
+    /// `reference: String` (an attachment reference)
+    Reference,
+}
+
+// The kind numbers, and for each kind the string fields its body starts with (the order of
+// its struct's first fields: a test decodes every kind both ways and compares).
 records! {
-    1 => SessionCreated,
-    2 => TurnBegun,
-    3 => TurnEnded,
-    4 => AgentOutput,
-    5 => ToolStarted,
-    6 => ToolResult,
-    7 => ModelCall,
-    8 => StopRequested,
-    9 => RewindBoundary,
-    10 => Warning,
-    11 => AttachmentAdded,
-    12 => AttachmentRemoved,
-    13 => AttachmentConsumed,
-    14 => Note,
+    1 => SessionCreated [Session],
+    2 => TurnBegun [Turn, Session],
+    3 => TurnEnded [Turn, Session],
+    4 => AgentOutput [Turn],
+    5 => ToolStarted [Turn],
+    6 => ToolResult [Turn],
+    7 => ModelCall [Turn],
+    8 => StopRequested [Turn, Session],
+    9 => RewindBoundary [Session],
+    10 => Warning [OptTurn, Session],
+    11 => AttachmentAdded [Reference, Session],
+    12 => AttachmentRemoved [Reference, Session],
+    13 => AttachmentConsumed [Reference, Session, Turn],
+    14 => Note [],
+}
+
+/// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
+/// reference a body starts with are read in place, so a walk can decide what to decode
+/// without decoding it.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    pub tag: u16,
+    pub body: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    pub fn new(tag: u16, body: &'a [u8]) -> RecordView<'a> {
+        RecordView { tag, body }
+    }
+
+    pub fn kind(&self) -> Option<Kind> {
+        Kind::of(self.tag)
+    }
+
+    /// The turn the record belongs to, if its body names one.
+    pub fn turn(&self) -> Option<&'a [u8]> {
+        self.lead(Lead::Turn)
+    }
+
+    /// The session the record names, if its body names one.
+    pub fn session(&self) -> Option<&'a [u8]> {
+        self.lead(Lead::Session)
+    }
+
+    /// The attachment reference the record names, if any.
+    pub fn reference(&self) -> Option<&'a [u8]> {
+        self.lead(Lead::Reference)
+    }
+
+    /// Decodes the body. `Ok(None)` for a kind this build does not know.
+    pub fn decode(&self) -> std::result::Result<Option<Record>, String> {
+        Record::decode(self.tag, self.body).map_err(|e| e.to_string())
+    }
+
+    fn lead(&self, want: Lead) -> Option<&'a [u8]> {
+        let mut rest = self.body;
+        for &lead in self.kind()?.leading() {
+            let value = match lead {
+                Lead::OptTurn => match rest.split_first()? {
+                    (0, tail) => {
+                        rest = tail;
+                        None
+                    }
+                    (1, tail) => {
+                        let (s, tail) = postcard_str(tail)?;
+                        rest = tail;
+                        Some(s)
+                    }
+                    _ => return None,
+                },
+                _ => {
+                    let (s, tail) = postcard_str(rest)?;
+                    rest = tail;
+                    Some(s)
+                }
+            };
+            let field = if lead == Lead::OptTurn {
+                Lead::Turn
+            } else {
+                lead
+            };
+            if field == want {
+                return value;
+            }
+        }
+        None
+    }
+}
+
+/// Reads one postcard string (LEB128 length, then bytes) at the start of `b`: the string and
+/// what follows it.
+fn postcard_str(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut len = 0usize;
+    for (i, &byte) in b.iter().enumerate().take(5) {
+        len |= usize::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            let rest = &b[i + 1..];
+            return (rest.len() >= len).then(|| rest.split_at(len));
+        }
+    }
+    None
 }
 
 impl Record {
@@ -322,6 +464,26 @@ impl Record {
         }
     }
 
+    /// When the record was written (`None` for a note, which has no time).
+    pub fn at(&self) -> Option<Millis> {
+        match self {
+            Record::SessionCreated(x) => Some(x.at),
+            Record::TurnBegun(x) => Some(x.at),
+            Record::TurnEnded(x) => Some(x.at),
+            Record::AgentOutput(x) => Some(x.at),
+            Record::ToolStarted(x) => Some(x.at),
+            Record::ToolResult(x) => Some(x.at),
+            Record::ModelCall(x) => Some(x.at),
+            Record::StopRequested(x) => Some(x.at),
+            Record::RewindBoundary(x) => Some(x.at),
+            Record::Warning(x) => Some(x.at),
+            Record::AttachmentAdded(x) => Some(x.at),
+            Record::AttachmentRemoved(x) => Some(x.at),
+            Record::AttachmentConsumed(x) => Some(x.at),
+            Record::Note(_) => None,
+        }
+    }
+
     /// The session this record belongs to, if it names one.
     pub fn session(&self) -> Option<&str> {
         match self {
@@ -339,6 +501,190 @@ impl Record {
             | Record::ToolResult(_)
             | Record::ModelCall(_)
             | Record::Note(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounded(text: &str) -> Bounded {
+        Bounded {
+            inline: text.into(),
+            object: None,
+            len: text.len() as u64,
+        }
+    }
+
+    /// One record of every kind, with fields that differ from each other.
+    pub(crate) fn one_of_each() -> Vec<Record> {
+        let t = "0123456789abcdef".to_string();
+        let s = "sess-ü".to_string();
+        let records = vec![
+            Record::SessionCreated(SessionCreated {
+                session: s.clone(),
+                at: 1,
+            }),
+            Record::TurnBegun(TurnBegun {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "a".into(),
+                mode: "single".into(),
+                request: "r".repeat(300),
+                inline_context: vec![InlineContext {
+                    label: "stdin".into(),
+                    text: bounded("ctx"),
+                }],
+                attachments: vec![],
+                retry_of: Some("x".into()),
+                pid: 7,
+                at: -5,
+            }),
+            Record::TurnEnded(TurnEnded {
+                turn: t.clone(),
+                session: s.clone(),
+                state: TurnState::Failed,
+                error: Some("e".into()),
+                usage: Usage::ZERO,
+                at: 3,
+            }),
+            Record::AgentOutput(AgentOutput {
+                turn: t.clone(),
+                agent: "a".into(),
+                text: "out".into(),
+                at: 4,
+            }),
+            Record::ToolStarted(ToolStarted {
+                turn: t.clone(),
+                agent: "a".into(),
+                call_id: "c".into(),
+                name: "n".into(),
+                arguments: bounded("{}"),
+                at: 5,
+            }),
+            Record::ToolResult(ToolResult {
+                turn: t.clone(),
+                agent: "a".into(),
+                call_id: "c".into(),
+                name: "n".into(),
+                is_error: false,
+                output: bounded("o"),
+                at: 6,
+            }),
+            Record::ModelCall(ModelCall {
+                turn: t.clone(),
+                agent: "a".into(),
+                provider: "p".into(),
+                model: "m".into(),
+                reserved_tokens: 9,
+                prompt_tokens: Some(1),
+                completion_tokens: None,
+                finish_reason: None,
+                at: 7,
+            }),
+            Record::StopRequested(StopRequested {
+                turn: t.clone(),
+                session: s.clone(),
+                pid: 1,
+                at: 8,
+            }),
+            Record::RewindBoundary(RewindBoundary {
+                session: s.clone(),
+                agent: "a".into(),
+                target: t.clone(),
+                at: 9,
+            }),
+            Record::Warning(Warning {
+                turn: Some(t.clone()),
+                session: s.clone(),
+                code: "c".into(),
+                message: "m".into(),
+                at: 10,
+            }),
+            Record::Warning(Warning {
+                turn: None,
+                session: s.clone(),
+                code: "c".into(),
+                message: "m".into(),
+                at: 10,
+            }),
+            Record::AttachmentAdded(AttachmentAdded {
+                reference: "ref1".into(),
+                session: s.clone(),
+                name: "f.txt".into(),
+                media_type: "text/plain".into(),
+                size: 3,
+                scope: AttachmentScope::Once,
+                object: "o".into(),
+                text_object: None,
+                text_truncated: false,
+                at: 11,
+            }),
+            Record::AttachmentRemoved(AttachmentRemoved {
+                reference: "ref1".into(),
+                session: s.clone(),
+                at: 12,
+            }),
+            Record::AttachmentConsumed(AttachmentConsumed {
+                reference: "ref1".into(),
+                session: s.clone(),
+                turn: t.clone(),
+                at: 13,
+            }),
+            Record::Note(Note { text: "n".into() }),
+        ];
+        let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();
+        assert_eq!(kinds.len(), Kind::ALL.len(), "a sample of every kind");
+        records
+    }
+
+    fn reference(r: &Record) -> Option<&str> {
+        match r {
+            Record::AttachmentAdded(a) => Some(&a.reference),
+            Record::AttachmentRemoved(a) => Some(&a.reference),
+            Record::AttachmentConsumed(a) => Some(&a.reference),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn views_read_the_same_fields_as_decoding() {
+        for record in one_of_each() {
+            let body = record.encode_body(Vec::new()).expect("encode");
+            let view = RecordView::new(record.kind(), &body);
+            assert_eq!(view.kind(), Some(record.kind_of()));
+            assert_eq!(view.turn(), record.turn().map(str::as_bytes), "{record:?}");
+            assert_eq!(
+                view.session(),
+                record.session().map(str::as_bytes),
+                "{record:?}"
+            );
+            assert_eq!(view.reference(), reference(&record).map(str::as_bytes));
+            assert_eq!(view.decode(), Ok(Some(record.clone())));
+        }
+    }
+
+    #[test]
+    fn kinds_round_trip_and_unknown_tags_are_none() {
+        for &k in Kind::ALL {
+            assert_eq!(Kind::of(k.tag()), Some(k));
+        }
+        assert_eq!(Kind::of(0), None);
+        assert_eq!(Kind::of(999), None);
+        let v = RecordView::new(999, b"\x03abc");
+        assert_eq!((v.turn(), v.session()), (None, None));
+        assert_eq!(v.decode(), Ok(None));
+    }
+
+    #[test]
+    fn views_of_damaged_bodies_answer_none_or_a_slice_never_panic() {
+        for record in one_of_each() {
+            let body = record.encode_body(Vec::new()).expect("encode");
+            for cut in 0..body.len().min(40) {
+                let v = RecordView::new(record.kind(), &body[..cut]);
+                let _ = (v.turn(), v.session(), v.reference(), v.decode());
+            }
         }
     }
 }

@@ -1,0 +1,235 @@
+//! The ledger walk of a literal search: the bytes of every segment are searched once.
+//!
+//! A full projection decodes every record. A search instead streams each segment once, in
+//! chunks that stay in the CPU cache: the matcher (a case-insensitive literal regex, the
+//! engine ripgrep uses) finds byte hits in a chunk, then the frames of that chunk are walked
+//! (headers only) to map each hit to its record and turn. Only the records of turns with a
+//! hit, and rewind boundaries, are checksummed and decoded. Text is stored as UTF-8 inside
+//! the postcard bodies, so every textual match is a byte match; a byte hit that is not a real
+//! match (in an id, or across two fields) is dropped by the exact check the caller runs on
+//! the decoded turn.
+//!
+//! A turn's earlier records are found in a window of recent frames. Segments are scanned in
+//! parallel; a wanted turn whose begin or end record was not collected (it fell out of the
+//! window, crossed a segment boundary, or is still running) sends the search through a
+//! second, filtered walk, so the result is always complete.
+
+use std::collections::{HashSet, VecDeque};
+
+use regex::bytes::Regex;
+
+use super::record::{Kind, Record, RecordView};
+use super::segment::{parallel_map, RawFrame, SegmentData};
+use super::walk::{Damaged, Walked};
+use super::{Ledger, HEADER_LEN};
+use crate::Result;
+
+/// Bytes searched at a time: small enough to stay in cache for the frame walk.
+const CHUNK: usize = 1 << 20;
+/// Recent frames remembered to find a hit turn's earlier records.
+const WINDOW: usize = 512;
+
+/// A hasher for turn keys, which are already random: fold and multiply, no SipHash.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut a = [0u8; 8];
+            a[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(29) ^ u64::from_le_bytes(a))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.0 = ((v as u64) ^ (v >> 64) as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type KeySet = HashSet<u128, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// A turn id as a number: the 16 bytes of an id, or a hash of anything else.
+fn short(key: &[u8]) -> u128 {
+    match <[u8; 16]>::try_from(key) {
+        Ok(a) => u128::from_le_bytes(a),
+        Err(_) => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            key.hash(&mut h);
+            u128::from(h.finish()) | (1 << 127)
+        }
+    }
+}
+
+/// Records decoded regardless of hits: what marks turns superseded.
+fn always(v: &RecordView<'_>) -> bool {
+    v.kind() == Some(Kind::RewindBoundary)
+}
+
+#[derive(Default)]
+struct Collector {
+    wanted: KeySet,
+    begun: KeySet,
+    ended: KeySet,
+    out: Walked,
+}
+
+impl Collector {
+    fn decode(&mut self, seg: &SegmentData, fr: &RawFrame<'_>) {
+        let v = RecordView::new(fr.kind, fr.payload);
+        if let Some(k) = v.turn() {
+            match v.kind() {
+                Some(Kind::TurnBegun) => {
+                    self.begun.insert(short(k));
+                }
+                Some(Kind::TurnEnded) => {
+                    self.ended.insert(short(k));
+                }
+                _ => {}
+            }
+        }
+        self.out.decode(seg, fr);
+    }
+
+    fn merge(&mut self, part: Collector) {
+        self.wanted.extend(part.wanted);
+        self.begun.extend(part.begun);
+        self.ended.extend(part.ended);
+        self.out.merge(part.out);
+    }
+}
+
+/// Streams one segment: hits, frames, and the records to decode.
+fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
+    if let Err(reason) = seg.header() {
+        c.out.damaged.push(Damaged {
+            path: seg.path.clone(),
+            offset: Some(0),
+            reason,
+        });
+        return;
+    }
+    let data = seg.bytes();
+    let base = seg.base as usize;
+    // Recent frames not decoded, for turns found later: (offset in `data`, key).
+    let mut window: VecDeque<(usize, u128)> = VecDeque::with_capacity(WINDOW);
+    let mut hits: Vec<usize> = Vec::new();
+    let mut at = HEADER_LEN.max(base) - base;
+    let mut chunk_start = 0;
+    let mut damage = None;
+    while chunk_start < data.len() && damage.is_none() {
+        let chunk_end = (chunk_start + CHUNK).min(data.len());
+        // Hits starting in this chunk (a match may run past its end).
+        hits.clear();
+        let search_end = (chunk_end + 4096).min(data.len());
+        hits.extend(
+            re.find_iter(&data[chunk_start..search_end])
+                .map(|m| chunk_start + m.start())
+                .take_while(|&h| h < chunk_end),
+        );
+        let mut next_hit = 0;
+        // Walk the frames that start in this chunk.
+        while at < chunk_end {
+            let fr = match seg.frame_at((base + at) as u64) {
+                Ok(Some(fr)) => fr,
+                Ok(None) => break,
+                Err(d) => {
+                    damage = Some(d);
+                    break;
+                }
+            };
+            let start = at;
+            let end = at + fr.len as usize;
+            at = end;
+            let mut hit = false;
+            while next_hit < hits.len() && hits[next_hit] < end {
+                hit |= hits[next_hit] >= start;
+                next_hit += 1;
+            }
+            let v = RecordView::new(fr.kind, fr.payload);
+            let key = v.turn().map(short);
+            if hit {
+                if let Some(k) = key {
+                    if c.wanted.insert(k) {
+                        // The turn's earlier records, from the window.
+                        for &(o, wk) in window.iter() {
+                            if wk == k {
+                                if let Ok(Some(e)) = seg.frame_at((base + o) as u64) {
+                                    c.decode(seg, &e);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if always(&v) || key.is_some_and(|k| c.wanted.contains(&k)) {
+                c.decode(seg, &fr);
+            } else if let Some(k) = key {
+                if window.len() == WINDOW {
+                    window.pop_front();
+                }
+                window.push_back((start, k));
+            }
+        }
+        chunk_start = chunk_end;
+    }
+    if let Some(super::Damage::Corrupt { offset, reason }) = damage {
+        c.out.damaged.push(Damaged {
+            path: seg.path.clone(),
+            offset: Some(offset),
+            reason,
+        });
+    }
+}
+
+impl Ledger {
+    /// The turns with a byte match of `re` in any of their records, whole, and what decides
+    /// whether they are superseded (rewind boundaries, the turns they target). A superset of
+    /// the real matches: the caller checks each turn's text.
+    pub fn read_matching(&self, re: &Regex) -> Result<Walked> {
+        // Segments are scanned in parallel, one per core at a time. A turn whose records
+        // span a segment boundary is then incomplete in the merged result (its begin or end
+        // was in a segment whose scan did not know it was wanted), which the check below
+        // catches.
+        let numbers = self.segment_numbers()?;
+        let newest = numbers.last().copied().unwrap_or(0);
+        let parts = parallel_map(&numbers, |number| {
+            let mut part = Collector::default();
+            match super::segment::load(&self.segment_path(number), number, number < newest, 0) {
+                Ok(seg) => scan_segment(&seg, re, &mut part),
+                Err(e) => part.out.damaged.push(Damaged::from_error(e)),
+            }
+            part
+        });
+        let mut c = Collector::default();
+        for part in parts {
+            c.merge(part);
+        }
+        // Rewind targets must be projected, or later turns could not be marked superseded.
+        let targets: Vec<u128> = c
+            .out
+            .entries
+            .iter()
+            .filter_map(|e| match &e.record {
+                Some(Record::RewindBoundary(r)) => Some(short(r.target.as_bytes())),
+                _ => None,
+            })
+            .collect();
+        let complete = targets.iter().all(|t| c.begun.contains(t))
+            && c.wanted
+                .iter()
+                .all(|t| c.begun.contains(t) && c.ended.contains(t));
+        if !complete {
+            let mut wanted = c.wanted;
+            wanted.extend(targets);
+            return self
+                .walk(&mut |v| always(&v) || v.turn().is_some_and(|k| wanted.contains(&short(k))));
+        }
+        c.out.sort();
+        Ok(c.out)
+    }
+}

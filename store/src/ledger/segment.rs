@@ -1,0 +1,268 @@
+//! One segment's bytes, mapped or read, and the walk over its frames.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::frame::{self, Parsed, SegmentHeader};
+use super::{Entry, Position, Record, HEADER_LEN};
+use crate::{Error, Result};
+
+#[derive(Debug)]
+enum Bytes {
+    Map(memmap2::Mmap),
+    Vec(Vec<u8>),
+}
+
+/// One segment's bytes from `base` on (`base` is 0, header included, unless the newest
+/// segment was read from a later position), and its checked header.
+#[derive(Debug)]
+pub struct SegmentData {
+    pub number: u64,
+    pub path: PathBuf,
+    pub base: u64,
+    header: std::result::Result<(u64, u64), String>,
+    data: Bytes,
+    pub sealed: bool,
+}
+
+/// A problem found while walking a segment's frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// An incomplete or unverifiable last frame of the newest segment: a crash mid-append.
+    TornTail {
+        offset: u64,
+        len: u64,
+    },
+    Corrupt {
+        offset: u64,
+        reason: String,
+    },
+}
+
+/// A raw frame: no payload decoding.
+#[derive(Clone, Copy, Debug)]
+pub struct RawFrame<'a> {
+    pub seq: u64,
+    pub offset: u64,
+    pub len: u64,
+    pub kind: u16,
+    pub payload: &'a [u8],
+}
+
+impl SegmentData {
+    /// The bytes from `base` on.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Bytes::Map(m) => m,
+            Bytes::Vec(v) => v,
+        }
+    }
+
+    /// The segment number and base sequence from the header, or what is wrong with it.
+    pub fn header(&self) -> std::result::Result<(u64, u64), String> {
+        self.header.clone()
+    }
+
+    /// Walks the frames from `offset`, calling `f` for each, and returns how the walk ended.
+    /// Offsets given to `f` and in the result are file offsets.
+    pub fn frames(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        self.walk(offset, true, f)
+    }
+
+    /// Like [`SegmentData::frames`] without computing payload checksums (headers and
+    /// trailers are still checked): for fast scans that decode few records. Check a frame
+    /// before trusting its payload with [`SegmentData::payload_ok`].
+    pub fn frames_unverified(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        self.walk(offset, false, f)
+    }
+
+    /// The single frame at file offset `offset` (payload unverified): `Ok(None)` at the end
+    /// of the data, `Err` with the damage found there.
+    pub fn frame_at(&self, offset: u64) -> Result<Option<RawFrame<'_>>, Damage> {
+        let data = self.bytes();
+        let at = (offset - self.base) as usize;
+        match frame::parse_at_with(data, at, false) {
+            Parsed::Frame(fr) => Ok(Some(RawFrame {
+                seq: fr.seq,
+                offset,
+                len: fr.len as u64,
+                kind: fr.kind,
+                payload: fr.payload,
+            })),
+            Parsed::End => Ok(None),
+            Parsed::Incomplete | Parsed::BadLast(_) if !self.sealed => Err(Damage::TornTail {
+                offset,
+                len: (data.len() - at) as u64,
+            }),
+            Parsed::Incomplete => Err(Damage::Corrupt {
+                offset,
+                reason: "sealed segment ends inside a frame".into(),
+            }),
+            Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
+                Err(Damage::Corrupt { offset, reason })
+            }
+        }
+    }
+
+    /// Decodes a frame of this segment (walked with checksums) into an entry; a payload
+    /// that does not decode is corruption at that offset.
+    pub fn entry(&self, fr: &RawFrame<'_>) -> Result<Entry> {
+        let record = Record::decode(fr.kind, fr.payload).map_err(|e| Error::Corrupt {
+            path: self.path.clone(),
+            offset: fr.offset,
+            reason: format!("record of kind {} does not decode: {e}", fr.kind),
+        })?;
+        Ok(Entry {
+            seq: fr.seq,
+            pos: Position {
+                segment: self.number,
+                offset: fr.offset,
+            },
+            next: Position {
+                segment: self.number,
+                offset: fr.offset + fr.len,
+            },
+            kind: fr.kind,
+            record,
+        })
+    }
+
+    /// [`SegmentData::entry`] for a frame from [`SegmentData::frames_unverified`]: its
+    /// checksums are verified first.
+    pub fn checked_entry(&self, fr: &RawFrame<'_>) -> Result<Entry> {
+        if !self.payload_ok(fr) {
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                offset: fr.offset,
+                reason: "record checksum mismatch".into(),
+            });
+        }
+        self.entry(fr)
+    }
+
+    /// Whether a frame from [`SegmentData::frames_unverified`] has an intact payload.
+    pub fn payload_ok(&self, fr: &RawFrame<'_>) -> bool {
+        frame::payload_ok(
+            self.bytes(),
+            (fr.offset - self.base) as usize,
+            fr.payload.len(),
+        )
+    }
+
+    fn walk(&self, offset: u64, verify: bool, mut f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+        let data = self.bytes();
+        let base = self.base as usize;
+        let mut at = (offset as usize).max(HEADER_LEN).max(base) - base;
+        loop {
+            match frame::parse_at_with(data, at, verify) {
+                Parsed::Frame(fr) => {
+                    f(RawFrame {
+                        seq: fr.seq,
+                        offset: (base + at) as u64,
+                        len: fr.len as u64,
+                        kind: fr.kind,
+                        payload: fr.payload,
+                    });
+                    at += fr.len;
+                }
+                Parsed::End => return None,
+                Parsed::Incomplete | Parsed::BadLast(_) if !self.sealed => {
+                    return Some(Damage::TornTail {
+                        offset: (base + at) as u64,
+                        len: (data.len() - at) as u64,
+                    })
+                }
+                Parsed::Incomplete => {
+                    return Some(Damage::Corrupt {
+                        offset: (base + at) as u64,
+                        reason: "sealed segment ends inside a frame".into(),
+                    })
+                }
+                Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
+                    return Some(Damage::Corrupt {
+                        offset: (base + at) as u64,
+                        reason,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` on every item on up to one thread per core, returning the results in order.
+/// For CPU-bound work per segment (checksums, decoding) on sealed, independent files.
+pub fn parallel_map<T: Send>(items: &[u64], f: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    if threads <= 1 {
+        return items.iter().map(|&i| f(i)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<T>> = (0..items.len()).map(|_| None).collect();
+    let results = Mutex::new(&mut slots);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&item) = items.get(i) else { break };
+                let value = f(item);
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(value);
+            });
+        }
+    });
+    slots.into_iter().flatten().collect()
+}
+
+/// Decodes a raw frame's payload. `Ok(None)` for an unknown kind.
+pub fn decode(kind: u16, payload: &[u8]) -> std::result::Result<Option<Record>, String> {
+    Record::decode(kind, payload).map_err(|e| e.to_string())
+}
+
+/// Loads a segment. A sealed one is mapped whole; the newest is read from `from` on, so
+/// that polling for new records does not re-read what was already seen.
+pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<SegmentData> {
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    let mut head = [0u8; HEADER_LEN];
+    let header = match file.read_exact_at(&mut head, 0) {
+        Ok(()) => SegmentHeader::decode(&head).map(|h| (h.number, h.base_seq)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err("segment is shorter than its header".to_string())
+        }
+        Err(e) => return Err(Error::io("read", path)(e)),
+    };
+    let (base, data) = if sealed {
+        // Not populated up front: building the page tables of a whole 64 MiB segment before
+        // the first checksum made a verified scan of 1 GiB ~10% slower (0.80 against 0.84–0.88
+        // of a raw read) than faulting pages in as the scan reaches them.
+        // SAFETY: sealed segments are never modified or truncated; the map is read-only.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(Error::io("map", path))?;
+        (0, Bytes::Map(map))
+    } else {
+        let base = if from > HEADER_LEN as u64 { from } else { 0 };
+        let len = file.metadata().map_err(Error::io("stat", path))?.len();
+        let mut buf = vec![0u8; len.saturating_sub(base) as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], base + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read", path)(e)),
+            }
+        }
+        buf.truncate(filled);
+        (base, Bytes::Vec(buf))
+    };
+    Ok(SegmentData {
+        number,
+        path: path.to_owned(),
+        base,
+        header,
+        data,
+        sealed,
+    })
+}

@@ -1,0 +1,324 @@
+//! Reading the ledger back: one walk for every reader.
+//!
+//! A walk goes over the frames of each segment without computing payload checksums (the
+//! framing is still checked) and asks a selector about each record, looking only at its
+//! kind and the turn, session or reference its body starts with ([`RecordView`]). Only the
+//! records the selector keeps are verified and decoded. Damage is never skipped silently: a
+//! kept record that fails its checksum or does not decode, and a segment damaged before its
+//! end, are returned as [`Damaged`] beside the records that could be read. A torn tail (an
+//! incomplete last record of the newest segment, left by a crash mid-append) ends the walk
+//! quietly: the next appender truncates it.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::record::{Kind, Record, RecordView};
+use super::segment::{load, Damage, RawFrame, SegmentData};
+use super::{Entry, Ledger, Position};
+use crate::layout::segment_file_name;
+use crate::{Error, Result};
+
+/// A record or segment that could not be read, named by file and byte offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damaged {
+    pub path: PathBuf,
+    /// `None` when the file could not be read at all.
+    pub offset: Option<u64>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.offset {
+            Some(offset) => write!(
+                f,
+                "ledger corrupt: {} at byte {offset}: {}",
+                self.path.display(),
+                self.reason
+            ),
+            None => write!(f, "cannot read {}: {}", self.path.display(), self.reason),
+        }
+    }
+}
+
+impl Damaged {
+    fn at(seg: &SegmentData, offset: u64, reason: impl Into<String>) -> Damaged {
+        Damaged {
+            path: seg.path.clone(),
+            offset: Some(offset),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn from_error(e: Error) -> Damaged {
+        match e {
+            Error::Corrupt {
+                path,
+                offset,
+                reason,
+            } => Damaged {
+                path,
+                offset: Some(offset),
+                reason,
+            },
+            Error::Io { path, op, source } => Damaged {
+                path,
+                offset: None,
+                reason: format!("{op}: {source}"),
+            },
+            other => Damaged {
+                path: PathBuf::new(),
+                offset: None,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<Damaged> for Error {
+    fn from(d: Damaged) -> Error {
+        Error::Corrupt {
+            path: d.path,
+            offset: d.offset.unwrap_or(0),
+            reason: d.reason,
+        }
+    }
+}
+
+/// What a walk read: the kept records in ledger order (a record of a kind this build does
+/// not know has `record: None`), and what could not be read.
+#[derive(Debug, Default)]
+pub struct Walked {
+    pub entries: Vec<Entry>,
+    pub damaged: Vec<Damaged>,
+}
+
+impl Walked {
+    /// Verifies and decodes one frame of `seg` found by an unverified walk.
+    pub(crate) fn decode(&mut self, seg: &SegmentData, fr: &RawFrame<'_>) {
+        match seg.checked_entry(fr) {
+            Ok(entry) => self.entries.push(entry),
+            Err(e) => self.damaged.push(Damaged::from_error(e)),
+        }
+    }
+
+    pub(crate) fn merge(&mut self, other: Walked) {
+        self.entries.extend(other.entries);
+        self.damaged.extend(other.damaged);
+    }
+
+    /// Sorts the records into ledger order and drops duplicates (a record kept by two
+    /// selections of the same walk).
+    pub(crate) fn sort(&mut self) {
+        self.entries.sort_by_key(|e| e.pos);
+        self.entries.dedup_by_key(|e| e.pos);
+    }
+
+    fn damage(&mut self, seg: &SegmentData, damage: Option<Damage>) {
+        if let Some(Damage::Corrupt { offset, reason }) = damage {
+            self.damaged.push(Damaged::at(seg, offset, reason));
+        }
+    }
+}
+
+/// Walks one segment's frames from file offset `from`, decoding the records `keep` accepts.
+pub(crate) fn select(
+    seg: &SegmentData,
+    from: u64,
+    keep: &mut dyn FnMut(RecordView<'_>) -> bool,
+    out: &mut Walked,
+) {
+    if let Err(reason) = seg.header() {
+        out.damaged.push(Damaged::at(seg, 0, reason));
+        return;
+    }
+    let end = seg.base + seg.bytes().len() as u64;
+    let mut torn = false;
+    let damage = seg.frames_unverified(from, |fr| {
+        if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
+            return;
+        }
+        if !seg.sealed && fr.offset + fr.len == end && !seg.payload_ok(&fr) {
+            // The newest segment's last frame, unverifiable: a torn write, not damage.
+            torn = true;
+            return;
+        }
+        out.decode(seg, &fr);
+    });
+    out.damage(seg, damage);
+}
+
+impl Ledger {
+    /// Walks the whole ledger once, decoding the records `keep` accepts (in ledger order).
+    pub fn walk(&self, keep: &mut dyn FnMut(RecordView<'_>) -> bool) -> Result<Walked> {
+        let mut out = Walked::default();
+        let numbers = self.segment_numbers()?;
+        let newest = numbers.last().copied().unwrap_or(0);
+        for number in numbers {
+            match load(&self.segment_path(number), number, number < newest, 0) {
+                Ok(seg) => select(&seg, 0, keep, &mut out),
+                Err(e) => out.damaged.push(Damaged::from_error(e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every record.
+    pub fn read_all(&self) -> Result<Walked> {
+        self.walk(&mut |_| true)
+    }
+
+    /// The records of one session: those that name it, and every record of its turns.
+    pub fn read_session(&self, session: &str) -> Result<Walked> {
+        let mut turns: HashSet<Vec<u8>> = HashSet::new();
+        self.walk(&mut |v| {
+            let of_session = v.session() == Some(session.as_bytes());
+            match (v.kind(), v.turn()) {
+                (Some(Kind::TurnBegun), Some(turn)) if of_session => {
+                    turns.insert(turn.to_vec());
+                    true
+                }
+                (_, Some(turn)) if turns.contains(turn) => true,
+                _ => of_session,
+            }
+        })
+    }
+
+    /// The turns whose id starts with `prefix`, whole, and what decides whether they are
+    /// superseded: every rewind boundary and the turns rewinds target.
+    pub fn read_turn_prefix(&self, prefix: &str) -> Result<Walked> {
+        let prefix = prefix.as_bytes();
+        let mut out = self.walk(&mut |v| {
+            v.kind() == Some(Kind::RewindBoundary)
+                || v.turn().is_some_and(|t| t.starts_with(prefix))
+        })?;
+        self.complete_rewinds(&mut out)?;
+        Ok(out)
+    }
+
+    /// Session and attachment records of every session (no turns).
+    pub fn read_attachments(&self) -> Result<Walked> {
+        self.walk(&mut |v| {
+            matches!(
+                v.kind(),
+                Some(
+                    Kind::SessionCreated
+                        | Kind::AttachmentAdded
+                        | Kind::AttachmentRemoved
+                        | Kind::AttachmentConsumed
+                )
+            )
+        })
+    }
+
+    /// Adds the records of the turns that the rewind boundaries in `out` target, when `out`
+    /// has a turn of that session but not the target (a rewind supersedes the turns from
+    /// its target on, so the target's place in the ledger is needed).
+    pub(crate) fn complete_rewinds(&self, out: &mut Walked) -> Result<()> {
+        let mut sessions: HashSet<&str> = HashSet::new();
+        let mut have: HashSet<&str> = HashSet::new();
+        for e in &out.entries {
+            if let Some(Record::TurnBegun(b)) = &e.record {
+                sessions.insert(&b.session);
+                have.insert(&b.turn);
+            }
+        }
+        let missing: HashSet<Vec<u8>> = out
+            .entries
+            .iter()
+            .filter_map(|e| match &e.record {
+                Some(Record::RewindBoundary(r))
+                    if sessions.contains(r.session.as_str())
+                        && !have.contains(r.target.as_str()) =>
+                {
+                    Some(r.target.as_bytes().to_vec())
+                }
+                _ => None,
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let more = self.walk(&mut |v| v.turn().is_some_and(|t| missing.contains(t)))?;
+        out.merge(more);
+        out.sort();
+        Ok(())
+    }
+}
+
+/// An iterator over decoded records. A damaged segment yields one `Err` naming the file and
+/// offset, then the walk goes on with the next segment. A torn tail ends the walk quietly.
+pub struct Scan {
+    numbers: std::vec::IntoIter<u64>,
+    newest: u64,
+    ledger_dir: PathBuf,
+    pending: std::collections::VecDeque<Result<Entry>>,
+    first_offset: Option<Position>,
+    failed: Option<Error>,
+}
+
+impl Scan {
+    pub(crate) fn new(ledger: &Ledger, from: Position) -> Scan {
+        let (numbers, failed) = match ledger.segment_numbers() {
+            Ok(n) => (n, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let newest = numbers.last().copied().unwrap_or(0);
+        let numbers: Vec<u64> = numbers.into_iter().filter(|&n| n >= from.segment).collect();
+        Scan {
+            numbers: numbers.into_iter(),
+            newest,
+            ledger_dir: ledger.dir.clone(),
+            pending: Default::default(),
+            first_offset: Some(from),
+            failed,
+        }
+    }
+
+    fn load_next(&mut self) -> bool {
+        let Some(number) = self.numbers.next() else {
+            return false;
+        };
+        let start = match self.first_offset.take() {
+            Some(p) if p.segment == number => p.offset,
+            _ => 0,
+        };
+        let path = self.ledger_dir.join(segment_file_name(number));
+        let sealed =
+            number < self.newest || self.ledger_dir.join(segment_file_name(number + 1)).exists();
+        let mut walked = Walked::default();
+        match load(&path, number, sealed, start) {
+            Ok(seg) => select(&seg, start, &mut |_| true, &mut walked),
+            Err(e) => {
+                self.pending.push_back(Err(e));
+                return true;
+            }
+        }
+        self.pending.extend(walked.entries.into_iter().map(Ok));
+        self.pending
+            .extend(walked.damaged.into_iter().map(|d| Err(d.into())));
+        true
+    }
+}
+
+impl Iterator for Scan {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if !self.load_next() {
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod tests;

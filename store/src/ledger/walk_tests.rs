@@ -1,0 +1,160 @@
+use std::fs;
+
+use super::super::record::{
+    AgentOutput, RewindBoundary, SessionCreated, TurnBegun, TurnEnded, TurnState, Usage,
+};
+use super::super::{Ledger, Record, HEADER_LEN};
+
+pub(crate) fn setup(limit: u64) -> (tempfile::TempDir, Ledger) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::create_dir_all(dir.path().join("l")).expect("mkdir");
+    let ledger = Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
+    (dir, ledger)
+}
+
+/// The three records of a completed turn.
+pub(crate) fn turn(id: &str, session: &str, request: &str, output: &str) -> Vec<Record> {
+    vec![
+        Record::TurnBegun(TurnBegun {
+            turn: id.into(),
+            session: session.into(),
+            agent: "a".into(),
+            mode: "single".into(),
+            request: request.into(),
+            inline_context: vec![],
+            attachments: vec![],
+            retry_of: None,
+            pid: 1,
+            at: 1,
+        }),
+        Record::AgentOutput(AgentOutput {
+            turn: id.into(),
+            agent: "a".into(),
+            text: output.into(),
+            at: 2,
+        }),
+        Record::TurnEnded(TurnEnded {
+            turn: id.into(),
+            session: session.into(),
+            state: TurnState::Completed,
+            error: None,
+            usage: Usage::ZERO,
+            at: 3,
+        }),
+    ]
+}
+
+fn turns_of(entries: &[super::Entry]) -> Vec<String> {
+    let mut out: Vec<String> = entries
+        .iter()
+        .filter_map(|e| e.record.as_ref()?.turn().map(str::to_owned))
+        .collect();
+    out.dedup();
+    out
+}
+
+#[test]
+fn a_session_read_keeps_its_records_only_across_segments() {
+    let (_d, ledger) = setup(400);
+    ledger
+        .append(&[Record::SessionCreated(SessionCreated {
+            session: "b".into(),
+            at: 0,
+        })])
+        .expect("append");
+    for i in 0..6 {
+        let session = if i % 2 == 0 { "a" } else { "b" };
+        // Begin and end in separate appends, so turns cross segment boundaries.
+        let records = turn(&format!("t{i}"), session, "req", "out");
+        ledger.append(&records[..1]).expect("append");
+        ledger.append(&records[1..]).expect("append");
+    }
+    assert!(ledger.segment_numbers().expect("segments").len() >= 3);
+    let b = ledger.read_session("b").expect("read");
+    assert!(b.damaged.is_empty());
+    assert_eq!(turns_of(&b.entries), vec!["t1", "t3", "t5"]);
+    assert_eq!(b.entries.len(), 1 + 3 * 3);
+    assert!(b.entries.windows(2).all(|w| w[0].pos < w[1].pos));
+}
+
+#[test]
+fn a_damaged_record_is_reported_and_the_walk_goes_on() {
+    let (_d, ledger) = setup(1 << 20);
+    ledger.append(&turn("t0", "a", "first", "x")).expect("append");
+    let second = ledger.append(&turn("t1", "a", "second", "y")).expect("append");
+    ledger.append(&turn("t2", "a", "third", "z")).expect("append");
+    // A byte inside the payload of t1's begin: its framing stays intact.
+    let path = ledger.segment_path(1);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[second[0].pos.offset as usize + 30] ^= 0x20;
+    fs::write(&path, bytes).expect("write");
+    let all = ledger.read_all().expect("read");
+    assert_eq!(all.damaged.len(), 1, "{:?}", all.damaged);
+    assert_eq!(all.damaged[0].offset, Some(second[0].pos.offset));
+    assert!(all.damaged[0].to_string().contains("ledger corrupt"));
+    assert_eq!(all.entries.len(), 8, "every other record is read");
+    let session = ledger.read_session("a").expect("read");
+    assert_eq!(session.damaged.len(), 1, "a session read reports it too");
+}
+
+#[test]
+fn a_damaged_segment_header_is_reported_and_later_segments_read() {
+    let (_d, ledger) = setup(300);
+    for i in 0..4 {
+        ledger
+            .append(&turn(&format!("t{i}"), "a", "r", "o"))
+            .expect("append");
+    }
+    let path = ledger.segment_path(1);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[3] ^= 1;
+    fs::write(&path, bytes).expect("write");
+    let all = ledger.read_all().expect("read");
+    assert_eq!(all.damaged.len(), 1);
+    assert_eq!(all.damaged[0].offset, Some(0));
+    assert!(!all.entries.is_empty());
+    assert!(all.entries.iter().all(|e| e.pos.segment > 1));
+    let _ = HEADER_LEN;
+}
+
+#[test]
+fn a_prefix_read_brings_the_rewind_target_that_decides_superseded() {
+    let (_d, ledger) = setup(1 << 20);
+    ledger.append(&turn("aaaa01", "s", "r", "o")).expect("append");
+    ledger.append(&turn("bbbb02", "s", "r", "o")).expect("append");
+    ledger
+        .append(&[Record::RewindBoundary(RewindBoundary {
+            session: "s".into(),
+            agent: "a".into(),
+            target: "aaaa01".into(),
+            at: 9,
+        })])
+        .expect("append");
+    ledger.append(&turn("cccc03", "t", "r", "o")).expect("append");
+    let read = ledger.read_turn_prefix("bbbb").expect("read");
+    assert_eq!(turns_of(&read.entries), vec!["aaaa01", "bbbb02"]);
+    assert!(read
+        .entries
+        .iter()
+        .any(|e| matches!(e.record, Some(Record::RewindBoundary(_)))));
+    let other = ledger.read_turn_prefix("cccc").expect("read");
+    assert_eq!(turns_of(&other.entries), vec!["cccc03"], "no target needed");
+}
+
+#[test]
+fn a_match_read_finds_turns_with_a_byte_hit_whole() {
+    let (_d, ledger) = setup(500);
+    for i in 0..10 {
+        let request = if i == 7 { "the Needle here" } else { "hay" };
+        ledger
+            .append(&turn(&format!("t{i}"), "s", request, "out"))
+            .expect("append");
+    }
+    let re = regex::bytes::RegexBuilder::new("needle")
+        .case_insensitive(true)
+        .build()
+        .expect("regex");
+    let read = ledger.read_matching(&re).expect("read");
+    assert_eq!(turns_of(&read.entries), vec!["t7"]);
+    assert_eq!(read.entries.len(), 3);
+}
