@@ -80,9 +80,15 @@ fn a_session_read_keeps_its_records_only_across_segments() {
 #[test]
 fn a_damaged_record_is_reported_and_the_walk_goes_on() {
     let (_d, ledger) = setup(1 << 20);
-    ledger.append(&turn("t0", "a", "first", "x")).expect("append");
-    let second = ledger.append(&turn("t1", "a", "second", "y")).expect("append");
-    ledger.append(&turn("t2", "a", "third", "z")).expect("append");
+    ledger
+        .append(&turn("t0", "a", "first", "x"))
+        .expect("append");
+    let second = ledger
+        .append(&turn("t1", "a", "second", "y"))
+        .expect("append");
+    ledger
+        .append(&turn("t2", "a", "third", "z"))
+        .expect("append");
     // A byte inside the payload of t1's begin: its framing stays intact.
     let path = ledger.segment_path(1);
     let mut bytes = fs::read(&path).expect("read");
@@ -120,8 +126,12 @@ fn a_damaged_segment_header_is_reported_and_later_segments_read() {
 #[test]
 fn a_prefix_read_brings_the_rewind_target_that_decides_superseded() {
     let (_d, ledger) = setup(1 << 20);
-    ledger.append(&turn("aaaa01", "s", "r", "o")).expect("append");
-    ledger.append(&turn("bbbb02", "s", "r", "o")).expect("append");
+    ledger
+        .append(&turn("aaaa01", "s", "r", "o"))
+        .expect("append");
+    ledger
+        .append(&turn("bbbb02", "s", "r", "o"))
+        .expect("append");
     ledger
         .append(&[Record::RewindBoundary(RewindBoundary {
             session: "s".into(),
@@ -130,7 +140,9 @@ fn a_prefix_read_brings_the_rewind_target_that_decides_superseded() {
             at: 9,
         })])
         .expect("append");
-    ledger.append(&turn("cccc03", "t", "r", "o")).expect("append");
+    ledger
+        .append(&turn("cccc03", "t", "r", "o"))
+        .expect("append");
     let read = ledger.read_turn_prefix("bbbb").expect("read");
     assert_eq!(turns_of(&read.entries), vec!["aaaa01", "bbbb02"]);
     assert!(read
