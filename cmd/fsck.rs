@@ -16,10 +16,12 @@ use crate::ui::Ui;
 /// Check the repository: ledger framing and checksums, objects, checkpoints, memory files.
 ///
 /// Prints one line per finding: FILE[:OFFSET]: KIND: what is wrong. Exit 0 when clean, 9
-/// when something is wrong. `--repair` truncates a torn tail (an incomplete last record left
-/// by a crash) of the ledger or of a daily log file and changes nothing else. Memory files:
-/// core memory (parses, its version, blocks within the limits axocoatl.yaml gives them) and
-/// every line of the daily log.
+/// when something is wrong. `--repair` fixes what a crash or a full disk leaves behind and
+/// changes nothing else: it cuts a torn or damaged end of the ledger (damaged bytes are kept
+/// in ledger/v1/damaged/) or a torn tail of a daily log file, removes stray temporary files,
+/// recreates missing directories that hold no data, and sets a missing or unreadable HEAD to
+/// `main`. Memory files: core memory (parses, its version, blocks within the limits
+/// axocoatl.yaml gives them) and every line of the daily log.
 ///
 /// Examples:
 ///   axocoatl fsck
@@ -27,7 +29,7 @@ use crate::ui::Ui;
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct FsckArgs {
-    /// Truncate a torn tail of the ledger (nothing else is ever changed).
+    /// Repair what a crash or a full disk leaves behind (nothing else is ever changed).
     #[arg(long)]
     pub repair: bool,
     /// Print JSON Lines: one object per finding, then a summary.
@@ -52,6 +54,11 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             .display()
             .to_string()
     };
+    if !args.json {
+        for repair in &report.repairs {
+            writeln!(ui.out, "repaired: {repair}")?;
+        }
+    }
     for f in &report.findings {
         if args.json {
             ui.json_line(&json!({
@@ -85,15 +92,9 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             "memory_files": report.memory_files,
             "findings": report.findings.len(),
             "repaired_bytes": report.repaired_bytes,
+            "repairs": report.repairs,
         }))?;
     } else {
-        if report.repaired_bytes > 0 {
-            writeln!(
-                ui.out,
-                "repaired: truncated a torn tail of {} bytes",
-                report.repaired_bytes
-            )?;
-        }
         writeln!(
             ui.out,
             "{}: {} segment{}, {} record{}, {} object{}, {} checkpoint{}, {} memory file{}",

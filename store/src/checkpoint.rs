@@ -100,7 +100,9 @@ impl Checkpoints {
         let path = dir.join(format!("{seq:020}.ckpt"));
         write_atomic(&path, &encode_envelope(payload), Durability::Cache)?;
         for old in self.list(component)?.into_iter().skip(keep.max(1)) {
-            fs::remove_file(&old.path).map_err(Error::io("remove", old.path.clone()))?;
+            crate::failpoint::hit("checkpoint.prune")
+                .and_then(|()| fs::remove_file(&old.path))
+                .map_err(Error::io("remove", old.path.clone()))?;
         }
         Ok(path)
     }

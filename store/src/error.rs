@@ -54,6 +54,9 @@ pub enum Error {
         found: u64,
         supported: u32,
     },
+    /// `HEAD` names the current session; the message says how to rewrite it.
+    #[error("{}: {reason}; it names the current session: `axocoatl fsck --repair` sets it to `main`, then `axocoatl sessions switch NAME` picks another", path.display())]
+    BadHead { path: PathBuf, reason: String },
 }
 
 impl Error {

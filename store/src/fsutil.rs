@@ -32,7 +32,7 @@ pub fn create_dir_private(path: &Path) -> Result<()> {
             create_dir_private(parent)?;
         }
     }
-    match fs::create_dir(path) {
+    match crate::failpoint::hit("fsutil.mkdir").and_then(|()| fs::create_dir(path)) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
         Err(e) => return Err(Error::io("create directory", path)(e)),
@@ -80,36 +80,152 @@ fn ensure_private(file: &File, path: &Path) -> Result<()> {
 /// Flushes a directory entry (after a create or a rename) to disk.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
+        .and_then(|d| crate::failpoint::hit("fsutil.atomic.dir_sync").map(|()| d))
         .and_then(|d| d.sync_all())
         .map_err(Error::io("sync directory", dir))
+}
+
+/// The prefix of every temporary file the store creates: `.tmp-<pid>-`, so that a stray one
+/// left by a crash is known to be stale once that process is gone.
+pub const TMP_PREFIX: &str = ".tmp-";
+
+/// A stray temporary file is collected once its process is gone, or past this age whatever
+/// its name says (a reused pid, another pid namespace, a file of an older build).
+const STRAY_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+/// Temporary files of an older build carry no pid: collected past this age.
+const LEGACY_STRAY_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Creates an owner-only temporary file in `dir` whose name carries this process's pid.
+pub fn temp_file_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+    let tmp = crate::failpoint::hit("fsutil.atomic.create")
+        .and_then(|()| {
+            tempfile::Builder::new()
+                .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+                .permissions(fs::Permissions::from_mode(FILE_MODE))
+                .tempfile_in(dir)
+        })
+        .map_err(Error::io("create a temporary file in", dir))?;
+    // The permissions given to the builder are filtered by the umask on some platforms.
+    ensure_private(tmp.as_file(), tmp.path())?;
+    Ok(tmp)
 }
 
 /// Replaces `path` with `bytes` atomically: a temporary file in the same directory is
 /// written (and for `Durable`, fsynced), renamed over `path`, and the directory fsynced.
 /// A reader sees the old content or the new one, never a mix; a crash leaves at most a
-/// stray temporary file, which `fsck --repair` and the next write ignore.
+/// stray temporary file, which the next atomic write into that directory (or
+/// `fsck --repair`) removes.
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(fs::Permissions::from_mode(FILE_MODE))
-        .tempfile_in(dir)
-        .map_err(Error::io("create a temporary file in", dir))?;
-    tmp.write_all(bytes)
-        .map_err(Error::io("write", tmp.path().to_path_buf()))?;
+    write_atomic_via(dir, path, bytes, durability)
+}
+
+/// [`write_atomic`] with the temporary file in `tmp_dir` (on the same file system as
+/// `path`): objects keep theirs in `objects/`, so that the strays of killed writes are
+/// found in one directory instead of 256.
+pub fn write_atomic_via(
+    tmp_dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    collect_strays(tmp_dir)?;
+    let mut tmp = temp_file_in(tmp_dir)?;
+    let tmp_path = tmp.path().to_path_buf();
+    crate::failpoint::hit_write("fsutil.atomic.write", bytes, |b| tmp.write_all(b))
+        .and_then(|()| tmp.write_all(bytes))
+        .map_err(Error::io("write", tmp_path.clone()))?;
     if durability == Durability::Durable {
-        tmp.as_file()
-            .sync_data()
-            .map_err(Error::io("sync", tmp.path().to_path_buf()))?;
+        crate::failpoint::hit("fsutil.atomic.sync")
+            .and_then(|()| tmp.as_file().sync_data())
+            .map_err(Error::io("sync", tmp_path.clone()))?;
     }
-    // The permissions given to the builder are filtered by the umask on some platforms.
-    ensure_private(tmp.as_file(), tmp.path())?;
+    crate::failpoint::hit("fsutil.atomic.rename")
+        .map_err(Error::io("rename into place", path))?;
     tmp.persist(path)
         .map_err(|e| Error::io("rename into place", path)(e.error))?;
     if durability == Durability::Durable {
         sync_dir(dir)?;
+        if tmp_dir != dir {
+            sync_dir(tmp_dir)?;
+        }
     }
     Ok(())
+}
+
+/// A temporary file left behind by a process that died mid-write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stray {
+    pub path: std::path::PathBuf,
+    pub len: u64,
+}
+
+/// The stale temporary files directly in `dir`: their process is gone (or they are old).
+/// A missing directory has none.
+pub fn strays_in(dir: &Path) -> Result<Vec<Stray>> {
+    let mut out = Vec::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(Error::io("list", dir)(e)),
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TMP_PREFIX)) else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .unwrap_or_default();
+        let pid = rest.split_once('-').and_then(|(p, _)| p.parse::<u32>().ok());
+        let stale = match pid {
+            Some(pid) => age > STRAY_AGE || !process_alive(pid),
+            None => age > LEGACY_STRAY_AGE,
+        };
+        if stale {
+            out.push(Stray {
+                path: entry.path(),
+                len: meta.len(),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Removes the stale temporary files directly in `dir`; returns what was removed.
+pub fn collect_strays(dir: &Path) -> Result<Vec<Stray>> {
+    let strays = strays_in(dir)?;
+    for s in &strays {
+        match crate::failpoint::hit("fsutil.stray.remove").and_then(|()| fs::remove_file(&s.path))
+        {
+            Ok(()) => {}
+            // Collected by another process meanwhile.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove the stray temporary file", &s.path)(e)),
+        }
+    }
+    Ok(strays)
+}
+
+/// Whether a process with this pid exists (on Linux, by `/proc`; elsewhere assumed alive,
+/// so that only age collects strays there).
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return true;
+    }
+    proc.join(pid.to_string()).exists()
 }
 
 /// Reads a whole file, naming the path in the error.

@@ -14,6 +14,9 @@ pub const HEAD_FILE: &str = "HEAD";
 pub const DEFAULT_SESSION: &str = "main";
 pub const LEDGER_DIR: &str = "ledger/v1";
 pub const LEDGER_INDEX_DIR: &str = "ledger/v1/index";
+/// Where `fsck --repair` keeps damaged bytes it cut from the end of the ledger.
+pub const LEDGER_DAMAGED_DIR: &str = "ledger/v1/damaged";
+pub const LEDGER_DAMAGED_DIR_NAME: &str = "damaged";
 pub const OBJECTS_DIR: &str = "objects";
 pub const CHECKPOINTS_DIR: &str = "checkpoints/v1";
 pub const DAILY_LOG_DIR: &str = "memory/daily_log/v1";

@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod error;
+pub mod failpoint;
 pub mod fsck;
 pub mod fsutil;
 pub mod layout;

@@ -5,8 +5,22 @@ use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::open_private;
+use crate::fsutil::{create_dir_private, open_private};
 use crate::{Error, Result};
+
+/// Opens a lock file, recreating its directory (`run/`, `run/sessions/`) if it is missing:
+/// lock files hold no data, so a deleted `run/` must not stop every write.
+fn open_lock_file(path: &Path) -> Result<File> {
+    match open_private(path, false) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                create_dir_private(dir)?;
+            }
+            open_private(path, false)
+        }
+        other => other,
+    }
+}
 
 /// An exclusive lock held until dropped.
 #[derive(Debug)]
@@ -18,7 +32,7 @@ pub struct Lock {
 impl Lock {
     /// Blocks until the lock is free.
     pub fn acquire(path: &Path) -> Result<Lock> {
-        let file = open_private(path, false)?;
+        let file = open_lock_file(path)?;
         file.lock().map_err(Error::io("lock", path))?;
         Ok(Lock {
             file,
@@ -28,7 +42,7 @@ impl Lock {
 
     /// Takes the lock if it is free, `None` if another process (or handle) holds it.
     pub fn try_acquire(path: &Path) -> Result<Option<Lock>> {
-        let file = open_private(path, false)?;
+        let file = open_lock_file(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(Lock {
                 file,
@@ -46,8 +60,8 @@ impl Lock {
     /// Replaces the small note kept inside the lock file (the active turn of a session lock).
     /// The note is a hint for finding orphans quickly, not an authority: it is not fsynced.
     pub fn write_note(&mut self, note: &str) -> Result<()> {
-        self.file
-            .set_len(0)
+        crate::failpoint::hit("lock.note.write")
+            .and_then(|()| self.file.set_len(0))
             .and_then(|()| self.file.seek(SeekFrom::Start(0)))
             .and_then(|_| self.file.write_all(note.as_bytes()))
             .map_err(Error::io("write", self.path.clone()))
@@ -75,7 +89,7 @@ pub struct LockGuard<'a> {
 impl LockFile {
     pub fn open(path: &Path) -> Result<LockFile> {
         Ok(LockFile {
-            file: open_private(path, false)?,
+            file: open_lock_file(path)?,
             path: path.to_owned(),
         })
     }

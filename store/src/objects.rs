@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::fsutil::{create_dir_private, write_atomic_via, Durability};
 use crate::{Error, Result};
 
 #[derive(Clone, Debug)]
@@ -45,7 +45,9 @@ impl Objects {
         }
         let fan = self.dir.join(&hash[..2]);
         create_dir_private(&fan)?;
-        write_atomic(&path, bytes, Durability::Durable)?;
+        // The temporary file lives in `objects/`, where the next put finds it if this
+        // process dies mid-write (not in one of 256 fan-out directories).
+        write_atomic_via(&self.dir, &path, bytes, Durability::Durable)?;
         Ok(hash)
     }
 
@@ -98,7 +100,7 @@ impl Objects {
             for entry in fs::read_dir(&dir).map_err(Error::io("list", dir.clone()))? {
                 let entry = entry.map_err(Error::io("list", dir.clone()))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with(".tmp-") {
+                if name.starts_with(crate::fsutil::TMP_PREFIX) {
                     continue;
                 }
                 out.push(format!("{prefix}{name}"));

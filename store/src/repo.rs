@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::{create_dir_private, read, write_atomic, Durability};
+use crate::fsutil::{create_dir_private, write_atomic, Durability};
 use crate::layout::{self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, HEAD_FILE, REPO_DIR};
 use crate::ledger::{Ledger, DEFAULT_SEGMENT_LIMIT};
 use crate::objects::Objects;
@@ -166,13 +166,34 @@ impl Repo {
 
     /// The current session named by `HEAD`.
     pub fn head(&self) -> Result<String> {
+        self.read_head().map_err(|reason| Error::BadHead {
+            path: self.root.join(HEAD_FILE),
+            reason,
+        })
+    }
+
+    /// What is wrong with `HEAD`, if anything (for `fsck`).
+    pub fn head_problem(&self) -> std::result::Result<(), String> {
+        self.read_head().map(|_| ())
+    }
+
+    fn read_head(&self) -> std::result::Result<String, String> {
         let path = self.root.join(HEAD_FILE);
-        let text = String::from_utf8(read(&path)?).map_err(|_| Error::BadFormatMarker {
-            path: path.clone(),
-            reason: "HEAD is not UTF-8".into(),
-        })?;
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err("HEAD is missing".into())
+            }
+            Err(e) => return Err(format!("HEAD cannot be read: {e}")),
+        };
+        let text = String::from_utf8(bytes).map_err(|_| "HEAD is not UTF-8 text".to_string())?;
         let name = text.trim().to_owned();
-        layout::check_session_name(&name)?;
+        layout::check_session_name(&name).map_err(|e| match e {
+            Error::InvalidName { reason, .. } => {
+                format!("HEAD does not name a session ({name:?}: {reason})")
+            }
+            e => e.to_string(),
+        })?;
         Ok(name)
     }
 

@@ -133,6 +133,10 @@ pub enum Parsed<'a> {
     /// The frame is the last bytes of the data but fails its checksum: a torn write if it is
     /// the newest segment's last frame.
     BadLast(String),
+    /// A frame whose header checksum holds and whose trailer repeats its length, but whose
+    /// payload fails its checksum, with more data after it: its bounds are intact, so a walk
+    /// reports it and goes on at `len` bytes further.
+    BadPayload { len: usize, reason: String },
     /// Corruption that is followed by more data.
     Corrupt(String),
 }
@@ -199,6 +203,7 @@ pub fn parse_at_with(data: &[u8], offset: usize, verify_payload: bool) -> Parsed
     };
     match problem {
         Some(p) if rest.len() == len => Parsed::BadLast(p),
+        Some(p) if trailer == len => Parsed::BadPayload { len, reason: p },
         Some(p) => Parsed::Corrupt(p),
         None => Parsed::Frame(Frame {
             seq,
@@ -207,6 +212,24 @@ pub fn parse_at_with(data: &[u8], offset: usize, verify_payload: bool) -> Parsed
             len,
         }),
     }
+}
+
+/// The first offset at or after `from` where an intact frame starts (both checksums and the
+/// trailer hold): where a walk resumes after damage that broke frame bounds. `None` when no
+/// intact frame follows.
+pub fn resync(data: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while at + FRAME_OVERHEAD <= data.len() {
+        let rest = &data[at..];
+        // The header checksum first: it rules out almost every offset for 12 bytes of CRC.
+        if crc32c(&rest[0..12]) == le_u32(&rest[12..16]) {
+            if let Parsed::Frame(_) = parse_at(data, at) {
+                return Some(at);
+            }
+        }
+        at += 1;
+    }
+    None
 }
 
 /// Whether the frame at `offset` (which parsed) has an intact header and payload.
@@ -305,7 +328,12 @@ mod tests {
     fn a_flipped_byte_in_the_middle_is_corruption() {
         let mut data = segment(&[b"first", b"second"]);
         data[HEADER_LEN + 18] ^= 0x40;
-        assert!(matches!(parse_at(&data, HEADER_LEN), Parsed::Corrupt(_)));
+        // The payload is damaged but the frame's bounds hold: a walk can go on after it.
+        assert!(matches!(
+            parse_at(&data, HEADER_LEN),
+            Parsed::BadPayload { len, .. } if len == FRAME_OVERHEAD + 5
+        ));
+        assert_eq!(resync(&data, HEADER_LEN + 1), Some(HEADER_LEN + FRAME_OVERHEAD + 5));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! number. A torn tail (a crash mid-append) is ignored by readers and truncated by the next
 //! appender; corruption anywhere else is reported, never skipped silently.
 
-mod frame;
+pub(crate) mod frame;
 /// Little-endian helpers and the checksum shared with the other envelopes of the store.
 pub(crate) mod frame_le {
     pub use super::frame::{crc32c, le_u32, le_u64};
@@ -15,8 +15,9 @@ mod grep;
 pub mod record;
 mod segment;
 mod walk;
+mod segments;
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -28,9 +29,11 @@ pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
 pub use walk::{Damaged, Scan, Walked};
+pub use segments::{Repair, SegmentSet};
 
-use crate::fsutil::{create_new_private, open_private, sync_dir};
-use crate::layout::{parse_segment_file_name, segment_file_name};
+use crate::failpoint;
+use crate::fsutil::open_private;
+use crate::layout::segment_file_name;
 use crate::lock::{LockFile, LockGuard};
 use crate::{Error, Result};
 use frame::{Parsed, SegmentHeader};
@@ -197,9 +200,14 @@ impl Ledger {
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
             self.roll(tail)?;
         }
-        (&*tail.file)
-            .write_all(&bytes)
-            .map_err(Error::io("append to", tail.path.clone()))?;
+        failpoint::hit_write("ledger.append.write", &bytes, |b| (&*tail.file).write_all(b))
+            .and_then(|()| (&*tail.file).write_all(&bytes))
+            .map_err(|e| {
+                // A failed write may have left part of the frames (ENOSPC, EFBIG): cut them
+                // now while the lock is held, so no later appender starts after garbage.
+                let _ = tail.file.set_len(tail.end);
+                Error::io("append to", tail.path.clone())(e)
+            })?;
         let base = tail.end;
         tail.end += bytes.len() as u64;
         tail.last_seq = seq;
@@ -211,7 +219,9 @@ impl Ledger {
         drop(guard);
         if sync {
             // Outside the lock: concurrent appenders share this flush.
-            file.sync_data().map_err(Error::io("sync", path))?;
+            failpoint::hit("ledger.append.sync")
+                .and_then(|()| file.sync_data())
+                .map_err(Error::io("sync", path))?;
         }
         let mut out = Vec::with_capacity(starts.len());
         for (i, &(seq, start)) in starts.iter().enumerate() {
@@ -245,27 +255,6 @@ impl Ledger {
         ))
     }
 
-    /// Truncates a torn tail, if any; returns how many bytes were cut. Other damage is left
-    /// for the user to inspect (and reported by `fsck`).
-    pub fn repair_tail(&self) -> Result<u64> {
-        let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-        let _lock = self.append_lock()?;
-        *guard = None;
-        let before = self.newest_segment_len()?;
-        let tail = self.sync_tail(&mut guard)?;
-        Ok(before.saturating_sub(tail.end))
-    }
-
-    fn newest_segment_len(&self) -> Result<u64> {
-        match self.segment_numbers()?.last() {
-            Some(&n) => {
-                let path = self.dir.join(segment_file_name(n));
-                Ok(fs::metadata(&path).map_err(Error::io("stat", path))?.len())
-            }
-            None => Ok(0),
-        }
-    }
-
     /// Brings the cached tail up to date with what other processes appended. Must be called
     /// with the append lock held: then any incomplete frame at the end is a torn write.
     fn sync_tail<'a>(&self, slot: &'a mut Option<Tail>) -> Result<&'a mut Tail> {
@@ -293,7 +282,14 @@ impl Ledger {
                 return Ok(tail);
             }
             let file = open_private(&next, true)?;
-            let header = read_header(&file, &next)?;
+            let Some(header) = self.try_header(&file, &next)? else {
+                // Shorter than its header: a torn roll-over of an older build. We hold the
+                // append lock, so nobody is writing it.
+                drop(file);
+                self.remove_torn_segment(tail.number + 1)?;
+                return Ok(tail);
+            };
+            check_number(&header, tail.number + 1, &next)?;
             *tail = Tail {
                 number: tail.number + 1,
                 path: next,
@@ -304,7 +300,9 @@ impl Ledger {
         }
     }
 
-    /// Reads the frames between the cached end and `len`, truncating a torn tail.
+    /// Reads the frames between the cached end and `len`, truncating a torn tail. Damage
+    /// that intact records follow is stepped over (readers and `fsck` report it); damage at
+    /// the very end is refused with the repair that fixes it.
     fn catch_up(&self, tail: &mut Tail, len: u64) -> Result<()> {
         if len < tail.end {
             return Err(Error::Corrupt {
@@ -327,19 +325,27 @@ impl Ledger {
                 Parsed::End => break,
                 Parsed::Incomplete | Parsed::BadLast(_) => {
                     let cut = tail.end + at as u64;
-                    tail.file
-                        .set_len(cut)
+                    failpoint::hit("ledger.tail.truncate")
+                        .and_then(|()| tail.file.set_len(cut))
                         .and_then(|()| tail.file.sync_data())
                         .map_err(Error::io("truncate the torn tail of", tail.path.clone()))?;
+                    buf.truncate(at);
                     break;
                 }
-                Parsed::Corrupt(reason) => {
-                    return Err(Error::Corrupt {
-                        path: tail.path.clone(),
-                        offset: tail.end + at as u64,
-                        reason: format!("{reason}; run `axocoatl fsck`"),
-                    })
-                }
+                Parsed::BadPayload { len, .. } => at += len,
+                Parsed::Corrupt(reason) => match frame::resync(&buf, at + 1) {
+                    Some(next) => at = next,
+                    None => {
+                        return Err(Error::Corrupt {
+                            path: tail.path.clone(),
+                            offset: tail.end + at as u64,
+                            reason: format!(
+                                "{reason}: the last record of the ledger is damaged, so nothing can be appended after it; `axocoatl fsck --repair` moves it aside to {}/",
+                                crate::layout::LEDGER_DAMAGED_DIR
+                            ),
+                        })
+                    }
+                },
             }
         }
         tail.end += at as u64;
@@ -347,13 +353,18 @@ impl Ledger {
     }
 
     fn discover_tail(&self) -> Result<Tail> {
-        let numbers = self.segment_numbers()?;
-        let Some(&number) = numbers.last() else {
-            return self.create_segment(1, 0);
+        let set = self.segment_set()?;
+        if let Some((torn, _)) = set.torn {
+            // Shorter than its header: a torn roll-over. It holds no record.
+            self.remove_torn_segment(torn)?;
+        }
+        let Some(&number) = set.numbers.last() else {
+            return self.create_segment(set.torn.map_or(1, |(n, _)| n), 0);
         };
         let path = self.dir.join(segment_file_name(number));
         let file = open_private(&path, true)?;
         let header = read_header(&file, &path)?;
+        check_number(&header, number, &path)?;
         let len = file
             .metadata()
             .map_err(Error::io("stat", path.clone()))?
@@ -396,59 +407,18 @@ impl Ledger {
         Ok(tail)
     }
 
-    fn create_segment(&self, number: u64, base_seq: u64) -> Result<Tail> {
-        let path = self.dir.join(segment_file_name(number));
-        let mut file = match create_new_private(&path) {
-            Ok(f) => f,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
-                // Created by another process between our listing and our create: use it.
-                let file = open_private(&path, true)?;
-                let header = read_header(&file, &path)?;
-                return Ok(Tail {
-                    number,
-                    path,
-                    file: Arc::new(file),
-                    end: HEADER_LEN as u64,
-                    last_seq: header.base_seq,
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        let header = SegmentHeader { number, base_seq }.encode();
-        file.write_all(&header)
-            .and_then(|()| file.sync_data())
-            .map_err(Error::io("write", path.clone()))?;
-        sync_dir(&self.dir)?;
-        let file = open_private(&path, true)?;
-        Ok(Tail {
-            number,
-            path,
-            file: Arc::new(file),
-            end: HEADER_LEN as u64,
-            last_seq: base_seq,
-        })
-    }
-
     fn roll(&self, tail: &mut Tail) -> Result<()> {
-        tail.file
-            .sync_data()
+        failpoint::hit("ledger.roll.sync")
+            .and_then(|()| tail.file.sync_data())
             .map_err(Error::io("sync", tail.path.clone()))?;
         *tail = self.create_segment(tail.number + 1, tail.last_seq)?;
         Ok(())
     }
 
-    /// Segment numbers, oldest first.
+    /// The numbers of the segments readers walk, oldest first: a newest segment shorter
+    /// than its header (a torn roll-over) is left out.
     pub fn segment_numbers(&self) -> Result<Vec<u64>> {
-        let mut numbers = Vec::new();
-        let entries = fs::read_dir(&self.dir).map_err(Error::io("list", self.dir.clone()))?;
-        for entry in entries {
-            let entry = entry.map_err(Error::io("list", self.dir.clone()))?;
-            if let Some(n) = entry.file_name().to_str().and_then(parse_segment_file_name) {
-                numbers.push(n);
-            }
-        }
-        numbers.sort_unstable();
-        Ok(numbers)
+        Ok(self.segment_set()?.numbers)
     }
 
     pub fn segment_path(&self, number: u64) -> PathBuf {
@@ -476,6 +446,25 @@ impl Ledger {
 
 fn unreachable_io(dir: &Path) -> Error {
     Error::io("open the ledger in", dir)(std::io::Error::other("tail missing"))
+}
+
+/// A segment whose header names another number is a stray copy (or a renamed file): it is
+/// never appended to or read as the segment its name says.
+fn check_number(header: &SegmentHeader, number: u64, path: &Path) -> Result<()> {
+    if header.number == number {
+        return Ok(());
+    }
+    Err(Error::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        reason: stray_reason(header.number, number),
+    })
+}
+
+fn stray_reason(header: u64, name: u64) -> String {
+    format!(
+        "the header says segment {header} but the file name says {name}: a stray copy or a renamed segment; move it out of the ledger directory"
+    )
 }
 
 fn read_header(file: &File, path: &Path) -> Result<SegmentHeader> {

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 
 use super::frame::{self, Parsed, SegmentHeader};
 use super::{Entry, Position, Record, HEADER_LEN};
+#[cfg(test)]
+use crate::layout::segment_file_name;
 use crate::{Error, Result};
 
 #[derive(Debug)]
@@ -39,6 +41,14 @@ pub enum Damage {
         offset: u64,
         reason: String,
     },
+    /// Damage at the end of the newest segment that is not a torn write (no intact record
+    /// follows it): appends refuse to go on after it until `fsck --repair` moves it aside.
+    /// Only [`SegmentData::frames_all`] reports this; the other walks say `Corrupt`.
+    DamagedTail {
+        offset: u64,
+        len: u64,
+        reason: String,
+    },
 }
 
 /// A raw frame: no payload decoding.
@@ -65,17 +75,41 @@ impl SegmentData {
         self.header.clone()
     }
 
-    /// Walks the frames from `offset`, calling `f` for each, and returns how the walk ended.
-    /// Offsets given to `f` and in the result are file offsets.
+    /// Walks the frames from `offset`, calling `f` for each, and returns the first damage
+    /// met (the walk goes on past damage where intact frames follow; see
+    /// [`SegmentData::frames_all`] for every damage). Offsets are file offsets.
     pub fn frames(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
-        self.walk(offset, true, f)
+        first_damage(|d| self.walk(offset, true, f, d))
+    }
+
+    /// Walks every intact frame from `offset` with checksums verified, and reports every
+    /// damage met to `damage`: a frame whose payload alone is damaged is stepped over, and
+    /// after damage that broke frame bounds the walk resumes at the next intact frame.
+    pub fn frames_all(
+        &self,
+        offset: u64,
+        f: impl FnMut(RawFrame<'_>),
+        damage: impl FnMut(Damage),
+    ) {
+        self.walk(offset, true, f, damage)
+    }
+
+    /// [`SegmentData::frames_all`] without computing payload checksums (the framing is
+    /// still checked): check a frame with [`SegmentData::payload_ok`] before trusting it.
+    pub fn frames_all_unverified(
+        &self,
+        offset: u64,
+        f: impl FnMut(RawFrame<'_>),
+        damage: impl FnMut(Damage),
+    ) {
+        self.walk(offset, false, f, damage)
     }
 
     /// Like [`SegmentData::frames`] without computing payload checksums (headers and
     /// trailers are still checked): for fast scans that decode few records. Check a frame
     /// before trusting its payload with [`SegmentData::payload_ok`].
     pub fn frames_unverified(&self, offset: u64, f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
-        self.walk(offset, false, f)
+        first_damage(|d| self.walk(offset, false, f, d))
     }
 
     /// The single frame at file offset `offset` (payload unverified): `Ok(None)` at the end
@@ -100,9 +134,9 @@ impl SegmentData {
                 offset,
                 reason: "sealed segment ends inside a frame".into(),
             }),
-            Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
-                Err(Damage::Corrupt { offset, reason })
-            }
+            Parsed::BadLast(reason)
+            | Parsed::BadPayload { reason, .. }
+            | Parsed::Corrupt(reason) => Err(Damage::Corrupt { offset, reason }),
         }
     }
 
@@ -151,12 +185,22 @@ impl SegmentData {
         )
     }
 
-    fn walk(&self, offset: u64, verify: bool, mut f: impl FnMut(RawFrame<'_>)) -> Option<Damage> {
+    fn walk(
+        &self,
+        offset: u64,
+        verify: bool,
+        mut f: impl FnMut(RawFrame<'_>),
+        mut damage: impl FnMut(Damage),
+    ) {
         let data = self.bytes();
         let base = self.base as usize;
-        let mut at = (offset as usize).max(HEADER_LEN).max(base) - base;
+        let Some(start) = (offset as usize).max(HEADER_LEN).max(base).checked_sub(base) else {
+            return;
+        };
+        let mut at = start;
         loop {
-            match frame::parse_at_with(data, at, verify) {
+            let parsed = frame::parse_at_with(data, at, verify);
+            let (reason, resume) = match parsed {
                 Parsed::Frame(fr) => {
                     f(RawFrame {
                         seq: fr.seq,
@@ -166,29 +210,74 @@ impl SegmentData {
                         payload: fr.payload,
                     });
                     at += fr.len;
+                    continue;
                 }
-                Parsed::End => return None,
+                Parsed::End => return,
                 Parsed::Incomplete | Parsed::BadLast(_) if !self.sealed => {
-                    return Some(Damage::TornTail {
+                    return damage(Damage::TornTail {
                         offset: (base + at) as u64,
                         len: (data.len() - at) as u64,
                     })
                 }
-                Parsed::Incomplete => {
-                    return Some(Damage::Corrupt {
-                        offset: (base + at) as u64,
-                        reason: "sealed segment ends inside a frame".into(),
+                Parsed::Incomplete => ("sealed segment ends inside a frame".to_string(), None),
+                Parsed::BadLast(reason) => (reason, None),
+                Parsed::BadPayload { len, reason } => (reason, Some(at + len)),
+                Parsed::Corrupt(reason) => {
+                    let next = frame::resync(data, at + 1);
+                    (reason, next)
+                }
+            };
+            let offset = (base + at) as u64;
+            match resume {
+                Some(next) => {
+                    let skipped = next - at;
+                    damage(Damage::Corrupt {
+                        offset,
+                        reason: if matches!(
+                            frame::parse_at(data, at),
+                            Parsed::BadPayload { .. }
+                        ) {
+                            reason
+                        } else {
+                            format!(
+                                "{reason}; {skipped} bytes skipped to the next intact record at byte {}",
+                                base + next
+                            )
+                        },
+                    });
+                    at = next;
+                }
+                None if !self.sealed => {
+                    return damage(Damage::DamagedTail {
+                        offset,
+                        len: (data.len() - at) as u64,
+                        reason: format!("{reason}; no intact record follows"),
                     })
                 }
-                Parsed::BadLast(reason) | Parsed::Corrupt(reason) => {
-                    return Some(Damage::Corrupt {
-                        offset: (base + at) as u64,
-                        reason,
+                None => {
+                    return damage(Damage::Corrupt {
+                        offset,
+                        reason: format!("{reason}; no intact record follows"),
                     })
                 }
             }
         }
     }
+}
+
+/// Runs a walk and keeps its first damage, as the walks that report one problem per segment
+/// want it (a damaged tail is corruption to them).
+fn first_damage(walk: impl FnOnce(&mut dyn FnMut(Damage))) -> Option<Damage> {
+    let mut first = None;
+    walk(&mut |d| {
+        if first.is_none() {
+            first = Some(match d {
+                Damage::DamagedTail { offset, reason, .. } => Damage::Corrupt { offset, reason },
+                d => d,
+            });
+        }
+    });
+    first
 }
 
 /// Runs `f` on every item on up to one thread per core, returning the results in order.
@@ -227,7 +316,13 @@ pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<
     let file = File::open(path).map_err(Error::io("open", path))?;
     let mut head = [0u8; HEADER_LEN];
     let header = match file.read_exact_at(&mut head, 0) {
-        Ok(()) => SegmentHeader::decode(&head).map(|h| (h.number, h.base_seq)),
+        Ok(()) => SegmentHeader::decode(&head).and_then(|h| {
+            if h.number == number {
+                Ok((h.number, h.base_seq))
+            } else {
+                Err(super::stray_reason(h.number, number))
+            }
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             Err("segment is shorter than its header".to_string())
         }

@@ -193,3 +193,128 @@ fn an_unknown_record_kind_is_skipped_not_fatal() {
     assert_eq!(entries.len(), 3);
     assert_eq!((entries[1].kind, entries[1].record.is_none()), (999, true));
 }
+
+fn segment_count(ledger: &Ledger) -> usize {
+    ledger.segment_numbers().expect("segments").len()
+}
+
+/// Issue 12.1: a roll-over killed (or out of space) between creating the new segment and
+/// writing its header left a short newest segment that bricked the repository. Readers
+/// ignore it; the next appender removes it and goes on.
+#[test]
+fn a_short_newest_segment_is_ignored_by_readers_and_removed_by_the_next_append() {
+    for short in [0usize, 1, 17, HEADER_LEN - 1] {
+        let (d, ledger) = setup(300);
+        for i in 0..8 {
+            ledger.append(&[note(&format!("r{i}"))]).expect("append");
+        }
+        let n = segment_count(&ledger) as u64;
+        let header = frame::SegmentHeader {
+            number: n + 1,
+            base_seq: 8,
+        }
+        .encode();
+        let torn = ledger.segment_path(n + 1);
+        fs::write(&torn, &header[..short]).expect("write");
+        let fresh = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 300);
+        let read: Vec<String> = texts(&fresh);
+        assert_eq!(read.len(), 8, "short {short}: readers ignore it");
+        let seq = fresh.append(&[note("after")]).expect("append")[0].seq;
+        assert_eq!(seq, 9, "short {short}");
+        assert_eq!(texts(&fresh).len(), 9, "short {short}");
+        let len = fs::metadata(&torn).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            len == 0 || len >= HEADER_LEN as u64,
+            "short {short}: the torn segment is gone or whole ({len} bytes)"
+        );
+    }
+}
+
+/// Issue 12.7: one damaged payload no longer hides the records after it in its segment.
+#[test]
+fn a_damaged_payload_is_reported_and_the_records_after_it_are_read() {
+    let (_d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    let a = ledger
+        .append(&[note("one"), note("two"), note("three")])
+        .expect("append");
+    let path = ledger.segment_path(1);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[a[1].pos.offset as usize + 20] ^= 0x10; // inside the payload of "two"
+    fs::write(&path, bytes).expect("write");
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for e in ledger.scan_all() {
+        match e {
+            Ok(e) => ok.push(e.seq),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert_eq!(ok, vec![1, 3], "{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("checksum"), "{errors:?}");
+    // And appends go on.
+    assert_eq!(ledger.append(&[note("four")]).expect("append")[0].seq, 4);
+}
+
+/// Damage that breaks frame bounds (a length field) is stepped over to the next intact
+/// record: every record after it is still read.
+#[test]
+fn damage_to_frame_bounds_resumes_at_the_next_intact_record() {
+    let (_d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
+    let a = ledger
+        .append(&[note("one"), note("two"), note("three"), note("four")])
+        .expect("append");
+    let path = ledger.segment_path(1);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[a[1].pos.offset as usize] ^= 0x7f; // the length of "two"
+    fs::write(&path, bytes).expect("write");
+    let (ok, errors): (Vec<_>, Vec<_>) = ledger.scan_all().partition(|e| e.is_ok());
+    let ok: Vec<u64> = ok.into_iter().map(|e| e.expect("ok").seq).collect();
+    assert_eq!(ok, vec![1, 3, 4]);
+    assert_eq!(errors.len(), 1);
+}
+
+/// Issue 12.8: a copy of a segment under another segment's name is not read twice.
+#[test]
+fn a_stray_copy_of_a_segment_is_reported_not_read_twice() {
+    let (_d, ledger) = setup(300);
+    for i in 0..8 {
+        ledger.append(&[note(&format!("record {i:03}"))]).expect("append");
+    }
+    let n = segment_count(&ledger) as u64;
+    assert!(n >= 2);
+    fs::copy(ledger.segment_path(1), ledger.segment_path(n + 1)).expect("copy");
+    let mut seqs = Vec::new();
+    let mut errors = Vec::new();
+    for e in ledger.scan_all() {
+        match e {
+            Ok(e) => seqs.push(e.seq),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert_eq!(seqs, (1..=8).collect::<Vec<_>>(), "no duplicates");
+    assert!(
+        errors.iter().any(|e| e.contains(&segment_file_name(n + 1))),
+        "{errors:?}"
+    );
+    // Nothing is appended into the copy.
+    assert!(ledger.append(&[note("x")]).is_err());
+}
+
+/// Issue 12.8: a deleted sealed segment is reported by every scan.
+#[test]
+fn a_deleted_sealed_segment_is_reported() {
+    let (_d, ledger) = setup(300);
+    for i in 0..30 {
+        ledger.append(&[note(&format!("r{i}"))]).expect("append");
+    }
+    assert!(segment_count(&ledger) >= 3);
+    fs::remove_file(ledger.segment_path(2)).expect("rm");
+    let errors: Vec<String> = ledger
+        .scan_all()
+        .filter_map(|e| e.err().map(|e| e.to_string()))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains(&segment_file_name(2)), "{errors:?}");
+    assert!(errors[0].contains("missing"), "{errors:?}");
+}

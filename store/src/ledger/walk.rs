@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use super::record::{Kind, Record, RecordView};
 use super::segment::{load, Damage, RawFrame, SegmentData};
-use super::{Entry, Ledger, Position};
+use super::{Entry, Ledger, Position, SegmentSet};
 use crate::layout::segment_file_name;
 use crate::{Error, Result};
 
@@ -114,9 +114,12 @@ impl Walked {
         self.entries.dedup_by_key(|e| e.pos);
     }
 
-    fn damage(&mut self, seg: &SegmentData, damage: Option<Damage>) {
-        if let Some(Damage::Corrupt { offset, reason }) = damage {
-            self.damaged.push(Damaged::at(seg, offset, reason));
+    fn damage(&mut self, seg: &SegmentData, damage: Damage) {
+        match damage {
+            Damage::TornTail { .. } => {}
+            Damage::Corrupt { offset, reason } | Damage::DamagedTail { offset, reason, .. } => {
+                self.damaged.push(Damaged::at(seg, offset, reason))
+            }
         }
     }
 }
@@ -134,25 +137,39 @@ pub(crate) fn select(
     }
     let end = seg.base + seg.bytes().len() as u64;
     let mut torn = false;
-    let damage = seg.frames_unverified(from, |fr| {
-        if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
-            return;
-        }
-        if !seg.sealed && fr.offset + fr.len == end && !seg.payload_ok(&fr) {
-            // The newest segment's last frame, unverifiable: a torn write, not damage.
-            torn = true;
-            return;
-        }
-        out.decode(seg, &fr);
-    });
-    out.damage(seg, damage);
+    let mut damaged = Vec::new();
+    seg.frames_all_unverified(
+        from,
+        |fr| {
+            if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
+                return;
+            }
+            if !seg.sealed && fr.offset + fr.len == end && !seg.payload_ok(&fr) {
+                // The newest segment's last frame, unverifiable: a torn write, not damage.
+                torn = true;
+                return;
+            }
+            out.decode(seg, &fr);
+        },
+        |d| damaged.push(d),
+    );
+    for d in damaged {
+        out.damage(seg, d);
+    }
 }
 
 impl Ledger {
     /// Walks the whole ledger once, decoding the records `keep` accepts (in ledger order).
     pub fn walk(&self, keep: &mut dyn FnMut(RecordView<'_>) -> bool) -> Result<Walked> {
         let mut out = Walked::default();
-        let numbers = self.segment_numbers()?;
+        let set = self.segment_set()?;
+        // A missing segment is damage: its records are lost, and a reader must say so.
+        out.damaged.extend(
+            set.problems(&self.dir)
+                .into_iter()
+                .map(Damaged::from_error),
+        );
+        let numbers = set.numbers;
         let newest = numbers.last().copied().unwrap_or(0);
         for number in numbers {
             match load(&self.segment_path(number), number, number < newest, 0) {
@@ -254,23 +271,40 @@ pub struct Scan {
     ledger_dir: PathBuf,
     pending: std::collections::VecDeque<Result<Entry>>,
     first_offset: Option<Position>,
+    /// Missing segments, reported before the segment after the gap.
+    missing: Vec<(u64, Error)>,
+    /// The sequence number of the last record seen, to catch duplicates and gaps.
+    last_seq: Option<u64>,
     failed: Option<Error>,
 }
 
 impl Scan {
     pub(crate) fn new(ledger: &Ledger, from: Position) -> Scan {
-        let (numbers, failed) = match ledger.segment_numbers() {
-            Ok(n) => (n, None),
-            Err(e) => (Vec::new(), Some(e)),
+        let (set, failed) = match ledger.segment_set() {
+            Ok(s) => (s, None),
+            Err(e) => (SegmentSet::default(), Some(e)),
         };
-        let newest = numbers.last().copied().unwrap_or(0);
-        let numbers: Vec<u64> = numbers.into_iter().filter(|&n| n >= from.segment).collect();
+        let newest = set.numbers.last().copied().unwrap_or(0);
+        let missing = set
+            .missing
+            .iter()
+            .zip(set.problems(&ledger.dir))
+            .filter(|((_, last), _)| *last >= from.segment)
+            .map(|(&(_, last), e)| (last + 1, e))
+            .collect();
+        let numbers: Vec<u64> = set
+            .numbers
+            .into_iter()
+            .filter(|&n| n >= from.segment)
+            .collect();
         Scan {
             numbers: numbers.into_iter(),
             newest,
             ledger_dir: ledger.dir.clone(),
             pending: Default::default(),
             first_offset: Some(from),
+            missing,
+            last_seq: None,
             failed,
         }
     }
@@ -283,20 +317,78 @@ impl Scan {
             Some(p) if p.segment == number => p.offset,
             _ => 0,
         };
+        let mut gap = false;
+        while let Some(i) = self.missing.iter().position(|(before, _)| *before == number) {
+            let (_, e) = self.missing.remove(i);
+            self.pending.push_back(Err(e));
+            gap = true;
+        }
         let path = self.ledger_dir.join(segment_file_name(number));
         let sealed =
             number < self.newest || self.ledger_dir.join(segment_file_name(number + 1)).exists();
-        let mut walked = Walked::default();
-        match load(&path, number, sealed, start) {
-            Ok(seg) => select(&seg, start, &mut |_| true, &mut walked),
+        let seg = match load(&path, number, sealed, start) {
+            Ok(s) => s,
             Err(e) => {
                 self.pending.push_back(Err(e));
                 return true;
             }
+        };
+        let base_seq = match seg.header() {
+            Ok((_, base_seq)) => base_seq,
+            Err(reason) => {
+                self.pending.push_back(Err(Error::Corrupt {
+                    path,
+                    offset: 0,
+                    reason,
+                }));
+                return true;
+            }
+        };
+        match self.last_seq {
+            Some(last) if start == 0 && base_seq != last && !gap => {
+                self.pending.push_back(Err(Error::Corrupt {
+                    path: path.clone(),
+                    offset: 0,
+                    reason: format!(
+                        "the segment starts after sequence number {base_seq}, but the one before it ends at {last}: records are missing or repeated"
+                    ),
+                }));
+            }
+            None if start == 0 => self.last_seq = Some(base_seq),
+            _ => {}
         }
-        self.pending.extend(walked.entries.into_iter().map(Ok));
-        self.pending
-            .extend(walked.damaged.into_iter().map(|d| Err(d.into())));
+        let out = std::cell::RefCell::new(std::mem::take(&mut self.pending));
+        let mut last_seq = self.last_seq;
+        seg.frames_all(
+            start,
+            |fr| {
+                if let Some(last) = last_seq.filter(|&l| fr.seq <= l) {
+                    out.borrow_mut().push_back(Err(Error::Corrupt {
+                        path: seg.path.clone(),
+                        offset: fr.offset,
+                        reason: format!(
+                            "sequence number {} after {last}: a repeated record (a stray copy of a segment?); skipped",
+                            fr.seq
+                        ),
+                    }));
+                    return;
+                }
+                last_seq = Some(fr.seq);
+                out.borrow_mut().push_back(seg.entry(&fr));
+            },
+            |d| match d {
+                Damage::TornTail { .. } => {}
+                Damage::Corrupt { offset, reason } | Damage::DamagedTail { offset, reason, .. } => {
+                    out.borrow_mut().push_back(Err(Error::Corrupt {
+                        path: seg.path.clone(),
+                        offset,
+                        reason,
+                    }))
+                }
+            },
+        );
+        self.last_seq = last_seq.or(Some(base_seq));
+        self.pending = out.into_inner();
         true
     }
 }

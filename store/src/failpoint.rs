@@ -1,0 +1,209 @@
+//! Failpoints: named places in the store where a test can make an operation fail or the
+//! process die, to prove that every write, sync, rename and roll-over is crash-safe.
+//!
+//! Compiled in only with the `failpoints` cargo feature (the test build turns it on through
+//! a dev-dependency); otherwise [`hit`] is an inlined `Ok(())`. A build with the feature
+//! reads `AXOCOATL_FAILPOINTS` once:
+//!
+//! ```text
+//! AXOCOATL_FAILPOINTS="ledger.append.write=crash;fsutil.atomic.rename=error@2"
+//! ```
+//!
+//! `error` makes the operation fail with an I/O error, `crash` aborts the process there (as
+//! a `kill -9` would, without unwinding or flushing), `torn` (for writes that support it)
+//! writes part of the bytes and then aborts. `@N` fires on the N-th hit in this process
+//! only (default: every hit). `AXOCOATL_FAILPOINTS_LOG=FILE` appends the name of every
+//! failpoint reached, one per line, so a test can learn which failpoints an operation
+//! passes.
+
+/// Every failpoint, in the order an append or an atomic write meets them. A test checks
+/// that this list and the `hit("...")` calls in the source agree.
+pub const NAMES: &[&str] = &[
+    // The ledger.
+    "ledger.append.write",
+    "ledger.append.sync",
+    "ledger.roll.sync",
+    "ledger.segment.create",
+    "ledger.segment.write",
+    "ledger.segment.sync",
+    "ledger.segment.rename",
+    "ledger.segment.dir_sync",
+    "ledger.tail.truncate",
+    "ledger.torn_segment.remove",
+    "ledger.damaged.move",
+    // Atomic replacement of files (objects, checkpoints, HEAD, memory, the format marker).
+    "fsutil.atomic.create",
+    "fsutil.atomic.write",
+    "fsutil.atomic.sync",
+    "fsutil.atomic.rename",
+    "fsutil.atomic.dir_sync",
+    "fsutil.mkdir",
+    "fsutil.stray.remove",
+    // Locks and their notes.
+    "lock.note.write",
+    // Checkpoints kept beyond the newest few.
+    "checkpoint.prune",
+];
+
+/// What a failpoint does when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Error,
+    Crash,
+    Torn,
+}
+
+#[cfg(feature = "failpoints")]
+mod imp {
+    use std::collections::HashMap;
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+
+    use super::Action;
+
+    struct Config {
+        points: HashMap<String, (Action, Option<u64>)>,
+        log: Option<std::path::PathBuf>,
+        hits: Mutex<HashMap<&'static str, u64>>,
+    }
+
+    fn config() -> &'static Config {
+        static CONFIG: OnceLock<Config> = OnceLock::new();
+        CONFIG.get_or_init(|| {
+            let mut points = HashMap::new();
+            let spec = std::env::var("AXOCOATL_FAILPOINTS").unwrap_or_default();
+            for item in spec.split(';').filter(|s| !s.trim().is_empty()) {
+                let Some((name, action)) = item.trim().split_once('=') else {
+                    continue;
+                };
+                let (action, nth) = match action.split_once('@') {
+                    Some((a, n)) => (a, n.parse().ok()),
+                    None => (action, None),
+                };
+                let action = match action {
+                    "error" => Action::Error,
+                    "crash" => Action::Crash,
+                    "torn" => Action::Torn,
+                    _ => continue,
+                };
+                points.insert(name.to_owned(), (action, nth));
+            }
+            Config {
+                points,
+                log: std::env::var_os("AXOCOATL_FAILPOINTS_LOG").map(Into::into),
+                hits: Mutex::new(HashMap::new()),
+            }
+        })
+    }
+
+    pub fn action(name: &'static str) -> Option<Action> {
+        let c = config();
+        if c.points.is_empty() && c.log.is_none() {
+            return None;
+        }
+        let n = {
+            let mut hits = c.hits.lock().unwrap_or_else(|p| p.into_inner());
+            let n = hits.entry(name).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if let Some(log) = &c.log {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+            {
+                let _ = writeln!(f, "{name}");
+            }
+        }
+        match c.points.get(name) {
+            Some(&(action, nth)) if nth.is_none_or(|k| k == n) => Some(action),
+            _ => None,
+        }
+    }
+}
+
+/// Passes the failpoint `name`: `Err` when a test set it to `error`; never returns when it
+/// is set to `crash`.
+#[cfg(feature = "failpoints")]
+pub fn hit(name: &'static str) -> std::io::Result<()> {
+    match imp::action(name) {
+        None => Ok(()),
+        Some(Action::Crash | Action::Torn) => std::process::abort(),
+        Some(Action::Error) => Err(std::io::Error::other(format!("failpoint {name}"))),
+    }
+}
+
+/// Passes the failpoint `name` before writing `bytes`: like [`hit`], and for `torn`, writes
+/// the first half of `bytes` with `write` and then aborts.
+#[cfg(feature = "failpoints")]
+pub fn hit_write(
+    name: &'static str,
+    bytes: &[u8],
+    write: impl FnOnce(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    match imp::action(name) {
+        None => Ok(()),
+        Some(Action::Crash) => std::process::abort(),
+        Some(Action::Torn) => {
+            let _ = write(&bytes[..bytes.len() / 2]);
+            std::process::abort()
+        }
+        Some(Action::Error) => Err(std::io::Error::other(format!("failpoint {name}"))),
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn hit(_name: &'static str) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn hit_write(
+    _name: &'static str,
+    _bytes: &[u8],
+    _write: impl FnOnce(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Whether this build has failpoints compiled in.
+pub const ENABLED: bool = cfg!(feature = "failpoints");
+
+#[cfg(test)]
+mod tests {
+    /// Every `hit("…")`/`hit_write("…")` in the store's source names a listed failpoint, and
+    /// every listed failpoint is placed somewhere.
+    #[test]
+    fn the_list_matches_the_source() {
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut used = std::collections::BTreeSet::new();
+        let mut stack = vec![std::path::PathBuf::from(src)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("ls") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if path.extension().and_then(|e| e.to_str()) != Some("rs")
+                    || path.ends_with("failpoint.rs")
+                {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).expect("read");
+                for marker in ["failpoint::hit(\"", "failpoint::hit_write(\""] {
+                    for part in text.split(marker).skip(1) {
+                        let name = part.split('"').next().expect("name");
+                        used.insert(name.to_owned());
+                    }
+                }
+            }
+        }
+        let listed: std::collections::BTreeSet<String> =
+            super::NAMES.iter().map(|s| s.to_string()).collect();
+        assert_eq!(used, listed, "failpoint::NAMES and the source disagree");
+    }
+}

@@ -1,0 +1,272 @@
+//! The set of segment files: creating one atomically, listing and checking the set, and
+//! the repairs `fsck --repair` makes at the end of the ledger.
+//!
+//! A segment appears under its final name only complete: its header is written to a
+//! temporary file, synced, and linked into place (never over an existing file), then the
+//! directory is synced. A segment shorter than its header can still be met as the newest
+//! (left by a build before this one, killed or out of space at a roll-over): it holds no
+//! record, so readers ignore it as a torn tail and the next appender or `fsck --repair`
+//! removes it.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::frame::{SegmentHeader, HEADER_LEN};
+use super::segment::load;
+use super::{Damage, Ledger, Tail};
+use crate::failpoint;
+use crate::fsutil::{collect_strays, open_private, sync_dir, temp_file_in};
+use crate::layout::{parse_segment_file_name, segment_file_name, LEDGER_DAMAGED_DIR_NAME};
+use crate::{Error, Result};
+
+/// The segment files of a ledger directory, as found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentSet {
+    /// The segments readers walk, oldest first (a torn newest segment left out).
+    pub numbers: Vec<u64>,
+    /// Runs of segment numbers that are missing before the newest: `(first, last)`.
+    /// Segment numbers start at 1 and have no gaps; a gap is a deleted segment whose
+    /// records are lost.
+    pub missing: Vec<(u64, u64)>,
+    /// The newest segment when it is shorter than its header: `(number, length)`.
+    pub torn: Option<(u64, u64)>,
+}
+
+impl SegmentSet {
+    /// Errors describing the missing segments, for walks that report damage as they go.
+    pub fn problems(&self, dir: &Path) -> Vec<Error> {
+        self.missing
+            .iter()
+            .map(|&(first, last)| Error::Corrupt {
+                path: dir.join(segment_file_name(first)),
+                offset: 0,
+                reason: if first == last {
+                    "this segment is missing (a later one exists): its records are lost; restore it from a backup".into()
+                } else {
+                    format!(
+                        "segments {first} to {last} are missing (a later one exists): their records are lost; restore them from a backup"
+                    )
+                },
+            })
+            .collect()
+    }
+}
+
+impl Ledger {
+    /// Every file named like a segment, oldest first, as listed (torn or not).
+    pub fn listed_segment_numbers(&self) -> Result<Vec<u64>> {
+        let mut numbers = Vec::new();
+        let entries = fs::read_dir(&self.dir).map_err(Error::io("list", self.dir.clone()))?;
+        for entry in entries {
+            let entry = entry.map_err(Error::io("list", self.dir.clone()))?;
+            if let Some(n) = entry.file_name().to_str().and_then(parse_segment_file_name) {
+                numbers.push(n);
+            }
+        }
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    /// The segment files and what is wrong with the set: gaps, a torn newest segment.
+    pub fn segment_set(&self) -> Result<SegmentSet> {
+        let mut numbers = self.listed_segment_numbers()?;
+        let mut torn = None;
+        if let Some(&newest) = numbers.last() {
+            let path = self.segment_path(newest);
+            match fs::metadata(&path) {
+                Ok(m) if m.len() < HEADER_LEN as u64 => {
+                    torn = Some((newest, m.len()));
+                    numbers.pop();
+                }
+                Ok(_) => {}
+                // Removed by a repair between the listing and the stat.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    numbers.pop();
+                }
+                Err(e) => return Err(Error::io("stat", path)(e)),
+            }
+        }
+        let mut missing = Vec::new();
+        let mut expected = 1;
+        for &n in &numbers {
+            if n > expected {
+                missing.push((expected, n - 1));
+            }
+            expected = n + 1;
+        }
+        Ok(SegmentSet {
+            numbers,
+            missing,
+            torn,
+        })
+    }
+
+    /// Creates segment `number` holding only its header, atomically: a crash or a full disk
+    /// leaves no segment file at all (at most a stray temporary file, collected here next
+    /// time). If another process created it first, that one is used.
+    pub(super) fn create_segment(&self, number: u64, base_seq: u64) -> Result<Tail> {
+        let path = self.dir.join(segment_file_name(number));
+        collect_strays(&self.dir)?;
+        failpoint::hit("ledger.segment.create")
+            .map_err(Error::io("create a temporary file in", self.dir.clone()))?;
+        let mut tmp = temp_file_in(&self.dir)?;
+        let tmp_path = tmp.path().to_path_buf();
+        let header = SegmentHeader { number, base_seq }.encode();
+        failpoint::hit_write("ledger.segment.write", &header, |b| tmp.write_all(b))
+            .and_then(|()| tmp.write_all(&header))
+            .map_err(Error::io("write", tmp_path.clone()))?;
+        failpoint::hit("ledger.segment.sync")
+            .and_then(|()| tmp.as_file().sync_data())
+            .map_err(Error::io("sync", tmp_path.clone()))?;
+        failpoint::hit("ledger.segment.rename").map_err(Error::io("create", path.clone()))?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => {}
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Created by another process between our listing and our create: use it.
+                drop(e.file);
+                let file = open_private(&path, true)?;
+                let header = super::read_header(&file, &path)?;
+                return Ok(Tail {
+                    number,
+                    path,
+                    file: Arc::new(file),
+                    end: HEADER_LEN as u64,
+                    last_seq: header.base_seq,
+                });
+            }
+            Err(e) => return Err(Error::io("create", path)(e.error)),
+        }
+        failpoint::hit("ledger.segment.dir_sync")
+            .map_err(Error::io("sync directory", self.dir.clone()))?;
+        sync_dir(&self.dir)?;
+        let file = open_private(&path, true)?;
+        Ok(Tail {
+            number,
+            path,
+            file: Arc::new(file),
+            end: HEADER_LEN as u64,
+            last_seq: base_seq,
+        })
+    }
+
+    /// Removes a torn newest segment (shorter than its header: it holds no record). The
+    /// caller holds the append lock.
+    pub(super) fn remove_torn_segment(&self, number: u64) -> Result<()> {
+        let path = self.segment_path(number);
+        match failpoint::hit("ledger.torn_segment.remove").and_then(|()| fs::remove_file(&path)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("remove the torn segment", path)(e)),
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// What `fsck --repair` does to the ledger, under the append lock: removes a torn
+    /// newest segment, moves a damaged last record aside (to `ledger/v1/damaged/`, so that
+    /// nothing is destroyed) and truncates a torn tail. Damage before the last intact
+    /// record is left for the user: it is reported, and appends go on past it.
+    pub fn repair(&self) -> Result<Repair> {
+        let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.append_lock()?;
+        *guard = None;
+        let mut repair = Repair::default();
+        let set = self.segment_set()?;
+        if let Some((number, len)) = set.torn {
+            self.remove_torn_segment(number)?;
+            repair.bytes += len;
+            repair.actions.push(format!(
+                "removed {}: {len} bytes, shorter than a segment header (a crash or a full disk while it was created)",
+                segment_file_name(number)
+            ));
+        }
+        if let Some(&newest) = set.numbers.last() {
+            self.move_damaged_tail(newest, &mut repair)?;
+            let path = self.segment_path(newest);
+            let before = fs::metadata(&path)
+                .map_err(Error::io("stat", path.clone()))?
+                .len();
+            let tail = self.sync_tail(&mut guard)?;
+            if tail.number == newest && tail.end < before {
+                repair.bytes += before - tail.end;
+                repair.actions.push(format!(
+                    "truncated a torn tail of {} bytes at byte {} of {} (a crash mid-append)",
+                    before - tail.end,
+                    tail.end,
+                    segment_file_name(newest)
+                ));
+            }
+        }
+        Ok(repair)
+    }
+
+    /// If the newest segment ends in damage that no intact record follows (and that is not
+    /// a torn write, which the tail sync truncates), copies those bytes to
+    /// `ledger/v1/damaged/<segment>.<offset>` and truncates the segment before them.
+    fn move_damaged_tail(&self, number: u64, repair: &mut Repair) -> Result<()> {
+        let seg = load(&self.segment_path(number), number, false, 0)?;
+        if seg.header().is_err() {
+            return Ok(()); // a damaged header is reported, never cut
+        }
+        let mut tail = None;
+        seg.frames_all(0, |_| {}, |d| {
+            if let Damage::DamagedTail { offset, len, .. } = d {
+                tail = Some((offset, len));
+            }
+        });
+        let Some((offset, len)) = tail else {
+            return Ok(());
+        };
+        let name = segment_file_name(number);
+        let dir = self.damaged_dir();
+        crate::fsutil::create_dir_private(&dir)?;
+        let aside = dir.join(format!("{name}.{offset}"));
+        let bytes = &seg.bytes()[offset as usize..];
+        failpoint::hit("ledger.damaged.move")
+            .map_err(Error::io("write", aside.clone()))?;
+        crate::fsutil::write_atomic(&aside, bytes, crate::fsutil::Durability::Durable)?;
+        let file = open_private(&seg.path, true)?;
+        failpoint::hit("ledger.tail.truncate")
+            .and_then(|()| file.set_len(offset))
+            .and_then(|()| file.sync_data())
+            .map_err(Error::io("truncate", seg.path.clone()))?;
+        repair.bytes += len;
+        repair.actions.push(format!(
+            "moved the damaged last {len} bytes at byte {offset} of {name} to {}/{name}.{offset} and truncated the segment there",
+            LEDGER_DAMAGED_DIR_NAME
+        ));
+        Ok(())
+    }
+
+    /// Where `fsck --repair` keeps the damaged bytes it cut from the end of the ledger.
+    pub fn damaged_dir(&self) -> PathBuf {
+        self.dir.join(LEDGER_DAMAGED_DIR_NAME)
+    }
+
+    /// Reads the header of segment `number`; `Ok(None)` when the file is shorter than one.
+    pub(super) fn try_header(&self, file: &fs::File, path: &Path) -> Result<Option<SegmentHeader>> {
+        let mut h = [0u8; HEADER_LEN];
+        match file.read_exact_at(&mut h, 0) {
+            Ok(()) => SegmentHeader::decode(&h)
+                .map(Some)
+                .map_err(|reason| Error::Corrupt {
+                    path: path.to_owned(),
+                    offset: 0,
+                    reason,
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(Error::io("read the header of", path)(e)),
+        }
+    }
+}
+
+/// What a repair of the ledger did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Repair {
+    /// One sentence per change.
+    pub actions: Vec<String>,
+    /// Bytes removed from segments (moved aside or truncated).
+    pub bytes: u64,
+}
