@@ -166,6 +166,13 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
 }
 
 fn main() {
+    // Past `ulimit -f` a write raises SIGXFSZ, whose default kills the process silently; when
+    // it is handled, the write fails with EFBIG instead and is reported with its path, as a
+    // full disk is.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => {

@@ -20,3 +20,4 @@ mod memory;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod store_faults;

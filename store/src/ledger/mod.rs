@@ -86,6 +86,9 @@ struct Tail {
     file: Arc<File>,
     end: u64,
     last_seq: u64,
+    /// Damage at the end of the segment that no intact record follows (from `end` on):
+    /// reads go on, appends are refused until `fsck --repair` moves it aside.
+    damaged: Option<Error>,
 }
 
 #[derive(Debug)]
@@ -181,6 +184,9 @@ impl Ledger {
         if records.is_empty() {
             return Ok(Ok(Vec::new()));
         }
+        if let Some(e) = &tail.damaged {
+            return Err(clone_corrupt(e));
+        }
         let mut bytes = Vec::with_capacity(256 * records.len());
         let mut starts = Vec::with_capacity(records.len());
         let mut seq = tail.last_seq;
@@ -269,6 +275,7 @@ impl Ledger {
                 .map_err(Error::io("stat", tail.path.clone()))?
                 .len();
             if len != tail.end {
+                tail.damaged = None;
                 self.catch_up(tail, len)?;
             }
             // Another appender rolls to a new segment only when its record does not fit in
@@ -296,6 +303,7 @@ impl Ledger {
                 file: Arc::new(file),
                 end: HEADER_LEN as u64,
                 last_seq: header.base_seq,
+                damaged: None,
             };
         }
     }
@@ -336,14 +344,15 @@ impl Ledger {
                 Parsed::Corrupt(reason) => match frame::resync(&buf, at + 1) {
                     Some(next) => at = next,
                     None => {
-                        return Err(Error::Corrupt {
+                        tail.damaged = Some(Error::Corrupt {
                             path: tail.path.clone(),
                             offset: tail.end + at as u64,
                             reason: format!(
                                 "{reason}: the last record of the ledger is damaged, so nothing can be appended after it; `axocoatl fsck --repair` moves it aside to {}/",
                                 crate::layout::LEDGER_DAMAGED_DIR
                             ),
-                        })
+                        });
+                        break;
                     }
                 },
             }
@@ -390,6 +399,7 @@ impl Ledger {
                             file: Arc::new(file),
                             end: len,
                             last_seq: f.seq,
+                            damaged: None,
                         });
                     }
                 }
@@ -402,6 +412,7 @@ impl Ledger {
             file: Arc::new(file),
             end: HEADER_LEN as u64,
             last_seq: header.base_seq,
+            damaged: None,
         };
         self.catch_up(&mut tail, len)?;
         Ok(tail)
@@ -441,6 +452,25 @@ impl Ledger {
         let newest = self.segment_numbers()?.last().copied().unwrap_or(0);
         let sealed = number < newest;
         segment::load(&self.segment_path(number), number, sealed, 0)
+    }
+}
+
+fn clone_corrupt(e: &Error) -> Error {
+    match e {
+        Error::Corrupt {
+            path,
+            offset,
+            reason,
+        } => Error::Corrupt {
+            path: path.clone(),
+            offset: *offset,
+            reason: reason.clone(),
+        },
+        other => Error::Corrupt {
+            path: PathBuf::new(),
+            offset: 0,
+            reason: other.to_string(),
+        },
     }
 }
 

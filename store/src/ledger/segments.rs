@@ -135,6 +135,7 @@ impl Ledger {
                     file: Arc::new(file),
                     end: HEADER_LEN as u64,
                     last_seq: header.base_seq,
+                    damaged: None,
                 });
             }
             Err(e) => return Err(Error::io("create", path)(e.error)),
@@ -149,6 +150,7 @@ impl Ledger {
             file: Arc::new(file),
             end: HEADER_LEN as u64,
             last_seq: base_seq,
+            damaged: None,
         })
     }
 
