@@ -258,7 +258,7 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l config -d 'Th
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repair -d 'Truncate a torn tail of the ledger (nothing else is ever changed)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repair -d 'Repair what a crash or a full disk leaves behind (nothing else is ever changed)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l json -d 'Print JSON Lines: one object per finding, then a summary'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s V -l version -d 'Print version'
