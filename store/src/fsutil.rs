@@ -141,8 +141,7 @@ pub fn write_atomic_via(
             .and_then(|()| tmp.as_file().sync_data())
             .map_err(Error::io("sync", tmp_path.clone()))?;
     }
-    crate::failpoint::hit("fsutil.atomic.rename")
-        .map_err(Error::io("rename into place", path))?;
+    crate::failpoint::hit("fsutil.atomic.rename").map_err(Error::io("rename into place", path))?;
     tmp.persist(path)
         .map_err(|e| Error::io("rename into place", path)(e.error))?;
     if durability == Durability::Durable {
@@ -184,7 +183,9 @@ pub fn strays_in(dir: &Path) -> Result<Vec<Stray>> {
             .ok()
             .and_then(|m| m.elapsed().ok())
             .unwrap_or_default();
-        let pid = rest.split_once('-').and_then(|(p, _)| p.parse::<u32>().ok());
+        let pid = rest
+            .split_once('-')
+            .and_then(|(p, _)| p.parse::<u32>().ok());
         let stale = match pid {
             Some(pid) => age > STRAY_AGE || !process_alive(pid),
             None => age > LEGACY_STRAY_AGE,
@@ -204,8 +205,7 @@ pub fn strays_in(dir: &Path) -> Result<Vec<Stray>> {
 pub fn collect_strays(dir: &Path) -> Result<Vec<Stray>> {
     let strays = strays_in(dir)?;
     for s in &strays {
-        match crate::failpoint::hit("fsutil.stray.remove").and_then(|()| fs::remove_file(&s.path))
-        {
+        match crate::failpoint::hit("fsutil.stray.remove").and_then(|()| fs::remove_file(&s.path)) {
             Ok(()) => {}
             // Collected by another process meanwhile.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

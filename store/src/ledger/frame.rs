@@ -136,7 +136,10 @@ pub enum Parsed<'a> {
     /// A frame whose header checksum holds and whose trailer repeats its length, but whose
     /// payload fails its checksum, with more data after it: its bounds are intact, so a walk
     /// reports it and goes on at `len` bytes further.
-    BadPayload { len: usize, reason: String },
+    BadPayload {
+        len: usize,
+        reason: String,
+    },
     /// Corruption that is followed by more data.
     Corrupt(String),
 }
@@ -333,7 +336,10 @@ mod tests {
             parse_at(&data, HEADER_LEN),
             Parsed::BadPayload { len, .. } if len == FRAME_OVERHEAD + 5
         ));
-        assert_eq!(resync(&data, HEADER_LEN + 1), Some(HEADER_LEN + FRAME_OVERHEAD + 5));
+        assert_eq!(
+            resync(&data, HEADER_LEN + 1),
+            Some(HEADER_LEN + FRAME_OVERHEAD + 5)
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub(crate) mod frame_le {
 mod grep;
 pub mod record;
 mod segment;
-mod walk;
 mod segments;
+mod walk;
 
 use std::fs::File;
 use std::io::Write;
@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
-pub use walk::{Damaged, Scan, Walked};
 pub use segments::{Repair, SegmentSet};
+pub use walk::{Damaged, Scan, Walked};
 
 use crate::failpoint;
 use crate::fsutil::open_private;
@@ -206,14 +206,16 @@ impl Ledger {
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
             self.roll(tail)?;
         }
-        failpoint::hit_write("ledger.append.write", &bytes, |b| (&*tail.file).write_all(b))
-            .and_then(|()| (&*tail.file).write_all(&bytes))
-            .map_err(|e| {
-                // A failed write may have left part of the frames (ENOSPC, EFBIG): cut them
-                // now while the lock is held, so no later appender starts after garbage.
-                let _ = tail.file.set_len(tail.end);
-                Error::io("append to", tail.path.clone())(e)
-            })?;
+        failpoint::hit_write("ledger.append.write", &bytes, |b| {
+            (&*tail.file).write_all(b)
+        })
+        .and_then(|()| (&*tail.file).write_all(&bytes))
+        .map_err(|e| {
+            // A failed write may have left part of the frames (ENOSPC, EFBIG): cut them
+            // now while the lock is held, so no later appender starts after garbage.
+            let _ = tail.file.set_len(tail.end);
+            Error::io("append to", tail.path.clone())(e)
+        })?;
         let base = tail.end;
         tail.end += bytes.len() as u64;
         tail.last_seq = seq;

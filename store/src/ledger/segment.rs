@@ -85,12 +85,7 @@ impl SegmentData {
     /// Walks every intact frame from `offset` with checksums verified, and reports every
     /// damage met to `damage`: a frame whose payload alone is damaged is stepped over, and
     /// after damage that broke frame bounds the walk resumes at the next intact frame.
-    pub fn frames_all(
-        &self,
-        offset: u64,
-        f: impl FnMut(RawFrame<'_>),
-        damage: impl FnMut(Damage),
-    ) {
+    pub fn frames_all(&self, offset: u64, f: impl FnMut(RawFrame<'_>), damage: impl FnMut(Damage)) {
         self.walk(offset, true, f, damage)
     }
 
@@ -194,7 +189,11 @@ impl SegmentData {
     ) {
         let data = self.bytes();
         let base = self.base as usize;
-        let Some(start) = (offset as usize).max(HEADER_LEN).max(base).checked_sub(base) else {
+        let Some(start) = (offset as usize)
+            .max(HEADER_LEN)
+            .max(base)
+            .checked_sub(base)
+        else {
             return;
         };
         let mut at = start;
@@ -233,10 +232,7 @@ impl SegmentData {
                     let skipped = next - at;
                     damage(Damage::Corrupt {
                         offset,
-                        reason: if matches!(
-                            frame::parse_at(data, at),
-                            Parsed::BadPayload { .. }
-                        ) {
+                        reason: if matches!(frame::parse_at(data, at), Parsed::BadPayload { .. }) {
                             reason
                         } else {
                             format!(

@@ -213,11 +213,15 @@ impl Ledger {
             return Ok(()); // a damaged header is reported, never cut
         }
         let mut tail = None;
-        seg.frames_all(0, |_| {}, |d| {
-            if let Damage::DamagedTail { offset, len, .. } = d {
-                tail = Some((offset, len));
-            }
-        });
+        seg.frames_all(
+            0,
+            |_| {},
+            |d| {
+                if let Damage::DamagedTail { offset, len, .. } = d {
+                    tail = Some((offset, len));
+                }
+            },
+        );
         let Some((offset, len)) = tail else {
             return Ok(());
         };
@@ -226,8 +230,7 @@ impl Ledger {
         crate::fsutil::create_dir_private(&dir)?;
         let aside = dir.join(format!("{name}.{offset}"));
         let bytes = &seg.bytes()[offset as usize..];
-        failpoint::hit("ledger.damaged.move")
-            .map_err(Error::io("write", aside.clone()))?;
+        failpoint::hit("ledger.damaged.move").map_err(Error::io("write", aside.clone()))?;
         crate::fsutil::write_atomic(&aside, bytes, crate::fsutil::Durability::Durable)?;
         let file = open_private(&seg.path, true)?;
         failpoint::hit("ledger.tail.truncate")

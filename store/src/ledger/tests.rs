@@ -279,7 +279,9 @@ fn damage_to_frame_bounds_resumes_at_the_next_intact_record() {
 fn a_stray_copy_of_a_segment_is_reported_not_read_twice() {
     let (_d, ledger) = setup(300);
     for i in 0..8 {
-        ledger.append(&[note(&format!("record {i:03}"))]).expect("append");
+        ledger
+            .append(&[note(&format!("record {i:03}"))])
+            .expect("append");
     }
     let n = segment_count(&ledger) as u64;
     assert!(n >= 2);

@@ -164,11 +164,8 @@ impl Ledger {
         let mut out = Walked::default();
         let set = self.segment_set()?;
         // A missing segment is damage: its records are lost, and a reader must say so.
-        out.damaged.extend(
-            set.problems(&self.dir)
-                .into_iter()
-                .map(Damaged::from_error),
-        );
+        out.damaged
+            .extend(set.problems(&self.dir).into_iter().map(Damaged::from_error));
         let numbers = set.numbers;
         let newest = numbers.last().copied().unwrap_or(0);
         for number in numbers {
@@ -318,7 +315,11 @@ impl Scan {
             _ => 0,
         };
         let mut gap = false;
-        while let Some(i) = self.missing.iter().position(|(before, _)| *before == number) {
+        while let Some(i) = self
+            .missing
+            .iter()
+            .position(|(before, _)| *before == number)
+        {
             let (_, e) = self.missing.remove(i);
             self.pending.push_back(Err(e));
             gap = true;
