@@ -132,7 +132,14 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     check_ledger(repo, &mut report)?;
     check_objects(repo, &mut report)?;
     check_checkpoints(repo, &mut report)?;
+    let before = report.repaired_bytes;
     crate::memory::fsck::check(repo, repair, &mut report)?;
+    if report.repaired_bytes > before {
+        report.repairs.push(format!(
+            "truncated torn tails of daily log files: {} bytes (a crash mid-append)",
+            report.repaired_bytes - before
+        ));
+    }
     check_strays(repo, &mut report)?;
     Ok(report)
 }
