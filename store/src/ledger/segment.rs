@@ -7,8 +7,6 @@ use std::sync::Mutex;
 
 use super::frame::{self, Parsed, SegmentHeader};
 use super::{Entry, Position, Record, HEADER_LEN};
-#[cfg(test)]
-use crate::layout::segment_file_name;
 use crate::{Error, Result};
 
 #[derive(Debug)]
