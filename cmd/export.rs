@@ -120,12 +120,17 @@ fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
         }
         let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
         for x in &t.tools {
+            let status = match (x.exit_code, x.is_error) {
+                (Some(code), _) => format!(" (exit {code})"),
+                (None, true) => " (error)".to_owned(),
+                (None, false) => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "**Tool** `{}` `{}` → {}\n",
+                "**Tool** `{}` `{}`{status} →\n\n```\n{}\n```\n",
                 x.name,
                 x.arguments,
-                x.output.as_deref().unwrap_or("(no result)")
+                x.output.as_deref().unwrap_or("(no result)").trim_end()
             );
         }
         if !t.output.is_empty() {

@@ -55,16 +55,19 @@ pub fn matcher(text: &str) -> CliResult<Regex> {
         .map_err(|e| CliError::usage(format!("cannot search for {text:?}: {e}")))
 }
 
-/// Whether a turn matches: requests, responses, errors and context metadata.
+/// Whether a turn matches: requests, responses, errors, context metadata, and tool calls
+/// (name, arguments and result).
 pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
     re.is_match(&t.request)
         || re.is_match(&t.output)
         || t.error.as_deref().is_some_and(|e| re.is_match(e))
         || t.context.iter().any(|c| re.is_match(&c.label))
         || t.attachments.iter().any(|a| re.is_match(&a.name))
-        || t.tools
-            .iter()
-            .any(|x| re.is_match(&x.name) || re.is_match(&x.arguments))
+        || t.tools.iter().any(|x| {
+            re.is_match(&x.name)
+                || re.is_match(&x.arguments)
+                || x.output.as_deref().is_some_and(|o| re.is_match(o))
+        })
         || t.warnings.iter().any(|w| re.is_match(w))
 }
 

@@ -206,11 +206,17 @@ fn emit(
             name,
             output,
             is_error,
+            exit_code,
+            duration_ms,
         } => {
             if json_mode {
-                ui.json_line(&json!({"type": "tool.result", "turn": turn_id, "call_id": call_id, "name": name, "output": output, "is_error": is_error}))?;
+                ui.json_line(&json!({"type": "tool.result", "turn": turn_id, "call_id": call_id, "name": name, "output": output, "is_error": is_error, "exit_code": exit_code, "duration_ms": duration_ms}))?;
             } else {
-                let status = if is_error { "error" } else { "ok" };
+                let status = match (is_error, exit_code) {
+                    (_, Some(code)) if code != 0 => format!("exit {code}"),
+                    (true, _) => "error".to_owned(),
+                    (false, _) => "ok".to_owned(),
+                };
                 writeln!(
                     ui.err,
                     "tool {name} {status}: {}",

@@ -87,10 +87,15 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
         for x in &t.tools {
-            let result = match (&x.output, x.is_error) {
-                (None, _) => "(no result recorded)".to_string(),
-                (Some(out), true) => format!("error: {}", crate::fmt::first_line(out, 100)),
-                (Some(out), false) => crate::fmt::first_line(out, 100),
+            let result = match (&x.output, x.is_error, x.exit_code) {
+                (None, _, _) => "(no result recorded)".to_string(),
+                (Some(out), _, Some(code)) => {
+                    format!("exit {code}: {}", crate::fmt::first_line(out, 100))
+                }
+                (Some(out), true, None) => {
+                    format!("error: {}", crate::fmt::first_line(out, 100))
+                }
+                (Some(out), false, None) => crate::fmt::first_line(out, 100),
             };
             let _ = writeln!(
                 o,

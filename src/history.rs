@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AttachmentPin, Bounded, InlineContext, Millis, ModelCall, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnState, Usage,
+    AttachmentPin, Bounded, InlineContext, Millis, ModelCall, ToolFinished, ToolResult,
+    ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
 };
 use axocoatl_store::ledger::{Damaged, Entry, Position, Record, Walked};
 use axocoatl_store::Repo;
@@ -56,8 +56,14 @@ pub struct ToolEvent {
     pub output: Option<String>,
     pub output_object: Option<String>,
     pub is_error: bool,
+    /// A command's exit code (recorded since tool results carry it).
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
     pub started_at: Millis,
     pub ended_at: Option<Millis>,
+    /// The model call (1 for the first) whose answer asked for this tool.
+    #[serde(skip)]
+    pub round: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -328,7 +334,13 @@ fn apply(p: &mut Projection, entry: Entry) {
         }
         Record::ToolStarted(s) => {
             if let Some(t) = turn_mut(p, &s.turn) {
-                t.tools.push(ToolEvent::started(s));
+                let round = t.calls.len();
+                t.tools.push(ToolEvent::started(s, round));
+            }
+        }
+        Record::ToolFinished(r) => {
+            if let Some(t) = turn_mut(p, &r.turn) {
+                t.tool_finished(r);
             }
         }
         Record::ToolResult(r) => {
@@ -440,6 +452,17 @@ impl TurnView {
         }
     }
 
+    fn tool_finished(&mut self, r: ToolFinished) {
+        if let Some(ev) = self.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
+            ev.output = Some(bounded_text(&r.output));
+            ev.output_object = r.output.object;
+            ev.is_error = r.is_error;
+            ev.exit_code = r.exit_code;
+            ev.duration_ms = Some(r.duration_ms);
+            ev.ended_at = Some(r.at);
+        }
+    }
+
     fn tool_result(&mut self, r: ToolResult) {
         if let Some(ev) = self.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
             ev.output = Some(bounded_text(&r.output));
@@ -451,7 +474,7 @@ impl TurnView {
 }
 
 impl ToolEvent {
-    fn started(s: ToolStarted) -> ToolEvent {
+    fn started(s: ToolStarted, round: usize) -> ToolEvent {
         ToolEvent {
             call_id: s.call_id,
             name: s.name,
@@ -460,8 +483,11 @@ impl ToolEvent {
             output: None,
             output_object: None,
             is_error: false,
+            exit_code: None,
+            duration_ms: None,
             started_at: s.at,
             ended_at: None,
+            round,
         }
     }
 }

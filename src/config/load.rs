@@ -43,6 +43,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "checkpoint",
     "default_agent",
     "default_session",
+    "workspace",
 ];
 
 /// Reads, parses and validates a configuration file.
@@ -155,6 +156,7 @@ fn structure(root: &Node, unknown: &RefCell<Vec<DeError>>, failed: &mut Vec<DeEr
             "checkpoint" => config.checkpoint = cx.one(node, key.into()).unwrap_or_default(),
             "default_agent" => config.default_agent = cx.one(node, key.into()).flatten(),
             "default_session" => config.default_session = cx.one(node, key.into()).flatten(),
+            "workspace" => config.workspace = cx.one(node, key.into()).flatten(),
             _ => cx.unknown.borrow_mut().push(DeError::unknown_key(
                 key,
                 entry.key_pos,

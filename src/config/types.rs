@@ -24,6 +24,10 @@ pub struct Config {
     pub default_agent: Option<String>,
     #[serde(default)]
     pub default_session: Option<String>,
+    /// The directory agents' tools work in, relative to the config file (default: its
+    /// directory).
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +67,47 @@ pub struct AgentConfig {
     pub token_budget: Option<TokenBudget>,
     #[serde(default)]
     pub memory: MemoryConfig,
+    /// What the agent's tools may change: `read-only` (default), `workspace-write` or
+    /// `full-access`.
+    #[serde(default)]
+    pub sandbox: SandboxMode,
+    /// Model calls per turn before the turn fails (default [`DEFAULT_MAX_STEPS`]).
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+}
+
+/// Model calls per turn when an agent sets no `max_steps`.
+pub const DEFAULT_MAX_STEPS: u32 = 25;
+
+impl AgentConfig {
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps.unwrap_or(DEFAULT_MAX_STEPS)
+    }
+}
+
+/// What an agent's tools may change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Tools read the workspace; `run_command` (only when allowlisted) writes nowhere but a
+    /// private temporary directory.
+    #[default]
+    ReadOnly,
+    /// Tools write inside the workspace; commands run under Landlock with writes confined
+    /// to the workspace and a private temporary directory, and no network.
+    WorkspaceWrite,
+    /// Commands run unconfined.
+    FullAccess,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::FullAccess => "full-access",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,10 @@ use super::diag::{suggestion, Diagnostic, Severity};
 use super::relations;
 use super::resolve::{lookup_provider, needs_model};
 use super::tree::{Locator, Pos, Seg};
-use super::types::{AgentConfig, AgentRole, Config, OverflowPolicy, ProviderConfig, ProviderKind};
+use super::types::{
+    AgentConfig, AgentRole, Config, OverflowPolicy, ProviderConfig, ProviderKind, SandboxMode,
+    DEFAULT_MAX_STEPS,
+};
 
 /// A path into the document: `at!["agents", 2, "token_budget", "per_call"]`.
 macro_rules! at {
@@ -197,25 +200,29 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
                 "list each tool once by name",
             );
         } else if !crate::tools::is_known(tool) {
-            let hint = match crate::tools::BASELINE
-                .iter()
-                .min_by_key(|t| strsim::levenshtein(t, tool))
-            {
+            let known: Vec<&str> = crate::tools::names().collect();
+            let hint = match known.iter().min_by_key(|t| strsim::levenshtein(t, tool)) {
                 Some(near) if strsim::levenshtein(near, tool) <= 3 => {
-                    format!(
-                        "did you mean `{near}`? known tools: {}",
-                        crate::tools::BASELINE.join(", ")
-                    )
+                    format!("did you mean `{near}`? known tools: {}", known.join(", "))
                 }
-                _ => format!("known tools: {}", crate::tools::BASELINE.join(", ")),
+                _ => format!("known tools: {}", known.join(", ")),
             };
             c.error(
                 c.value(at!["agents", i, "tools", j]),
                 format!("agent `{id}`: unknown tool `{tool}`"),
                 &hint,
             );
+        } else if crate::tools::spec(tool).is_some_and(|t| !t.access.permitted(agent.sandbox)) {
+            c.error(
+                c.value(at!["agents", i, "tools", j]),
+                format!(
+                    "agent `{id}`: tool `{tool}` writes the workspace, but the agent's sandbox is read-only"
+                ),
+                "set `sandbox: workspace-write` on this agent, or remove the tool from its list",
+            );
         }
     }
+    sandbox_and_steps(c, i, agent);
 
     for (key, value) in [
         ("activation_threshold", agent.activation_threshold),
@@ -232,6 +239,24 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
 
     sampling_and_budget(c, i, agent);
     memory(c, config, i, agent);
+}
+
+fn sandbox_and_steps(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    if agent.sandbox == SandboxMode::FullAccess {
+        c.warning(
+            c.value(at!["agents", i, "sandbox"]),
+            format!("agent `{id}`: sandbox `full-access` runs its commands unconfined: they can write anywhere and use the network"),
+            "use `sandbox: workspace-write` (writes confined to the workspace, no network) unless its commands need more",
+        );
+    }
+    if agent.max_steps == Some(0) {
+        c.error(
+            c.value(at!["agents", i, "max_steps"]),
+            format!("agent `{id}`: max_steps must be at least 1"),
+            format!("set the number of model calls a turn may make, or remove it for the default ({DEFAULT_MAX_STEPS})"),
+        );
+    }
 }
 
 /// ` (kind openai)` when the provider's name does not already say its kind.
@@ -506,5 +531,25 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
     }
     if let Some(session) = &config.default_session {
         c.name(c.value(at!["default_session"]), "default_session", session);
+    }
+    if let Some(ws) = &config.workspace {
+        let base = c
+            .file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = base.join(ws);
+        if !dir.is_dir() {
+            let what = if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            c.error(
+                c.value(at!["workspace"]),
+                format!("workspace `{}` {what} ({})", ws.display(), dir.display()),
+                "create it, or give the directory agents work in, relative to this file (default: this file's directory)",
+            );
+        }
     }
 }

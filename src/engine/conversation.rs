@@ -6,8 +6,8 @@ use axocoatl_store::Repo;
 
 use crate::checkpoint::{self, CkMessage, Snapshot, PAYLOAD_VERSION, PROJECTION_LIMIT};
 use crate::error::Result;
-use crate::history::{TurnView, ViewState};
-use crate::provider::{Message, Role};
+use crate::history::{ToolEvent, TurnView, ViewState};
+use crate::provider::{Message, Role, ToolCall};
 
 /// The user message for a request and its inline context.
 pub fn render_user_message(request: &str, context: &[(String, String)]) -> String {
@@ -49,13 +49,58 @@ pub fn inline_context(repo: &Repo, t: &TurnView) -> Result<Vec<(String, String)>
         .collect()
 }
 
-/// The messages of one retained turn, as rebuilt from the ledger.
+/// The messages of one retained turn, as rebuilt from the ledger: the request; each tool
+/// round as an assistant message with its calls followed by one tool message per result,
+/// as the model saw them (cut past 64 KiB); and the answer. Text the model wrote before a
+/// tool round is part of the turn's one recorded output, so it all lands in the answer.
 pub fn turn_messages(repo: &Repo, t: &TurnView) -> Result<Vec<Message>> {
     let context = inline_context(repo, t)?;
-    Ok(vec![
-        crate::attach::user_message(repo, &t.request, &context, &t.attachments, false)?,
-        Message::new(Role::Assistant, t.output.clone()),
-    ])
+    let mut messages = vec![crate::attach::user_message(
+        repo,
+        &t.request,
+        &context,
+        &t.attachments,
+        false,
+    )?];
+    let mut rest: &[ToolEvent] = &t.tools;
+    while let Some(first) = rest.first() {
+        let n = rest.iter().take_while(|e| e.round == first.round).count();
+        let (round, later) = rest.split_at(n);
+        rest = later;
+        let mut ask = Message::new(Role::Assistant, "");
+        for e in round {
+            let text = stored_text(repo, &e.arguments, e.arguments_object.as_deref())?;
+            let arguments = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+            ask.tool_calls.push(ToolCall {
+                id: e.call_id.clone(),
+                name: e.name.clone(),
+                arguments,
+            });
+        }
+        messages.push(ask);
+        for e in round {
+            let text = match &e.output {
+                Some(out) => {
+                    crate::tools::for_model(&stored_text(repo, out, e.output_object.as_deref())?)
+                }
+                None => "no result was recorded for this call".to_owned(),
+            };
+            let mut answer = Message::new(Role::Tool, text);
+            answer.tool_call_id = Some(e.call_id.clone());
+            answer.name = Some(e.name.clone());
+            messages.push(answer);
+        }
+    }
+    messages.push(Message::new(Role::Assistant, t.output.clone()));
+    Ok(messages)
+}
+
+/// Recorded text, whole: from its object when it was too long to keep inline.
+fn stored_text(repo: &Repo, inline: &str, object: Option<&str>) -> Result<String> {
+    match object {
+        Some(hash) => Ok(String::from_utf8_lossy(&repo.objects().get(hash)?).into_owned()),
+        None => Ok(inline.to_owned()),
+    }
 }
 
 /// What the Agent starts a turn with.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use axocoatl_store::layout::{check_session_name, session_lock_path};
 use axocoatl_store::ledger::record::{
-    AgentOutput, AttachmentPin, Bounded, InlineContext, ModelCall, SessionCreated, ToolResult,
+    AgentOutput, AttachmentPin, Bounded, InlineContext, ModelCall, SessionCreated, ToolFinished,
     ToolStarted, TurnBegun, TurnEnded, TurnState, Usage, Warning,
 };
 use axocoatl_store::ledger::Record;
@@ -39,8 +39,6 @@ pub use conversation::render_user_message;
 
 /// Text longer than this is kept in an object and referenced from the ledger.
 pub const INLINE_LIMIT: usize = 64 * 1024;
-/// A model that keeps calling tools is stopped after this many rounds.
-pub const MAX_TOOL_ROUNDS: usize = 16;
 /// How long a `send` waits for a busy session before giving up (without `--wait`).
 pub const BUSY_WAIT: Duration = Duration::from_secs(2);
 
@@ -90,11 +88,15 @@ pub enum TurnEvent<'a> {
         name: &'a str,
         arguments: &'a str,
     },
+    /// `output` is cut to [`tools::MODEL_OUTPUT_CAP`] with a note, as the model sees it.
     ToolResult {
         call_id: &'a str,
         name: &'a str,
         output: &'a str,
         is_error: bool,
+        /// A command's exit code.
+        exit_code: Option<i32>,
+        duration_ms: u64,
     },
     Warning(&'a str),
 }
@@ -439,12 +441,25 @@ impl TurnRun<'_> {
         let agent = self.agent;
         let blocks = agent.memory.core.effective_blocks();
         let memory = CoreMemory::new(repo, &format!("{}:{}", self.session, agent.id));
-        let allowed = tools::allowed(&agent.tools);
+        let config = self.ws.config()?;
+        let dir = match &config.workspace {
+            Some(p) => self.ws.config_dir().join(p),
+            None => self.ws.config_dir(),
+        };
+        let root = tools::Root::new(&dir, repo.root()).map_err(|e| RuntimeError::Invalid {
+            message: format!("workspace {}: {e}", dir.display()),
+            hint: format!("fix `workspace:` in {}", self.ws.config_path().display()),
+        })?;
+        let toolbox = tools::Toolbox::new(&agent.tools, agent.sandbox);
+        let cx = tools::Context {
+            root: &root,
+            sandbox: agent.sandbox,
+            cancel: self.cancel,
+            memory: &memory,
+            blocks: &blocks,
+        };
         let schemas: Vec<_> = if provider.supports_tools() {
-            allowed
-                .iter()
-                .filter_map(|n| tools::schema(n, &blocks))
-                .collect()
+            toolbox.schemas(&cx)
         } else {
             Vec::new()
         };
@@ -457,7 +472,8 @@ impl TurnRun<'_> {
         if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
             sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
         }
-        for _round in 0..MAX_TOOL_ROUNDS {
+        let max_steps = agent.max_steps();
+        for _step in 0..max_steps {
             if self.cancel.is_cancelled() {
                 return Err(TurnError::Provider(ProviderError::Cancelled));
             }
@@ -579,35 +595,54 @@ impl TurnRun<'_> {
                 sink(TurnEvent::ToolStarted {
                     call_id: &call.id,
                     name: &call.name,
-                    arguments: &args,
+                    arguments: &tools::for_model(&args),
                 });
-                let out = tools::run(&call.name, &call.arguments, &allowed, &memory, &blocks);
-                repo.ledger().append_lazy(&[Record::ToolResult(ToolResult {
-                    turn: self.turn.to_owned(),
-                    agent: agent.id.clone(),
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    is_error: out.is_error,
-                    output: bound(repo.objects(), &out.text)?,
-                    at: clock::now(),
-                })])?;
+                // After a stop the remaining calls of the round are answered without running,
+                // so the conversation stays well formed (every call has its result).
+                let done = if self.cancel.is_cancelled() {
+                    tools::Call {
+                        output: tools::ToolOutput::err("not run: the turn was stopped"),
+                        duration: Duration::ZERO,
+                    }
+                } else {
+                    toolbox.call(&cx, &call.name, &call.arguments)
+                };
+                let out = done.output;
+                let duration_ms = done.duration.as_millis() as u64;
+                repo.ledger()
+                    .append_lazy(&[Record::ToolFinished(ToolFinished {
+                        turn: self.turn.to_owned(),
+                        agent: agent.id.clone(),
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        is_error: out.is_error,
+                        output: bound(repo.objects(), &out.text)?,
+                        exit_code: out.exit_code,
+                        duration_ms,
+                        at: clock::now(),
+                    })])?;
+                let shown = tools::for_model(&out.text);
                 sink(TurnEvent::ToolResult {
                     call_id: &call.id,
                     name: &call.name,
-                    output: &out.text,
+                    output: &shown,
                     is_error: out.is_error,
+                    exit_code: out.exit_code,
+                    duration_ms,
                 });
-                let mut msg = Message::new(Role::Tool, out.text);
+                let mut msg = Message::new(Role::Tool, shown);
                 msg.tool_call_id = Some(call.id.clone());
                 msg.name = Some(call.name.clone());
                 self.transcript.push(msg);
             }
         }
         Err(TurnError::Runtime(RuntimeError::Refused {
-            message: format!(
-                "the model called tools for {MAX_TOOL_ROUNDS} rounds without answering"
+            message: format!("the model made {max_steps} calls (max_steps) without a final answer"),
+            hint: format!(
+                "raise `max_steps` of agent {:?} in {}, or check its prompt and tools",
+                agent.id,
+                self.ws.config_path().display()
             ),
-            hint: "check the agent's prompt and tools".into(),
         }))
     }
 }

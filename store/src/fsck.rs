@@ -469,6 +469,7 @@ fn check_references(
         }
         R::ToolStarted(r) => hashes.extend(r.arguments.object.as_deref()),
         R::ToolResult(r) => hashes.extend(r.output.object.as_deref()),
+        R::ToolFinished(r) => hashes.extend(r.output.object.as_deref()),
         R::AttachmentAdded(r) => {
             hashes.push(&r.object);
             hashes.extend(r.text_object.as_deref());

@@ -150,6 +150,25 @@ pub struct ToolResult {
     pub at: Millis,
 }
 
+/// The result of a tool call with its timing and, for commands, the exit code. New turns
+/// record this instead of [`ToolResult`] (kind 6, whose shape is released); readers take
+/// both.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFinished {
+    pub turn: String,
+    pub agent: String,
+    pub call_id: String,
+    pub name: String,
+    pub is_error: bool,
+    /// The whole output; past the inline bound it lives in an object (the model saw its
+    /// first 64 KiB and a note).
+    pub output: Bounded,
+    /// A command's exit code; `None` for other tools and for a command ended by a signal.
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub at: Millis,
+}
+
 /// One provider call of a turn: what was reserved beforehand and what the provider reported.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelCall {
@@ -354,6 +373,7 @@ records! {
     12 => AttachmentRemoved [Reference, Session],
     13 => AttachmentConsumed [Reference, Session, Turn],
     14 => Note [],
+    30 => ToolFinished [Turn],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -452,6 +472,7 @@ impl Record {
             Record::AgentOutput(r) => Some(&r.turn),
             Record::ToolStarted(r) => Some(&r.turn),
             Record::ToolResult(r) => Some(&r.turn),
+            Record::ToolFinished(r) => Some(&r.turn),
             Record::ModelCall(r) => Some(&r.turn),
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
@@ -499,6 +520,7 @@ impl Record {
             Record::AgentOutput(_)
             | Record::ToolStarted(_)
             | Record::ToolResult(_)
+            | Record::ToolFinished(_)
             | Record::ModelCall(_)
             | Record::Note(_) => None,
         }
@@ -570,6 +592,17 @@ mod tests {
                 name: "n".into(),
                 is_error: false,
                 output: bounded("o"),
+                at: 6,
+            }),
+            Record::ToolFinished(ToolFinished {
+                turn: t.clone(),
+                agent: "a".into(),
+                call_id: "c".into(),
+                name: "run_command".into(),
+                is_error: true,
+                output: bounded("o"),
+                exit_code: Some(2),
+                duration_ms: 12,
                 at: 6,
             }),
             Record::ModelCall(ModelCall {

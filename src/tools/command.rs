@@ -1,0 +1,388 @@
+//! run_command: `/bin/sh -c` in the workspace, in its own process group, confined by the
+//! agent's sandbox, with a timeout and a stop that reach every process of the group.
+//!
+//! Ending a command (timeout, stop, Ctrl-C): SIGTERM to the whole group, then SIGKILL to the
+//! group once the shell has exited or after [`GRACE`]. Whatever the command left running in
+//! its group when it exited is killed too, so nothing outlives the call. Effects are never
+//! rolled back. The leader is not reaped until the group has been signalled, so its id
+//! cannot be reused by an unrelated process in the meantime.
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::registry::Handler;
+use super::{sandbox, Context, ToolOutput};
+use crate::config::SandboxMode;
+
+/// The default and the largest `timeout_secs`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub const MAX_TIMEOUT_SECS: u64 = 24 * 3600;
+/// How long a group has between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(2);
+/// Output kept from one command (stdout and stderr interleaved); the rest is counted.
+pub const CAPTURE_LIMIT: usize = 16 * 1024 * 1024;
+const POLL: Duration = Duration::from_millis(20);
+
+/// Arguments of `run_command`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommand {
+    /// The command line, run by `/bin/sh -c` in the workspace root.
+    command: String,
+    /// Seconds before the command and everything it started are killed (default 120).
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+impl Handler for RunCommand {
+    fn run(self, cx: &Context<'_>) -> ToolOutput {
+        if self.command.trim().is_empty() {
+            return ToolOutput::err("`command` is empty");
+        }
+        let timeout = self.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if timeout == 0 || timeout > MAX_TIMEOUT_SECS {
+            return ToolOutput::err(format!(
+                "timeout_secs must be between 1 and {MAX_TIMEOUT_SECS}"
+            ));
+        }
+        run(cx, &self.command, Duration::from_secs(timeout), &|| {
+            cx.cancel.is_cancelled()
+        })
+    }
+}
+
+/// Environment variables that look like credentials are not passed to commands: a command
+/// could copy one into the workspace, where the model would read it.
+fn is_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|w| upper.contains(w))
+}
+
+/// Why a command ended early.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Exited,
+    TimedOut,
+    Stopped,
+}
+
+/// Runs `command`; `stop` is asked every [`POLL`] whether to end it.
+pub fn run(
+    cx: &Context<'_>,
+    command: &str,
+    timeout: Duration,
+    stop: &dyn Fn() -> bool,
+) -> ToolOutput {
+    let tmp = match tempfile::Builder::new().prefix("axocoatl-cmd-").tempdir() {
+        Ok(t) => t,
+        Err(e) => return ToolOutput::err(format!("cannot create a temporary directory: {e}")),
+    };
+    let workspace = cx.root.dir();
+    let confinement = match cx.sandbox {
+        SandboxMode::FullAccess => None,
+        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp.path()])),
+        SandboxMode::WorkspaceWrite => Some(sandbox::confine(&[workspace, tmp.path()])),
+    };
+    let confinement = match confinement.transpose() {
+        Ok(c) => c,
+        Err(why) => {
+            return ToolOutput::err(format!(
+                "run_command refused: {why}. Commands never run unconfined in a {} sandbox; an agent with `sandbox: full-access` runs them without confinement.",
+                cx.sandbox.as_str()
+            ))
+        }
+    };
+    let (reader, writer) = match std::io::pipe() {
+        Ok(p) => p,
+        Err(e) => return ToolOutput::err(format!("cannot create a pipe: {e}")),
+    };
+    let writer2 = match writer.try_clone() {
+        Ok(w) => w,
+        Err(e) => return ToolOutput::err(format!("cannot create a pipe: {e}")),
+    };
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(workspace)
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| !is_secret(&k.to_string_lossy())))
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer2)
+        .process_group(0);
+    if let Some(c) = confinement {
+        // SAFETY: `apply` only makes system calls (see sandbox.rs).
+        unsafe {
+            cmd.pre_exec(move || c.apply());
+        }
+    }
+    let started = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return ToolOutput::err(format!(
+                "run_command could not start the command{}: {e}",
+                if cx.sandbox == SandboxMode::FullAccess {
+                    ""
+                } else {
+                    " in its sandbox"
+                }
+            ))
+        }
+    };
+    drop(cmd); // closes our copies of the pipe's write end
+    let captured = Arc::new(Mutex::new(Capture::default()));
+    let reading = {
+        let captured = captured.clone();
+        std::thread::spawn(move || read_all(reader, &captured))
+    };
+    let pid = child.id() as libc::pid_t;
+    let deadline = started + timeout;
+    let ending = loop {
+        if exited(pid) {
+            break Ending::Exited;
+        }
+        if stop() {
+            break Ending::Stopped;
+        }
+        if Instant::now() >= deadline {
+            break Ending::TimedOut;
+        }
+        std::thread::sleep(POLL);
+    };
+    if ending != Ending::Exited {
+        signal_group(pid, libc::SIGTERM);
+        let grace_end = Instant::now() + GRACE;
+        while !exited(pid) && Instant::now() < grace_end {
+            std::thread::sleep(POLL);
+        }
+    }
+    // Whatever is left in the group (stragglers, background jobs) ends now.
+    signal_group(pid, libc::SIGKILL);
+    let status = child.wait();
+    // The output ends when every process holding the pipe is gone; a process that left the
+    // group (setsid) could hold it open, so the wait is bounded.
+    let read_end = Instant::now() + GRACE;
+    while !reading.is_finished() && Instant::now() < read_end {
+        std::thread::sleep(POLL);
+    }
+    let incomplete = !reading.is_finished();
+    let capture = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut text = String::from_utf8_lossy(&capture.bytes).into_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if capture.dropped > 0 {
+        text.push_str(&format!(
+            "[{} more bytes of output were not kept]\n",
+            capture.dropped
+        ));
+    }
+    if incomplete {
+        text.push_str("[a process that left the command's process group kept its output open; output after the command ended is not included]\n");
+    }
+    let (exit_code, signal) = match &status {
+        Ok(s) => (s.code(), s.signal()),
+        Err(_) => (None, None),
+    };
+    let summary = match ending {
+        Ending::TimedOut => format!(
+            "timed out after {} s: the command and everything it started were killed",
+            timeout.as_secs()
+        ),
+        Ending::Stopped => {
+            "stopped: the turn was stopped, so the command and everything it started were terminated (effects so far are not rolled back)".into()
+        }
+        Ending::Exited => match (exit_code, signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None) => "the exit status is unknown".into(),
+        },
+    };
+    text.push_str(&format!("[{summary}]"));
+    ToolOutput {
+        text,
+        is_error: ending != Ending::Exited || exit_code != Some(0),
+        exit_code,
+        stopped: ending == Ending::Stopped,
+    }
+}
+
+#[derive(Default)]
+struct Capture {
+    bytes: Vec<u8>,
+    dropped: u64,
+}
+
+fn read_all(mut reader: std::io::PipeReader, captured: &Mutex<Capture>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut c = captured.lock().unwrap_or_else(|p| p.into_inner());
+                let room = CAPTURE_LIMIT.saturating_sub(c.bytes.len()).min(n);
+                c.bytes.extend_from_slice(&buf[..room]);
+                c.dropped += (n - room) as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Whether the process has exited, without reaping it (its id stays reserved).
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: waitid writes into a zeroed siginfo we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        r == 0 && info.si_pid() != 0
+    }
+}
+
+fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: signals a process group we created; errors (ESRCH: nothing left) are fine.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testing::Fixture;
+    use serde_json::json;
+
+    #[test]
+    fn output_and_exit_codes() {
+        let f = Fixture::new(SandboxMode::FullAccess);
+        let out = f.call(
+            "run_command",
+            json!({"command": "echo out; echo err >&2; exit 3"}),
+        );
+        assert_eq!(out.text, "out\nerr\n[exit code 3]");
+        assert_eq!((out.exit_code, out.is_error), (Some(3), true));
+        let ok = f.call("run_command", json!({"command": "pwd"}));
+        assert_eq!(
+            ok.text,
+            format!("{}\n[exit code 0]", f.root.dir().display())
+        );
+        assert!(!ok.is_error);
+    }
+
+    #[test]
+    fn secrets_stay_out_of_the_environment() {
+        assert!(is_secret("OPENAI_API_KEY") && is_secret("github_token"));
+        assert!(!is_secret("PATH") && !is_secret("HOME"));
+    }
+
+    fn gone(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            // A zombie waiting for init to reap it is gone too.
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[test]
+    fn a_timeout_kills_the_whole_group() {
+        let f = Fixture::new(SandboxMode::FullAccess);
+        let out = f.call(
+            "run_command",
+            json!({"command": "sleep 1000 & echo $! > pids; echo $$ >> pids; sleep 1000", "timeout_secs": 1}),
+        );
+        assert!(
+            out.is_error && out.text.contains("timed out after 1 s"),
+            "{}",
+            out.text
+        );
+        let pids = f.read("pids");
+        for pid in pids.split_whitespace() {
+            let pid: i32 = pid.parse().expect("pid");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !gone(pid) && Instant::now() < deadline {
+                std::thread::sleep(POLL);
+            }
+            assert!(gone(pid), "process {pid} survived");
+        }
+    }
+
+    #[test]
+    fn a_stop_terminates_the_command() {
+        let f = Fixture::new(SandboxMode::FullAccess);
+        f.cancel.cancel();
+        let out = f.call("run_command", json!({"command": "sleep 1000"}));
+        assert!(out.stopped && out.is_error, "{}", out.text);
+        assert!(
+            out.text.ends_with("effects so far are not rolled back)]"),
+            "{}",
+            out.text
+        );
+    }
+
+    /// Under Landlock (or, on a kernel without it, refused with the missing feature named).
+    #[test]
+    fn the_sandbox_confines_writes_and_network() {
+        let f = Fixture::new(SandboxMode::WorkspaceWrite);
+        let outside = std::env::temp_dir().join(format!("outside-{}", crate::ids::new_id()));
+        let cmd = format!("echo x > {}", outside.display());
+        let out = f.call("run_command", json!({ "command": cmd }));
+        if sandbox::Support::probe().landlock_abi < 1 {
+            assert!(
+                out.text.contains("Landlock is not available"),
+                "{}",
+                out.text
+            );
+            return;
+        }
+        assert!(out.text.contains("Permission denied"), "{}", out.text);
+        assert!(out.is_error && out.exit_code != Some(0), "{}", out.text);
+        assert!(!outside.exists());
+        let inside = f.call(
+            "run_command",
+            json!({"command": "echo hi > made.txt && echo tmp > $TMPDIR/t && cat $TMPDIR/t"}),
+        );
+        assert_eq!(inside.text, "tmp\n[exit code 0]");
+        assert_eq!(f.read("made.txt"), "hi\n");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        for proto in ["tcp", "udp"] {
+            let cmd = format!("exec bash -c 'echo hi > /dev/{proto}/127.0.0.1/{port}'");
+            let out = f.call("run_command", json!({ "command": cmd }));
+            assert!(out.text.contains("not permitted"), "{proto}: {}", out.text);
+        }
+        assert!(listener.accept().is_err(), "a connection got through");
+
+        let ro = Fixture::new(SandboxMode::ReadOnly);
+        let out = ro.call("run_command", json!({"command": "echo x > in-ws.txt"}));
+        assert!(
+            out.is_error && !ro.root.dir().join("in-ws.txt").exists(),
+            "{}",
+            out.text
+        );
+        let out = ro.call(
+            "run_command",
+            json!({"command": "echo t > $TMPDIR/t && cat $TMPDIR/t && cat /etc/passwd >/dev/null"}),
+        );
+        assert_eq!(out.text, "t\n[exit code 0]");
+    }
+}

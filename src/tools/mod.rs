@@ -1,0 +1,286 @@
+//! The tools an agent may call: the workspace tools (read_file, list_dir, find_files, grep,
+//! write_file, edit_file, run_command) and the memory tools, all dispatched through one
+//! table ([`registry::TOOLS`]).
+//!
+//! An agent's `tools:` list, when empty, gives the baseline of its sandbox; when non-empty
+//! it is the exact allowlist of what is advertised and dispatched. A call to anything else,
+//! a path outside the workspace, or a write in a read-only sandbox is an error result for
+//! the model (recorded like any other result), never a failure of the turn.
+
+mod command;
+mod fs;
+mod memory;
+mod path;
+pub mod registry;
+pub mod sandbox;
+mod schema;
+mod search;
+
+use std::time::{Duration, Instant};
+
+use axocoatl_store::memory::CoreMemory;
+use serde_json::Value;
+
+use crate::config::{CoreBlock, SandboxMode};
+use crate::provider::{Cancel, ToolSchema};
+
+pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
+pub use memory::core_memory_prompt;
+pub use path::Root;
+pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
+
+/// Tool output longer than this reaches the model (and `--json` events) cut, with a note;
+/// the ledger keeps the whole output in the object store.
+pub const MODEL_OUTPUT_CAP: usize = 64 * 1024;
+
+/// What a tool call produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The whole output (the model sees it through [`for_model`]).
+    pub text: String,
+    pub is_error: bool,
+    /// A command's exit code (`None` for other tools, or a command ended by a signal).
+    pub exit_code: Option<i32>,
+    /// A command was ended because the turn was stopped.
+    pub stopped: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            ..ToolOutput::default()
+        }
+    }
+
+    pub fn err(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            ..ToolOutput::default()
+        }
+    }
+}
+
+/// What a tool sees of the turn that calls it.
+pub struct Context<'a> {
+    pub root: &'a Root,
+    pub sandbox: SandboxMode,
+    /// Set when the turn is stopped (a running command is then terminated).
+    pub cancel: &'a Cancel,
+    pub memory: &'a CoreMemory,
+    pub blocks: &'a [CoreBlock],
+}
+
+/// `text` as the model and events see it: whole up to [`MODEL_OUTPUT_CAP`] bytes, else its
+/// start and a note saying how much was cut.
+pub fn for_model(text: &str) -> String {
+    if text.len() <= MODEL_OUTPUT_CAP {
+        return text.to_owned();
+    }
+    let mut cut = MODEL_OUTPUT_CAP;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[output cut: {} of {} bytes shown; the whole output is kept in the ledger]",
+        &text[..cut],
+        cut,
+        text.len()
+    )
+}
+
+/// The tools of one agent: its allowlist, or the baseline of its sandbox.
+#[derive(Clone, Debug)]
+pub struct Toolbox {
+    tools: Vec<&'static ToolSpec>,
+    sandbox: SandboxMode,
+}
+
+/// A finished call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub output: ToolOutput,
+    pub duration: Duration,
+}
+
+impl Toolbox {
+    /// `allowlist` as configured (validated: known names, no write tool when read-only);
+    /// whatever slipped through is left out here too.
+    pub fn new(allowlist: &[String], sandbox: SandboxMode) -> Toolbox {
+        let tools = if allowlist.is_empty() {
+            TOOLS
+                .iter()
+                .filter(|t| t.access.in_baseline(sandbox))
+                .collect()
+        } else {
+            TOOLS
+                .iter()
+                .filter(|t| allowlist.iter().any(|a| a == t.name))
+                .filter(|t| t.access.permitted(sandbox))
+                .collect()
+        };
+        Toolbox { tools, sandbox }
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tools.iter().map(|t| t.name)
+    }
+
+    pub fn sandbox(&self) -> SandboxMode {
+        self.sandbox
+    }
+
+    /// What is advertised to the model.
+    pub fn schemas(&self, cx: &Context<'_>) -> Vec<ToolSchema> {
+        self.tools
+            .iter()
+            .map(|t| ToolSchema {
+                name: t.name.to_owned(),
+                description: t.description.to_owned(),
+                parameters: (t.schema)(cx),
+            })
+            .collect()
+    }
+
+    /// Runs one call. Tools outside the toolbox are refused with an error result.
+    pub fn call(&self, cx: &Context<'_>, name: &str, args: &Value) -> Call {
+        let started = Instant::now();
+        let output = match self.tools.iter().find(|t| t.name == name) {
+            Some(tool) => (tool.run)(cx, args.clone()),
+            None => {
+                let available: Vec<&str> = self.names().collect();
+                let why = match spec(name) {
+                    Some(t) if !t.access.permitted(self.sandbox) => format!(
+                        "tool {name:?} is refused: this agent's sandbox is {}",
+                        self.sandbox.as_str()
+                    ),
+                    Some(_) => format!("tool {name:?} is not in this agent's tools"),
+                    None => format!("there is no tool {name:?}"),
+                };
+                ToolOutput::err(format!("{why}; available: {}", available.join(", ")))
+            }
+        };
+        Call {
+            output,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use super::*;
+
+    /// A workspace with a repository in it, and a context to call tools with.
+    pub struct Fixture {
+        _tmp: tempfile::TempDir,
+        pub root: Root,
+        pub sandbox: SandboxMode,
+        pub cancel: Cancel,
+        memory: CoreMemory,
+        blocks: Vec<CoreBlock>,
+    }
+
+    impl Fixture {
+        pub fn new(sandbox: SandboxMode) -> Fixture {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let ws = tmp.path().join("ws");
+            std::fs::create_dir_all(&ws).expect("mkdir");
+            let repo_dir = axocoatl_store::repo::init(&ws).expect("init");
+            let repo = axocoatl_store::Repo::open(&repo_dir, &Default::default()).expect("open");
+            let memory = CoreMemory::new(&repo, "main:a");
+            Fixture {
+                root: Root::new(&ws, &repo_dir).expect("root"),
+                _tmp: tmp,
+                sandbox,
+                cancel: Cancel::new(),
+                memory,
+                blocks: crate::config::CoreConfig::default().effective_blocks(),
+            }
+        }
+
+        pub fn cx(&self) -> Context<'_> {
+            Context {
+                root: &self.root,
+                sandbox: self.sandbox,
+                cancel: &self.cancel,
+                memory: &self.memory,
+                blocks: &self.blocks,
+            }
+        }
+
+        pub fn memory(&self) -> &CoreMemory {
+            &self.memory
+        }
+
+        /// Calls a tool directly (whatever the baseline).
+        pub fn call(&self, name: &str, args: Value) -> ToolOutput {
+            let tool = spec(name).expect("known tool");
+            (tool.run)(&self.cx(), args)
+        }
+
+        pub fn write(&self, rel: &str, text: &str) {
+            let p = self.root.dir().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap_or(Path::new("."))).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+
+        pub fn read(&self, rel: &str) -> String {
+            std::fs::read_to_string(self.root.dir().join(rel)).expect("read")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Fixture;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_toolbox_is_the_baseline_or_the_allowlist() {
+        let ro = Toolbox::new(&[], SandboxMode::ReadOnly);
+        let names: Vec<&str> = ro.names().collect();
+        assert_eq!(names, baseline(SandboxMode::ReadOnly));
+        let list = vec!["grep".to_string(), "run_command".to_string()];
+        let only = Toolbox::new(&list, SandboxMode::ReadOnly);
+        assert_eq!(only.names().collect::<Vec<_>>(), ["grep", "run_command"]);
+        // A write tool never reaches a read-only agent, even allowlisted.
+        let forced = Toolbox::new(&["write_file".to_string()], SandboxMode::ReadOnly);
+        assert_eq!(forced.names().count(), 0);
+    }
+
+    #[test]
+    fn calls_outside_the_toolbox_are_refused() {
+        let f = Fixture::new(SandboxMode::ReadOnly);
+        let cx = f.cx();
+        let tb = Toolbox::new(&["read_file".to_string()], SandboxMode::ReadOnly);
+        let out = tb.call(&cx, "grep", &json!({"pattern": "x"})).output;
+        assert!(
+            out.is_error && out.text.contains("not in this agent's tools"),
+            "{}",
+            out.text
+        );
+        let out = tb.call(&cx, "write_file", &json!({})).output;
+        assert!(out.text.contains("sandbox is read-only"), "{}", out.text);
+        let out = tb.call(&cx, "nope", &json!({})).output;
+        assert_eq!(out.text, "there is no tool \"nope\"; available: read_file");
+        assert_eq!(tb.schemas(&cx).len(), 1);
+        assert_eq!(tb.schemas(&cx)[0].parameters["required"], json!(["path"]));
+    }
+
+    #[test]
+    fn long_output_is_cut_for_the_model_with_a_note() {
+        let text = "é".repeat(MODEL_OUTPUT_CAP);
+        let shown = for_model(&text);
+        assert!(shown.len() < MODEL_OUTPUT_CAP + 200);
+        assert!(shown.ends_with(&format!(
+            "[output cut: {MODEL_OUTPUT_CAP} of {} bytes shown; the whole output is kept in the ledger]",
+            text.len()
+        )));
+        assert_eq!(for_model("short"), "short");
+    }
+}
