@@ -19,7 +19,6 @@ use axocoatl_store::ledger::record::{
 };
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
-use axocoatl_store::memory::CoreMemory;
 use axocoatl_store::objects::Objects;
 
 use crate::attach;
@@ -439,8 +438,7 @@ impl TurnRun<'_> {
     ) -> Result<(), TurnError> {
         let repo = self.ws.repo();
         let agent = self.agent;
-        let blocks = agent.memory.core.effective_blocks();
-        let memory = CoreMemory::new(repo, &format!("{}:{}", self.session, agent.id));
+        let memory = crate::memory::AgentMemory::open(repo, self.session, agent);
         let config = self.ws.config()?;
         let dir = match &config.workspace {
             Some(p) => self.ws.config_dir().join(p),
@@ -456,7 +454,7 @@ impl TurnRun<'_> {
             sandbox: agent.sandbox,
             cancel: self.cancel,
             memory: &memory,
-            blocks: &blocks,
+            turn: Some(self.turn),
         };
         let schemas: Vec<_> = if provider.supports_tools() {
             toolbox.schemas(&cx)
@@ -473,12 +471,18 @@ impl TurnRun<'_> {
             sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
         }
         let max_steps = agent.max_steps();
-        for _step in 0..max_steps {
+        for step in 0..max_steps {
             if self.cancel.is_cancelled() {
                 return Err(TurnError::Provider(ProviderError::Cancelled));
             }
             let mut system = agent.system_prompt.clone().unwrap_or_default();
-            let core = tools::core_memory_prompt(&memory, &blocks);
+            let section = memory.core_section();
+            if step == 0 {
+                for w in section.warnings {
+                    self.warn(sink, "memory", w)?;
+                }
+            }
+            let core = section.text;
             if !core.is_empty() {
                 if !system.is_empty() {
                     system.push_str("\n\n");

@@ -1,18 +1,18 @@
-//! The core memory tools: core_memory_append, core_memory_replace, core_memory_set.
+//! The core memory tools (core_memory_append, core_memory_replace, core_memory_set): typed
+//! arguments here, the edit itself (limits, locking, the daily log) in `crate::memory::core`.
 
-use axocoatl_store::memory::CoreMemory;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::registry::Handler;
 use super::{Context, ToolOutput};
-use crate::config::CoreBlock;
+use crate::memory::CoreEdit;
 
 /// The schema of `A` with `label` limited to the agent's blocks.
 pub fn schema<A: JsonSchema>(cx: &Context<'_>) -> Value {
     let mut v = super::schema::generate::<A>();
-    let labels: Vec<&str> = cx.blocks.iter().map(|b| b.label.as_str()).collect();
+    let labels: Vec<&str> = cx.memory.blocks.iter().map(|b| b.label.as_str()).collect();
     v["properties"]["label"] =
         json!({"type": "string", "enum": labels, "description": "The core memory block"});
     v
@@ -22,7 +22,7 @@ pub fn schema<A: JsonSchema>(cx: &Context<'_>) -> Value {
 #[derive(Deserialize, JsonSchema)]
 pub struct Append {
     label: String,
-    /// The text to append.
+    /// The text to append (as a new line).
     content: String,
 }
 
@@ -30,7 +30,7 @@ pub struct Append {
 #[derive(Deserialize, JsonSchema)]
 pub struct Replace {
     label: String,
-    /// The exact text to replace.
+    /// The exact text to replace; it must occur exactly once.
     old: String,
     /// Its replacement.
     new: String,
@@ -46,79 +46,33 @@ pub struct Set {
 
 impl Handler for Append {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
-        update(cx, &self.label, |current| {
-            Ok(if current.is_empty() {
-                self.content.clone()
-            } else {
-                format!("{current}\n{}", self.content)
-            })
-        })
+        edit(cx, &self.label, CoreEdit::Append(&self.content))
     }
 }
 
 impl Handler for Replace {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
-        update(cx, &self.label, |current| {
-            if self.old.is_empty() || !current.contains(&self.old) {
-                return Err(format!("{:?} is not in block {:?}", self.old, self.label));
-            }
-            Ok(current.replacen(&self.old, &self.new, 1))
-        })
+        let edit_ = CoreEdit::Replace {
+            old: &self.old,
+            new: &self.new,
+        };
+        edit(cx, &self.label, edit_)
     }
 }
 
 impl Handler for Set {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
-        update(cx, &self.label, |_| Ok(self.value.clone()))
+        edit(cx, &self.label, CoreEdit::Set(&self.value))
     }
 }
 
-fn update(
-    cx: &Context<'_>,
-    label: &str,
-    change: impl FnOnce(&str) -> Result<String, String>,
-) -> ToolOutput {
-    let Some(block) = cx.blocks.iter().find(|b| b.label == label) else {
-        return ToolOutput::err(format!("no core memory block {label:?}"));
-    };
-    let current = match cx.memory.get(label, block.shared) {
-        Ok(c) => c,
-        Err(e) => return ToolOutput::err(e.to_string()),
-    };
-    let new = match change(&current) {
-        Ok(n) => n,
-        Err(e) => return ToolOutput::err(e),
-    };
-    let chars = new.chars().count();
-    if chars > block.limit as usize {
-        return ToolOutput::err(format!(
-            "block {label:?} would hold {chars} characters; its limit is {}",
-            block.limit
-        ));
-    }
-    match cx.memory.set(label, block.shared, &new) {
-        Ok(()) => ToolOutput::ok(format!("block {label:?} now holds {chars} characters")),
+fn edit(cx: &Context<'_>, label: &str, edit: CoreEdit<'_>) -> ToolOutput {
+    match cx.memory.edit(label, edit, cx.turn) {
+        Ok(done) => ToolOutput::ok(format!(
+            "block {:?} now holds {} of its {} characters",
+            done.label, done.chars, done.limit
+        )),
         Err(e) => ToolOutput::err(e.to_string()),
-    }
-}
-
-/// The core memory section injected into the system prompt on every turn.
-pub fn core_memory_prompt(memory: &CoreMemory, blocks: &[CoreBlock]) -> String {
-    let mut out = String::new();
-    let wanted: Vec<(&str, bool)> = blocks
-        .iter()
-        .map(|b| (b.label.as_str(), b.shared))
-        .collect();
-    let values = memory.get_many(&wanted).unwrap_or_default();
-    for (b, value) in blocks.iter().zip(values) {
-        if !value.is_empty() {
-            out.push_str(&format!("<{}>\n{}\n</{}>\n", b.label, value, b.label));
-        }
-    }
-    if out.is_empty() {
-        out
-    } else {
-        format!("Core memory:\n{out}")
     }
 }
 
@@ -132,7 +86,7 @@ mod tests {
     fn blocks_are_edited_within_their_limits() {
         let f = Fixture::new(SandboxMode::ReadOnly);
         let set = f.call("core_memory_set", json!({"label": "human", "value": "Ana"}));
-        assert_eq!(set.text, "block \"human\" now holds 3 characters");
+        assert_eq!(set.text, "block \"human\" now holds 3 of its 2000 characters");
         f.call(
             "core_memory_append",
             json!({"label": "human", "content": "likes tea"}),
@@ -143,17 +97,16 @@ mod tests {
         );
         assert!(!rep.is_error, "{}", rep.text);
         assert_eq!(
-            f.memory().get("human", false).expect("get"),
+            f.memory().core.get("human", false).expect("get"),
             "Ana\nlikes coffee"
         );
-        assert!(
-            f.call("core_memory_set", json!({"label": "nope", "value": "x"}))
-                .is_error
-        );
+        assert!(f.call("core_memory_set", json!({"label": "nope", "value": "x"})).is_error);
         let long = "x".repeat(3000);
-        assert!(
-            f.call("core_memory_set", json!({"label": "human", "value": long}))
-                .is_error
+        assert!(f.call("core_memory_set", json!({"label": "human", "value": long})).is_error);
+        let schema = (crate::tools::spec("core_memory_set").expect("spec").schema)(&f.cx());
+        assert_eq!(
+            schema["properties"]["label"]["enum"],
+            json!(["persona", "human", "project"])
         );
     }
 }

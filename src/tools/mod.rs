@@ -18,14 +18,13 @@ mod search;
 
 use std::time::{Duration, Instant};
 
-use axocoatl_store::memory::CoreMemory;
 use serde_json::Value;
 
-use crate::config::{CoreBlock, SandboxMode};
+use crate::config::SandboxMode;
+use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
 pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
-pub use memory::core_memory_prompt;
 pub use path::Root;
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
 
@@ -68,8 +67,10 @@ pub struct Context<'a> {
     pub sandbox: SandboxMode,
     /// Set when the turn is stopped (a running command is then terminated).
     pub cancel: &'a Cancel,
-    pub memory: &'a CoreMemory,
-    pub blocks: &'a [CoreBlock],
+    /// The calling agent's memory tiers (core blocks, daily log).
+    pub memory: &'a AgentMemory,
+    /// The turn making the call (memory edits are logged with it).
+    pub turn: Option<&'a str>,
 }
 
 /// `text` as the model and events see it: whole up to [`MODEL_OUTPUT_CAP`] bytes, else its
@@ -180,8 +181,7 @@ pub(crate) mod testing {
         pub root: Root,
         pub sandbox: SandboxMode,
         pub cancel: Cancel,
-        memory: CoreMemory,
-        blocks: Vec<CoreBlock>,
+        memory: AgentMemory,
     }
 
     impl Fixture {
@@ -191,14 +191,13 @@ pub(crate) mod testing {
             std::fs::create_dir_all(&ws).expect("mkdir");
             let repo_dir = axocoatl_store::repo::init(&ws).expect("init");
             let repo = axocoatl_store::Repo::open(&repo_dir, &Default::default()).expect("open");
-            let memory = CoreMemory::new(&repo, "main:a");
+            let memory = AgentMemory::for_id(&repo, "main:a", &Default::default());
             Fixture {
                 root: Root::new(&ws, &repo_dir).expect("root"),
                 _tmp: tmp,
                 sandbox,
                 cancel: Cancel::new(),
                 memory,
-                blocks: crate::config::CoreConfig::default().effective_blocks(),
             }
         }
 
@@ -208,11 +207,11 @@ pub(crate) mod testing {
                 sandbox: self.sandbox,
                 cancel: &self.cancel,
                 memory: &self.memory,
-                blocks: &self.blocks,
+                turn: None,
             }
         }
 
-        pub fn memory(&self) -> &CoreMemory {
+        pub fn memory(&self) -> &AgentMemory {
             &self.memory
         }
 

@@ -494,6 +494,7 @@ impl Record {
             Record::AgentOutput(x) => Some(x.at),
             Record::ToolStarted(x) => Some(x.at),
             Record::ToolResult(x) => Some(x.at),
+            Record::ToolFinished(x) => Some(x.at),
             Record::ModelCall(x) => Some(x.at),
             Record::StopRequested(x) => Some(x.at),
             Record::RewindBoundary(x) => Some(x.at),
