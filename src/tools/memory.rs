@@ -18,29 +18,24 @@ pub fn schema<A: JsonSchema>(cx: &Context<'_>) -> Value {
     v
 }
 
-/// Arguments of `core_memory_append`.
+// The arguments of the memory tools carry no field descriptions: their schemas are sent on
+// every call of every agent, and the tool descriptions say enough.
 #[derive(Deserialize, JsonSchema)]
 pub struct Append {
     label: String,
-    /// The text to append (as a new line).
     content: String,
 }
 
-/// Arguments of `core_memory_replace`.
 #[derive(Deserialize, JsonSchema)]
 pub struct Replace {
     label: String,
-    /// The exact text to replace; it must occur exactly once.
     old: String,
-    /// Its replacement.
     new: String,
 }
 
-/// Arguments of `core_memory_set`.
 #[derive(Deserialize, JsonSchema)]
 pub struct Set {
     label: String,
-    /// The whole new value.
     value: String,
 }
 
@@ -86,7 +81,10 @@ mod tests {
     fn blocks_are_edited_within_their_limits() {
         let f = Fixture::new(SandboxMode::ReadOnly);
         let set = f.call("core_memory_set", json!({"label": "human", "value": "Ana"}));
-        assert_eq!(set.text, "block \"human\" now holds 3 of its 2000 characters");
+        assert_eq!(
+            set.text,
+            "block \"human\" now holds 3 of its 2000 characters"
+        );
         f.call(
             "core_memory_append",
             json!({"label": "human", "content": "likes tea"}),
@@ -100,9 +98,15 @@ mod tests {
             f.memory().core.get("human", false).expect("get"),
             "Ana\nlikes coffee"
         );
-        assert!(f.call("core_memory_set", json!({"label": "nope", "value": "x"})).is_error);
+        assert!(
+            f.call("core_memory_set", json!({"label": "nope", "value": "x"}))
+                .is_error
+        );
         let long = "x".repeat(3000);
-        assert!(f.call("core_memory_set", json!({"label": "human", "value": long})).is_error);
+        assert!(
+            f.call("core_memory_set", json!({"label": "human", "value": long}))
+                .is_error
+        );
         let schema = (crate::tools::spec("core_memory_set").expect("spec").schema)(&f.cx());
         assert_eq!(
             schema["properties"]["label"]["enum"],

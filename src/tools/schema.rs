@@ -25,6 +25,10 @@ pub fn generate<A: JsonSchema>() -> Value {
         .into_generator();
     let mut value = generator.into_root_schema_for::<A>().to_value();
     simplify(&mut value);
+    // The type's own doc comment: the tool's description says it to the model.
+    if let Some(map) = value.as_object_mut() {
+        map.remove("description");
+    }
     value
 }
 

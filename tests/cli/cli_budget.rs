@@ -21,7 +21,8 @@ fn reply(content: &str, tool: Option<&str>, prompt: u64, completion: u64) -> Rep
 
 fn env_with(server: &FakeServer, agent_extra: &str) -> TestEnv {
     TestEnv::with_config(&format!(
-        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n{agent_extra}",
+        // The memory tools only: the figures below count their schemas.
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n    tools: [core_memory_append, core_memory_replace, core_memory_set]\n{agent_extra}",
         server.url()
     ))
 }

@@ -60,6 +60,12 @@ const INVALID: &[(&str, &str)] = &[
         "tool_unknown",
         "an allowlist naming unknown tools, with did-you-mean",
     ),
+    (
+        "tool_write_in_read_only",
+        "write tools in read-only agents' allowlists, and max_steps 0",
+    ),
+    ("sandbox_unknown", "a misspelled sandbox mode"),
+    ("workspace_missing", "a workspace that does not exist"),
     ("sampling_temperature_negative", "temperature < 0"),
     ("sampling_top_p_out_of_range", "top_p of 0 and above 1"),
     ("sampling_max_tokens_zero", "max_tokens of 0"),
@@ -269,6 +275,38 @@ fn full_config_validates() {
         provider.script,
         Some(PathBuf::from("/srv/project/replies.yaml"))
     );
+}
+
+#[test]
+fn agents_that_act_config_validates() {
+    use axocoatl::config::SandboxMode;
+    let loaded = load_valid("agents_that_act");
+    assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings));
+    let config = &loaded.config;
+    assert_eq!(config.workspace.as_deref(), Some(Path::new(".")));
+    let coder = config.agent("coder").expect("coder");
+    assert_eq!(
+        (coder.sandbox, coder.max_steps()),
+        (SandboxMode::WorkspaceWrite, 25)
+    );
+    let reviewer = config.agent("reviewer").expect("reviewer");
+    assert_eq!(
+        (reviewer.sandbox, reviewer.max_steps()),
+        (SandboxMode::ReadOnly, 25)
+    );
+    assert_eq!(reviewer.tools, ["read_file", "grep", "run_command"]);
+}
+
+#[test]
+fn full_access_is_accepted_with_a_warning() {
+    let loaded = load_valid("sandbox_full_access");
+    assert_eq!(loaded.warnings.len(), 1);
+    snapshot_settings("sandbox: full-access is accepted with a warning").bind(|| {
+        insta::assert_snapshot!(
+            format!("config_validate__{}", "valid_sandbox_full_access"),
+            render(&loaded.warnings)
+        )
+    });
 }
 
 #[test]

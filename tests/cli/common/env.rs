@@ -150,13 +150,16 @@ impl TestEnv {
     }
 }
 
-/// Replaces 64-hex hashes with [HASH], 16-hex ids with [ID], and times with [TIME].
+/// Replaces 64-hex hashes with [HASH], 16-hex ids with [ID], times with [TIME] and tool
+/// durations with [MS].
 pub fn normalize_ids(s: &str) -> String {
     let hash = regex::Regex::new(r"\b[0-9a-f]{64}\b").expect("re");
     let id = regex::Regex::new(r"\b[0-9a-f]{16}\b").expect("re");
     let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").expect("re");
     let short_time = regex::Regex::new(r"\d{4}-\d\d-\d\d \d\d:\d\d").expect("re");
-    let s = hash.replace_all(s, "[HASH]");
+    let duration = regex::Regex::new(r#""duration_ms":\d+"#).expect("re");
+    let s = duration.replace_all(s, r#""duration_ms":[MS]"#);
+    let s = hash.replace_all(&s, "[HASH]");
     let s = id.replace_all(&s, "[ID]");
     let s = time.replace_all(&s, "[TIME]");
     short_time.replace_all(&s, "[TIME]").into_owned()
