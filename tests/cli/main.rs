@@ -20,8 +20,5 @@ mod memory;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
-<<<<<<< HEAD
 mod store_faults;
-=======
 mod tools;
->>>>>>> 937cd8c (tools: end-to-end tests through the binary against loopback Ollama and OpenAI tool calls (read/edit/run loop, allowlist, escapes, Landlock, timeout, stop and Ctrl-C, read-only, max_steps, output cap, rebuilt tool rounds); validate: write tools in read-only allowlists, missing workspace, full-access warning, max_steps; starter config documents workspace, sandbox, max_steps; tool results searchable)
