@@ -105,14 +105,25 @@ pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
 /// Warns about damage met while projecting (never skipped silently) and about records of
 /// kinds this build does not know.
 pub fn warn_problems(ui: &mut Ui, p: &axocoatl::history::Projection) -> std::io::Result<()> {
-    for problem in &p.problems {
-        ui.warn(&format!("{problem} (run `axocoatl fsck`)"))?;
-    }
+    warn_damaged(ui, &p.problems)?;
     if p.unknown_kinds > 0 {
         ui.warn(&format!(
             "skipped {} ledger record{} of a kind this axocoatl does not know (written by a newer version?)",
             p.unknown_kinds,
             if p.unknown_kinds == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(())
+}
+
+/// Warns about each record or segment that could not be read: what is shown lacks it.
+pub fn warn_damaged(
+    ui: &mut Ui,
+    damaged: &[axocoatl_store::ledger::Damaged],
+) -> std::io::Result<()> {
+    for d in damaged {
+        ui.warn(&format!(
+            "{d}; what is shown lacks it (run `axocoatl fsck`)"
         ))?;
     }
     Ok(())

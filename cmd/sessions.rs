@@ -47,11 +47,12 @@ pub enum SessionsCommand {
 
 pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = history::project_repo(ws.repo())?;
+    let list = history::sessions(ws.repo())?;
+    crate::fmt::warn_damaged(ui, &list.problems)?;
     let head = ws.repo().head()?;
     match args.command {
         None => {
-            let mut sessions: Vec<_> = projection.sessions.values().cloned().collect();
+            let mut sessions: Vec<_> = list.sessions.values().cloned().collect();
             if !sessions.iter().any(|s| s.session == head) {
                 sessions.push(history::SessionView {
                     session: head.clone(),
@@ -88,11 +89,15 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                     )?;
                 }
             }
-            Ok(exit::OK)
+            Ok(if list.problems.is_empty() {
+                exit::OK
+            } else {
+                exit::ERROR
+            })
         }
         Some(SessionsCommand::Switch { name, create }) => {
             check_session_name(&name)?;
-            if !create && !projection.sessions.contains_key(&name) && name != head {
+            if !create && !list.sessions.contains_key(&name) && name != head {
                 return Err(
                     CliError::new(exit::NOT_FOUND, format!("no session {name:?}")).hint(format!(
                         "create it with `axocoatl sessions new {name}` (or `switch --create`)"
@@ -104,7 +109,7 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         Some(SessionsCommand::New { name }) => {
             check_session_name(&name)?;
-            if projection.sessions.contains_key(&name) {
+            if list.sessions.contains_key(&name) {
                 return Err(CliError::new(
                     exit::REFUSED,
                     format!("session {name:?} already exists"),

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use axocoatl::clock;
 use axocoatl::history;
 use axocoatl_store::ledger::record::Usage;
 use clap::{Args, ValueEnum};
@@ -58,35 +57,33 @@ struct Row {
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = history::project_repo(ws.repo())?;
+    let list = history::usage(ws.repo(), session.as_deref())?;
+    crate::fmt::warn_damaged(ui, &list.problems)?;
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut total = Row {
         turns: 0,
         usage: Usage::ZERO,
     };
-    for t in projection
-        .turns
-        .iter()
-        .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
-    {
+    for r in list.rows {
         let key = match args.by {
-            By::Agent => t.agent.clone(),
-            By::Session => t.session.clone(),
-            By::Day => clock::date(t.started_at),
+            By::Agent => r.agent,
+            By::Session => r.session,
+            By::Day => r.day,
         };
-        let usage = t.usage.unwrap_or(Usage {
-            complete: false,
-            ..Usage::ZERO
-        });
         let row = rows.entry(key).or_insert_with(|| Row {
             turns: 0,
             usage: Usage::ZERO,
         });
-        row.turns += 1;
-        row.usage.add(&usage);
-        total.turns += 1;
-        total.usage.add(&usage);
+        row.turns += r.turns;
+        row.usage.add(&r.usage);
+        total.turns += r.turns;
+        total.usage.add(&r.usage);
     }
+    let code = if list.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    };
     let key_name = match args.by {
         By::Agent => "agent",
         By::Session => "session",
@@ -103,7 +100,7 @@ pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         v["total"] = json!(true);
         v["turns"] = json!(total.turns);
         ui.json_line(&v)?;
-        return Ok(exit::OK);
+        return Ok(code);
     }
     writeln!(
         ui.out,
@@ -132,5 +129,5 @@ pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             if u.complete { "yes" } else { "no" }
         )?;
     }
-    Ok(exit::OK)
+    Ok(code)
 }

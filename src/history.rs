@@ -269,6 +269,99 @@ pub fn project_reference(repo: &Repo, prefix: &str) -> Result<Projection> {
     project_session(repo, &session)
 }
 
+/// Every session's summary, from the ledger's indexes (no record is decoded but those of
+/// the newest segment), and what could not be read.
+#[derive(Debug, Default)]
+pub struct SessionList {
+    pub sessions: BTreeMap<String, SessionView>,
+    pub problems: Vec<Damaged>,
+}
+
+/// Lists every session: turns begun, first and last activity, the active turn (an open
+/// turn whose owner is alive).
+pub fn sessions(repo: &Repo) -> Result<SessionList> {
+    let summaries = repo.ledger().summaries(None)?;
+    let mut sessions: BTreeMap<String, SessionView> = summaries
+        .sessions
+        .into_iter()
+        .map(|(name, s)| {
+            let view = SessionView {
+                session: s.session,
+                turns: s.turns,
+                created_at: s.created_at,
+                last_activity: s.last_activity,
+                active_turn: None,
+            };
+            (name, view)
+        })
+        .collect();
+    let mut liveness: HashMap<String, bool> = HashMap::new();
+    for open in &summaries.open {
+        let live = *liveness
+            .entry(open.session.clone())
+            .or_insert_with(|| crate::session::owner_alive(repo, &open.session).unwrap_or(false));
+        if let (true, Some(s)) = (live, sessions.get_mut(&open.session)) {
+            s.active_turn = Some(open.turn.clone());
+        }
+    }
+    Ok(SessionList {
+        sessions,
+        problems: summaries.damaged,
+    })
+}
+
+/// Token usage of the turns of one session, agent and day (UTC, the day the turn began).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRow {
+    pub session: String,
+    pub agent: String,
+    /// `YYYY-MM-DD`
+    pub day: String,
+    pub turns: u64,
+    /// Incomplete when a call reported no usage, or a turn has not ended.
+    pub usage: Usage,
+}
+
+/// Usage rows of one session (or every session), from the ledger's indexes.
+#[derive(Debug, Default)]
+pub struct UsageList {
+    pub rows: Vec<UsageRow>,
+    pub problems: Vec<Damaged>,
+}
+
+/// Sums the provider-reported usage of every turn in scope, per session, agent and day.
+pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
+    let summaries = repo.ledger().summaries(session)?;
+    let mut rows: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
+    for (s, u) in summaries.usage {
+        let row = rows.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
+        row.0 += u.turns;
+        row.1.add(&u.usage);
+    }
+    // A turn without a terminal record has no reported usage.
+    for open in summaries.open {
+        let key = (
+            open.session,
+            open.agent,
+            axocoatl_store::ledger::day_of(open.started_at),
+        );
+        rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
+    }
+    Ok(UsageList {
+        rows: rows
+            .into_iter()
+            .map(|((session, agent, day), (turns, usage))| UsageRow {
+                session,
+                agent,
+                day: crate::clock::date(day * 86_400_000),
+                turns,
+                usage,
+            })
+            .collect(),
+        problems: summaries.damaged,
+    })
+}
+
 /// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
 /// the session locks; orphans found on the way are recorded as interrupted.
 pub fn project_walked(repo: &Repo, walked: Walked) -> Result<Projection> {

@@ -17,6 +17,8 @@ pub const LEDGER_INDEX_DIR: &str = "ledger/v1/index";
 /// Where `fsck --repair` keeps damaged bytes it cut from the end of the ledger.
 pub const LEDGER_DAMAGED_DIR: &str = "ledger/v1/damaged";
 pub const LEDGER_DAMAGED_DIR_NAME: &str = "damaged";
+/// The indexes' directory inside the ledger directory (`LEDGER_INDEX_DIR`).
+pub const INDEX_SUBDIR: &str = "index";
 pub const OBJECTS_DIR: &str = "objects";
 pub const CHECKPOINTS_DIR: &str = "checkpoints/v1";
 pub const DAILY_LOG_DIR: &str = "memory/daily_log/v1";
@@ -118,6 +120,11 @@ pub fn check_session_name(name: &str) -> crate::Result<()> {
 
 pub fn segment_file_name(number: u64) -> String {
     format!("{number:012}.seg")
+}
+
+/// The index of segment `number`, in [`INDEX_SUBDIR`] of the ledger directory.
+pub fn index_file_name(number: u64) -> String {
+    format!("{number:012}.idx")
 }
 
 pub fn parse_segment_file_name(name: &str) -> Option<u64> {

@@ -73,6 +73,8 @@ fn always(v: &RecordView<'_>) -> bool {
 #[derive(Default)]
 struct Collector {
     wanted: KeySet,
+    /// The ids of the wanted turns.
+    ids: Vec<Vec<u8>>,
     begun: KeySet,
     ended: KeySet,
     out: Walked,
@@ -97,6 +99,7 @@ impl Collector {
 
     fn merge(&mut self, part: Collector) {
         self.wanted.extend(part.wanted);
+        self.ids.extend(part.ids);
         self.begun.extend(part.begun);
         self.ended.extend(part.ended);
         self.out.merge(part.out);
@@ -153,8 +156,9 @@ fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
             let v = RecordView::new(fr.kind, fr.payload);
             let key = v.turn().map(short);
             if hit {
-                if let Some(k) = key {
+                if let (Some(k), Some(id)) = (key, v.turn()) {
                     if c.wanted.insert(k) {
+                        c.ids.push(id.to_vec());
                         // The turn's earlier records, from the window.
                         for &(o, wk) in window.iter() {
                             if wk == k {
@@ -210,24 +214,30 @@ impl Ledger {
             c.merge(part);
         }
         // Rewind targets must be projected, or later turns could not be marked superseded.
-        let targets: Vec<u128> = c
+        let targets: Vec<Vec<u8>> = c
             .out
             .entries
             .iter()
             .filter_map(|e| match &e.record {
-                Some(Record::RewindBoundary(r)) => Some(short(r.target.as_bytes())),
+                Some(Record::RewindBoundary(r)) => Some(r.target.as_bytes().to_vec()),
                 _ => None,
             })
             .collect();
-        let complete = targets.iter().all(|t| c.begun.contains(t))
-            && c.wanted
-                .iter()
-                .all(|t| c.begun.contains(t) && c.ended.contains(t));
-        if !complete {
-            let mut wanted = c.wanted;
-            wanted.extend(targets);
-            return self
-                .walk(&mut |v| always(&v) || v.turn().is_some_and(|k| wanted.contains(&short(k))));
+        // Turns whose begin or end was not collected (they cross a segment boundary, fell
+        // out of the window, or are still running) are read whole through the indexes.
+        let missing: HashSet<Vec<u8>> = c
+            .ids
+            .iter()
+            .filter(|id| {
+                let k = short(id);
+                !c.begun.contains(&k) || !c.ended.contains(&k)
+            })
+            .chain(targets.iter().filter(|id| !c.begun.contains(&short(id))))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let more = self.read_turns(&missing)?;
+            c.out.merge(more);
         }
         c.out.sort();
         Ok(c.out)

@@ -12,6 +12,7 @@ pub(crate) mod frame_le {
     pub use super::frame::{crc32c, le_u32, le_u64};
 }
 mod grep;
+pub mod index;
 pub mod record;
 mod segment;
 mod segments;
@@ -26,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
+pub use index::{day_of, OpenTurn, SessionSummary, Summaries, UsageRow};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
 pub use segments::{Repair, SegmentSet};

@@ -169,6 +169,21 @@ impl SegmentData {
         self.entry(fr)
     }
 
+    /// The header checksum a frame was written with (part of what ties an index to the
+    /// bytes it was built from).
+    pub fn header_crc(&self, fr: &RawFrame<'_>) -> u32 {
+        let at = (fr.offset - self.base) as usize;
+        self.bytes().get(at + 12..at + 16).map_or(0, frame::le_u32)
+    }
+
+    /// The sequence number and header checksum of the frame at file offset `offset`, read
+    /// without parsing it (`None` when the bytes are not there).
+    pub fn frame_stamp(&self, offset: u64) -> Option<(u64, u32)> {
+        let at = usize::try_from(offset.checked_sub(self.base)?).ok()?;
+        let b = self.bytes().get(at..at + 16)?;
+        Some((frame::le_u64(&b[4..12]), frame::le_u32(&b[12..16])))
+    }
+
     /// Whether a frame from [`SegmentData::frames_unverified`] has an intact payload.
     pub fn payload_ok(&self, fr: &RawFrame<'_>) -> bool {
         frame::payload_ok(

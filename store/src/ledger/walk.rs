@@ -9,9 +9,11 @@
 //! incomplete last record of the newest segment, left by a crash mid-append) ends the walk
 //! quietly: the next appender truncates it.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use super::index::{Index, Part, Section, Stale};
 use super::record::{Kind, Record, RecordView};
 use super::segment::{load, Damage, RawFrame, SegmentData};
 use super::{Entry, Ledger, Position, SegmentSet};
@@ -112,6 +114,9 @@ impl Walked {
     pub(crate) fn sort(&mut self) {
         self.entries.sort_by_key(|e| e.pos);
         self.entries.dedup_by_key(|e| e.pos);
+        let mut seen = HashSet::new();
+        self.damaged
+            .retain(|d| seen.insert((d.path.clone(), d.offset, d.reason.clone())));
     }
 
     fn damage(&mut self, seg: &SegmentData, damage: Damage) {
@@ -158,6 +163,37 @@ pub(crate) fn select(
     }
 }
 
+/// Decodes the records at `offsets` of `seg` (offsets an index gave).
+fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
+    offsets.sort_unstable();
+    offsets.dedup();
+    for offset in offsets {
+        match seg.frame_at(u64::from(offset)) {
+            Ok(Some(fr)) => out.decode(seg, &fr),
+            Ok(None) => out
+                .damaged
+                .push(Damaged::at(seg, offset.into(), "no record here")),
+            Err(Damage::Corrupt { offset, reason }) => {
+                out.damaged.push(Damaged::at(seg, offset, reason))
+            }
+            Err(Damage::TornTail { offset, .. }) => {
+                out.damaged
+                    .push(Damaged::at(seg, offset, "the record ends early"))
+            }
+        }
+    }
+}
+
+/// How a read finds its records in one segment: through the index when the segment has one,
+/// else by walking the segment with `keep`.
+struct Read<'a> {
+    /// The offsets the index lists for the read.
+    lookup: &'a dyn Fn(&Index) -> Result<Vec<u32>, Stale>,
+    keep: &'a mut dyn FnMut(RecordView<'_>) -> bool,
+    /// Called after each indexed segment (to take over what it carries).
+    carried: &'a mut dyn FnMut(&Index),
+}
+
 impl Ledger {
     /// Walks the whole ledger once, decoding the records `keep` accepts (in ledger order).
     pub fn walk(&self, keep: &mut dyn FnMut(RecordView<'_>) -> bool) -> Result<Walked> {
@@ -177,6 +213,32 @@ impl Ledger {
         Ok(out)
     }
 
+    /// Reads through the indexes of sealed segments, walking the rest.
+    fn read(&self, r: Read<'_>) -> Result<Walked> {
+        let mut out = Walked::default();
+        for part in self.plan()? {
+            match part {
+                Part::Indexed { seg, index } => match (r.lookup)(&index) {
+                    Ok(offsets) => {
+                        out.damaged.extend(index.damaged(&seg));
+                        decode_at(&seg, offsets, &mut out);
+                        (r.carried)(&index);
+                    }
+                    Err(Stale) => {
+                        // Damaged where it was read: read the segment itself, and let the
+                        // next reader rebuild the index.
+                        self.forget_index(seg.number);
+                        select(&seg, 0, r.keep, &mut out);
+                    }
+                },
+                Part::Raw { seg } => select(&seg, 0, r.keep, &mut out),
+                Part::Unreadable(d) => out.damaged.push(d),
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Every record.
     pub fn read_all(&self) -> Result<Walked> {
         self.walk(&mut |_| true)
@@ -184,17 +246,33 @@ impl Ledger {
 
     /// The records of one session: those that name it, and every record of its turns.
     pub fn read_session(&self, session: &str) -> Result<Walked> {
-        let mut turns: HashSet<Vec<u8>> = HashSet::new();
-        self.walk(&mut |v| {
-            let of_session = v.session() == Some(session.as_bytes());
-            match (v.kind(), v.turn()) {
-                (Some(Kind::TurnBegun), Some(turn)) if of_session => {
-                    turns.insert(turn.to_vec());
-                    true
+        // Its turns begun in earlier segments and still open (carried), and those begun here.
+        let turns: RefCell<HashSet<Vec<u8>>> = RefCell::default();
+        self.read(Read {
+            lookup: &|index| match index.session(session)? {
+                Some(row) => index.session_offsets(&row),
+                None => Ok(Vec::new()),
+            },
+            keep: &mut |v| {
+                let of_session = v.session() == Some(session.as_bytes());
+                match (v.kind(), v.turn()) {
+                    (Some(Kind::TurnBegun), Some(turn)) if of_session => {
+                        turns.borrow_mut().insert(turn.to_vec());
+                        true
+                    }
+                    (_, Some(turn)) if turns.borrow().contains(turn) => true,
+                    _ => of_session,
                 }
-                (_, Some(turn)) if turns.contains(turn) => true,
-                _ => of_session,
-            }
+            },
+            carried: &mut |index| {
+                *turns.borrow_mut() = index
+                    .meta
+                    .open
+                    .iter()
+                    .filter(|o| o.session == session)
+                    .map(|o| o.turn.as_bytes().to_vec())
+                    .collect();
+            },
         })
     }
 
@@ -202,27 +280,62 @@ impl Ledger {
     /// superseded: every rewind boundary and the turns rewinds target.
     pub fn read_turn_prefix(&self, prefix: &str) -> Result<Walked> {
         let prefix = prefix.as_bytes();
-        let mut out = self.walk(&mut |v| {
-            v.kind() == Some(Kind::RewindBoundary)
-                || v.turn().is_some_and(|t| t.starts_with(prefix))
+        let mut out = self.read(Read {
+            lookup: &|index| {
+                let mut offsets = index.turn_prefix_offsets(prefix)?;
+                offsets.extend(index.offsets(Section::Rewinds)?);
+                Ok(offsets)
+            },
+            keep: &mut |v| {
+                v.kind() == Some(Kind::RewindBoundary)
+                    || v.turn().is_some_and(|t| t.starts_with(prefix))
+            },
+            carried: &mut |_| {},
         })?;
         self.complete_rewinds(&mut out)?;
         Ok(out)
     }
 
+    /// Every record of the turns `ids` names.
+    pub fn read_turns(&self, ids: &HashSet<Vec<u8>>) -> Result<Walked> {
+        self.read(Read {
+            lookup: &|index| {
+                let mut offsets = Vec::new();
+                for id in ids {
+                    offsets.extend(index.turn_offsets(id)?);
+                }
+                Ok(offsets)
+            },
+            keep: &mut |v| v.turn().is_some_and(|t| ids.contains(t)),
+            carried: &mut |_| {},
+        })
+    }
+
     /// Session and attachment records of every session (no turns).
     pub fn read_attachments(&self) -> Result<Walked> {
-        self.walk(&mut |v| {
-            matches!(
-                v.kind(),
-                Some(
-                    Kind::SessionCreated
-                        | Kind::AttachmentAdded
-                        | Kind::AttachmentRemoved
-                        | Kind::AttachmentConsumed
+        self.read(Read {
+            lookup: &|index| index.offsets(Section::Always),
+            keep: &mut |v| {
+                matches!(
+                    v.kind(),
+                    Some(
+                        Kind::SessionCreated
+                            | Kind::AttachmentAdded
+                            | Kind::AttachmentRemoved
+                            | Kind::AttachmentConsumed
+                    )
                 )
-            )
+            },
+            carried: &mut |_| {},
         })
+    }
+
+    /// Removes the index of segment `number` (best effort), so that it is rebuilt.
+    pub(crate) fn forget_index(&self, number: u64) {
+        let _ = std::fs::remove_file(
+            self.index_dir()
+                .join(crate::layout::index_file_name(number)),
+        );
     }
 
     /// Adds the records of the turns that the rewind boundaries in `out` target, when `out`
@@ -253,7 +366,7 @@ impl Ledger {
         if missing.is_empty() {
             return Ok(());
         }
-        let more = self.walk(&mut |v| v.turn().is_some_and(|t| missing.contains(t)))?;
+        let more = self.read_turns(&missing)?;
         out.merge(more);
         out.sort();
         Ok(())
@@ -414,4 +527,4 @@ impl Iterator for Scan {
 
 #[cfg(test)]
 #[path = "walk_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,395 @@
+//! Building the index of one segment.
+//!
+//! Records are added in ledger order without knowing what came before the segment; what
+//! depends on it (a record of a turn begun in an earlier segment, the end of such a turn)
+//! waits until [`Builder::finish`] is given the turns still open when the segment began.
+//! So segments can be read and decoded in parallel and finished one after another cheaply.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::format::{self, push_u32, push_u64, Stamp};
+use super::{Meta, OpenTurn, Section, SECTIONS};
+use crate::ledger::frame::crc32c;
+use crate::ledger::record::{Millis, Record, Usage};
+use crate::ledger::segment::SegmentData;
+use crate::ledger::{Entry, Position};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The UTC day (days since 1970-01-01) of a time.
+pub fn day_of(at: Millis) -> i64 {
+    at.div_euclid(DAY_MS)
+}
+
+#[derive(Default)]
+struct SessionAcc {
+    /// Records that name the session but no turn of it.
+    own: Vec<u32>,
+    /// Its turns with records here, in order of first record.
+    turns: Vec<String>,
+    begun: u32,
+    first_at: Option<Millis>,
+    last_at: Option<Millis>,
+    /// Per (agent, day the turn began).
+    usage: BTreeMap<(u32, i64), UsageAcc>,
+}
+
+#[derive(Clone, Copy)]
+struct UsageAcc {
+    turns: u32,
+    usage: Usage,
+}
+
+impl Default for UsageAcc {
+    fn default() -> Self {
+        UsageAcc {
+            turns: 0,
+            usage: Usage::ZERO,
+        }
+    }
+}
+
+struct TurnAcc {
+    session: String,
+    postings: Vec<u32>,
+    begun_here: bool,
+}
+
+/// A record whose turn began before this segment (or never).
+struct Pending {
+    offset: u32,
+    turn: String,
+    /// The session the record names itself, if any.
+    session: Option<String>,
+    /// For a terminal record: its usage.
+    end: Option<Usage>,
+}
+
+/// Collects one segment's records for its index.
+#[derive(Default)]
+pub(crate) struct Builder {
+    sessions: BTreeMap<String, SessionAcc>,
+    turns: HashMap<String, TurnAcc>,
+    /// Turns begun here and not ended (yet).
+    open: HashMap<String, OpenTurn>,
+    pending: Vec<Pending>,
+    agents: Vec<String>,
+    agent_ix: HashMap<String, u32>,
+    rewinds: Vec<u32>,
+    always: Vec<u32>,
+    damaged: Vec<(u64, String)>,
+    unknown_kinds: u64,
+    last: Option<(u64, u64, u32)>,
+}
+
+impl Builder {
+    /// Reads every frame of `seg`, verifying each, and collects them. `None` for a segment
+    /// too large for 32-bit offsets (it is then always walked).
+    pub fn from_segment(seg: &SegmentData) -> Option<Builder> {
+        let end = seg.base + seg.bytes().len() as u64;
+        if end > u64::from(u32::MAX) {
+            return None;
+        }
+        let mut b = Builder::default();
+        if let Err(reason) = seg.header() {
+            b.damaged.push((0, reason));
+            return Some(b);
+        }
+        let mut torn = false;
+        let damage = seg.frames_unverified(0, |fr| {
+            if torn {
+                return;
+            }
+            if !seg.payload_ok(&fr) {
+                if !seg.sealed && fr.offset + fr.len == end {
+                    torn = true; // a torn write at the newest segment's end
+                } else {
+                    b.damaged
+                        .push((fr.offset, "record checksum mismatch".into()));
+                }
+                return;
+            }
+            b.last = Some((fr.seq, fr.offset, seg.header_crc(&fr)));
+            match seg.entry(&fr) {
+                Ok(entry) => b.add(entry),
+                Err(e) => b.damaged.push((fr.offset, e.to_string())),
+            }
+        });
+        if let Some(crate::ledger::Damage::Corrupt { offset, reason }) = damage {
+            b.damaged.push((offset, reason));
+        }
+        Some(b)
+    }
+
+    fn agent(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.agent_ix.get(name) {
+            return i;
+        }
+        let i = self.agents.len() as u32;
+        self.agents.push(name.to_owned());
+        self.agent_ix.insert(name.to_owned(), i);
+        i
+    }
+
+    fn session(&mut self, name: &str) -> &mut SessionAcc {
+        if !self.sessions.contains_key(name) {
+            self.sessions.insert(name.to_owned(), SessionAcc::default());
+        }
+        self.sessions.entry(name.to_owned()).or_default()
+    }
+
+    /// Adds one decoded record (in ledger order).
+    pub fn add(&mut self, entry: Entry) {
+        let offset = entry.pos.offset as u32;
+        let Some(record) = entry.record else {
+            self.unknown_kinds += 1;
+            return;
+        };
+        if let Some(session) = record.session() {
+            let s = self.session(session);
+            if let Some(at) = record.at() {
+                s.first_at = s.first_at.or(Some(at));
+                s.last_at = Some(s.last_at.map_or(at, |l| l.max(at)));
+            }
+        }
+        match &record {
+            Record::RewindBoundary(_) => self.rewinds.push(offset),
+            Record::SessionCreated(_)
+            | Record::AttachmentAdded(_)
+            | Record::AttachmentRemoved(_)
+            | Record::AttachmentConsumed(_) => self.always.push(offset),
+            _ => {}
+        }
+        if let Record::TurnBegun(b) = &record {
+            self.begin(b, entry.pos, entry.seq);
+        }
+        let Some(turn) = record.turn() else {
+            if let Some(s) = record.session() {
+                self.session(s).own.push(offset);
+            }
+            return;
+        };
+        let end = match &record {
+            Record::TurnEnded(e) => Some(e.usage),
+            _ => None,
+        };
+        match self.turns.get_mut(turn) {
+            Some(t) if t.begun_here => {
+                let session = t.session.clone();
+                if record.session().is_some_and(|s| s != session) {
+                    // Names another session than its turn's: it belongs to the session named.
+                    self.session(record.session().unwrap_or_default())
+                        .own
+                        .push(offset);
+                } else {
+                    t.postings.push(offset);
+                }
+                if let Some(usage) = end {
+                    if let Some(open) = self.open.remove(turn) {
+                        self.add_usage(&open, 0, usage);
+                    }
+                }
+            }
+            _ => self.pending.push(Pending {
+                offset,
+                turn: turn.to_owned(),
+                session: record.session().map(str::to_owned),
+                end,
+            }),
+        }
+    }
+
+    fn begin(&mut self, b: &crate::ledger::record::TurnBegun, pos: Position, seq: u64) {
+        if self.turns.get(&b.turn).is_some_and(|t| t.begun_here) {
+            return; // a second begin of the same turn (never written by axocoatl)
+        }
+        let agent = self.agent(&b.agent);
+        let s = self.session(&b.session);
+        s.begun += 1;
+        s.turns.push(b.turn.clone());
+        s.usage.entry((agent, day_of(b.at))).or_default().turns += 1;
+        self.turns.insert(
+            b.turn.clone(),
+            TurnAcc {
+                session: b.session.clone(),
+                postings: Vec::new(),
+                begun_here: true,
+            },
+        );
+        self.open.insert(
+            b.turn.clone(),
+            OpenTurn {
+                turn: b.turn.clone(),
+                session: b.session.clone(),
+                agent: b.agent.clone(),
+                started_at: b.at,
+                begin: pos,
+                begin_seq: seq,
+            },
+        );
+    }
+
+    /// Adds a terminal record's usage to the row of its turn (agent, day it began).
+    fn add_usage(&mut self, open: &OpenTurn, turns: u32, usage: Usage) {
+        let agent = self.agent(&open.agent);
+        let row = self
+            .session(&open.session)
+            .usage
+            .entry((agent, day_of(open.started_at)))
+            .or_default();
+        row.turns += turns;
+        row.usage.add(&usage);
+    }
+
+    /// Resolves what waited for the turns open when the segment began, and encodes the
+    /// index. Also returns the turns still open at the segment's end.
+    pub fn finish(mut self, seg: &SegmentData, carry_in: &[OpenTurn]) -> (Vec<u8>, Vec<OpenTurn>) {
+        let mut carried: HashMap<&str, &OpenTurn> =
+            carry_in.iter().map(|o| (o.turn.as_str(), o)).collect();
+        for p in std::mem::take(&mut self.pending) {
+            let owner = carried.get(p.turn.as_str()).map(|o| o.session.clone());
+            match (owner, &p.session) {
+                (Some(session), named) if named.as_ref().is_none_or(|n| *n == session) => {
+                    let t = self.turns.entry(p.turn.clone()).or_insert_with(|| TurnAcc {
+                        session: session.clone(),
+                        postings: Vec::new(),
+                        begun_here: false,
+                    });
+                    let first = t.postings.is_empty();
+                    t.postings.push(p.offset);
+                    if first {
+                        let s = self.sessions.entry(session).or_default();
+                        s.turns.push(p.turn.clone());
+                    }
+                    if let Some(usage) = p.end {
+                        if let Some(open) = carried.remove(p.turn.as_str()) {
+                            let open = open.clone();
+                            self.add_usage(&open, 0, usage);
+                        }
+                    }
+                }
+                (_, Some(named)) => self.session(named).own.push(p.offset),
+                // A record of a turn that never began (or began in a damaged record): no
+                // projection shows it, so no session lists it.
+                (_, None) => {}
+            }
+        }
+        let mut carry_out: Vec<OpenTurn> = carried.into_values().cloned().collect();
+        carry_out.extend(self.open.drain().map(|(_, o)| o));
+        carry_out.sort_by_key(|o| o.begin_seq);
+        let header = seg.header().ok();
+        let (last_seq, last_offset, last_hcrc) =
+            self.last.unwrap_or((header.map_or(0, |h| h.1), 0, 0));
+        let stamp = Stamp {
+            segment: seg.number,
+            covered: seg.base + seg.bytes().len() as u64,
+            base_seq: header.map_or(0, |h| h.1),
+            last_seq,
+            last_offset,
+            last_hcrc,
+            carry_in: digest(carry_in),
+        };
+        let bytes = self.encode(&stamp, &carry_out);
+        (bytes, carry_out)
+    }
+
+    fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
+        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS];
+        let mut postings: Vec<u8> = Vec::new();
+        let mut session_rows = Vec::new();
+        let mut usage_rows = Vec::new();
+        let mut turn_rows: BTreeMap<&str, [u32; 4]> = BTreeMap::new();
+        let mut sessions_fst = fst::MapBuilder::memory();
+        let count = |v: &Vec<u8>| (v.len() / 4) as u32;
+        for (i, (name, s)) in self.sessions.iter().enumerate() {
+            let start = count(&postings);
+            let mut own = s.own.clone();
+            own.sort_unstable();
+            for o in own {
+                push_u32(&mut postings, o);
+            }
+            for turn in &s.turns {
+                let Some(t) = self.turns.get(turn) else {
+                    continue;
+                };
+                let t_start = count(&postings);
+                for &o in &t.postings {
+                    push_u32(&mut postings, o);
+                }
+                turn_rows.insert(
+                    turn,
+                    [
+                        i as u32,
+                        t_start,
+                        count(&postings) - t_start,
+                        u32::from(t.begun_here),
+                    ],
+                );
+            }
+            let usage_start = (usage_rows.len() / USAGE_ROW) as u32;
+            for (&(agent, day), u) in &s.usage {
+                push_u32(&mut usage_rows, agent);
+                push_u32(&mut usage_rows, u.turns);
+                push_u32(&mut usage_rows, u.usage.calls);
+                push_u32(&mut usage_rows, u32::from(u.usage.complete));
+                push_u64(&mut usage_rows, day as u64);
+                push_u64(&mut usage_rows, u.usage.prompt_tokens);
+                push_u64(&mut usage_rows, u.usage.completion_tokens);
+            }
+            let row = &mut session_rows;
+            push_u32(row, start);
+            push_u32(row, count(&postings) - start);
+            push_u32(row, s.begun);
+            push_u32(row, usage_start);
+            push_u32(row, s.usage.len() as u32);
+            push_u32(row, u32::from(s.first_at.is_some()));
+            push_u64(row, s.first_at.unwrap_or(0) as u64);
+            push_u64(row, s.last_at.unwrap_or(0) as u64);
+            // Keys are inserted in order (a BTreeMap), so the builder cannot fail.
+            let _ = sessions_fst.insert(name, i as u64);
+        }
+        let mut turns_fst = fst::MapBuilder::memory();
+        let mut rows = Vec::new();
+        for (i, (id, row)) in turn_rows.iter().enumerate() {
+            let _ = turns_fst.insert(id, i as u64);
+            for v in row {
+                push_u32(&mut rows, *v);
+            }
+        }
+        let meta = Meta {
+            damaged: self.damaged,
+            unknown_kinds: self.unknown_kinds,
+            open: carry_out.to_vec(),
+            agents: self.agents,
+        };
+        sections[Section::Meta as usize] = postcard::to_allocvec(&meta).unwrap_or_default();
+        sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
+        sections[Section::SessionRows as usize] = session_rows;
+        sections[Section::TurnsFst as usize] = turns_fst.into_inner().unwrap_or_default();
+        sections[Section::TurnRows as usize] = rows;
+        sections[Section::Postings as usize] = postings;
+        sections[Section::UsageRows as usize] = usage_rows;
+        let offsets = |v: &[u32]| {
+            let mut out = Vec::with_capacity(v.len() * 4);
+            for &o in v {
+                push_u32(&mut out, o);
+            }
+            out
+        };
+        sections[Section::Rewinds as usize] = offsets(&self.rewinds);
+        sections[Section::Always as usize] = offsets(&self.always);
+        format::encode(stamp, &sections)
+    }
+}
+
+/// Width in bytes of a usage row.
+pub const USAGE_ROW: usize = 40;
+/// Width in bytes of a session row.
+pub const SESSION_ROW: usize = 40;
+/// Width in bytes of a turn row.
+pub const TURN_ROW: usize = 16;
+
+/// A digest of a list of open turns, tying an index to the one before it.
+pub fn digest(open: &[OpenTurn]) -> u32 {
+    crc32c(&postcard::to_allocvec(open).unwrap_or_default())
+}

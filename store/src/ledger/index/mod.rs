@@ -1,0 +1,428 @@
+//! Indexes: caches beside the sealed segments (`ledger/v1/index/NNNNNNNNNNNN.idx`).
+//!
+//! A sealed segment never changes, so what the projections need from it can be kept beside
+//! it: per session its records (grouped by turn) and summary (turns begun, first and last
+//! activity, token usage per agent and day), per turn id its records, the rewind boundaries
+//! and attachment records, the damage met while reading it, and the turns still open at its
+//! end (carried into the next segment's index). A command then reads the records it needs
+//! and not the whole ledger. The newest segment, which still grows, is read directly.
+//!
+//! The ledger stays the authority. An index is built when a reader first needs it, checked
+//! against its segment (length, base sequence, the last record's sequence and checksum) and
+//! against the index before it (a digest of the turns carried over), verified section by
+//! section as it is read, and rebuilt silently when missing, stale or damaged. Nothing is
+//! fsynced: a crash leaves an old index, none, or a damaged one, and each is rebuilt.
+
+mod build;
+mod format;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+use std::cell::Cell;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use build::day_of;
+pub(crate) use build::{digest, Builder};
+use build::{SESSION_ROW, TURN_ROW, USAGE_ROW};
+use format::{u32_at, u64_at, Rows, SectionRef, Stamp};
+pub use summary::{SessionSummary, Summaries};
+
+use super::record::Millis;
+use super::segment::{load, SegmentData};
+use super::walk::Damaged;
+use super::{Ledger, Position};
+use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::layout::index_file_name;
+use crate::Result;
+
+/// The sections of an index file, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Section {
+    /// postcard [`Meta`]
+    Meta,
+    /// session name → row number
+    SessionsFst,
+    /// [`SessionRow`]s
+    SessionRows,
+    /// turn id → row number
+    TurnsFst,
+    /// [`TurnRow`]s
+    TurnRows,
+    /// record offsets (u32): per session its own records, then each turn's
+    Postings,
+    /// [`UsageRow`]s, per session
+    UsageRows,
+    /// offsets of rewind boundaries
+    Rewinds,
+    /// offsets of session-created and attachment records
+    Always,
+}
+
+pub(crate) const SECTIONS: usize = 9;
+
+/// A turn begun and not ended (yet) at the end of a segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenTurn {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub started_at: Millis,
+    pub begin: Position,
+    pub begin_seq: u64,
+}
+
+/// The small part of an index, decoded whenever the index is opened.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    /// Records that could not be read: (offset, reason).
+    pub damaged: Vec<(u64, String)>,
+    pub unknown_kinds: u64,
+    /// Turns open at the end of the segment.
+    pub open: Vec<OpenTurn>,
+    /// Agent names, referred to by number from usage rows.
+    pub agents: Vec<String>,
+}
+
+/// One session's row in one segment's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SessionRow {
+    post_start: u32,
+    post_len: u32,
+    pub turns: u32,
+    usage_start: u32,
+    usage_len: u32,
+    pub first_at: Option<Millis>,
+    pub last_at: Option<Millis>,
+}
+
+/// Token usage of the turns of one agent begun on one day (UTC), as far as one segment
+/// tells: turns begun here are counted, usage of turns ended here is added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRow {
+    pub agent: String,
+    pub day: i64,
+    pub turns: u64,
+    pub usage: super::record::Usage,
+}
+
+/// An index is damaged where it was about to be read: the caller reads the segment itself.
+#[derive(Debug)]
+pub(crate) struct Stale;
+
+#[derive(Debug)]
+enum IndexBytes {
+    Map(memmap2::Mmap),
+    Vec(Vec<u8>),
+}
+
+/// An opened (or freshly built) index of one segment.
+#[derive(Debug)]
+pub(crate) struct Index {
+    bytes: IndexBytes,
+    stamp: Stamp,
+    sections: Vec<SectionRef>,
+    pub meta: Meta,
+    /// Sections whose checksum was verified, one bit each.
+    checked: Cell<u32>,
+}
+
+impl Index {
+    fn bytes(&self) -> &[u8] {
+        match &self.bytes {
+            IndexBytes::Map(m) => m,
+            IndexBytes::Vec(v) => v,
+        }
+    }
+
+    fn parse(bytes: IndexBytes) -> Option<Index> {
+        let (stamp, sections) = {
+            let b = match &bytes {
+                IndexBytes::Map(m) => &m[..],
+                IndexBytes::Vec(v) => &v[..],
+            };
+            format::decode_head(b, SECTIONS)?
+        };
+        let mut index = Index {
+            bytes,
+            stamp,
+            sections,
+            meta: Meta::default(),
+            checked: Cell::new(0),
+        };
+        index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
+        Some(index)
+    }
+
+    /// An index built in memory.
+    pub fn from_built(bytes: Vec<u8>) -> Option<Index> {
+        Index::parse(IndexBytes::Vec(bytes))
+    }
+
+    /// Opens the index file at `path` if it describes exactly the bytes of `seg`.
+    pub fn open(path: &Path, seg: &SegmentData) -> Option<Index> {
+        let file = File::open(path).ok()?;
+        // SAFETY: index files are only ever replaced by rename, never written in place; a
+        // damaged one fails its checksums.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+        let index = Index::parse(IndexBytes::Map(map))?;
+        index.describes(seg).then_some(index)
+    }
+
+    /// Whether this index was built from the bytes `seg` holds now.
+    fn describes(&self, seg: &SegmentData) -> bool {
+        let s = &self.stamp;
+        let len = seg.base + seg.bytes().len() as u64;
+        let base_seq = seg.header().map(|h| h.1).ok();
+        s.segment == seg.number
+            && s.covered == len
+            && base_seq.is_none_or(|b| b == s.base_seq)
+            && (s.last_offset == 0
+                || seg.frame_stamp(s.last_offset) == Some((s.last_seq, s.last_hcrc)))
+    }
+
+    /// The digest of the turns open when the segment began, as this index was built with.
+    pub fn carry_in(&self) -> u32 {
+        self.stamp.carry_in
+    }
+
+    fn section(&self, s: Section) -> Result<&[u8], Stale> {
+        let r = self.sections.get(s as usize).ok_or(Stale)?;
+        let bytes = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
+        let bit = 1u32 << (s as u32);
+        if self.checked.get() & bit == 0 {
+            if super::frame::crc32c(bytes) != r.crc {
+                return Err(Stale);
+            }
+            self.checked.set(self.checked.get() | bit);
+        }
+        Ok(bytes)
+    }
+
+    fn fst(&self, s: Section) -> Result<fst::Map<&[u8]>, Stale> {
+        fst::Map::new(self.section(s)?).map_err(|_| Stale)
+    }
+
+    fn session_row(&self, ordinal: u64) -> Result<SessionRow, Stale> {
+        let rows = Rows::new(self.section(Section::SessionRows)?, SESSION_ROW);
+        let r = rows.row(ordinal as usize).ok_or(Stale)?;
+        let has_at = u32_at(r, 5) != 0;
+        Ok(SessionRow {
+            post_start: u32_at(r, 0),
+            post_len: u32_at(r, 1),
+            turns: u32_at(r, 2),
+            usage_start: u32_at(r, 3),
+            usage_len: u32_at(r, 4),
+            first_at: has_at.then(|| u64_at(r, 24) as i64),
+            last_at: has_at.then(|| u64_at(r, 32) as i64),
+        })
+    }
+
+    /// The row of session `name`, if it has records in this segment.
+    pub fn session(&self, name: &str) -> Result<Option<SessionRow>, Stale> {
+        match self.fst(Section::SessionsFst)?.get(name) {
+            Some(i) => self.session_row(i).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every session with records in this segment, by name.
+    pub fn sessions(&self) -> Result<Vec<(String, SessionRow)>, Stale> {
+        use fst::Streamer;
+        let map = self.fst(Section::SessionsFst)?;
+        let mut stream = map.stream();
+        let mut out = Vec::new();
+        while let Some((name, i)) = stream.next() {
+            let name = String::from_utf8(name.to_vec()).map_err(|_| Stale)?;
+            out.push((name, self.session_row(i)?));
+        }
+        Ok(out)
+    }
+
+    fn postings(&self, start: u32, len: u32) -> Result<Vec<u32>, Stale> {
+        let all = self.section(Section::Postings)?;
+        let (start, len) = (start as usize * 4, len as usize * 4);
+        let bytes = all.get(start..start + len).ok_or(Stale)?;
+        Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
+    }
+
+    /// The offsets of every record of a session in this segment.
+    pub fn session_offsets(&self, row: &SessionRow) -> Result<Vec<u32>, Stale> {
+        self.postings(row.post_start, row.post_len)
+    }
+
+    fn turn_offsets_at(&self, ordinal: u64) -> Result<Vec<u32>, Stale> {
+        let rows = Rows::new(self.section(Section::TurnRows)?, TURN_ROW);
+        let r = rows.row(ordinal as usize).ok_or(Stale)?;
+        self.postings(u32_at(r, 1), u32_at(r, 2))
+    }
+
+    /// The offsets of the records of the turns whose id starts with `prefix`.
+    pub fn turn_prefix_offsets(&self, prefix: &[u8]) -> Result<Vec<u32>, Stale> {
+        use fst::{IntoStreamer, Streamer};
+        let map = self.fst(Section::TurnsFst)?;
+        let mut stream = map.range().ge(prefix).into_stream();
+        let mut out = Vec::new();
+        while let Some((id, i)) = stream.next() {
+            if !id.starts_with(prefix) {
+                break;
+            }
+            out.extend(self.turn_offsets_at(i)?);
+        }
+        Ok(out)
+    }
+
+    /// The offsets of the records of turn `id` in this segment.
+    pub fn turn_offsets(&self, id: &[u8]) -> Result<Vec<u32>, Stale> {
+        match self.fst(Section::TurnsFst)?.get(id) {
+            Some(i) => self.turn_offsets_at(i),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The offsets listed in a section of plain offsets.
+    pub fn offsets(&self, s: Section) -> Result<Vec<u32>, Stale> {
+        Ok(self
+            .section(s)?
+            .chunks_exact(4)
+            .map(super::frame::le_u32)
+            .collect())
+    }
+
+    /// A session's usage rows in this segment.
+    pub fn usage(&self, row: &SessionRow) -> Result<Vec<UsageRow>, Stale> {
+        let rows = Rows::new(self.section(Section::UsageRows)?, USAGE_ROW);
+        let mut out = Vec::with_capacity(row.usage_len as usize);
+        for i in row.usage_start..row.usage_start + row.usage_len {
+            let r = rows.row(i as usize).ok_or(Stale)?;
+            let agent = self.meta.agents.get(u32_at(r, 0) as usize).ok_or(Stale)?;
+            out.push(UsageRow {
+                agent: agent.clone(),
+                turns: u64::from(u32_at(r, 1)),
+                usage: super::record::Usage {
+                    calls: u32_at(r, 2),
+                    complete: u32_at(r, 3) != 0,
+                    prompt_tokens: u64_at(r, 24),
+                    completion_tokens: u64_at(r, 32),
+                },
+                day: u64_at(r, 16) as i64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// What the index says could not be read, as damage of `seg`.
+    pub fn damaged(&self, seg: &SegmentData) -> Vec<Damaged> {
+        self.meta
+            .damaged
+            .iter()
+            .map(|(offset, reason)| Damaged {
+                path: seg.path.clone(),
+                offset: Some(*offset),
+                reason: reason.clone(),
+            })
+            .collect()
+    }
+}
+
+/// How one segment is read by a command.
+pub(crate) enum Part {
+    /// A sealed segment and its index.
+    Indexed { seg: SegmentData, index: Index },
+    /// The newest segment (or one that cannot be indexed): walked.
+    Raw { seg: SegmentData },
+    /// A segment that could not be opened.
+    Unreadable(Damaged),
+}
+
+impl Ledger {
+    /// The directory of the indexes.
+    pub fn index_dir(&self) -> PathBuf {
+        self.dir.join(crate::layout::INDEX_SUBDIR)
+    }
+
+    fn index_path(&self, number: u64) -> PathBuf {
+        self.index_dir().join(index_file_name(number))
+    }
+
+    /// Every segment, oldest first, each with its index when it is sealed. Missing, stale
+    /// or damaged indexes are built (in parallel, one segment per core) and written.
+    pub(crate) fn plan(&self) -> Result<Vec<Part>> {
+        let numbers = self.segment_numbers()?;
+        let newest = numbers.last().copied().unwrap_or(0);
+        let mut segs: Vec<std::result::Result<SegmentData, Damaged>> = numbers
+            .iter()
+            .map(|&n| load(&self.segment_path(n), n, n < newest, 0).map_err(Damaged::from_error))
+            .collect();
+        let mut found: Vec<Option<Index>> = segs
+            .iter()
+            .map(|s| match s {
+                Ok(seg) if seg.sealed => Index::open(&self.index_path(seg.number), seg),
+                _ => None,
+            })
+            .collect();
+        // Build what is missing or stale in parallel; the carried turns are settled below.
+        let missing: Vec<u64> = (0..segs.len() as u64)
+            .filter(|&i| {
+                found[i as usize].is_none() && segs[i as usize].as_ref().is_ok_and(|s| s.sealed)
+            })
+            .collect();
+        let mut builders: Vec<Option<Builder>> = (0..segs.len()).map(|_| None).collect();
+        let built = super::parallel_map(&missing, |i| match &segs[i as usize] {
+            Ok(seg) => Builder::from_segment(seg),
+            Err(_) => None,
+        });
+        for (i, b) in missing.iter().zip(built) {
+            builders[*i as usize] = b;
+        }
+        let mut carry: Vec<OpenTurn> = Vec::new();
+        let mut parts = Vec::with_capacity(segs.len());
+        for (i, seg) in segs.drain(..).enumerate() {
+            let seg = match seg {
+                Ok(seg) => seg,
+                Err(d) => {
+                    parts.push(Part::Unreadable(d));
+                    continue;
+                }
+            };
+            if !seg.sealed {
+                parts.push(Part::Raw { seg });
+                continue;
+            }
+            let index = match found[i].take() {
+                Some(index) if index.carry_in() == digest(&carry) => Some(index),
+                _ => self.build(&seg, builders[i].take(), &carry),
+            };
+            match index {
+                Some(index) => {
+                    carry = index.meta.open.clone();
+                    parts.push(Part::Indexed { seg, index });
+                }
+                None => parts.push(Part::Raw { seg }),
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Builds (or finishes building) the index of `seg` and writes it, best effort: an index
+    /// that cannot be written is still used for this command.
+    fn build(
+        &self,
+        seg: &SegmentData,
+        builder: Option<Builder>,
+        carry: &[OpenTurn],
+    ) -> Option<Index> {
+        let builder = builder.or_else(|| Builder::from_segment(seg))?;
+        let (bytes, _) = builder.finish(seg, carry);
+        let dir = self.index_dir();
+        if create_dir_private(&dir).is_ok() {
+            let _ = write_atomic(&self.index_path(seg.number), &bytes, Durability::Cache);
+        }
+        Index::from_built(bytes)
+    }
+}
