@@ -28,6 +28,11 @@ pub enum Format {
 /// An export is a copy, not a backup: it does not include the working tree, every data store,
 /// or enough information to restore axocoatl.
 ///
+/// When ledger records cannot be read (damage; see `axocoatl fsck`), the export is still
+/// written with what could be read, marked INCOMPLETE at its top (markdown) or with
+/// `"complete": false` and the damage listed (json), each damaged record is named on
+/// stderr, and the exit code is 1.
+///
 /// Examples:
 ///   axocoatl export > transcript.md
 ///   axocoatl export --all --format json -o history.json
@@ -59,8 +64,8 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
         .collect();
     let text = match args.format {
-        Format::Markdown => markdown(&turns, session.as_deref()),
-        Format::Json => json_export(records, &turns, session.as_deref())?,
+        Format::Markdown => markdown(&turns, session.as_deref(), &projection.problems),
+        Format::Json => json_export(records, &turns, session.as_deref(), &projection.problems)?,
     };
     match args.output {
         Some(path) => {
@@ -75,10 +80,17 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         None => ui.out.write_all(text.as_bytes())?,
     }
-    Ok(exit::OK)
+    // Never an incomplete copy in silence: marked inside, warned above, and a failure here.
+    Ok(if projection.problems.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
 }
 
-fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
+type Damaged = axocoatl_store::ledger::Damaged;
+
+fn markdown(turns: &[&TurnView], session: Option<&str>, damaged: &[Damaged]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let scope = session
@@ -86,6 +98,18 @@ fn markdown(turns: &[&TurnView], session: Option<&str>) -> String {
         .unwrap_or_else(|| "all sessions".into());
     let _ = writeln!(o, "# axocoatl History: {scope}\n");
     let _ = writeln!(o, "> {NOT_A_BACKUP}\n");
+    if !damaged.is_empty() {
+        let _ = writeln!(
+            o,
+            "> **INCOMPLETE**: {} damaged ledger record{} could not be read; what they held is missing below (run `axocoatl fsck`):",
+            damaged.len(),
+            if damaged.len() == 1 { "" } else { "s" }
+        );
+        for d in damaged {
+            let _ = writeln!(o, "> - {d}");
+        }
+        let _ = writeln!(o);
+    }
     let mut current = "";
     for t in turns {
         if session.is_none() && t.session != current {
@@ -147,6 +171,7 @@ fn json_export(
     mut records: axocoatl::history::TurnRecords,
     turns: &[&TurnView],
     session: Option<&str>,
+    damaged: &[Damaged],
 ) -> CliResult<String> {
     let mut body = |t: &TurnView| -> Vec<serde_json::Value> {
         let entries = records.remove(t.turn.as_str()).unwrap_or_default();
@@ -175,6 +200,12 @@ fn json_export(
             "version": 1,
             "scope": session.map(|s| json!({"session": s})).unwrap_or_else(|| json!("all")),
             "note": NOT_A_BACKUP,
+            "complete": damaged.is_empty(),
+            "damaged": damaged.iter().map(|d| json!({
+                "file": d.path.display().to_string(),
+                "offset": d.offset,
+                "reason": d.reason,
+            })).collect::<Vec<_>>(),
         },
         "turns": out,
     });

@@ -211,6 +211,7 @@ pub fn send(
     let session_turns: Vec<&history::TurnView> = projection.session_turns(&opts.session).collect();
     let prior = conversation::load(repo, &opts.session, &agent.id, &session_turns)?;
     drop(session_turns);
+    warn_damaged(&projection.problems, prior.rebuilt, sink);
     let attachments = match &opts.attachments {
         Attachments::Selection => projection.attachments.selection(&opts.session),
         Attachments::Pinned(pins) => pins.clone(),
@@ -380,6 +381,25 @@ impl From<RuntimeError> for TurnError {
 impl From<axocoatl_store::Error> for TurnError {
     fn from(e: axocoatl_store::Error) -> Self {
         TurnError::Runtime(e.into())
+    }
+}
+
+/// Says (every time) that records of the session could not be read: the turn goes on with
+/// what could be.
+fn warn_damaged(
+    damaged: &[axocoatl_store::ledger::Damaged],
+    rebuilt: bool,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) {
+    let effect = if rebuilt {
+        "the model's context is rebuilt without it"
+    } else {
+        "the session's history lacks it"
+    };
+    for d in damaged {
+        sink(TurnEvent::Warning(&format!(
+            "{d}; {effect} (run `axocoatl fsck`)"
+        )));
     }
 }
 

@@ -44,6 +44,8 @@ pub enum FindingKind {
     MissingDirectory,
     /// A temporary file left by a process that died mid-write.
     StrayTempFile,
+    /// A ledger index (a cache) is damaged, stale or stray: rebuilt when next needed.
+    StaleIndex,
 }
 
 impl FindingKind {
@@ -57,6 +59,7 @@ impl FindingKind {
             FindingKind::MissingObject => "missing-object",
             FindingKind::BadCheckpoint => "bad-checkpoint",
             FindingKind::BadMemoryFile => "bad-memory-file",
+            FindingKind::StaleIndex => "stale-index",
             FindingKind::OversizeMemoryBlock => "oversize-memory-block",
             FindingKind::DamagedTail => "damaged-tail",
             FindingKind::MissingSegment => "missing-segment",
@@ -71,7 +74,9 @@ impl FindingKind {
     pub fn is_error(self) -> bool {
         !matches!(
             self,
-            FindingKind::UnknownRecordKind | FindingKind::StrayTempFile
+            FindingKind::UnknownRecordKind
+                | FindingKind::StrayTempFile
+                | FindingKind::StaleIndex
         )
     }
 }
@@ -130,6 +135,14 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     check_layout(repo, &mut report)?;
     check_head(repo, &mut report);
     check_ledger(repo, &mut report)?;
+    for f in repo.ledger().check_indexes(repair)? {
+        report.findings.push(Finding {
+            kind: FindingKind::StaleIndex,
+            file: f.path,
+            offset: None,
+            message: f.message,
+        });
+    }
     check_objects(repo, &mut report)?;
     check_checkpoints(repo, &mut report)?;
     let before = report.repaired_bytes;

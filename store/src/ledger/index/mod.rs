@@ -20,6 +20,7 @@ mod summary;
 mod tests;
 
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -64,6 +65,17 @@ pub(crate) enum Section {
 }
 
 pub(crate) const SECTIONS: usize = 9;
+const ALL_SECTIONS: [Section; SECTIONS] = [
+    Section::Meta,
+    Section::SessionsFst,
+    Section::SessionRows,
+    Section::TurnsFst,
+    Section::TurnRows,
+    Section::Postings,
+    Section::UsageRows,
+    Section::Rewinds,
+    Section::Always,
+];
 
 /// A turn begun and not ended (yet) at the end of a segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +196,13 @@ impl Index {
             && base_seq.is_none_or(|b| b == s.base_seq)
             && (s.last_offset == 0
                 || seg.frame_stamp(s.last_offset) == Some((s.last_seq, s.last_hcrc)))
+    }
+
+    /// Verifies every section (what `fsck` does; readers verify only what they read).
+    fn verify_all(&self) -> bool {
+        ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
+            && self.fst(Section::SessionsFst).is_ok()
+            && self.fst(Section::TurnsFst).is_ok()
     }
 
     /// The digest of the turns open when the segment began, as this index was built with.
@@ -424,5 +443,93 @@ impl Ledger {
             let _ = write_atomic(&self.index_path(seg.number), &bytes, Durability::Cache);
         }
         Index::from_built(bytes)
+    }
+}
+
+/// An index file that is not what it should be (found by `fsck`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexFinding {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl Ledger {
+    /// Checks every index file against its segment, the index before it and its checksums,
+    /// and looks for files that are no index of a sealed segment. With `repair`, rebuilds
+    /// the indexes found wanting (and missing ones) and removes the strays. Indexes are
+    /// caches: a finding never makes the repository unclean.
+    pub fn check_indexes(&self, repair: bool) -> Result<Vec<IndexFinding>> {
+        let numbers = self.segment_numbers()?;
+        let sealed: Vec<u64> = numbers
+            .iter()
+            .copied()
+            .take(numbers.len().saturating_sub(1))
+            .collect();
+        let mut findings = Vec::new();
+        let mut carry: Vec<OpenTurn> = Vec::new();
+        for &n in &sealed {
+            let Ok(seg) = load(&self.segment_path(n), n, true, 0) else {
+                continue; // the ledger check reports an unreadable segment
+            };
+            let path = self.index_path(n);
+            let problem = if !path.exists() {
+                None
+            } else {
+                match Index::open(&path, &seg) {
+                    None => Some("damaged, or built from other bytes than its segment's"),
+                    Some(i) if !i.verify_all() => Some("a section fails its checksum"),
+                    Some(i) if i.carry_in() != digest(&carry) => {
+                        Some("stale: built with other turns carried from the segment before")
+                    }
+                    Some(i) => {
+                        carry = i.meta.open.clone();
+                        continue;
+                    }
+                }
+            };
+            if let Some(p) = problem {
+                let then = if repair {
+                    "; rebuilt"
+                } else {
+                    "; it is rebuilt when next needed, or by `axocoatl fsck --repair`"
+                };
+                findings.push(IndexFinding {
+                    path: path.clone(),
+                    message: format!("index {p}{then}"),
+                });
+            }
+            let built = if repair {
+                self.build(&seg, None, &carry)
+            } else {
+                Builder::from_segment(&seg)
+                    .and_then(|b| Index::from_built(b.finish(&seg, &carry).0))
+            };
+            if let Some(index) = built {
+                carry = index.meta.open.clone();
+            }
+        }
+        let wanted: HashSet<String> = sealed.iter().map(|&n| index_file_name(n)).collect();
+        if let Ok(entries) = std::fs::read_dir(self.index_dir()) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // Temporary files of interrupted writes are fsck's stray-temp-file findings.
+                if wanted.contains(&name) || name.starts_with(".tmp-") {
+                    continue;
+                }
+                let then = if repair {
+                    "; removed"
+                } else {
+                    "; `axocoatl fsck --repair` removes it"
+                };
+                findings.push(IndexFinding {
+                    path: entry.path(),
+                    message: format!("not the index of a sealed segment{then}"),
+                });
+                if repair {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        Ok(findings)
     }
 }
