@@ -74,9 +74,7 @@ impl FindingKind {
     pub fn is_error(self) -> bool {
         !matches!(
             self,
-            FindingKind::UnknownRecordKind
-                | FindingKind::StrayTempFile
-                | FindingKind::StaleIndex
+            FindingKind::UnknownRecordKind | FindingKind::StrayTempFile | FindingKind::StaleIndex
         )
     }
 }

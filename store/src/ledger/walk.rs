@@ -176,6 +176,9 @@ fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
             Err(Damage::Corrupt { offset, reason }) => {
                 out.damaged.push(Damaged::at(seg, offset, reason))
             }
+            Err(Damage::DamagedTail { offset, reason, .. }) => {
+                out.damaged.push(Damaged::at(seg, offset, reason))
+            }
             Err(Damage::TornTail { offset, .. }) => {
                 out.damaged
                     .push(Damaged::at(seg, offset, "the record ends early"))

@@ -96,27 +96,38 @@ impl Builder {
             return Some(b);
         }
         let mut torn = false;
-        let damage = seg.frames_unverified(0, |fr| {
-            if torn {
-                return;
-            }
-            if !seg.payload_ok(&fr) {
-                if !seg.sealed && fr.offset + fr.len == end {
-                    torn = true; // a torn write at the newest segment's end
-                } else {
-                    b.damaged
-                        .push((fr.offset, "record checksum mismatch".into()));
+        let mut damage = Vec::new();
+        seg.frames_all_unverified(
+            0,
+            |fr| {
+                if torn {
+                    return;
                 }
-                return;
+                if !seg.payload_ok(&fr) {
+                    if !seg.sealed && fr.offset + fr.len == end {
+                        torn = true; // a torn write at the newest segment's end
+                    } else {
+                        b.damaged
+                            .push((fr.offset, "record checksum mismatch".into()));
+                    }
+                    return;
+                }
+                b.last = Some((fr.seq, fr.offset, seg.header_crc(&fr)));
+                match seg.entry(&fr) {
+                    Ok(entry) => b.add(entry),
+                    Err(e) => b.damaged.push((fr.offset, e.to_string())),
+                }
+            },
+            |d| damage.push(d),
+        );
+        for d in damage {
+            match d {
+                crate::ledger::Damage::TornTail { .. } => {}
+                crate::ledger::Damage::Corrupt { offset, reason }
+                | crate::ledger::Damage::DamagedTail { offset, reason, .. } => {
+                    b.damaged.push((offset, reason))
+                }
             }
-            b.last = Some((fr.seq, fr.offset, seg.header_crc(&fr)));
-            match seg.entry(&fr) {
-                Ok(entry) => b.add(entry),
-                Err(e) => b.damaged.push((fr.offset, e.to_string())),
-            }
-        });
-        if let Some(crate::ledger::Damage::Corrupt { offset, reason }) = damage {
-            b.damaged.push((offset, reason));
         }
         Some(b)
     }

@@ -372,7 +372,14 @@ impl Ledger {
     /// Every segment, oldest first, each with its index when it is sealed. Missing, stale
     /// or damaged indexes are built (in parallel, one segment per core) and written.
     pub(crate) fn plan(&self) -> Result<Vec<Part>> {
-        let numbers = self.segment_numbers()?;
+        let set = self.segment_set()?;
+        // A missing segment is damage: its records are lost, and a reader must say so.
+        let mut parts: Vec<Part> = set
+            .problems(&self.dir)
+            .into_iter()
+            .map(|e| Part::Unreadable(Damaged::from_error(e)))
+            .collect();
+        let numbers = set.numbers;
         let newest = numbers.last().copied().unwrap_or(0);
         let mut segs: Vec<std::result::Result<SegmentData, Damaged>> = numbers
             .iter()
@@ -400,7 +407,7 @@ impl Ledger {
             builders[*i as usize] = b;
         }
         let mut carry: Vec<OpenTurn> = Vec::new();
-        let mut parts = Vec::with_capacity(segs.len());
+        let mut last_seq: Option<u64> = None;
         for (i, seg) in segs.drain(..).enumerate() {
             let seg = match seg {
                 Ok(seg) => seg,
@@ -409,6 +416,23 @@ impl Ledger {
                     continue;
                 }
             };
+            if let (Some(last), Ok((_, base))) = (last_seq, seg.header()) {
+                if base < last {
+                    parts.push(Part::Unreadable(Damaged {
+                        path: seg.path.clone(),
+                        offset: Some(0),
+                        reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: its records repeat earlier ones (a stray copy of a segment?); skipped"),
+                    }));
+                    continue;
+                }
+                if base > last {
+                    parts.push(Part::Unreadable(Damaged {
+                        path: seg.path.clone(),
+                        offset: Some(0),
+                        reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: records are missing"),
+                    }));
+                }
+            }
             if !seg.sealed {
                 parts.push(Part::Raw { seg });
                 continue;
@@ -420,9 +444,13 @@ impl Ledger {
             match index {
                 Some(index) => {
                     carry = index.meta.open.clone();
+                    last_seq = Some(index.stamp.last_seq);
                     parts.push(Part::Indexed { seg, index });
                 }
-                None => parts.push(Part::Raw { seg }),
+                None => {
+                    last_seq = None;
+                    parts.push(Part::Raw { seg });
+                }
             }
         }
         Ok(parts)
