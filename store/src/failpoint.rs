@@ -43,6 +43,8 @@ pub const NAMES: &[&str] = &[
     "lock.note.write",
     // Checkpoints kept beyond the newest few.
     "checkpoint.prune",
+    // Ledger indexes (caches, written without fsync).
+    "ledger.index.write",
 ];
 
 /// What a failpoint does when it fires.

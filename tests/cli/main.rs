@@ -15,6 +15,7 @@ mod cli_turns;
 mod config_validate;
 mod docs_sync;
 mod ledger_crash;
+mod ledger_index;
 mod local_model;
 mod memory;
 mod provider_ollama;

@@ -467,8 +467,16 @@ impl Ledger {
         let builder = builder.or_else(|| Builder::from_segment(seg))?;
         let (bytes, _) = builder.finish(seg, carry);
         let dir = self.index_dir();
-        if create_dir_private(&dir).is_ok() {
-            let _ = write_atomic(&self.index_path(seg.number), &bytes, Durability::Cache);
+        let path = self.index_path(seg.number);
+        if create_dir_private(&dir).is_ok()
+            && crate::failpoint::hit_write("ledger.index.write", &bytes, |b| {
+                // A crash test's worst case: half an index in place, as an unsynced write
+                // can leave it after a power loss.
+                std::fs::write(&path, b)
+            })
+            .is_ok()
+        {
+            let _ = write_atomic(&path, &bytes, Durability::Cache);
         }
         Index::from_built(bytes)
     }

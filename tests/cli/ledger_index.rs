@@ -1,0 +1,247 @@
+//! Ledger indexes are caches: deleting, damaging or crashing them changes no output, and
+//! damaged ledger records are reported by every reader, never skipped silently.
+
+use std::path::PathBuf;
+
+use crate::common::env::{Run, TestEnv};
+
+const SCRIPT: &str = r#"replies:
+  - match: "alpha"
+    text: "Alpha answer about the ledger."
+    usage: {prompt_tokens: 10, completion_tokens: 4}
+  - match: "beta"
+    text: "Beta answer: timeouts and retries."
+    usage: {prompt_tokens: 7}
+  - match: "gamma"
+    text: "Gamma answer."
+    usage: {prompt_tokens: 3, completion_tokens: 2}
+"#;
+
+/// A repository with small segments (so most are sealed and indexed) and turns in three
+/// sessions, a rewind and an attachment. Returns the environment and the turn ids.
+fn history() -> (TestEnv, Vec<String>) {
+    let mut env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: bot\n    provider: canned\n",
+    );
+    env.write("replies.yaml", SCRIPT);
+    env.set_env("AXOCOATL_SEGMENT_LIMIT", "700");
+    env.write("notes.txt", "attached notes\n");
+    assert_eq!(env.run(&["attach", "add", "notes.txt", "-s", "s1"]).code, 0);
+    let mut turns = Vec::new();
+    for i in 0..4 {
+        for (session, word) in [("s1", "alpha"), ("s2", "beta"), ("s3", "gamma")] {
+            let r = env.run(&[
+                "send",
+                "--json",
+                "--no-stdin",
+                "-s",
+                session,
+                &format!("{word} question {i}"),
+            ]);
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            let first: serde_json::Value =
+                serde_json::from_str(r.stdout.lines().next().expect("a line")).expect("json");
+            turns.push(first["turn"].as_str().expect("turn").to_owned());
+        }
+    }
+    let r = env.run(&["rewind", &turns[6], "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let segments = std::fs::read_dir(env.repo().join("ledger/v1"))
+        .expect("ls")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        })
+        .count();
+    assert!(segments > 4, "{segments} segments");
+    (env, turns)
+}
+
+/// Every read-only command a user runs, with its output.
+fn outputs(env: &TestEnv, turns: &[String]) -> Vec<(String, Run)> {
+    let mut commands: Vec<Vec<String>> = vec![
+        vec!["history", "-s", "s1"],
+        vec!["history", "-s", "s2", "--json"],
+        vec!["history", "--all"],
+        vec!["history", "--all", "--search", "answer"],
+        vec!["history", "--all", "--search", "TIMEOUTS and"],
+        vec!["history", "--all", "--search", "swer: ti"],
+        vec!["sessions"],
+        vec!["sessions", "--json"],
+        vec!["usage", "-s", "s2"],
+        vec!["usage", "--all", "--by", "day", "--json"],
+        vec!["usage", "--all", "--by", "session"],
+        vec!["export", "-s", "s3"],
+        vec!["export", "--all", "--format", "json"],
+        vec!["attach", "list", "-s", "s1", "--all"],
+    ]
+    .into_iter()
+    .map(|c| c.into_iter().map(str::to_owned).collect())
+    .collect();
+    for t in [&turns[0], &turns[5], &turns[10]] {
+        commands.push(vec!["show".into(), t[..8].to_owned()]);
+        commands.push(vec!["show".into(), t.clone(), "--json".into()]);
+        commands.push(vec!["stop".into(), t[..6].to_owned()]);
+    }
+    commands
+        .into_iter()
+        .map(|c| {
+            let args: Vec<&str> = c.iter().map(String::as_str).collect();
+            (c.join(" "), env.run(&args))
+        })
+        .collect()
+}
+
+fn assert_same(before: &[(String, Run)], after: &[(String, Run)], what: &str) {
+    for ((cmd, a), (_, b)) in before.iter().zip(after) {
+        assert_eq!(
+            (a.code, &a.stdout, &a.stderr),
+            (b.code, &b.stdout, &b.stderr),
+            "`{cmd}` changed {what}"
+        );
+    }
+}
+
+fn index_dir(env: &TestEnv) -> PathBuf {
+    env.repo().join("ledger/v1/index")
+}
+
+fn index_files(env: &TestEnv) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(index_dir(env))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+#[test]
+fn deleting_or_damaging_the_indexes_changes_no_output() {
+    let (env, turns) = history();
+    let with = outputs(&env, &turns);
+    assert!(with
+        .iter()
+        .all(|(c, r)| r.code == 0 || c.starts_with("stop")));
+    assert!(index_files(&env).len() > 3, "indexes were built");
+    std::fs::remove_dir_all(index_dir(&env)).expect("rm -r index");
+    let without = outputs(&env, &turns);
+    assert_same(&with, &without, "when the indexes were deleted");
+    // Damaged and stale index files: a flipped byte, a cut file, one segment's index in
+    // another's place.
+    let files = index_files(&env);
+    let mut bytes = std::fs::read(&files[0]).expect("read");
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x20;
+    std::fs::write(&files[0], bytes).expect("write");
+    let bytes = std::fs::read(&files[1]).expect("read");
+    std::fs::write(&files[1], &bytes[..bytes.len() / 3]).expect("write");
+    std::fs::copy(&files[3], &files[2]).expect("cp");
+    let fsck = env.run(&["fsck"]);
+    assert_eq!(fsck.code, 0, "an index is a cache: {}", fsck.stdout);
+    assert!(fsck.stdout.contains("stale-index"), "{}", fsck.stdout);
+    let damaged = outputs(&env, &turns);
+    assert_same(&with, &damaged, "with damaged indexes");
+    let repaired = env.run(&["fsck", "--repair"]);
+    assert_eq!(repaired.code, 0, "{}", repaired.stdout);
+    let again = env.run(&["fsck"]);
+    assert!(!again.stdout.contains("stale-index"), "{}", again.stdout);
+}
+
+#[test]
+fn a_crash_while_an_index_is_written_leaves_a_usable_repository() {
+    let (env, turns) = history();
+    let with = outputs(&env, &turns);
+    for how in ["torn", "crash"] {
+        for nth in [1, 3] {
+            std::fs::remove_dir_all(index_dir(&env)).expect("rm -r index");
+            let status = env
+                .cmd(&["history", "--all", "--search", "answer"])
+                .env(
+                    "AXOCOATL_FAILPOINTS",
+                    format!("ledger.index.write={how}@{nth}"),
+                )
+                .output()
+                .expect("run")
+                .status;
+            assert!(
+                !status.success(),
+                "{how}@{nth}: the process died writing an index"
+            );
+            let after = outputs(&env, &turns);
+            assert_same(
+                &with,
+                &after,
+                &format!("after a {how} at index write {nth}"),
+            );
+            assert_eq!(env.run(&["fsck"]).code, 0);
+        }
+    }
+}
+
+/// Flips a byte inside the payload of a record in a sealed segment.
+fn damage_a_sealed_record(env: &TestEnv) -> PathBuf {
+    let path = env.repo().join("ledger/v1/000000000002.seg");
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[40 + 30] ^= 0x01;
+    std::fs::write(&path, bytes).expect("write");
+    path
+}
+
+#[test]
+fn damaged_records_are_said_by_every_reader_every_time() {
+    let (env, _) = history();
+    damage_a_sealed_record(&env);
+    // The indexes were built from the intact bytes, so what they summarise is still
+    // complete; a reader that decodes the damaged record says so.
+    let h = env.run(&["history", "--all"]);
+    assert_eq!(h.code, 1);
+    assert!(h.stderr.contains("ledger corrupt"), "{}", h.stderr);
+    // Built again from the damaged bytes, every index reader reports the damage.
+    std::fs::remove_dir_all(index_dir(&env)).expect("rm -r index");
+    for _ in 0..2 {
+        let h = env.run(&["history", "--all"]);
+        assert_eq!(h.code, 1);
+        assert!(h.stderr.contains("ledger corrupt"), "{}", h.stderr);
+        for args in [
+            vec!["sessions"],
+            vec!["usage", "--all"],
+            vec!["history", "-s", "s1"],
+        ] {
+            let r = env.run(&args);
+            assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("ledger corrupt") && r.stderr.contains("000000000002.seg"),
+                "{args:?}: {}",
+                r.stderr
+            );
+        }
+        let md = env.run(&["export", "--all"]);
+        assert_eq!(md.code, 1);
+        assert!(md.stdout.contains("**INCOMPLETE**"), "{}", md.stdout);
+        assert!(md.stderr.contains("ledger corrupt"));
+        let js = env.run(&["export", "--all", "--format", "json"]);
+        assert_eq!(js.code, 1);
+        let doc: serde_json::Value = serde_json::from_str(&js.stdout).expect("json");
+        assert_eq!(doc["export"]["complete"], false);
+        assert_eq!(doc["export"]["damaged"].as_array().map(Vec::len), Some(1));
+        let send = env.run(&["send", "--no-stdin", "-s", "s1", "alpha again"]);
+        assert_eq!(send.code, 0, "{}", send.stderr);
+        assert!(
+            send.stderr.contains("ledger corrupt") && send.stderr.contains("lacks it")
+                || send.stderr.contains("rebuilt without it"),
+            "{}",
+            send.stderr
+        );
+    }
+}
+
+#[test]
+fn a_clean_export_says_it_is_complete() {
+    let (env, _) = history();
+    let js = env.run(&["export", "--all", "--format", "json"]);
+    assert_eq!(js.code, 0, "{}", js.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&js.stdout).expect("json");
+    assert_eq!(doc["export"]["complete"], true);
+    assert_eq!(doc["export"]["damaged"], serde_json::json!([]));
+    let md = env.run(&["export", "--all"]);
+    assert!(!md.stdout.contains("INCOMPLETE"));
+}
