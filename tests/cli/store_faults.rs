@@ -172,6 +172,21 @@ fn scenarios() -> Vec<Scenario> {
             },
         },
         Scenario {
+            name: "index-build",
+            roll: true,
+            damaged: false,
+            prepare: |env, _| {
+                // Sealed segments without indexes: the next reader builds and writes them.
+                let out = env
+                    .cmd(&["send", "msg to roll"])
+                    .env("AXOCOATL_SEGMENT_LIMIT", "200")
+                    .output()
+                    .expect("send");
+                assert!(out.status.success());
+                args(&["history", "-s", "main"])
+            },
+        },
+        Scenario {
             name: "repair-damaged-tail",
             roll: false,
             damaged: true,
