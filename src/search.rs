@@ -24,5 +24,5 @@ pub fn byte_matcher(text: &str) -> Result<Regex> {
 /// Projects only the turns that can match `text`; the caller filters them exactly.
 pub fn search(repo: &Repo, text: &str) -> Result<Projection> {
     let re = byte_matcher(text)?;
-    history::project_walked(repo, repo.ledger().read_matching(&re)?)
+    history::project_walked(repo, repo.ledger().read_matching(&re, text)?)
 }

@@ -245,3 +245,33 @@ fn a_clean_export_says_it_is_complete() {
     let md = env.run(&["export", "--all"]);
     assert!(!md.stdout.contains("INCOMPLETE"));
 }
+
+#[test]
+fn search_through_the_term_indexes_prints_what_the_scan_prints() {
+    let (env, _) = history();
+    for q in [
+        "answer",
+        "TIMEOUTS and",
+        "swer: ti",
+        "Alpha",
+        "ledger.",
+        "question 2",
+        "a",
+        "notes.txt",
+        ": ",
+        "nothing like it",
+    ] {
+        let indexed = env.run(&["history", "--all", "--search", q]);
+        let scanned = Run::from_output(
+            env.cmd(&["history", "--all", "--search", q])
+                .env("AXOCOATL_SEARCH_SCAN", "1")
+                .output()
+                .expect("run"),
+        );
+        assert_eq!(
+            (indexed.code, &indexed.stdout, &indexed.stderr),
+            (scanned.code, &scanned.stdout, &scanned.stderr),
+            "{q:?}"
+        );
+    }
+}

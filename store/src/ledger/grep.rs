@@ -190,11 +190,85 @@ fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
     }
 }
 
+/// Set (to anything) to answer every search by scanning, as before the term indexes (for
+/// benchmarks that compare the two).
+pub const SCAN_ENV: &str = "AXOCOATL_SEARCH_SCAN";
+
+/// Past this many candidate turns, scanning every byte is faster than reading each turn
+/// through the indexes.
+const INDEXED_LIMIT: usize = 2000;
+
 impl Ledger {
-    /// The turns with a byte match of `re` in any of their records, whole, and what decides
-    /// whether they are superseded (rewind boundaries, the turns they target). A superset of
-    /// the real matches: the caller checks each turn's text.
-    pub fn read_matching(&self, re: &Regex) -> Result<Walked> {
+    /// The turns that can match the literal, case-insensitive `text` (`re` is its byte
+    /// matcher), whole, and what decides whether they are superseded (rewind boundaries, the
+    /// turns they target). A superset of the real matches: the caller checks each turn's
+    /// text. The term indexes of sealed segments answer when they can; otherwise, and for
+    /// the newest segment, the bytes are scanned.
+    pub fn read_matching(&self, re: &Regex, text: &str) -> Result<Walked> {
+        if std::env::var_os(SCAN_ENV).is_none() {
+            if let Some(needs) = super::index::terms::needs(text) {
+                if let Some(found) = self.read_matching_indexed(re, &needs)? {
+                    return Ok(found);
+                }
+            }
+        }
+        self.read_matching_scan(re)
+    }
+
+    /// [`Ledger::read_matching`] through the term indexes; `None` when they cannot narrow the
+    /// search enough.
+    fn read_matching_indexed(
+        &self,
+        re: &Regex,
+        needs: &[super::index::terms::Need],
+    ) -> Result<Option<Walked>> {
+        use super::index::Part;
+        let mut ids: HashSet<Vec<u8>> = HashSet::new();
+        let mut damaged = Vec::new();
+        let parts = self.plan()?;
+        let mut scan: Vec<&SegmentData> = Vec::new();
+        for part in &parts {
+            match part {
+                Part::Indexed { seg, index } => match index.candidates(needs, INDEXED_LIMIT) {
+                    Ok(Some(offsets)) => {
+                        for offset in offsets {
+                            if let Ok(Some(fr)) = seg.frame_at(u64::from(offset)) {
+                                if let Some(turn) = RecordView::new(fr.kind, fr.payload).turn() {
+                                    ids.insert(turn.to_vec());
+                                }
+                            }
+                        }
+                        if ids.len() > INDEXED_LIMIT {
+                            return Ok(None);
+                        }
+                    }
+                    Ok(None) => return Ok(None),
+                    Err(_) => {
+                        self.forget_index(seg.number);
+                        scan.push(seg);
+                    }
+                },
+                Part::Raw { seg } => scan.push(seg),
+                Part::Unreadable(d) => damaged.push(d.clone()),
+            }
+        }
+        for seg in scan {
+            let mut c = Collector::default();
+            scan_segment(seg, re, &mut c);
+            ids.extend(c.ids);
+            damaged.extend(c.out.damaged);
+        }
+        drop(parts);
+        let mut out = self.read_turns(&ids)?;
+        out.merge(self.read_rewinds()?);
+        out.damaged.extend(damaged);
+        out.sort();
+        self.complete_rewinds(&mut out)?;
+        Ok(Some(out))
+    }
+
+    /// Every turn with a byte match of `re`, by scanning every segment.
+    pub(crate) fn read_matching_scan(&self, re: &Regex) -> Result<Walked> {
         // Segments are scanned in parallel, one per core at a time. A turn whose records
         // span a segment boundary is then incomplete in the merged result (its begin or end
         // was in a segment whose scan did not know it was wanted), which the check below

@@ -314,6 +314,15 @@ impl Ledger {
         })
     }
 
+    /// Every rewind boundary.
+    pub fn read_rewinds(&self) -> Result<Walked> {
+        self.read(Read {
+            lookup: &|index| index.offsets(Section::Rewinds),
+            keep: &mut |v| v.kind() == Some(Kind::RewindBoundary),
+            carried: &mut |_| {},
+        })
+    }
+
     /// Session and attachment records of every session (no turns).
     pub fn read_attachments(&self) -> Result<Walked> {
         self.read(Read {

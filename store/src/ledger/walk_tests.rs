@@ -166,7 +166,7 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
         .case_insensitive(true)
         .build()
         .expect("regex");
-    let read = ledger.read_matching(&re).expect("read");
+    let read = ledger.read_matching(&re, "needle").expect("read");
     assert_eq!(turns_of(&read.entries), vec!["t7"]);
     assert_eq!(read.entries.len(), 3);
 }

@@ -22,6 +22,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// What a command run by hand (through [`TestEnv::cmd`]) printed.
+    pub fn from_output(o: Output) -> Run {
+        Run::from(o)
+    }
+
     fn from(o: Output) -> Run {
         Run {
             code: o.status.code().unwrap_or(-1),

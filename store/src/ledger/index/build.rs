@@ -80,6 +80,8 @@ pub(crate) struct Builder {
     damaged: Vec<(u64, String)>,
     unknown_kinds: u64,
     last: Option<(u64, u64, u32)>,
+    /// Folded word → offsets of the records holding it (ascending, once each).
+    terms: HashMap<Box<str>, Vec<u32>>,
 }
 
 impl Builder {
@@ -173,6 +175,21 @@ impl Builder {
         }
         if let Record::TurnBegun(b) = &record {
             self.begin(b, entry.pos, entry.seq);
+        }
+        if record.turn().is_some() {
+            let terms = &mut self.terms;
+            super::terms::searchable(&record, |text| {
+                super::terms::words(text, |w| match terms.get_mut(w) {
+                    Some(list) => {
+                        if list.last() != Some(&offset) {
+                            list.push(offset);
+                        }
+                    }
+                    None => {
+                        terms.insert(w.into(), vec![offset]);
+                    }
+                })
+            });
         }
         let Some(turn) = record.turn() else {
             if let Some(s) = record.session() {
@@ -389,6 +406,19 @@ impl Builder {
         };
         sections[Section::Rewinds as usize] = offsets(&self.rewinds);
         sections[Section::Always as usize] = offsets(&self.always);
+        let mut terms: Vec<(Box<str>, Vec<u32>)> = self.terms.into_iter().collect();
+        terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut terms_fst = fst::MapBuilder::memory();
+        let mut term_postings = Vec::new();
+        for (term, list) in &terms {
+            let start = (term_postings.len() / 4) as u64;
+            for &o in list {
+                push_u32(&mut term_postings, o);
+            }
+            let _ = terms_fst.insert(term.as_bytes(), (start << 32) | list.len() as u64);
+        }
+        sections[Section::TermsFst as usize] = terms_fst.into_inner().unwrap_or_default();
+        sections[Section::TermPostings as usize] = term_postings;
         format::encode(stamp, &sections)
     }
 }

@@ -16,6 +16,7 @@
 mod build;
 mod format;
 mod summary;
+pub(crate) mod terms;
 #[cfg(test)]
 mod tests;
 
@@ -62,9 +63,13 @@ pub(crate) enum Section {
     Rewinds,
     /// offsets of session-created and attachment records
     Always,
+    /// folded word → (start << 32 | count) in `TermPostings`
+    TermsFst,
+    /// offsets (u32) of the records holding each word, ascending
+    TermPostings,
 }
 
-pub(crate) const SECTIONS: usize = 9;
+pub(crate) const SECTIONS: usize = 11;
 const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Meta,
     Section::SessionsFst,
@@ -75,6 +80,8 @@ const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::UsageRows,
     Section::Rewinds,
     Section::Always,
+    Section::TermsFst,
+    Section::TermPostings,
 ];
 
 /// A turn begun and not ended (yet) at the end of a segment.
@@ -203,6 +210,86 @@ impl Index {
         ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
             && self.fst(Section::SessionsFst).is_ok()
             && self.fst(Section::TurnsFst).is_ok()
+            && self.fst(Section::TermsFst).is_ok()
+    }
+
+    /// The offsets of the records of this segment that hold every word `needs` asks for
+    /// (a superset of the records the query matches in), or `None` when more than `limit`
+    /// records hold some word (a scan is then faster than the index).
+    pub fn candidates(
+        &self,
+        needs: &[terms::Need],
+        limit: usize,
+    ) -> Result<Option<Vec<u32>>, Stale> {
+        use fst::{IntoStreamer, Streamer};
+        use terms::Need;
+        let map = self.fst(Section::TermsFst)?;
+        let postings = self.section(Section::TermPostings)?;
+        let list = |v: u64| -> Result<Vec<u32>, Stale> {
+            let (start, len) = ((v >> 32) as usize * 4, (v & 0xffff_ffff) as usize * 4);
+            let bytes = postings.get(start..start + len).ok_or(Stale)?;
+            Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
+        };
+        // Whole words and word starts are looked up; word ends and words inside words need a
+        // pass over the dictionary, done for the longest one only when nothing else narrows.
+        let mut chosen: Vec<&Need> = needs
+            .iter()
+            .filter(|n| matches!(n, Need::Exact(_) | Need::Prefix(_)))
+            .collect();
+        if chosen.is_empty() {
+            chosen.extend(needs.iter().max_by_key(|n| n.word().len()));
+        }
+        let mut result: Option<Vec<u32>> = None;
+        for need in chosen {
+            let mut found: Vec<u32> = Vec::new();
+            match need {
+                Need::Exact(w) => {
+                    if let Some(v) = map.get(w) {
+                        found = list(v)?;
+                    }
+                }
+                Need::Prefix(w) => {
+                    let mut stream = map.range().ge(w).into_stream();
+                    while let Some((term, v)) = stream.next() {
+                        if !term.starts_with(w.as_bytes()) {
+                            break;
+                        }
+                        found.extend(list(v)?);
+                        if found.len() > limit * 4 {
+                            return Ok(None);
+                        }
+                    }
+                }
+                Need::Suffix(w) | Need::Inside(w) => {
+                    let finder = memchr::memmem::Finder::new(w.as_bytes());
+                    let suffix = matches!(need, Need::Suffix(_));
+                    let mut stream = map.stream();
+                    while let Some((term, v)) = stream.next() {
+                        let hit = if suffix {
+                            term.ends_with(w.as_bytes())
+                        } else {
+                            finder.find(term).is_some()
+                        };
+                        if hit {
+                            found.extend(list(v)?);
+                            if found.len() > limit * 4 {
+                                return Ok(None);
+                            }
+                        }
+                    }
+                }
+            }
+            found.sort_unstable();
+            found.dedup();
+            if found.len() > limit {
+                return Ok(None);
+            }
+            result = Some(match result {
+                None => found,
+                Some(prev) => intersect(&prev, &found),
+            });
+        }
+        Ok(result.or(Some(Vec::new())))
     }
 
     /// The digest of the turns open when the segment began, as this index was built with.
@@ -349,6 +436,23 @@ impl Index {
     }
 }
 
+/// The offsets in both ascending lists.
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
 /// How one segment is read by a command.
 pub(crate) enum Part {
     /// A sealed segment and its index.
@@ -454,6 +558,24 @@ impl Ledger {
             }
         }
         Ok(parts)
+    }
+
+    /// Builds the index of sealed segment `number` again from its bytes and writes it;
+    /// returns its size in bytes (0 when `number` is no sealed segment). For benchmarks and
+    /// tools: readers build what they need by themselves.
+    pub fn rebuild_index(&self, number: u64) -> Result<u64> {
+        let mut carry: Vec<OpenTurn> = Vec::new();
+        for part in self.plan()? {
+            if let Part::Indexed { seg, index } = part {
+                if seg.number == number {
+                    return Ok(self
+                        .build(&seg, None, &carry)
+                        .map_or(0, |i| i.bytes().len() as u64));
+                }
+                carry = index.meta.open.clone();
+            }
+        }
+        Ok(0)
     }
 
     /// Builds (or finishes building) the index of `seg` and writes it, best effort: an index

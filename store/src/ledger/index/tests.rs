@@ -299,3 +299,108 @@ fn damage_in_an_indexed_segment_is_reported_by_every_read() {
         assert_eq!(ledger.read_turn_prefix("0").expect("read").damaged.len(), 1);
     }
 }
+
+/// The turns whose searchable text really matches `re` (what `history --search` keeps).
+fn matching_turns(w: &Walked, re: &regex::Regex) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in &w.entries {
+        let Some(r) = &e.record else { continue };
+        let Some(turn) = r.turn() else { continue };
+        let mut hit = false;
+        super::terms::searchable(r, |text| hit |= re.is_match(text));
+        if hit {
+            out.insert(turn.to_owned());
+        }
+    }
+    out
+}
+
+const VOCABULARY: &[&str] = &[
+    "Ledger",
+    "agent",
+    "TIMEOUT",
+    "time-out",
+    "straße",
+    "ÄRGER",
+    "Kelvin",
+    "\u{212A}elvin",
+    "σίσυφος",
+    "ΣΊΣΥΦΟΣ",
+    "naïve",
+    "x86_64",
+    "42",
+    "e-mail",
+    "foo.bar",
+    "日本語",
+    "emoji🙂ok",
+];
+
+#[test]
+fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
+    let (_d, ledger) = setup(2000);
+    let mut rng = Rng(0x5eed);
+    let mut texts = Vec::new();
+    for i in 0..120 {
+        let words: Vec<&str> = (0..8)
+            .map(|_| VOCABULARY[rng.below(VOCABULARY.len())])
+            .collect();
+        let seps = [" ", ", ", "-", "\n", ": ", "/"];
+        let mut text = String::new();
+        for w in words {
+            text.push_str(w);
+            text.push_str(seps[rng.below(seps.len())]);
+        }
+        texts.push(text.clone());
+        let id = format!("{:016x}", rng.next());
+        let records = crate::ledger::walk::tests::turn(&id, "s", &text, &texts[i / 2]);
+        for r in records {
+            ledger.append_lazy(&[r]).expect("append");
+        }
+    }
+    assert!(ledger.segment_numbers().expect("segments").len() > 4);
+    let mut queries: Vec<String> = vec![
+        "timeout".into(),
+        "TIME-OUT".into(),
+        "kelvin".into(),
+        "KELVIN".into(),
+        "σίσυφος".into(),
+        "Straße".into(),
+        "x86".into(),
+        "86_6".into(),
+        "-".into(),
+        ", ".into(),
+        "e-mail, ".into(),
+        "ledger agent".into(),
+        "日本".into(),
+        "🙂".into(),
+        "nowhere".into(),
+    ];
+    for _ in 0..150 {
+        // A piece of a text, cut at random characters.
+        let t: Vec<char> = texts[rng.below(texts.len())].chars().collect();
+        let a = rng.below(t.len());
+        let b = (a + 1 + rng.below(14)).min(t.len());
+        let mut q: String = t[a..b].iter().collect();
+        if rng.below(3) == 0 {
+            q = q.to_uppercase();
+        }
+        queries.push(q);
+    }
+    for q in queries {
+        let bytes = regex::bytes::RegexBuilder::new(&regex::escape(&q))
+            .case_insensitive(true)
+            .build()
+            .expect("regex");
+        let re = regex::RegexBuilder::new(&regex::escape(&q))
+            .case_insensitive(true)
+            .build()
+            .expect("regex");
+        let indexed = ledger.read_matching(&bytes, &q).expect("read");
+        let scanned = ledger.read_matching_scan(&bytes).expect("read");
+        assert_eq!(
+            matching_turns(&indexed, &re),
+            matching_turns(&scanned, &re),
+            "query {q:?}"
+        );
+    }
+}

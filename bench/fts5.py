@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""SQLite FTS5 beside `axocoatl history --search` (issue #20): the same rows, a MATCH query.
+
+    bench/fts5.py build DB JSONL     # loads turn, session, request, output into an FTS5 table
+    bench/fts5.py query DB WORD...   # times `MATCH` for each word (median of 5, in-process)
+
+Prints one line per figure. Uses only Python's standard library (sqlite3).
+"""
+import json
+import sqlite3
+import sys
+import time
+
+
+def build(db, jsonl):
+    start = time.monotonic()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("DROP TABLE IF EXISTS turns")
+    con.execute("CREATE VIRTUAL TABLE turns USING fts5(turn UNINDEXED, session UNINDEXED, request, output)")
+    batch = []
+    with open(jsonl, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            batch.append((r["turn"], r["session"], r["request"], r["output"]))
+            if len(batch) >= 10000:
+                con.executemany("INSERT INTO turns VALUES (?, ?, ?, ?)", batch)
+                batch.clear()
+    con.executemany("INSERT INTO turns VALUES (?, ?, ?, ?)", batch)
+    con.commit()
+    con.close()
+    print(f"sqlite FTS5 ({sqlite3.sqlite_version}): table built in {time.monotonic() - start:.1f} s")
+
+
+def query(db, words):
+    con = sqlite3.connect(db)
+    for word in words:
+        times = []
+        rows = 0
+        for _ in range(5):
+            start = time.monotonic()
+            rows = len(con.execute("SELECT turn FROM turns WHERE turns MATCH ?", ('"' + word + '"',)).fetchall())
+            times.append(time.monotonic() - start)
+        times.sort()
+        print(f"sqlite FTS5 MATCH {word!r}: {times[2] * 1e3:.1f} ms ({rows} rows; median of 5, in-process)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3])
+    else:
+        query(sys.argv[2], sys.argv[3:])

@@ -1,0 +1,187 @@
+//! The term index of a segment: lower-cased (case-folded), Unicode-aware words of the
+//! searchable text of each record, each with the offsets of the records that contain it.
+//!
+//! A literal, case-insensitive query matches inside one field of one record, so the words
+//! of the query are in that record: a word of the query with non-word characters on both
+//! sides is a whole word of the record, the last word (when the query ends with it) starts
+//! one, the first (when the query starts with it) ends one, and a query of one word lies
+//! inside one. The records holding candidates for every word are intersected; the caller
+//! confirms each candidate against the text, so a result is exactly what the full scan
+//! finds. Folding is the one the regex engine uses for case-insensitive matching (simple
+//! case folding), so a word folds the same way in the index and in the query.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
+
+use crate::ledger::record::Record;
+
+/// The canonical member of `c`'s simple case folding class: the lower-case ASCII letter
+/// when the class has one (so `K`, `k` and the Kelvin sign fold to `k`), else its smallest
+/// lower-case member, else its smallest member.
+pub fn fold(c: char) -> char {
+    if c.is_ascii() {
+        return c.to_ascii_lowercase();
+    }
+    thread_local! {
+        static CACHE: RefCell<HashMap<char, char>> = RefCell::new(HashMap::new());
+    }
+    CACHE.with(|cache| {
+        *cache.borrow_mut().entry(c).or_insert_with(|| {
+            let mut class = ClassUnicode::new([ClassUnicodeRange::new(c, c)]);
+            class.case_fold_simple();
+            let mut members = class.iter().flat_map(|r| r.start()..=r.end());
+            let all: Vec<char> = members.by_ref().take(64).collect();
+            all.iter()
+                .find(|m| m.is_ascii())
+                .map(|m| m.to_ascii_lowercase())
+                .or_else(|| all.iter().filter(|m| m.is_lowercase()).min().copied())
+                .or_else(|| all.iter().min().copied())
+                .unwrap_or(c)
+        })
+    })
+}
+
+/// Whether a folded character is part of a word.
+fn is_word(folded: char) -> bool {
+    folded.is_alphanumeric()
+}
+
+/// Calls `f` with each word of `text`, folded.
+pub fn words(text: &str, mut f: impl FnMut(&str)) {
+    let mut word = String::new();
+    for c in text.chars() {
+        let c = fold(c);
+        if is_word(c) {
+            word.push(c);
+        } else if !word.is_empty() {
+            f(&word);
+            word.clear();
+        }
+    }
+    if !word.is_empty() {
+        f(&word);
+    }
+}
+
+/// The searchable text of a record: what `history --search` matches in a turn.
+pub fn searchable(record: &Record, mut f: impl FnMut(&str)) {
+    match record {
+        Record::TurnBegun(b) => {
+            f(&b.request);
+            for c in &b.inline_context {
+                f(&c.label);
+            }
+            for a in &b.attachments {
+                f(&a.name);
+            }
+        }
+        Record::AgentOutput(o) => f(&o.text),
+        Record::TurnEnded(e) => {
+            if let Some(error) = &e.error {
+                f(error);
+            }
+        }
+        Record::ToolStarted(s) => {
+            f(&s.name);
+            f(&s.arguments.inline);
+        }
+        Record::ToolResult(r) => {
+            f(&r.name);
+            f(&r.output.inline);
+        }
+        Record::Warning(w) if w.turn.is_some() => f(&w.message),
+        _ => {}
+    }
+}
+
+/// Where a word of the query must appear in a word of a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// The whole word.
+    Exact(String),
+    /// A word starting with it.
+    Prefix(String),
+    /// A word ending with it.
+    Suffix(String),
+    /// A word containing it.
+    Inside(String),
+}
+
+impl Need {
+    pub fn word(&self) -> &str {
+        match self {
+            Need::Exact(w) | Need::Prefix(w) | Need::Suffix(w) | Need::Inside(w) => w,
+        }
+    }
+}
+
+/// What the index must find for a query: every need in one record. `None` when the query
+/// has no word at all (the caller scans).
+pub fn needs(query: &str) -> Option<Vec<Need>> {
+    let folded: Vec<char> = query.chars().map(fold).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < folded.len() {
+        if !is_word(folded[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < folded.len() && is_word(folded[i]) {
+            i += 1;
+        }
+        let word: String = folded[start..i].iter().collect();
+        let left = start > 0;
+        let right = i < folded.len();
+        out.push(match (left, right) {
+            (true, true) => Need::Exact(word),
+            (true, false) => Need::Prefix(word),
+            (false, true) => Need::Suffix(word),
+            (false, false) => Need::Inside(word),
+        });
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_follows_simple_case_folding() {
+        assert_eq!(fold('A'), 'a');
+        assert_eq!(fold('\u{212A}'), 'k', "the Kelvin sign is a k");
+        assert_eq!(fold('\u{17F}'), 's', "the long s is an s");
+        assert_eq!(fold('Σ'), fold('σ'));
+        assert_eq!(fold('ς'), fold('σ'));
+        assert_eq!(fold('Ä'), 'ä');
+        let mut w = Vec::new();
+        words("Hello, WORLD-wide ÄÖÜ straße 42x", |t| {
+            w.push(t.to_owned())
+        });
+        assert_eq!(w, vec!["hello", "world", "wide", "äöü", "straße", "42x"]);
+    }
+
+    #[test]
+    fn needs_say_where_each_word_must_be() {
+        assert_eq!(needs("needle"), Some(vec![Need::Inside("needle".into())]));
+        assert_eq!(
+            needs("Quasar-Needle"),
+            Some(vec![
+                Need::Suffix("quasar".into()),
+                Need::Prefix("needle".into())
+            ])
+        );
+        assert_eq!(
+            needs(" a big deal "),
+            Some(vec![
+                Need::Exact("a".into()),
+                Need::Exact("big".into()),
+                Need::Exact("deal".into())
+            ])
+        );
+        assert_eq!(needs("--> "), None);
+    }
+}
