@@ -163,6 +163,11 @@ pub fn prepare(path: &Path) -> Result<Prepared, AttachError> {
         path: shown.clone(),
         source,
     };
+    // Look before opening: opening a FIFO waits for a writer, possibly forever, and a
+    // device may never end. Then look again at what was opened, in case the path changed.
+    if !std::fs::metadata(path).map_err(read_err)?.is_file() {
+        return Err(AttachError::NotAFile { path: shown });
+    }
     let file = File::open(path).map_err(read_err)?;
     let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {

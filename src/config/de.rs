@@ -9,7 +9,7 @@ use serde::de::value::StrDeserializer;
 use serde::de::{self, DeserializeSeed, Expected, IntoDeserializer, Unexpected, Visitor};
 
 use super::diag::{closest, suggestion};
-use super::tree::{Entry, Kind, Node, Pos, Scalar};
+use super::tree::{shorten, Entry, Kind, Node, Pos, Scalar};
 
 /// A structural error: wrong type, missing or unknown key, unknown value.
 #[derive(Debug)]
@@ -57,7 +57,7 @@ impl DeError {
         } else {
             suggestion(key, fields.iter().copied(), "keys here")
         };
-        let message = format!("unknown key `{key}`");
+        let message = format!("unknown key `{}`", shorten(key));
         DeError {
             pos: Some(key_pos),
             path: path.to_string(),
@@ -81,6 +81,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         | "timeout_secs"
         | "connect_timeout_secs"
         | "max_retries"
+        | "deadline_secs"
         | "model_path"
         | "threads"
         | "context_size"
@@ -124,12 +125,12 @@ impl de::Error for DeError {
             Some(found) => format!("did you mean `{found}`? (one of {})", all.join(", ")),
             None => format!("use one of {}", all.join(", ")),
         };
-        DeError::new(format!("unknown value `{variant}`"), Some(hint))
+        DeError::new(format!("unknown value `{}`", shorten(variant)), Some(hint))
     }
 
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
         let hint = suggestion(field, expected.iter().copied(), "keys here");
-        DeError::new(format!("unknown key `{field}`"), Some(hint))
+        DeError::new(format!("unknown key `{}`", shorten(field)), Some(hint))
     }
 
     fn missing_field(field: &'static str) -> Self {
@@ -191,7 +192,7 @@ fn unexpected_words(unexp: &Unexpected<'_>) -> String {
         Unexpected::Unsigned(n) => format!("the number {n}"),
         Unexpected::Signed(n) => format!("the number {n}"),
         Unexpected::Float(n) => format!("the number {n:?}"),
-        Unexpected::Str(s) => format!("the text `{s}`"),
+        Unexpected::Str(s) => format!("the text `{}`", shorten(s)),
         Unexpected::Unit => "nothing (an empty value)".to_string(),
         Unexpected::Seq => "a list".to_string(),
         Unexpected::Map => "a mapping".to_string(),

@@ -83,6 +83,10 @@ pub(crate) fn closest<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    // No key or value of the schema is this long: spare the edit-distance matrix.
+    if word.len() > 64 {
+        return None;
+    }
     let word = word.to_lowercase();
     candidates
         .into_iter()
@@ -114,7 +118,10 @@ pub(crate) fn suggestion<'a>(
                 }
             }
             if all.is_empty() {
-                format!("define `{word}` first (there are no {what} yet)")
+                format!(
+                    "define `{}` first (there are no {what} yet)",
+                    super::tree::shorten(word)
+                )
             } else {
                 format!("valid {what}: {}", all.join(", "))
             }

@@ -46,37 +46,208 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "workspace",
 ];
 
+/// The largest configuration file read: far more than any configuration needs (a system
+/// prompt this long would not fit a model's context), small enough that a wrong path
+/// (`/dev/zero`, a log file) is refused before it is read.
+pub const CONFIG_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
+
 /// Reads, parses and validates a configuration file.
 pub fn load(path: &Path) -> Result<Loaded, Vec<Diagnostic>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        let (message, hint) = match e.kind() {
-            std::io::ErrorKind::NotFound => (
-                "configuration file not found".to_string(),
-                "create one with `axocoatl init`, or pass `--config FILE`",
-            ),
-            std::io::ErrorKind::InvalidData => (
-                "configuration file is not UTF-8 text".to_string(),
-                "save the file as UTF-8",
-            ),
-            _ => (
-                format!("cannot read configuration file: {e}"),
-                "check that the path is a readable file",
-            ),
+    let text = read_text_file(path, CONFIG_SIZE_LIMIT).map_err(|problem| {
+        let hint = match problem {
+            FileProblem::NotFound => "create one with `axocoatl init`, or pass `--config FILE`",
+            FileProblem::NotUtf8 { .. } => "save the file as UTF-8",
+            FileProblem::TooLarge { .. } => {
+                "check the path: a configuration is a few kilobytes of YAML"
+            }
+            FileProblem::NotAFile { .. } => "pass the path of a YAML file",
+            FileProblem::Io(_) => "check that the path is a readable file",
+        };
+        let pos = match &problem {
+            FileProblem::NotUtf8 { pos } => *pos,
+            _ => Pos::START,
         };
         vec![Diagnostic::new(
             Severity::Error,
             path,
-            Pos::START,
-            message,
+            pos,
+            format!("configuration file {problem}"),
             Some(hint.into()),
         )]
     })?;
     load_str(path, &text)
 }
 
+/// Why a text file (the configuration, a script) could not be read.
+#[derive(Debug)]
+pub(crate) enum FileProblem {
+    NotFound,
+    /// A directory, a device, a socket: something that is not a file of text.
+    NotAFile {
+        what: &'static str,
+    },
+    TooLarge {
+        size: Option<u64>,
+        limit: u64,
+    },
+    /// Where the first byte that is not UTF-8 is.
+    NotUtf8 {
+        pos: Pos,
+    },
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for FileProblem {
+    /// Completes "configuration file …" / "script …".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileProblem::NotFound => write!(f, "not found"),
+            FileProblem::NotAFile { what } => write!(f, "is {what}, not a regular file"),
+            FileProblem::TooLarge { size, limit } => match size {
+                Some(size) => write!(
+                    f,
+                    "is too large: {} (the limit is {})",
+                    human_size(*size),
+                    human_size(*limit)
+                ),
+                None => write!(f, "is too large: more than {}", human_size(*limit)),
+            },
+            FileProblem::NotUtf8 { .. } => write!(f, "is not UTF-8 text"),
+            FileProblem::Io(e) => write!(f, "cannot be read: {e}"),
+        }
+    }
+}
+
+/// Reads a text file of at most `limit` bytes. Only regular files and pipes (`<(command)`)
+/// are read: a directory, a device (`/dev/zero` never ends) or a socket is refused before it
+/// is opened, and a pipe is read no further than the limit. A leading UTF-8 byte-order
+/// mark is dropped.
+pub(crate) fn read_text_file(path: &Path, limit: u64) -> Result<String, FileProblem> {
+    use std::io::Read;
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => FileProblem::NotFound,
+        _ => FileProblem::Io(e),
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    check_file_type(&meta)?;
+    if meta.is_file() && meta.len() > limit {
+        return Err(FileProblem::TooLarge {
+            size: Some(meta.len()),
+            limit,
+        });
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    // The path may have been replaced between the two looks.
+    check_file_type(&file.metadata().map_err(io)?)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(FileProblem::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(FileProblem::TooLarge { size: None, limit });
+    }
+    let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    match std::str::from_utf8(body) {
+        Ok(text) => Ok(text.to_string()),
+        Err(e) => Err(FileProblem::NotUtf8 {
+            pos: position_of(body, e.valid_up_to()),
+        }),
+    }
+}
+
+/// `4 MiB`, `23.7 GiB`, `812 bytes`.
+pub(crate) fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn check_file_type(meta: &std::fs::Metadata) -> Result<(), FileProblem> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return Ok(());
+        }
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a special file"
+        };
+        Err(FileProblem::NotAFile { what })
+    }
+    #[cfg(not(unix))]
+    Err(FileProblem::NotAFile {
+        what: if kind.is_dir() {
+            "a directory"
+        } else {
+            "a special file"
+        },
+    })
+}
+
+/// The line and column (in characters) of byte `offset` of `bytes`, whose prefix up to
+/// `offset` is UTF-8. Lines end as YAML ends them: `\n`, `\r\n` or `\r`.
+fn position_of(bytes: &[u8], offset: usize) -> Pos {
+    let before = std::str::from_utf8(&bytes[..offset.min(bytes.len())]).unwrap_or_default();
+    let mut pos = Pos::START;
+    let mut chars = before.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' | '\n' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                pos.line += 1;
+                pos.column = 1;
+            }
+            _ => pos.column += 1,
+        }
+    }
+    pos
+}
+
 /// Parses and validates configuration text; `path_for_messages` names it in diagnostics.
 pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diagnostic>> {
     let file = path_for_messages;
+    // Editors on Windows save a byte-order mark; it is not part of the first key.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // YAML reads a NUL as the end of the text: say what it is, where, rather than report
+    // whatever the cut-off document then lacks.
+    if let Some(at) = text.find('\0') {
+        return Err(vec![Diagnostic::new(
+            Severity::Error,
+            file,
+            position_of(text.as_bytes(), at),
+            "a NUL byte (\\0): a configuration file is text",
+            Some(
+                "remove it; a NUL usually means the file was saved by a binary tool or damaged"
+                    .into(),
+            ),
+        )]);
+    }
     let error = |problem: Problem| {
         Diagnostic::new(
             Severity::Error,
@@ -286,6 +457,109 @@ mod tests {
         assert_eq!(loaded.config_dir(), Path::new("."));
         loaded.path = PathBuf::from("/srv/p/axocoatl.yaml");
         assert_eq!(loaded.config_dir(), Path::new("/srv/p"));
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_key() {
+        let loaded = ok("\u{feff}agents:\n  - {id: a, provider: local}\n");
+        assert_eq!(loaded.config.agents[0].id, "a");
+    }
+
+    #[test]
+    fn a_nul_is_named_with_its_position() {
+        let errs = errors("agents:\n  - id: a\n    pro\0vider: local\n");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("t.yaml:3:8: error: a NUL byte"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_at_the_alias_that_crosses_the_limit() {
+        let mut yaml = String::from(
+            "a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        for level in 1..10 {
+            let refs = vec![format!("*a{}", level - 1); 9].join(",");
+            yaml.push_str(&format!("a{level}: &a{level} [{refs}]\n"));
+        }
+        let errs = errors(&yaml);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("copy more than 16 MiB"), "{errs:?}");
+        assert!(errs[0].starts_with("t.yaml:6:"), "{errs:?}");
+    }
+
+    #[test]
+    fn anchors_nested_around_a_large_value_are_bounded_too() {
+        let big = format!("\"{}\"", "x".repeat(1 << 20));
+        let mut yaml = String::from("x: ");
+        for n in 0..40 {
+            yaml.push_str(&format!("&n{n} ["));
+        }
+        yaml.push_str(&big);
+        yaml.push_str(&"]".repeat(40));
+        let errs = errors(&yaml);
+        assert!(errs[0].contains("copy more than 16 MiB"), "{errs:?}");
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let errs = errors(&format!("{}a\n", "- ".repeat(100_000)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("nest more than 64 levels"), "{errs:?}");
+        let errs = errors(&format!("x: {}{}\n", "[".repeat(200), "]".repeat(200)));
+        assert!(errs[0].contains("nest more than 64 levels"), "{errs:?}");
+    }
+
+    #[test]
+    fn long_keys_are_cut_in_messages() {
+        let errs = errors(&format!(
+            "agents:\n  - {{id: a, provider: local, {}: 1}}\n",
+            "k".repeat(100_000)
+        ));
+        assert!(errs[0].len() < 1000, "{}", errs[0].len());
+        assert!(errs[0].contains("unknown key `kkkk"), "{errs:?}");
+    }
+
+    #[test]
+    fn files_are_read_within_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, "\u{feff}agents: []\n").expect("write");
+        assert_eq!(read_text_file(&file, 100).expect("read"), "agents: []\n");
+        assert!(matches!(
+            read_text_file(&file, 5),
+            Err(FileProblem::TooLarge {
+                size: Some(14),
+                limit: 5
+            })
+        ));
+        assert!(matches!(
+            read_text_file(dir.path(), 100),
+            Err(FileProblem::NotAFile {
+                what: "a directory"
+            })
+        ));
+        assert!(matches!(
+            read_text_file(&dir.path().join("none"), 100),
+            Err(FileProblem::NotFound)
+        ));
+        std::fs::write(&file, b"agents:\n  - \xff").expect("write");
+        match read_text_file(&file, 100) {
+            Err(FileProblem::NotUtf8 { pos }) => assert_eq!(pos, Pos { line: 2, column: 5 }),
+            other => panic!("{other:?}"),
+        }
+        #[cfg(unix)]
+        assert!(matches!(
+            read_text_file(Path::new("/dev/zero"), 100),
+            Err(FileProblem::NotAFile {
+                what: "a character device"
+            })
+        ));
+        assert_eq!(human_size(4 << 20), "4 MiB");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(812), "812 bytes");
     }
 
     #[test]

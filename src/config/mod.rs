@@ -6,6 +6,8 @@
 mod de;
 mod diag;
 mod load;
+#[cfg(test)]
+mod proptests;
 mod relations;
 mod resolve;
 mod starter;
@@ -14,12 +16,14 @@ mod types;
 mod validate;
 
 pub use diag::{Diagnostic, Severity};
-pub use load::{load, load_str, Loaded};
+pub(crate) use load::{human_size, read_text_file, FileProblem};
+pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
 pub use resolve::{
     local_model_path, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL,
     DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
     DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
 pub use starter::starter_config;
+pub(crate) use tree::check_limits as check_yaml_limits;
 pub use types::*;
 pub use validate::{check_name, parse_schedule};

@@ -31,6 +31,8 @@ pub struct ResolvedProvider {
     pub timeout_secs: u64,
     pub connect_timeout_secs: u64,
     pub max_retries: u32,
+    /// The longest a whole call may take (`None`: no limit).
+    pub deadline_secs: Option<u64>,
     pub model_path: Option<PathBuf>,
     pub threads: Option<usize>,
     pub context_size: Option<usize>,
@@ -156,6 +158,7 @@ impl Config {
             max_retries: entry
                 .and_then(|e| e.max_retries)
                 .unwrap_or(DEFAULT_MAX_RETRIES),
+            deadline_secs: entry.and_then(|e| e.deadline_secs),
             model_path,
             threads: entry.and_then(|e| e.threads),
             context_size: entry.and_then(|e| e.context_size),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
 /// A 1-based line and column.
@@ -169,12 +169,44 @@ pub(crate) struct Parsed {
     pub problems: Vec<Problem>,
 }
 
-/// Parses YAML text. A syntax error is fatal and comes back alone.
+/// How deeply collections may nest. The schema needs six levels; the limit keeps every
+/// walk over the tree (building, deserializing, dropping) far from the stack's end.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// How much memory (roughly, in bytes) aliases may add by repeating anchored values. A real
+/// configuration repeats a few small values; an "alias bomb" (each level repeating the one
+/// before it several times) would need gigabytes and is refused at the alias that crosses
+/// this.
+pub(crate) const ALIAS_EXPANSION_LIMIT: usize = 16 * 1024 * 1024;
+
+/// How many values (scalars, lists, mappings) a document may hold, aliases included: a
+/// configuration has hundreds; the limit bounds the memory of a large flat file.
+pub(crate) const MAX_NODES: usize = 1_000_000;
+
+/// What one node costs in the alias budget besides its text.
+const NODE_COST: usize = std::mem::size_of::<Node>();
+
+/// Checks YAML that another parser will read (the script provider's files) against the same
+/// limits: nesting, values, alias expansion. Syntax errors come back too.
+pub(crate) fn check_limits(text: &str) -> Result<(), Problem> {
+    parse(text).map(|_| ())
+}
+
+/// Parses YAML text. A syntax error, or input past a limit, is fatal and comes back alone.
 pub(crate) fn parse(text: &str) -> Result<Parsed, Problem> {
     let mut builder = Builder::new(text);
+    // Event by event rather than `Parser::load`, which recurses once per nesting level:
+    // this loop is flat, and it can stop at the first limit crossed.
     let mut parser = Parser::new_from_str(text);
-    if let Err(error) = parser.load(&mut builder, true) {
-        return Err(syntax_problem(text, &error, builder.open_flow()));
+    loop {
+        match parser.next_token() {
+            Ok((Event::StreamEnd, _)) => break,
+            Ok((event, marker)) => builder.on_event(event, marker),
+            Err(error) => return Err(syntax_problem(text, &error, builder.open_flow())),
+        }
+        if let Some(fatal) = builder.fatal.take() {
+            return Err(fatal);
+        }
     }
     if let Some(pos) = builder.extra_document {
         builder.problems.push(Problem {
@@ -255,47 +287,160 @@ enum Frame {
     Seq {
         pos: Pos,
         anchor: usize,
+        /// The budget spent when the collection started, to price an alias to it.
+        cost_at_start: usize,
         items: Vec<Node>,
         flow: Option<char>,
     },
     Map {
         pos: Pos,
         anchor: usize,
+        cost_at_start: usize,
         entries: Vec<Entry>,
+        /// Each key's first line, so a duplicate is found without a scan of the entries.
+        seen: HashMap<String, usize>,
         key: Option<(String, Pos)>,
         flow: Option<char>,
     },
 }
 
+/// Character offsets to byte offsets, in O(1) per lookup after one pass over the text: a
+/// marker counts characters, and a lookup from the start for every collection would make
+/// a large flat file quadratic.
+struct CharIndex {
+    /// The byte offset of every `STRIDE`-th character.
+    every: Vec<usize>,
+}
+
+impl CharIndex {
+    const STRIDE: usize = 256;
+
+    fn new(text: &str) -> CharIndex {
+        let every = text
+            .char_indices()
+            .step_by(Self::STRIDE)
+            .map(|(byte, _)| byte)
+            .collect();
+        CharIndex { every }
+    }
+
+    /// The character at character offset `index`.
+    fn char_at(&self, text: &str, index: usize) -> Option<char> {
+        let from = *self.every.get(index / Self::STRIDE)?;
+        text.get(from..)?.chars().nth(index % Self::STRIDE)
+    }
+}
+
 struct Builder<'t> {
     text: &'t str,
+    chars: CharIndex,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchored node and what it cost to build.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Roughly the memory spent on nodes so far, and how much of it aliases added.
+    cost: usize,
+    nodes: usize,
+    alias_cost: usize,
     root: Option<Node>,
     documents: usize,
     extra_document: Option<Pos>,
     problems: Vec<Problem>,
+    /// A limit crossed: parsing stops with this.
+    fatal: Option<Problem>,
 }
 
 impl<'t> Builder<'t> {
     fn new(text: &'t str) -> Builder<'t> {
         Builder {
             text,
+            chars: CharIndex::new(text),
             stack: Vec::new(),
             anchors: HashMap::new(),
+            cost: 0,
+            nodes: 0,
+            alias_cost: 0,
             root: None,
             documents: 0,
             extra_document: None,
             problems: Vec::new(),
+            fatal: None,
         }
     }
 
     /// `[` or `{` when a collection starts with one at `marker` (a flow collection).
     fn flow_bracket(&self, marker: &Marker) -> Option<char> {
-        let line = self.text.lines().nth(marker.line().checked_sub(1)?)?;
-        line.chars()
-            .nth(marker.col())
+        self.chars
+            .char_at(self.text, marker.index())
             .filter(|c| matches!(c, '[' | '{'))
+    }
+
+    /// Counts a value against [`MAX_NODES`]; false (and fatal) past it.
+    fn count(&mut self, pos: Pos) -> bool {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            self.fatal = Some(Problem {
+                pos,
+                message: format!("more than {MAX_NODES} values by here: refused"),
+                hint: Some(
+                    "check the path: this is not a configuration of a reasonable size".into(),
+                ),
+            });
+            return false;
+        }
+        true
+    }
+
+    /// Opens a collection, unless that would nest deeper than [`MAX_DEPTH`].
+    fn open(&mut self, frame: Frame, pos: Pos) {
+        if !self.count(pos) {
+            return;
+        }
+        if self.stack.len() >= MAX_DEPTH {
+            self.fatal = Some(Problem {
+                pos,
+                message: format!("lists and mappings nest more than {MAX_DEPTH} levels deep here"),
+                hint: Some(
+                    "a configuration needs a few levels: check the indentation, or the brackets, around here"
+                        .into(),
+                ),
+            });
+            return;
+        }
+        self.cost += NODE_COST;
+        self.stack.push(frame);
+    }
+
+    /// Repeats the node anchored as `id`, unless that would take the aliases past
+    /// [`ALIAS_EXPANSION_LIMIT`] (checked before anything is copied).
+    fn alias(&mut self, id: usize, pos: Pos) {
+        if !self.count(pos) {
+            return;
+        }
+        let Some(cost) = self.anchors.get(&id).map(|(_, cost)| *cost) else {
+            self.problems.push(Problem {
+                pos,
+                message: "this alias refers to an anchor that is not defined before it".into(),
+                hint: Some("define `&name` before using `*name`".into()),
+            });
+            // Keep keys and values paired.
+            let null = Scalar {
+                value: String::new(),
+                plain: true,
+            };
+            self.finish(Node {
+                pos,
+                kind: Kind::Scalar(null),
+            });
+            return;
+        };
+        if !self.spend_on_aliases(cost, pos) {
+            return;
+        }
+        let Some(node) = self.anchors.get(&id).map(|(node, _)| node.clone()) else {
+            return;
+        };
+        self.cost += cost;
+        self.finish(node);
     }
 
     /// The innermost flow collection still open, when parsing fails.
@@ -305,10 +450,40 @@ impl<'t> Builder<'t> {
         })
     }
 
-    fn finish(&mut self, node: Node, anchor: usize) {
+    /// Adds a built node to its parent and, when it carries an anchor, keeps a copy for the
+    /// aliases to come; `cost` is what building it spent. The copy counts against the alias
+    /// budget too: anchors nested around a large value would copy it once per level.
+    fn finish_anchored(&mut self, node: Node, anchor: usize, cost: usize, pos: Pos) {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            if !self.spend_on_aliases(cost, pos) {
+                return;
+            }
+            self.anchors.insert(anchor, (node.clone(), cost));
         }
+        self.finish(node);
+    }
+
+    /// Counts `cost` of copying against [`ALIAS_EXPANSION_LIMIT`]; false (and fatal) past it.
+    fn spend_on_aliases(&mut self, cost: usize, pos: Pos) -> bool {
+        if self.alias_cost.saturating_add(cost) > ALIAS_EXPANSION_LIMIT {
+            self.fatal = Some(Problem {
+                pos,
+                message: format!(
+                    "anchors and aliases (`&name`, `*name`) copy more than {} MiB of values by here: refused (an alias bomb?)",
+                    ALIAS_EXPANSION_LIMIT >> 20
+                ),
+                hint: Some(
+                    "write the repeated values out, or use fewer aliases of large anchored values"
+                        .into(),
+                ),
+            });
+            return false;
+        }
+        self.alias_cost += cost;
+        true
+    }
+
+    fn finish(&mut self, node: Node) {
         match self.stack.last_mut() {
             None => {
                 if self.root.is_none() {
@@ -316,7 +491,9 @@ impl<'t> Builder<'t> {
                 }
             }
             Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, key, .. }) => match key.take() {
+            Some(Frame::Map {
+                entries, key, seen, ..
+            }) => match key.take() {
                 None => {
                     let name = match node.kind {
                         Kind::Scalar(s) => s.value,
@@ -332,18 +509,19 @@ impl<'t> Builder<'t> {
                     *key = Some((name, node.pos));
                 }
                 Some((name, key_pos)) => {
-                    if let Some(first) = entries.iter().find(|e| e.key == name) {
+                    if let Some(first_line) = seen.get(&name) {
                         self.problems.push(Problem {
                             pos: key_pos,
                             message: format!(
-                                "duplicate key `{name}` (first defined on line {})",
-                                first.key_pos.line
+                                "duplicate key `{}` (first defined on line {first_line})",
+                                shorten(&name)
                             ),
                             hint: Some(
                                 "keep one of them: a key may appear only once in a mapping".into(),
                             ),
                         });
                     } else {
+                        seen.insert(name.clone(), key_pos.line);
                         entries.push(Entry {
                             key: name,
                             key_pos,
@@ -356,7 +534,7 @@ impl<'t> Builder<'t> {
     }
 }
 
-impl MarkedEventReceiver for Builder<'_> {
+impl Builder<'_> {
     fn on_event(&mut self, event: Event, marker: Marker) {
         let pos = Pos::from_marker(marker);
         match event {
@@ -365,8 +543,15 @@ impl MarkedEventReceiver for Builder<'_> {
                 if self.documents == 2 {
                     self.extra_document = Some(pos);
                 }
+                // Anchors are per document.
+                self.anchors.clear();
             }
             Event::Scalar(value, style, anchor, _tag) => {
+                if !self.count(pos) {
+                    return;
+                }
+                let cost = NODE_COST + value.len();
+                self.cost += cost;
                 let node = Node {
                     pos,
                     kind: Kind::Scalar(Scalar {
@@ -374,41 +559,52 @@ impl MarkedEventReceiver for Builder<'_> {
                         plain: style == TScalarStyle::Plain,
                     }),
                 };
-                self.finish(node, anchor);
+                self.finish_anchored(node, anchor, cost, pos);
             }
             Event::SequenceStart(anchor, _) => {
                 let flow = self.flow_bracket(&marker);
-                self.stack.push(Frame::Seq {
+                let frame = Frame::Seq {
                     pos,
                     anchor,
+                    cost_at_start: self.cost,
                     items: Vec::new(),
                     flow,
-                });
+                };
+                self.open(frame, pos);
             }
             Event::MappingStart(anchor, _) => {
                 let flow = self.flow_bracket(&marker);
-                self.stack.push(Frame::Map {
+                let frame = Frame::Map {
                     pos,
                     anchor,
+                    cost_at_start: self.cost,
                     entries: Vec::new(),
+                    seen: HashMap::new(),
                     key: None,
                     flow,
-                });
+                };
+                self.open(frame, pos);
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match self.stack.pop() {
+                let (node, anchor, cost_at_start) = match self.stack.pop() {
                     Some(Frame::Seq {
-                        pos, anchor, items, ..
+                        pos,
+                        anchor,
+                        cost_at_start,
+                        items,
+                        ..
                     }) => (
                         Node {
                             pos,
                             kind: Kind::Seq(items),
                         },
                         anchor,
+                        cost_at_start,
                     ),
                     Some(Frame::Map {
                         pos,
                         anchor,
+                        cost_at_start,
                         entries,
                         ..
                     }) => {
@@ -420,39 +616,27 @@ impl MarkedEventReceiver for Builder<'_> {
                                 kind: Kind::Map(entries),
                             },
                             anchor,
+                            cost_at_start,
                         )
                     }
                     None => return,
                 };
-                self.finish(node, anchor);
+                // The frame itself was counted when it opened.
+                let cost = self.cost - cost_at_start;
+                let pos = node.pos;
+                self.finish_anchored(node, anchor, cost, pos);
             }
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(node) => {
-                    let node = node.clone();
-                    self.finish(node, 0);
-                }
-                None => {
-                    self.problems.push(Problem {
-                        pos,
-                        message: "this alias refers to an anchor that is not defined before it"
-                            .into(),
-                        hint: Some("define `&name` before using `*name`".into()),
-                    });
-                    // Keep keys and values paired.
-                    let null = Scalar {
-                        value: String::new(),
-                        plain: true,
-                    };
-                    self.finish(
-                        Node {
-                            pos,
-                            kind: Kind::Scalar(null),
-                        },
-                        0,
-                    );
-                }
-            },
+            Event::Alias(id) => self.alias(id, pos),
             Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
         }
+    }
+}
+
+/// A key or value as quoted in a message: long ones are cut (a message is read by a person).
+pub(crate) fn shorten(text: &str) -> String {
+    const MAX: usize = 80;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }

@@ -306,6 +306,10 @@ pub struct ProviderConfig {
     /// Retries on connection errors and HTTP 429 before any output (default 2).
     #[serde(default)]
     pub max_retries: Option<u32>,
+    /// The longest one model call may take in total, retries included, however steadily
+    /// the server sends (default: no limit).
+    #[serde(default)]
+    pub deadline_secs: Option<u64>,
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,

@@ -431,6 +431,7 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
         ("timeout_secs", p.timeout_secs.is_some()),
         ("connect_timeout_secs", p.connect_timeout_secs.is_some()),
         ("max_retries", p.max_retries.is_some()),
+        ("deadline_secs", p.deadline_secs.is_some()),
         ("model_path", p.model_path.is_some()),
         ("threads", p.threads.is_some()),
         ("context_size", p.context_size.is_some()),
@@ -443,6 +444,7 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
             "timeout_secs",
             "connect_timeout_secs",
             "max_retries",
+            "deadline_secs",
         ],
         ProviderKind::Local => &["model_path", "threads", "context_size"],
         ProviderKind::Script => &["script"],
@@ -495,6 +497,7 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
     for (key, zero) in [
         ("timeout_secs", p.timeout_secs == Some(0)),
         ("connect_timeout_secs", p.connect_timeout_secs == Some(0)),
+        ("deadline_secs", p.deadline_secs == Some(0)),
         ("threads", p.threads == Some(0)),
         ("context_size", p.context_size == Some(0)),
     ] {

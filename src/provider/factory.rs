@@ -3,17 +3,19 @@
 use std::time::Duration;
 
 use crate::config::{ProviderKind, ResolvedProvider};
+use crate::provider::redact::Redacting;
 use crate::provider::{Provider, ProviderError};
 
 /// Builds the adapter for a resolved provider. API keys are read from the environment here
 /// and live only in memory.
 pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderError> {
+    let api_key = resolved
+        .api_key_env
+        .as_deref()
+        .and_then(|var| std::env::var(var).ok())
+        .filter(|k| !k.is_empty());
     let http = || {
-        let api_key = resolved
-            .api_key_env
-            .as_deref()
-            .and_then(|var| std::env::var(var).ok())
-            .filter(|k| !k.is_empty());
+        let api_key = api_key.clone();
         super::http::HttpOptions {
             name: resolved.name.clone(),
             base_url: resolved.base_url.clone().unwrap_or_default(),
@@ -22,11 +24,18 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
             timeout: Duration::from_secs(resolved.timeout_secs),
             connect_timeout: Duration::from_secs(resolved.connect_timeout_secs),
             max_retries: resolved.max_retries,
+            deadline: resolved.deadline_secs.map(Duration::from_secs),
         }
     };
+    // The key never leaves the adapter: not in streamed text, messages, tool calls or errors.
+    let redacting = |inner: Box<dyn Provider>| Redacting::wrap(inner, api_key.as_deref());
     match resolved.kind {
-        ProviderKind::Ollama => Ok(Box::new(super::ollama::OllamaProvider::new(http()))),
-        ProviderKind::Openai => Ok(Box::new(super::openai::OpenAiProvider::new(http()))),
+        ProviderKind::Ollama => Ok(redacting(Box::new(super::ollama::OllamaProvider::new(
+            http(),
+        )))),
+        ProviderKind::Openai => Ok(redacting(Box::new(super::openai::OpenAiProvider::new(
+            http(),
+        )))),
         ProviderKind::Script => {
             let path = resolved
                 .script

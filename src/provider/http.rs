@@ -12,7 +12,7 @@
 
 use std::fmt;
 use std::io::Read;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Extra attempts after a connection error or HTTP 429, before any output.
     pub max_retries: u32,
+    /// The longest a whole call may take, retries included, however steadily the server
+    /// sends (`None`: no limit; the silence timeout still applies).
+    pub deadline: Option<Duration>,
 }
 
 impl fmt::Debug for HttpOptions {
@@ -48,6 +51,7 @@ impl fmt::Debug for HttpOptions {
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_retries", &self.max_retries)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
@@ -60,7 +64,19 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How much of an error body is kept for the message.
 const ERROR_BODY_LIMIT: u64 = 64 * 1024;
 const ERROR_MESSAGE_CHARS: usize = 500;
-const READ_BUFFER: usize = 8 * 1024;
+const READ_BUFFER: usize = 64 * 1024;
+/// How many read buffers may wait between the reading thread and the caller. A bounded
+/// queue makes a server that sends faster than the caller consumes wait for it (TCP
+/// backpressure) instead of filling memory.
+const QUEUE_DEPTH: usize = 8;
+
+/// The longest line (one NDJSON object, one SSE field or event) read: past it the call
+/// fails rather than buffer a server's endless line. Generous: a server that ignores
+/// `stream: true` sends its whole answer as one line.
+pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+/// The most output one call may produce (text plus tool calls): far past any model's
+/// output limit, and past the ledger's record limit, so large outputs stay testable.
+pub const MAX_OUTPUT_BYTES: usize = 32 * 1024 * 1024;
 
 /// Whether the line handler wants more lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,13 +190,16 @@ impl HttpClient {
     ) -> Result<StreamEnd, ProviderError> {
         let payload =
             serde_json::to_vec(body).map_err(|e| self.malformed(url, format!("request: {e}")))?;
+        let limits = Limits {
+            deadline: self.opts.deadline.map(|d| Instant::now() + d),
+        };
         let mut attempt: u32 = 0;
         loop {
             if cancel.is_cancelled() {
                 return Err(ProviderError::Cancelled);
             }
-            match self.open(url, &payload, accept, cancel) {
-                Ok(rx) => return self.read_lines(url, rx, cancel, on_line),
+            match self.open(url, &payload, accept, cancel, &limits) {
+                Ok(rx) => return self.read_lines(url, rx, cancel, &limits, on_line),
                 Err((err, retry_after)) => {
                     let retryable = match &err {
                         ProviderError::Connect { .. } => true,
@@ -194,6 +213,9 @@ impl HttpClient {
                         .saturating_mul(1u32 << attempt.min(16))
                         .min(MAX_BACKOFF);
                     let wait = retry_after.map_or(backoff, |r| r.min(MAX_RETRY_AFTER));
+                    if limits.left().is_some_and(|left| left <= wait) {
+                        return Err(self.deadline_error(url));
+                    }
                     sleep_cancellable(wait, cancel)?;
                     attempt += 1;
                 }
@@ -209,8 +231,9 @@ impl HttpClient {
         payload: &[u8],
         accept: &str,
         cancel: &Cancel,
+        limits: &Limits,
     ) -> Result<Receiver<Msg>, (ProviderError, Option<Duration>)> {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(QUEUE_DEPTH);
         let agent = self.agent.clone();
         let mut request = agent
             .post(url)
@@ -237,7 +260,7 @@ impl HttpClient {
             self.opts.timeout.saturating_add(self.opts.connect_timeout)
         };
         match self
-            .wait(url, &rx, cancel, head_silence)
+            .wait(url, &rx, cancel, head_silence, limits)
             .map_err(|e| (e, None))?
         {
             Msg::Ok => Ok(rx),
@@ -263,24 +286,41 @@ impl HttpClient {
         }
     }
 
+    /// Cuts the body into lines as chunks arrive and hands each over. A line is copied only
+    /// when it spans chunks; one longer than [`MAX_LINE_BYTES`] fails the call.
     fn read_lines(
         &self,
         url: &str,
         rx: Receiver<Msg>,
         cancel: &Cancel,
+        limits: &Limits,
         on_line: &mut dyn FnMut(&str) -> Result<Flow, ProviderError>,
     ) -> Result<StreamEnd, ProviderError> {
         let mut pending: Vec<u8> = Vec::new();
         loop {
-            match self.wait(url, &rx, cancel, self.opts.timeout)? {
+            match self.wait(url, &rx, cancel, self.opts.timeout, limits)? {
                 Msg::Chunk(bytes) => {
-                    pending.extend_from_slice(&bytes);
-                    while let Some(end) = memchr::memchr(b'\n', &pending) {
-                        let line: Vec<u8> = pending.drain(..=end).collect();
-                        if self.hand_over(url, &line, on_line)? == Flow::Stop {
+                    let mut rest = &bytes[..];
+                    while let Some(end) = memchr::memchr(b'\n', rest) {
+                        let (line, tail) = rest.split_at(end + 1);
+                        rest = tail;
+                        let flow = if pending.is_empty() {
+                            self.hand_over(url, line, on_line)?
+                        } else {
+                            self.check_line(url, pending.len() + line.len())?;
+                            pending.extend_from_slice(line);
+                            let flow = self.hand_over(url, &pending, on_line)?;
+                            pending.clear();
+                            // A long line's buffer is not kept for the short ones after it.
+                            pending.shrink_to(READ_BUFFER);
+                            flow
+                        };
+                        if flow == Flow::Stop {
                             return Ok(StreamEnd::Stopped);
                         }
                     }
+                    self.check_line(url, pending.len() + rest.len())?;
+                    pending.extend_from_slice(rest);
                 }
                 Msg::Eof => {
                     if !pending.is_empty() && self.hand_over(url, &pending, on_line)? == Flow::Stop
@@ -302,6 +342,19 @@ impl HttpClient {
         }
     }
 
+    fn check_line(&self, url: &str, len: usize) -> Result<(), ProviderError> {
+        if len > MAX_LINE_BYTES {
+            return Err(self.too_large(
+                url,
+                format!(
+                    "a line longer than {} without a line break",
+                    crate::config::human_size(MAX_LINE_BYTES as u64)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn hand_over(
         &self,
         url: &str,
@@ -320,13 +373,20 @@ impl HttpClient {
         rx: &Receiver<Msg>,
         cancel: &Cancel,
         silence: Duration,
+        limits: &Limits,
     ) -> Result<Msg, ProviderError> {
         let started = Instant::now();
         loop {
             if cancel.is_cancelled() {
                 return Err(ProviderError::Cancelled);
             }
-            match rx.recv_timeout(CANCEL_POLL) {
+            if limits.left() == Some(Duration::ZERO) {
+                return Err(self.deadline_error(url));
+            }
+            let slice = limits
+                .left()
+                .map_or(CANCEL_POLL, |left| left.min(CANCEL_POLL));
+            match rx.recv_timeout(slice) {
                 Ok(msg) => return Ok(msg),
                 Err(RecvTimeoutError::Timeout) => {
                     if !silence.is_zero() && started.elapsed() > silence {
@@ -348,12 +408,56 @@ impl HttpClient {
         }
     }
 
+    fn deadline_error(&self, url: &str) -> ProviderError {
+        ProviderError::Deadline {
+            provider: self.opts.name.clone(),
+            url: url.to_string(),
+            secs: self.opts.deadline.unwrap_or_default().as_secs_f64().ceil() as u64,
+        }
+    }
+
+    /// The server sent more than a bound allows (`what` says which); the call fails.
+    pub(crate) fn too_large(&self, url: &str, what: String) -> ProviderError {
+        ProviderError::TooLarge {
+            provider: self.opts.name.clone(),
+            url: url.to_string(),
+            what,
+        }
+    }
+
+    /// Fails once `used` bytes of output pass [`MAX_OUTPUT_BYTES`].
+    pub(crate) fn check_output(&self, url: &str, used: usize) -> Result<(), ProviderError> {
+        if used > MAX_OUTPUT_BYTES {
+            return Err(self.too_large(
+                url,
+                format!(
+                    "more than {} of output in one answer",
+                    crate::config::human_size(MAX_OUTPUT_BYTES as u64)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn timeout_error(&self, url: &str) -> ProviderError {
         ProviderError::Timeout {
             provider: self.opts.name.clone(),
             url: url.to_string(),
             secs: self.opts.timeout.as_secs_f64().ceil() as u64,
         }
+    }
+}
+
+/// The limits of one call, fixed when it starts.
+struct Limits {
+    deadline: Option<Instant>,
+}
+
+impl Limits {
+    /// Time left before the deadline (zero once past it); `None` without a deadline.
+    fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -376,7 +480,7 @@ pub(crate) fn sleep_cancellable(total: Duration, cancel: &Cancel) -> Result<(), 
 fn worker(
     request: ureq::RequestBuilder<ureq::typestate::WithBody>,
     payload: Vec<u8>,
-    tx: Sender<Msg>,
+    tx: SyncSender<Msg>,
 ) {
     let response = match request.send(&payload[..]) {
         Ok(response) => response,
@@ -592,6 +696,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
             max_retries: 0,
+            deadline: None,
         };
         assert!(!format!("{opts:?}").contains("sk-secret"));
         let client = HttpClient::new(opts);

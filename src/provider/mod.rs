@@ -17,6 +17,7 @@ pub mod http;
 pub mod local;
 pub mod ollama;
 pub mod openai;
+pub mod redact;
 pub mod script;
 
 pub use factory::open;
@@ -246,6 +247,18 @@ pub enum ProviderError {
         provider: String,
         url: String,
         secs: u64,
+    },
+    #[error("{provider}: {url} did not finish the answer within {secs} s (deadline_secs)")]
+    Deadline {
+        provider: String,
+        url: String,
+        secs: u64,
+    },
+    #[error("{provider}: {url} sent {what}: the call was cut off there")]
+    TooLarge {
+        provider: String,
+        url: String,
+        what: String,
     },
     #[error("{provider}: malformed response from {url}: {detail}")]
     Malformed {

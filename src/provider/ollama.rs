@@ -91,6 +91,8 @@ struct Answer {
     done: bool,
     done_reason: Option<String>,
     usage: CallUsage,
+    /// Output bytes so far (text and tool calls), against the output bound.
+    size: usize,
 }
 
 impl Answer {
@@ -126,6 +128,8 @@ impl Answer {
         if let Some(message) = value.get("message") {
             if let Some(content) = message.get("content").and_then(Value::as_str) {
                 if !content.is_empty() {
+                    self.size += content.len();
+                    http.check_output(url, self.size)?;
                     self.text.push_str(content);
                     on_event(Event::Delta(content.to_string()));
                 }
@@ -133,8 +137,13 @@ impl Answer {
             if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
                     let parsed = self.tool_call(call).ok_or_else(|| {
-                        http.malformed(url, format!("a tool call without a name: {call}"))
+                        http.malformed(
+                            url,
+                            format!("a tool call without a name: {}", excerpt(&call.to_string())),
+                        )
                     })?;
+                    self.size += parsed.id.len() + parsed.name.len() + json_size(&parsed.arguments);
+                    http.check_output(url, self.size)?;
                     on_event(Event::ToolCall(parsed.clone()));
                     self.tool_calls.push(parsed);
                 }
@@ -179,6 +188,24 @@ impl Answer {
             arguments,
         })
     }
+}
+
+/// The length of a value written as JSON, without writing it anywhere.
+pub(crate) fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The start of a line, for error messages.

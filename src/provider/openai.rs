@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::http::MAX_LINE_BYTES;
 use super::http::{base64, Flow, HttpClient, HttpOptions};
 use super::ollama::excerpt;
 use super::{
@@ -124,6 +125,10 @@ struct Answer {
     done: bool,
     /// `data:` lines of the event being read (an event ends at a blank line).
     data: Vec<String>,
+    /// Their total length, against the line bound.
+    data_size: usize,
+    /// Output bytes so far (text and tool calls), against the output bound.
+    size: usize,
 }
 
 impl Answer {
@@ -143,8 +148,20 @@ impl Answer {
         }
         let (field, value) = line.split_once(':').unwrap_or((line, ""));
         if field == "data" {
-            self.data
-                .push(value.strip_prefix(' ').unwrap_or(value).to_string());
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            // An event is bounded like a line: a server that never ends one would
+            // otherwise be buffered whole.
+            self.data_size += value.len() + 1;
+            if self.data_size > MAX_LINE_BYTES {
+                return Err(http.too_large(
+                    url,
+                    format!(
+                        "an event longer than {} without a blank line",
+                        crate::config::human_size(MAX_LINE_BYTES as u64)
+                    ),
+                ));
+            }
+            self.data.push(value.to_string());
         }
         // `event:`, `id:` and `retry:` carry nothing this protocol uses.
         Ok(Flow::Continue)
@@ -162,6 +179,7 @@ impl Answer {
         }
         let data = self.data.join("\n");
         self.data.clear();
+        self.data_size = 0;
         if data.trim() == "[DONE]" {
             self.done = true;
             return Ok(Flow::Stop);
@@ -204,13 +222,16 @@ impl Answer {
         if let Some(delta) = choice.get("delta") {
             if let Some(content) = delta.get("content").and_then(Value::as_str) {
                 if !content.is_empty() {
+                    self.size += content.len();
+                    http.check_output(url, self.size)?;
                     self.text.push_str(content);
                     on_event(Event::Delta(content.to_string()));
                 }
             }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
-                    self.add_call_delta(call);
+                    self.size += self.add_call_delta(call);
+                    http.check_output(url, self.size)?;
                 }
             }
         }
@@ -220,7 +241,11 @@ impl Answer {
         Ok(Flow::Continue)
     }
 
-    fn add_call_delta(&mut self, delta: &Value) {
+    /// Adds one delta to its call; returns the bytes it added (a new call costs a little
+    /// even when empty, so a stream of empty calls is bounded too).
+    fn add_call_delta(&mut self, delta: &Value) -> usize {
+        const NEW_CALL: usize = 64;
+        let mut added = 0;
         let id = delta
             .get("id")
             .and_then(Value::as_str)
@@ -241,20 +266,27 @@ impl Answer {
                 }
             }
         };
+        if !self.calls.contains_key(&index) {
+            added += NEW_CALL;
+        }
         let call = self.calls.entry(index).or_default();
         if call.id.is_none() {
             call.id = id.map(str::to_string);
+            added += id.map_or(0, str::len);
         }
         if let Some(function) = delta.get("function") {
             if let Some(name) = function.get("name").and_then(Value::as_str) {
                 if call.name.is_empty() {
                     call.name = name.to_string();
+                    added += name.len();
                 }
             }
             if let Some(piece) = function.get("arguments").and_then(Value::as_str) {
                 call.arguments.push_str(piece);
+                added += piece.len();
             }
         }
+        added
     }
 
     /// The assembled tool calls, in index order.

@@ -66,6 +66,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::http::sleep_cancellable;
+use crate::config::FileProblem;
+
+/// The largest script read: replies are kept in memory whole.
+pub const SCRIPT_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 use super::{
     CallUsage, Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role,
     ToolCall,
@@ -135,8 +139,25 @@ impl ScriptProvider {
             provider: name.to_string(),
             detail,
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| config_error(format!("cannot read script {}: {e}", path.display())))?;
+        let shown = path.display();
+        let text = crate::config::read_text_file(path, SCRIPT_SIZE_LIMIT).map_err(|problem| {
+            let at = match &problem {
+                FileProblem::NotUtf8 { pos } => {
+                    format!(" (line {}, column {})", pos.line, pos.column)
+                }
+                _ => String::new(),
+            };
+            config_error(format!("script {shown} {problem}{at}"))
+        })?;
+        // serde_yaml_ng bounds nesting but not what aliases of a large anchored value expand
+        // to: the configuration's limits are checked first.
+        crate::config::check_yaml_limits(&text).map_err(|p| {
+            let hint = p.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+            config_error(format!(
+                "script {shown}:{}:{}: {}{hint}",
+                p.pos.line, p.pos.column, p.message
+            ))
+        })?;
         let file: ScriptFile = serde_yaml_ng::from_str(&text).map_err(|e| {
             config_error(format!(
                 "script {} is not valid: {e} (expected `replies:` with a list of entries)",

@@ -14,6 +14,7 @@ mod cli_rewind;
 mod cli_turns;
 mod config_validate;
 mod docs_sync;
+mod hostile_input;
 mod ledger_crash;
 mod ledger_index;
 mod local_model;

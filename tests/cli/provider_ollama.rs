@@ -25,6 +25,7 @@ fn options(base_url: &str) -> HttpOptions {
         timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
         max_retries: 2,
+        deadline: None,
     }
 }
 
@@ -481,4 +482,50 @@ fn silence_longer_than_the_read_timeout_is_a_timeout() {
         }
     }
     assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn output_past_the_bound_fails_the_call() {
+    // 33 lines of 1 MiB of text each: every line valid, the sum past 32 MiB.
+    let line = format!(
+        "{}\n",
+        json!({"model": "llama3.2", "message": {"role": "assistant", "content": "x".repeat(1 << 20)}, "done": false})
+    );
+    let server = FakeServer::with([Reply::new(200)
+        .header("Content-Type", "application/x-ndjson")
+        .repeated(line, 33)
+        .chunk("{\"done\":true}\n")]);
+    let (result, events) = chat(&server, &ask("talk"));
+    match result {
+        Err(ProviderError::TooLarge { what, .. }) => {
+            assert_eq!(what, "more than 32 MiB of output in one answer")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        events.len(),
+        32,
+        "the deltas within the bound were streamed"
+    );
+}
+
+#[test]
+fn a_deadline_ends_a_call_that_keeps_sending() {
+    let line = format!(
+        "{}\n",
+        json!({"model": "llama3.2", "message": {"role": "assistant", "content": "."}, "done": false})
+    );
+    let mut reply = Reply::new(200).header("Content-Type", "application/x-ndjson");
+    for _ in 0..600 {
+        reply = reply.chunk(&line).delay(Duration::from_millis(50));
+    }
+    let server = FakeServer::with([reply]);
+    let mut opts = options(&server.url());
+    opts.deadline = Some(Duration::from_secs(1));
+    let (result, events) = chat_with(opts, &ask("drip"), &Cancel::new());
+    match result {
+        Err(ProviderError::Deadline { secs, .. }) => assert_eq!(secs, 1),
+        other => panic!("{other:?}"),
+    }
+    assert!(!events.is_empty(), "output arrived before the deadline");
 }

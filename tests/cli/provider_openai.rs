@@ -27,6 +27,7 @@ fn options(server_url: &str) -> HttpOptions {
         timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
         max_retries: 2,
+        deadline: None,
     }
 }
 
@@ -518,4 +519,38 @@ fn silence_longer_than_the_read_timeout_is_a_timeout() {
     );
     assert_eq!(events.len(), 1);
     assert_eq!(server.request_count(), 1, "no retry once output began");
+}
+
+#[test]
+fn an_event_that_never_ends_fails_at_the_line_bound() {
+    // `data:` lines of 1 MiB each and never the blank line that ends an event.
+    let line = format!("data: {}\n", "x".repeat(1 << 20));
+    let server = FakeServer::with([Reply::new(200)
+        .header("Content-Type", "text/event-stream")
+        .repeated(line, 40)
+        .stall()]);
+    let (result, _) = chat(&server, &ask("hi"));
+    match result {
+        Err(ProviderError::TooLarge { what, .. }) => {
+            assert_eq!(what, "an event longer than 32 MiB without a blank line")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn tool_call_arguments_count_against_the_output_bound() {
+    let piece = format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "x".repeat(1 << 20)}}]}, "finish_reason": null}]})
+    );
+    let server = FakeServer::with([Reply::new(200)
+        .header("Content-Type", "text/event-stream")
+        .repeated(piece, 40)
+        .chunk("data: [DONE]\n\n")]);
+    let (result, _) = chat(&server, &ask("hi"));
+    assert!(
+        matches!(result, Err(ProviderError::TooLarge { ref what, .. }) if what.contains("of output")),
+        "{result:?}"
+    );
 }

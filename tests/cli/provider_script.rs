@@ -303,7 +303,7 @@ fn invalid_scripts_are_config_errors_naming_the_file_and_entry() {
     }
     let missing = ScriptProvider::from_file("scripted", Path::new("/nonexistent/replies.yaml"));
     assert!(
-        matches!(&missing, Err(ProviderError::Config { detail, .. }) if detail.contains("cannot read script /nonexistent/replies.yaml")),
+        matches!(&missing, Err(ProviderError::Config { detail, .. }) if detail.contains("script /nonexistent/replies.yaml not found")),
         "{missing:?}"
     );
 }

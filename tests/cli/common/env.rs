@@ -102,6 +102,32 @@ impl TestEnv {
         c
     }
 
+    /// Like [`TestEnv::cmd`], with the address space limited to `kib` KiB (`ulimit -v`):
+    /// a regression that makes a command allocate without bound fails its test instead of
+    /// exhausting the machine.
+    pub fn cmd_limited(&self, kib: u64, args: &[&str]) -> Command {
+        // The clean environment of `cmd`, around a shell that sets the limit first.
+        let c = self.cmd(args);
+        let mut limited = Command::new("sh");
+        limited
+            .arg("-c")
+            .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+            .arg(bin())
+            .args(args);
+        limited.current_dir(&self.work).env_clear();
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                limited.env(k, v);
+            }
+        }
+        limited.stdin(Stdio::null());
+        limited
+    }
+
+    pub fn run_limited(&self, kib: u64, args: &[&str]) -> Run {
+        Run::from(self.cmd_limited(kib, args).output().expect("run axocoatl"))
+    }
+
     pub fn run(&self, args: &[&str]) -> Run {
         Run::from(self.cmd(args).output().expect("run axocoatl"))
     }

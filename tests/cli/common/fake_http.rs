@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
@@ -37,6 +37,8 @@ pub enum Framing {
 #[derive(Clone, Debug)]
 enum Step {
     Send(Vec<u8>),
+    /// The same bytes sent this many times, one write (and chunk) each.
+    Repeat(Vec<u8>, usize),
     Sleep(Duration),
     /// Hold the connection open and say nothing until the server is dropped.
     Stall,
@@ -113,6 +115,14 @@ impl Reply {
         self
     }
 
+    /// Appends `bytes` sent `times` times, one chunk each (a long stream without holding
+    /// it all in memory).
+    pub fn repeated(mut self, bytes: impl AsRef<[u8]>, times: usize) -> Reply {
+        self.steps
+            .push(Step::Repeat(bytes.as_ref().to_vec(), times));
+        self
+    }
+
     /// Appends `body` cut after each `separator`, one chunk per piece.
     pub fn chunks_of(mut self, body: &str, separator: &str) -> Reply {
         for piece in body.split_inclusive(separator) {
@@ -131,7 +141,7 @@ impl Reply {
     pub fn paced(mut self, pause: Duration) -> Reply {
         let mut steps = Vec::new();
         for step in self.steps {
-            if matches!(step, Step::Send(_)) && !steps.is_empty() {
+            if matches!(step, Step::Send(_) | Step::Repeat(..)) && !steps.is_empty() {
                 steps.push(Step::Sleep(pause));
             }
             steps.push(step);
@@ -189,6 +199,8 @@ struct Shared {
     queue: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
     shutdown: AtomicBool,
+    /// Body bytes written to clients so far.
+    sent: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -210,6 +222,7 @@ impl FakeServer {
             queue: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
         });
         let accept_shared = shared.clone();
         let accept = thread::spawn(move || {
@@ -250,6 +263,12 @@ impl FakeServer {
 
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// How many body bytes the server has written so far (a client that stops reading
+    /// holds it back: TCP backpressure).
+    pub fn bytes_sent(&self) -> u64 {
+        self.shared.sent.load(Ordering::SeqCst)
     }
 
     pub fn request_count(&self) -> usize {
@@ -340,6 +359,7 @@ fn respond(stream: &mut TcpStream, reply: &Reply, shared: &Shared) -> io::Result
                 .iter()
                 .map(|s| match s {
                     Step::Send(bytes) => bytes.len(),
+                    Step::Repeat(bytes, times) => bytes.len() * times,
                     _ => 0,
                 })
                 .sum();
@@ -351,18 +371,14 @@ fn respond(stream: &mut TcpStream, reply: &Reply, shared: &Shared) -> io::Result
     stream.flush()?;
     for step in &reply.steps {
         match step {
-            Step::Send(bytes) => {
-                if reply.framing == Framing::Chunked {
-                    if bytes.is_empty() {
-                        continue; // an empty chunk would end the body
+            Step::Send(bytes) => send_piece(stream, reply.framing, bytes, shared)?,
+            Step::Repeat(bytes, times) => {
+                for _ in 0..*times {
+                    if shared.shutdown.load(Ordering::SeqCst) {
+                        return Ok(false);
                     }
-                    stream.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
-                    stream.write_all(bytes)?;
-                    stream.write_all(b"\r\n")?;
-                } else {
-                    stream.write_all(bytes)?;
+                    send_piece(stream, reply.framing, bytes, shared)?;
                 }
-                stream.flush()?;
             }
             Step::Sleep(pause) => {
                 let mut left = *pause;
@@ -384,6 +400,28 @@ fn respond(stream: &mut TcpStream, reply: &Reply, shared: &Shared) -> io::Result
         stream.flush()?;
     }
     Ok(reply.framing != Framing::Close)
+}
+
+/// One piece of a body: a chunk of its own under chunked framing.
+fn send_piece(
+    stream: &mut TcpStream,
+    framing: Framing,
+    bytes: &[u8],
+    shared: &Shared,
+) -> io::Result<()> {
+    if framing == Framing::Chunked {
+        if bytes.is_empty() {
+            return Ok(()); // an empty chunk would end the body
+        }
+        stream.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
+        stream.write_all(bytes)?;
+        stream.write_all(b"\r\n")?;
+    } else {
+        stream.write_all(bytes)?;
+    }
+    stream.flush()?;
+    shared.sent.fetch_add(bytes.len() as u64, Ordering::SeqCst);
+    Ok(())
 }
 
 fn reason(status: u16) -> &'static str {
