@@ -274,7 +274,8 @@ pub enum ProviderError {
     Config { provider: String, detail: String },
 }
 
-/// A model behind some protocol.
+/// A model behind some protocol. [`redact::Redacting`] wraps adapters and forwards every
+/// method: a method added here must be forwarded there too.
 pub trait Provider: Send {
     /// The provider's name as configured (for messages and the ledger).
     fn name(&self) -> &str;
