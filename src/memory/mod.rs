@@ -20,6 +20,7 @@ pub mod embed;
 pub mod fsck;
 pub mod recall;
 pub mod semantic;
+pub mod turn;
 
 use axocoatl_store::memory::{CoreMemory, DailyLog};
 use axocoatl_store::Repo;
