@@ -624,11 +624,88 @@ fn reindex(
 }
 
 fn consolidate(
-    _ws: &Workspace,
-    _session: Option<&str>,
-    _agent: Option<&str>,
-    _json: bool,
-    _ui: &mut Ui,
+    ws: &Workspace,
+    session: Option<&str>,
+    agent: Option<&str>,
+    json: bool,
+    ui: &mut Ui,
 ) -> CliResult {
-    Err(axocoatl::RuntimeError::NotSupported("memory consolidation".into()).into())
+    use axocoatl::memory::consolidate::{self, Applied, PassResult};
+    use axocoatl_store::ledger::record::TurnState;
+    let session = ws.session_or_head(session)?;
+    let cancel = axocoatl::provider::Cancel::new();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // The second signal ends the process at once; the first stops the pass.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, cancel.flag());
+        let _ = signal_hook::flag::register(sig, cancel.flag());
+    }
+    let passes = consolidate::run(ws, &session, agent, &cancel)?;
+    let mut code = exit::OK;
+    for p in &passes {
+        match &p.result {
+            PassResult::Skipped { reason } => {
+                if json {
+                    ui.json_line(&json!({"agent": p.agent, "agent_id": p.scope, "skipped": reason}))?;
+                } else {
+                    writeln!(ui.out, "{}: skipped: {reason}", p.agent)?;
+                }
+            }
+            PassResult::Ran {
+                turn,
+                state,
+                records,
+                applied,
+                error,
+                usage,
+            } => {
+                code = code.max(match state {
+                    TurnState::Completed => exit::OK,
+                    TurnState::Stopped => exit::TURN_STOPPED,
+                    TurnState::Failed => exit::TURN_FAILED,
+                    TurnState::Interrupted => exit::TURN_INTERRUPTED,
+                });
+                let edits: Vec<serde_json::Value> = applied
+                    .iter()
+                    .map(|a| match a {
+                        Applied::Done(d) => json!({"label": d.label, "applied": true, "chars": d.chars, "limit": d.limit}),
+                        Applied::Refused { label, reason } => json!({"label": label, "applied": false, "reason": reason}),
+                    })
+                    .collect();
+                if json {
+                    ui.json_line(&json!({
+                        "agent": p.agent, "agent_id": p.scope, "turn": turn, "state": state.as_str(),
+                        "records": records, "edits": edits, "error": error,
+                        "usage": crate::fmt::usage_json(usage),
+                    }))?;
+                    continue;
+                }
+                let done = edits.iter().filter(|e| e["applied"] == true).count();
+                writeln!(
+                    ui.out,
+                    "{}: {} (turn {turn}): read {records} record{}, {done} edit{} applied, {} refused",
+                    p.agent,
+                    state.as_str(),
+                    if *records == 1 { "" } else { "s" },
+                    if done == 1 { "" } else { "s" },
+                    edits.len() - done
+                )?;
+                for a in applied {
+                    match a {
+                        Applied::Done(d) => writeln!(
+                            ui.out,
+                            "  {}: now {}/{} characters",
+                            d.label, d.chars, d.limit
+                        )?,
+                        Applied::Refused { label, reason } => {
+                            writeln!(ui.out, "  {label}: refused: {}", safe(reason))?
+                        }
+                    }
+                }
+                if let Some(e) = error {
+                    ui.warn(&format!("{}: {}", p.agent, safe(e)))?;
+                }
+            }
+        }
+    }
+    Ok(code)
 }

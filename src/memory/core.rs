@@ -48,6 +48,22 @@ pub enum MemoryError {
     Store(#[from] axocoatl_store::Error),
 }
 
+impl From<MemoryError> for crate::RuntimeError {
+    fn from(e: MemoryError) -> crate::RuntimeError {
+        match e {
+            MemoryError::Store(s) => crate::RuntimeError::Store(s),
+            e @ MemoryError::Limit { .. } => crate::RuntimeError::Refused {
+                message: e.to_string(),
+                hint: "shorten the text, or raise the block's limit in axocoatl.yaml".into(),
+            },
+            e => crate::RuntimeError::Invalid {
+                message: e.to_string(),
+                hint: "`axocoatl memory core` shows the blocks".into(),
+            },
+        }
+    }
+}
+
 /// One edit of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreEdit<'a> {
