@@ -645,7 +645,9 @@ fn consolidate(
         match &p.result {
             PassResult::Skipped { reason } => {
                 if json {
-                    ui.json_line(&json!({"agent": p.agent, "agent_id": p.scope, "skipped": reason}))?;
+                    ui.json_line(
+                        &json!({"agent": p.agent, "agent_id": p.scope, "skipped": reason}),
+                    )?;
                 } else {
                     writeln!(ui.out, "{}: skipped: {reason}", p.agent)?;
                 }

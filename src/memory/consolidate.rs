@@ -9,8 +9,8 @@
 
 use axocoatl_store::layout::{check_session_name, session_lock_path};
 use axocoatl_store::ledger::record::{
-    AgentOutput, Millis, ModelCall, SessionCreated, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnState, Usage,
+    AgentOutput, Millis, ModelCall, SessionCreated, ToolResult, ToolStarted, TurnBegun, TurnEnded,
+    TurnState, Usage,
 };
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
@@ -25,9 +25,7 @@ use crate::config::{AgentConfig, AgentRole, Config, ResolvedProvider, ResponseFo
 use crate::error::{Result, RuntimeError};
 use crate::history::ViewState;
 use crate::ids;
-use crate::provider::{
-    self, Cancel, ChatRequest, Event, Message, ProviderError, Role, Sampling,
-};
+use crate::provider::{self, Cancel, ChatRequest, Event, Message, ProviderError, Role, Sampling};
 use crate::session::ActiveNote;
 use crate::workspace::Workspace;
 
@@ -155,7 +153,6 @@ impl AgentMemory {
         out
     }
 }
-
 
 /// What one Agent's pass did.
 #[derive(Clone, Debug, PartialEq)]
@@ -324,7 +321,16 @@ fn run_one(
     let mut output = String::new();
     let mut usage = Usage::ZERO;
     let mut applied = Vec::new();
-    let outcome = call(repo, &resolved, &request, &turn, agent, cancel, &mut output, &mut usage);
+    let outcome = call(
+        repo,
+        &resolved,
+        &request,
+        &turn,
+        agent,
+        cancel,
+        &mut output,
+        &mut usage,
+    );
     let (state, error) = match outcome {
         Err(CallFailed::Cancelled) => (TurnState::Stopped, None),
         Err(CallFailed::Failed(e)) => (TurnState::Failed, Some(e)),
@@ -356,7 +362,10 @@ fn run_one(
     repo.ledger().append(&end)?;
     lock.write_note("")?;
     drop(lock);
-    let done = applied.iter().filter(|a| matches!(a, Applied::Done(_))).count();
+    let done = applied
+        .iter()
+        .filter(|a| matches!(a, Applied::Done(_)))
+        .count();
     let summary = format!(
         "{}: read {} record{}, {done} edit{} applied, {} refused{}",
         state.as_str(),
@@ -364,7 +373,10 @@ fn run_one(
         if records.len() == 1 { "" } else { "s" },
         if done == 1 { "" } else { "s" },
         applied.len() - done,
-        error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+        error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
     );
     // The ledger holds the pass; the daily log line is activity memory (best effort).
     let _ = memory.log.append(&[LogRecord::new(

@@ -7,21 +7,11 @@
 //! already too long (its limit was lowered, or the file was edited by hand) is injected cut
 //! to its limit with a note saying so, and `fsck` reports it.
 
-use serde_json::{json, Value};
-
 use crate::clock;
 use crate::config::CoreBlock;
-use crate::provider::ToolSchema;
 use axocoatl_store::memory::{LogKind, LogRecord};
 
 use super::AgentMemory;
-
-/// The tools that edit core memory.
-pub const TOOLS: &[&str] = &[
-    "core_memory_append",
-    "core_memory_replace",
-    "core_memory_set",
-];
 
 /// Why an edit of core memory was refused.
 #[derive(Debug, thiserror::Error)]
@@ -294,71 +284,6 @@ impl AgentMemory {
         }
         out
     }
-
-    /// Runs a core memory tool call: `Ok(text)` or `Err(text)` for the model.
-    pub fn run_core_tool(
-        &self,
-        name: &str,
-        args: &Value,
-        turn: Option<&str>,
-    ) -> Result<String, String> {
-        let label = str_arg(args, "label")?;
-        let (content, old, new, value);
-        let edit = match name {
-            "core_memory_append" => {
-                content = str_arg(args, "content")?;
-                CoreEdit::Append(content)
-            }
-            "core_memory_replace" => {
-                old = str_arg(args, "old")?;
-                new = str_arg(args, "new")?;
-                CoreEdit::Replace { old, new }
-            }
-            "core_memory_set" => {
-                value = str_arg(args, "value")?;
-                CoreEdit::Set(value)
-            }
-            other => return Err(format!("unknown tool {other:?}")),
-        };
-        let done = self.edit(label, edit, turn).map_err(|e| e.to_string())?;
-        Ok(format!(
-            "block {:?} now holds {} of its {} characters",
-            done.label, done.chars, done.limit
-        ))
-    }
-}
-
-/// A string argument of a tool call.
-pub fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
-    args.get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("missing string argument {name:?}"))
-}
-
-/// The schema of a core memory tool for an Agent with `blocks`.
-pub fn schema(name: &str, blocks: &[CoreBlock]) -> Option<ToolSchema> {
-    let labels: Vec<&str> = blocks.iter().map(|b| b.label.as_str()).collect();
-    let label = json!({"type": "string", "enum": labels, "description": "The core memory block"});
-    let (description, parameters) = match name {
-        "core_memory_append" => (
-            "Append a line to a core memory block (shown to you on every turn). Fails, changing nothing, if the block would exceed its limit.",
-            json!({"type": "object", "properties": {"label": label, "content": {"type": "string"}}, "required": ["label", "content"]}),
-        ),
-        "core_memory_replace" => (
-            "Replace an exact piece of text in a core memory block; `old` must occur exactly once.",
-            json!({"type": "object", "properties": {"label": label, "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["label", "old", "new"]}),
-        ),
-        "core_memory_set" => (
-            "Set the whole value of a core memory block. Fails, changing nothing, if it exceeds the block's limit.",
-            json!({"type": "object", "properties": {"label": label, "value": {"type": "string"}}, "required": ["label", "value"]}),
-        ),
-        _ => return None,
-    };
-    Some(ToolSchema {
-        name: name.to_owned(),
-        description: description.to_owned(),
-        parameters,
-    })
 }
 
 #[cfg(test)]
@@ -427,28 +352,19 @@ mod tests {
             "block \"human\" would hold 12 characters, over its limit of 10 characters; nothing was changed"
         );
         assert_eq!(m.core.get("human", false).expect("get"), "0123456789");
-        let out = m.run_core_tool(
-            "core_memory_set",
-            &json!({"label": "human", "value": "é".repeat(11)}),
-            None,
-        );
-        assert!(out.expect_err("over").contains("limit of 10"));
-        let ok = m.run_core_tool(
-            "core_memory_replace",
-            &json!({"label": "human", "old": "0123", "new": "ab"}),
-            Some("t2"),
-        );
-        assert_eq!(
-            ok.expect("ok"),
-            "block \"human\" now holds 8 of its 10 characters"
-        );
+        let eleven = "é".repeat(11);
+        let out = m.edit("human", CoreEdit::Set(&eleven), None);
+        assert!(out.expect_err("over").to_string().contains("limit of 10"));
+        let replace = CoreEdit::Replace {
+            old: "0123",
+            new: "ab",
+        };
+        let ok = m.edit("human", replace, Some("t2")).expect("ok");
+        assert_eq!((ok.chars, ok.limit), (8, 10));
         assert!(m
-            .run_core_tool(
-                "core_memory_set",
-                &json!({"label": "nope", "value": "x"}),
-                None
-            )
+            .edit("nope", CoreEdit::Set("x"), None)
             .expect_err("unknown")
+            .to_string()
             .contains("no core memory block \"nope\" (blocks: human)"));
         let log = m.log.read(0, i64::MAX, |_| true, 10).expect("log");
         let edits: Vec<(&str, &str)> = log

@@ -4,15 +4,11 @@
 use axocoatl_store::ledger::record::Millis;
 use axocoatl_store::memory::daily_log::{self, LogRead};
 use axocoatl_store::memory::{DailyLog, LogKind, LogRecord};
-use serde_json::{json, Value};
 
 use crate::clock;
-use crate::provider::ToolSchema;
 
-use super::core::str_arg;
 use super::AgentMemory;
 
-pub const TOOL: &str = "recall_timeframe";
 /// At most this many records answer one `recall_timeframe` call.
 pub const TOOL_RECORDS: usize = 50;
 /// At most this much text (bytes) answers one `recall_timeframe` call.
@@ -143,14 +139,18 @@ impl AgentMemory {
     }
 
     /// Runs a `recall_timeframe` call: `Ok(text)` or `Err(text)` for the model.
-    pub fn run_timeframe_tool(&self, args: &Value) -> Result<String, String> {
-        let bound = |name: &str, end: bool| -> Result<Millis, String> {
-            let s = str_arg(args, name)?;
+    pub fn run_timeframe_tool(
+        &self,
+        from: &str,
+        to: &str,
+        query: Option<&str>,
+    ) -> Result<String, String> {
+        let bound = |name: &str, s: &str, end: bool| -> Result<Millis, String> {
             parse_bound(s, end).ok_or_else(|| {
                 format!("{name}: {s:?} is neither a date (YYYY-MM-DD) nor an RFC 3339 time")
             })
         };
-        let (from, to) = (bound("from", false)?, bound("to", true)?);
+        let (from, to) = (bound("from", from, false)?, bound("to", to, true)?);
         if from > to {
             return Err(format!(
                 "the range is empty: from {} is after to {}",
@@ -158,7 +158,6 @@ impl AgentMemory {
                 clock::rfc3339(to)
             ));
         }
-        let query = args.get("query").and_then(Value::as_str);
         let read = self
             .timeframe(from, to, query, TOOL_RECORDS)
             .map_err(|e| e.to_string())?;
@@ -244,24 +243,6 @@ fn one_line(s: &str, max: usize) -> String {
     out
 }
 
-pub fn schema() -> ToolSchema {
-    ToolSchema {
-        name: TOOL.to_owned(),
-        description: format!(
-            "Read your daily activity log (requests, answers, tool calls, memory edits) between two times, oldest first, at most {TOOL_RECORDS} records. Times are dates (YYYY-MM-DD, the whole day) or RFC 3339 times; `query` keeps only records containing that text."
-        ),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "from": {"type": "string", "description": "Start: YYYY-MM-DD or an RFC 3339 time"},
-                "to": {"type": "string", "description": "End (inclusive): YYYY-MM-DD or an RFC 3339 time"},
-                "query": {"type": "string", "description": "Only records containing this text (case-insensitive)"}
-            },
-            "required": ["from", "to"]
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,7 +295,7 @@ mod tests {
         );
         m.log.append(&records).expect("append");
         let day1 = m
-            .run_timeframe_tool(&json!({"from": "2026-01-02", "to": "2026-01-02"}))
+            .run_timeframe_tool("2026-01-02", "2026-01-02", None)
             .expect("ok");
         assert!(day1.starts_with("Daily log records from 2026-01-02T00:00:00.000Z to 2026-01-02T23:59:59.999Z:\n2026-01-02T03:04:05.000Z request [turn abcdef01]: request 0⏎more\n"), "{day1}");
         assert!(
@@ -322,9 +303,7 @@ mod tests {
             "{day1}"
         );
         let tea = m
-            .run_timeframe_tool(
-                &json!({"from": "2026-01-01", "to": "2026-01-04T00:00:00Z", "query": "TEA"}),
-            )
+            .run_timeframe_tool("2026-01-01", "2026-01-04T00:00:00Z", Some("TEA"))
             .expect("ok");
         assert_eq!(tea.lines().count(), 2, "{tea}");
         assert!(
@@ -332,15 +311,15 @@ mod tests {
             "{tea}"
         );
         assert!(m
-            .run_timeframe_tool(&json!({"from": "2026-01-03", "to": "2026-01-02"}))
+            .run_timeframe_tool("2026-01-03", "2026-01-02", None)
             .expect_err("empty")
             .contains("the range is empty"));
         assert!(m
-            .run_timeframe_tool(&json!({"from": "last week", "to": "2026-01-02"}))
+            .run_timeframe_tool("last week", "2026-01-02", None)
             .expect_err("bad")
             .contains("neither a date"));
         let none = m
-            .run_timeframe_tool(&json!({"from": "2025-01-01", "to": "2025-01-02"}))
+            .run_timeframe_tool("2025-01-01", "2025-01-02", None)
             .expect("ok");
         assert!(none.starts_with("No daily log records"), "{none}");
     }

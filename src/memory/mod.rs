@@ -86,6 +86,8 @@ pub fn runtime_id_for(config: &Config, session: &str, agent: &AgentConfig) -> Re
 #[derive(Clone, Debug)]
 pub struct AgentMemory {
     pub id: String,
+    /// The repository (`.axocoatl`) these tiers live in.
+    pub root: std::path::PathBuf,
     pub core: CoreMemory,
     pub log: DailyLog,
     pub blocks: Vec<CoreBlock>,
@@ -122,6 +124,7 @@ impl AgentMemory {
     pub fn for_id(repo: &Repo, id: &str, config: &MemoryConfig) -> AgentMemory {
         AgentMemory {
             id: id.to_owned(),
+            root: repo.root().to_owned(),
             core: CoreMemory::new(repo, id),
             log: DailyLog::new(repo, id),
             blocks: config.core.effective_blocks(),

@@ -5,18 +5,14 @@
 
 use axocoatl_store::memory::{LogKind, LogRecord};
 use axocoatl_store::Repo;
-use serde_json::{json, Value};
 
 use crate::clock;
 use crate::config::RecallConfig;
 use crate::error::Result;
-use crate::provider::ToolSchema;
 
-use super::core::str_arg;
 use super::semantic::{Hit, NewRecord, RecordId, SemanticStore, Source, SourceKind};
 use super::AgentMemory;
 
-pub const SEARCH_TOOL: &str = "recall_search";
 /// The most records one `recall_search` call may ask for.
 pub const MAX_TOP_K: usize = 20;
 /// Each hit's text is cut to this many characters in a tool answer or passive section.
@@ -31,6 +27,23 @@ impl AgentMemory {
     /// Opens this Agent's semantic store.
     pub fn semantic(&self, repo: &Repo) -> Result<SemanticStore> {
         SemanticStore::open(repo, &self.id)
+    }
+
+    /// Opens this Agent's semantic store where no repository handle is at hand (a tool
+    /// call): the repository is opened again from [`AgentMemory::root`].
+    pub fn open_semantic(&self) -> Result<SemanticStore> {
+        let repo = Repo::open(&self.root, &Default::default())?;
+        SemanticStore::open(&repo, &self.id)
+    }
+
+    /// Runs a `recall_search` call: `Ok(text)` or `Err(text)` for the model.
+    pub fn run_search_tool(
+        &self,
+        query: &str,
+        top_k: Option<u32>,
+    ) -> std::result::Result<String, String> {
+        let mut store = self.open_semantic().map_err(|e| e.to_string())?;
+        search_for_model(&mut store, query, top_k.unwrap_or(self.config.recall.top_k))
     }
 
     /// Retains text given from the shell (`axocoatl memory add`) and notes it in the daily
@@ -89,28 +102,21 @@ fn hit_text(h: &Hit) -> String {
     )
 }
 
-/// Runs a `recall_search` call: `Ok(text)` or `Err(text)` for the model.
-pub fn run_search_tool(
+/// A `recall_search` answer: the `top_k` closest records, best first.
+pub fn search_for_model(
     store: &mut SemanticStore,
-    args: &Value,
-    default_top_k: u32,
+    query: &str,
+    top_k: u32,
 ) -> std::result::Result<String, String> {
-    let query = str_arg(args, "query")?;
     if query.trim().is_empty() {
         return Err("the query is empty".into());
     }
-    let top_k = match args.get("top_k") {
-        None | Some(Value::Null) => default_top_k as usize,
-        Some(v) => match v.as_u64() {
-            Some(k) if (1..=MAX_TOP_K as u64).contains(&k) => k as usize,
-            _ => {
-                return Err(format!(
-                    "top_k must be a whole number from 1 to {MAX_TOP_K}"
-                ))
-            }
-        },
-    };
-    let hits = store.search(query, top_k).map_err(|e| e.to_string())?;
+    if !(1..=MAX_TOP_K as u32).contains(&top_k) {
+        return Err(format!("top_k must be from 1 to {MAX_TOP_K}"));
+    }
+    let hits = store
+        .search(query, top_k as usize)
+        .map_err(|e| e.to_string())?;
     if hits.is_empty() {
         return Ok(format!("No memories match {query:?}."));
     }
@@ -124,21 +130,6 @@ pub fn run_search_tool(
         out.push('\n');
     }
     Ok(out)
-}
-
-pub fn search_schema() -> ToolSchema {
-    ToolSchema {
-        name: SEARCH_TOOL.to_owned(),
-        description: "Search your long-term memory (earlier conversations and facts you were given) for passages similar in meaning to a query. Returns the closest passages, best first, with a score.".to_owned(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for, in your own words"},
-                "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "description": "How many passages (default: the agent's recall.top_k)"}
-            },
-            "required": ["query"]
-        }),
-    }
 }
 
 /// The passive recall section of the system prompt.

@@ -61,6 +61,49 @@ impl Handler for Set {
     }
 }
 
+/// Arguments of `recall_search`.
+#[derive(Deserialize, JsonSchema)]
+pub struct RecallSearch {
+    query: String,
+    /// How many passages (1-20; default: the agent's recall.top_k).
+    #[serde(default)]
+    top_k: Option<u32>,
+}
+
+/// Arguments of `recall_timeframe`.
+#[derive(Deserialize, JsonSchema)]
+pub struct RecallTimeframe {
+    /// YYYY-MM-DD (from the start of that UTC day) or an RFC 3339 time.
+    from: String,
+    /// YYYY-MM-DD (to the end of that UTC day) or an RFC 3339 time.
+    to: String,
+    /// Only records containing this text.
+    #[serde(default)]
+    query: Option<String>,
+}
+
+impl Handler for RecallSearch {
+    fn run(self, cx: &Context<'_>) -> ToolOutput {
+        reply(cx.memory.run_search_tool(&self.query, self.top_k))
+    }
+}
+
+impl Handler for RecallTimeframe {
+    fn run(self, cx: &Context<'_>) -> ToolOutput {
+        reply(
+            cx.memory
+                .run_timeframe_tool(&self.from, &self.to, self.query.as_deref()),
+        )
+    }
+}
+
+fn reply(r: Result<String, String>) -> ToolOutput {
+    match r {
+        Ok(text) => ToolOutput::ok(text),
+        Err(text) => ToolOutput::err(text),
+    }
+}
+
 fn edit(cx: &Context<'_>, label: &str, edit: CoreEdit<'_>) -> ToolOutput {
     match cx.memory.edit(label, edit, cx.turn) {
         Ok(done) => ToolOutput::ok(format!(

@@ -150,6 +150,16 @@ pub static TOOLS: &[ToolSpec] = &[
         "Set the whole value of a core memory block.",
     )
     .with_schema(memory::schema::<memory::Set>),
+    ToolSpec::of::<memory::RecallSearch>(
+        "recall_search",
+        Access::Memory,
+        "Search your long-term memory (earlier conversations, facts you were given) for passages close in meaning to `query`; returns the closest, best first, with scores.",
+    ),
+    ToolSpec::of::<memory::RecallTimeframe>(
+        "recall_timeframe",
+        Access::Memory,
+        "Read your daily activity log (requests, answers, tool calls, memory edits) between `from` and `to`, oldest first, at most 50 records; `query` keeps only records containing it.",
+    ),
 ];
 
 /// The tool of that name.
