@@ -305,3 +305,70 @@ fn log_ranges_and_queries() {
         env.snap(&env.run(&["memory", "log", "--from", "last tuesday"]))
     );
 }
+
+#[test]
+fn validate_accepts_the_recall_tools_in_an_allowlist() {
+    let env = TestEnv::with_config(
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - id: a\n    provider: s\n    tools: [recall_search, recall_timeframe, core_memory_append]\n",
+    );
+    let r = env.run(&["validate"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// The output of every tool call of the last turn, from `show --json`.
+fn tool_outputs(env: &TestEnv) -> Vec<(String, String)> {
+    let h = ok(env, &["history", "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_str(h.lines().last().expect("a turn")).expect("json");
+    last["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_owned(),
+                t["output"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn recall_timeframe_reads_the_daily_log_of_the_agent() {
+    let env = TestEnv::with_config(CONFIG);
+    env.write(
+        "r.yaml",
+        "replies:
+  - match: remember
+    tool_calls: [{name: core_memory_append, arguments: {label: human, content: likes green tea}}]
+  - match: remember
+    text: noted
+  - match: yesterday
+    tool_calls: [{name: recall_timeframe, arguments: {from: '2026-01-02', to: '2026-01-02T23:00:00Z', query: tea}}]
+  - match: yesterday
+    text: you told me about tea
+  - match: nothing
+    tool_calls: [{name: recall_timeframe, arguments: {from: '2026-01-03', to: '2026-01-01'}}]
+  - match: nothing
+    text: hm
+",
+    );
+    ok(&env, &["send", "remember that I like green tea"]);
+    ok(&env, &["send", "what did I say yesterday"]);
+    let outputs = tool_outputs(&env);
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    assert_eq!(outputs[0].0, "recall_timeframe");
+    assert!(
+        outputs[0].1.contains("memory_edit human [turn ")
+            && outputs[0].1.contains("]: append: likes green tea"),
+        "{}",
+        outputs[0].1
+    );
+    // Another agent's log is not read.
+    ok(&env, &["send", "-a", "b", "what did I say yesterday"]);
+    let other = tool_outputs(&env);
+    assert!(!other[0].1.contains("green tea"), "{}", other[0].1);
+    ok(&env, &["send", "nothing"]);
+    let empty = tool_outputs(&env);
+    assert!(empty[0].1.contains("the range is empty"), "{}", empty[0].1);
+}

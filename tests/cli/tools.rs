@@ -235,7 +235,9 @@ fn read_edit_run_loop_changes_a_file_and_records_every_step_in_order() {
             "run_command",
             "core_memory_append",
             "core_memory_replace",
-            "core_memory_set"
+            "core_memory_set",
+            "recall_search",
+            "recall_timeframe"
         ]
     );
 
@@ -604,7 +606,9 @@ fn a_read_only_agent_cannot_write() {
             "grep",
             "core_memory_append",
             "core_memory_replace",
-            "core_memory_set"
+            "core_memory_set",
+            "recall_search",
+            "recall_timeframe"
         ]
     );
     let events = json_lines(&r.stdout);
