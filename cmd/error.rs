@@ -161,6 +161,16 @@ impl From<RuntimeError> for CliError {
                 };
                 CliError::new(exit::BUSY, e.to_string()).hint(hint)
             }
+            RuntimeError::UnknownAutomation { ref known, .. } => {
+                let hint = if known.is_empty() {
+                    "the configuration defines no automations".to_string()
+                } else {
+                    format!("known automations: {}", known.join(", "))
+                };
+                CliError::new(exit::NOT_FOUND, e.to_string()).hint(hint)
+            }
+            RuntimeError::AutomationBusy { .. } => CliError::new(exit::BUSY, e.to_string())
+                .hint("pass --wait to run after it ends"),
             RuntimeError::TurnNotFound { .. } => {
                 CliError::new(exit::NOT_FOUND, e.to_string()).hint("`axocoatl history --all` lists turns")
             }

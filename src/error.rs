@@ -24,6 +24,10 @@ pub enum RuntimeError {
         session: String,
         turn: Option<String>,
     },
+    #[error("no automation {id:?}")]
+    UnknownAutomation { id: String, known: Vec<String> },
+    #[error("automation {automation:?} is running{}", if running.is_empty() { String::new() } else { format!(": {running}") })]
+    AutomationBusy { automation: String, running: String },
     #[error("no turn matches {prefix:?}")]
     TurnNotFound { prefix: String },
     #[error("{prefix:?} matches several turns: {}", candidates.join(", "))]

@@ -2,6 +2,7 @@
 //! the ledger. It never parses command lines and never prints to the terminal.
 
 pub mod attach;
+pub mod automation;
 pub mod budget;
 pub mod checkpoint;
 pub mod clock;

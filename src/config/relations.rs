@@ -244,7 +244,23 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
             c.error(
                 c.value(at!["automations", i, "schedule"]),
                 format!("automation `{id}`: schedule `{}` is not a valid cron expression: {problem}", auto.schedule),
-                "use 5 fields `minute hour day-of-month month day-of-week`, e.g. \"0 9 * * 1-5\" (a 6th field in front gives seconds)",
+                "use 5 fields `minute hour day-of-month month day-of-week`, e.g. \"0 9 * * 1-5\" (a 6th field in front gives seconds), or @hourly, @daily, @weekly, @monthly, @yearly",
+            );
+        }
+        if let Some(zone) = &auto.timezone {
+            if let Err(problem) = crate::automation::schedule::zone(zone) {
+                c.error(
+                    c.value(at!["automations", i, "timezone"]),
+                    format!("automation `{id}`: timezone {problem}"),
+                    "use an IANA time zone name such as `Europe/Berlin`, `America/New_York` or `UTC`; leave it out for the machine's local zone",
+                );
+            }
+        }
+        if auto.catch_up_window_secs == 0 {
+            c.error(
+                c.value(at!["automations", i, "catch_up_window_secs"]),
+                format!("automation `{id}`: catch_up_window_secs is 0"),
+                "give the age in seconds up to which missed occurrences still run (e.g. 86400); `catch_up: none` runs none of them",
             );
         }
         match (&auto.agent, &auto.workflow) {
@@ -275,7 +291,15 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
                 }
             }
             (None, Some(flow)) => {
-                if !config.workflows.iter().any(|f| &f.id == flow) {
+                if config.workflows.iter().any(|f| &f.id == flow) {
+                    if auto.enabled {
+                    c.warning(
+                        c.value(at!["automations", i, "workflow"]),
+                        format!("automation `{id}`: running workflow `{flow}` (coordinator-led workflows) is not supported yet; each occurrence will be recorded failed"),
+                        "target an autonomous agent with `agent: <id>` until workflows can run",
+                    );
+                    }
+                } else {
                     c.error(
                         c.value(at!["automations", i, "workflow"]),
                         format!("automation `{id}`: workflow `{flow}` is not defined"),

@@ -377,6 +377,65 @@ pub struct AutomationConfig {
     pub request: String,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// An IANA time zone name for the schedule; absent: the machine's local zone, as cron.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// Which occurrences missed while no runner ran still run.
+    #[serde(default)]
+    pub catch_up: CatchUp,
+    /// Missed occurrences older than this are skipped (and recorded as skipped).
+    #[serde(default = "default_catch_up_window")]
+    pub catch_up_window_secs: u64,
+    /// What an occurrence does when it comes due while the previous run still runs.
+    #[serde(default)]
+    pub overlap: Overlap,
+}
+
+fn default_catch_up_window() -> u64 {
+    86_400
+}
+
+/// Occurrences missed while no runner ran (within `catch_up_window_secs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUp {
+    /// Run the newest missed occurrence once; skip the others.
+    #[default]
+    Latest,
+    /// Run every missed occurrence, oldest first.
+    All,
+    /// Run none; skip them all.
+    None,
+}
+
+impl CatchUp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Latest => "latest",
+            CatchUp::All => "all",
+            CatchUp::None => "none",
+        }
+    }
+}
+
+/// An occurrence due while the previous run of the same automation still runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Overlap {
+    /// Record it as skipped.
+    #[default]
+    Skip,
+    /// Run it after the previous run ends.
+    Queue,
+}
+
+impl Overlap {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::Queue => "queue",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -41,6 +41,8 @@ pub enum Error {
     Encode { what: &'static str, reason: String },
     #[error("invalid name {name:?}: {reason}")]
     InvalidName { name: String, reason: &'static str },
+    #[error("{}: {reason}", path.display())]
+    BadRecord { path: PathBuf, reason: String },
     #[error("checkpoint {}: {reason}", path.display())]
     BadCheckpoint { path: PathBuf, reason: String },
     /// A memory file (core memory, daily log) that does not parse: never read as empty, so

@@ -46,6 +46,8 @@ pub enum FindingKind {
     StrayTempFile,
     /// A ledger index (a cache) is damaged, stale or stray: rebuilt when next needed.
     StaleIndex,
+    /// An automation run record does not parse or does not fit its place.
+    BadRunRecord,
 }
 
 impl FindingKind {
@@ -67,6 +69,7 @@ impl FindingKind {
             FindingKind::BadHead => "bad-head",
             FindingKind::MissingDirectory => "missing-directory",
             FindingKind::StrayTempFile => "stray-temp-file",
+            FindingKind::BadRunRecord => "bad-run-record",
         }
     }
 
@@ -95,6 +98,8 @@ pub struct Report {
     pub objects: u64,
     pub checkpoints: u64,
     pub memory_files: u64,
+    /// Automation run records (and their `since` markers).
+    pub run_records: u64,
     pub findings: Vec<Finding>,
     /// Bytes cut from the ledger by `--repair`.
     pub repaired_bytes: u64,
@@ -152,6 +157,7 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
         ));
     }
     check_strays(repo, &mut report)?;
+    check_automation_runs(repo, &mut report)?;
     Ok(report)
 }
 
@@ -531,6 +537,20 @@ fn check_checkpoints(repo: &Repo, report: &mut Report) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+fn check_automation_runs(repo: &Repo, report: &mut Report) -> Result<()> {
+    let (checked, problems) = crate::automation::Runs::new(repo).check()?;
+    report.run_records += checked;
+    report
+        .findings
+        .extend(problems.into_iter().map(|(file, message)| Finding {
+            kind: FindingKind::BadRunRecord,
+            file,
+            offset: None,
+            message,
+        }));
     Ok(())
 }
 

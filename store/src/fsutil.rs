@@ -228,6 +228,62 @@ fn process_alive(pid: u32) -> bool {
     proc.join(pid.to_string()).exists()
 }
 
+/// Writes `bytes` durably to a temporary file beside `path` and lets `before` act on it
+/// (e.g. lock it) while no one else can see it yet.
+fn durable_temp<'p>(
+    path: &'p Path,
+    bytes: &[u8],
+    before: impl FnOnce(&File) -> Result<()>,
+) -> Result<(tempfile::NamedTempFile, &'p Path)> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    collect_strays(dir)?;
+    let mut tmp = temp_file_in(dir)?;
+    tmp.write_all(bytes)
+        .map_err(Error::io("write", tmp.path().to_path_buf()))?;
+    tmp.as_file()
+        .sync_data()
+        .map_err(Error::io("sync", tmp.path().to_path_buf()))?;
+    before(tmp.as_file())?;
+    Ok((tmp, dir))
+}
+
+/// Publishes `bytes` at `path` only if no file is there yet: a claim. The content is
+/// complete and on disk before the name appears (a temporary file renamed without
+/// replacing, `RENAME_NOREPLACE` or `link(2)`), so a crash never leaves a partial claim, and
+/// of several processes publishing the same name exactly one wins. `before` acts on the
+/// file while it is still invisible (to lock it). Returns the published file, or `None`
+/// when the name was taken.
+pub fn publish_new(
+    path: &Path,
+    bytes: &[u8],
+    before: impl FnOnce(&File) -> Result<()>,
+) -> Result<Option<File>> {
+    let (tmp, dir) = durable_temp(path, bytes, before)?;
+    match tmp.persist_noclobber(path) {
+        Ok(file) => {
+            sync_dir(dir)?;
+            Ok(Some(file))
+        }
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(Error::io("publish", path)(e.error)),
+    }
+}
+
+/// [`write_atomic`] (durable) that lets `before` act on the new file while it is still
+/// invisible (to lock it) and returns it.
+pub fn replace_with(
+    path: &Path,
+    bytes: &[u8],
+    before: impl FnOnce(&File) -> Result<()>,
+) -> Result<File> {
+    let (tmp, dir) = durable_temp(path, bytes, before)?;
+    let file = tmp
+        .persist(path)
+        .map_err(|e| Error::io("rename into place", path)(e.error))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
 /// Reads a whole file, naming the path in the error.
 pub fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).map_err(Error::io("read", path))

@@ -4,6 +4,7 @@
 //! append-only ledger, the content-addressed objects, checkpoints, memory files and locks.
 //! It never talks to models, never parses command lines and never prints.
 
+pub mod automation;
 pub mod checkpoint;
 pub mod error;
 pub mod failpoint;

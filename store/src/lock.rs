@@ -110,6 +110,17 @@ impl Drop for LockGuard<'_> {
     }
 }
 
+/// Takes an exclusive lock on an open file (not a lock file: a record whose holder must be
+/// known to be alive) and holds it as long as `file` stays open; `false` if another open
+/// file holds it.
+pub fn try_lock_open(file: &File, path: &Path) -> Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(TryLockError::WouldBlock) => Ok(false),
+        Err(TryLockError::Error(e)) => Err(Error::io("lock", path)(e)),
+    }
+}
+
 /// Reads the note of a lock file without taking the lock.
 pub fn peek_note(path: &Path) -> Result<String> {
     let mut file = File::open(path).map_err(Error::io("open", path))?;

@@ -166,6 +166,14 @@ const INVALID: &[(&str, &str)] = &[
         "automation_empty_request_duplicate_id",
         "a blank request and a repeated id",
     ),
+    (
+        "automation_policy_values",
+        "catch_up and overlap values that do not exist",
+    ),
+    (
+        "automation_timezone_window",
+        "unknown time zones (one close to a real name), a zero window, an hour of 25",
+    ),
     // sessions and other sections
     (
         "session_name_invalid",
@@ -265,6 +273,18 @@ fn full_config_validates() {
     );
     assert_eq!(config.automations.len(), 2);
     assert!(!config.automations[1].enabled);
+    let brief = &config.automations[0];
+    assert_eq!(brief.timezone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!(
+        (brief.catch_up, brief.catch_up_window_secs, brief.overlap),
+        (config::CatchUp::All, 7200, config::Overlap::Queue)
+    );
+    let weekly = &config.automations[1];
+    assert_eq!(
+        (weekly.catch_up, weekly.catch_up_window_secs, weekly.overlap),
+        (config::CatchUp::Latest, 86_400, config::Overlap::Skip),
+        "the defaults"
+    );
     assert_eq!(config.checkpoint.keep, 5);
     assert_eq!(config.default_session.as_deref(), Some("main_1.0"));
     let replay = config.agent("replay").expect("replay is defined");

@@ -1,0 +1,401 @@
+//! Running occurrences: settle the runs of dead runners, plan, claim, run the turn, record.
+//!
+//! Per automation, under its schedule lock (held only while deciding): runs whose runner
+//! died are recorded (`interrupted`, or the state their turn reached), the occurrences due
+//! are planned by the catch-up rules, skipped ones are recorded, and the next one to run is
+//! claimed. Its turn then runs under the automation's run lock, outside the schedule lock.
+//! A runner that finds the run lock held (the previous occurrence still running) records
+//! the occurrence `skipped` (`overlap: skip`) or claims it `queued` and waits for the lock
+//! (`overlap: queue`). A manual run takes the run lock first and then claims.
+
+use axocoatl_store::automation::{
+    Claim, RunRecord, RunState, Runner, Runs, Span, TakeOver, Trigger, RECORD_VERSION,
+};
+use axocoatl_store::ledger::record::TurnState;
+use axocoatl_store::ledger::{Position, Record};
+use axocoatl_store::lock::Lock;
+
+use super::plan::{plan, Plan};
+use super::{schedule_of, session_of, target_of, RunnerKind, Target};
+use crate::clock::{self, Millis};
+use crate::config::{AutomationConfig, Overlap};
+use crate::engine::{self, SendOptions, TurnEvent, TurnOutcome};
+use crate::error::{Result, RuntimeError};
+use crate::ids;
+use crate::provider::Cancel;
+use crate::workspace::Workspace;
+
+/// What a runner did with one occurrence (or span of skipped ones).
+#[derive(Clone, Debug)]
+pub struct Handled {
+    /// The final record (terminal).
+    pub record: RunRecord,
+    /// The turn's outcome, when one ran.
+    pub outcome: Option<TurnOutcome>,
+}
+
+/// Runs every due occurrence of every enabled automation once, with the catch-up and
+/// overlap rules, as of `now`. One automation's error does not keep the others from
+/// running: each gets its own result, in config order.
+pub fn run_due(
+    ws: &Workspace,
+    now: Millis,
+    runner: RunnerKind,
+    cancel: &Cancel,
+    report: &mut dyn FnMut(&Handled),
+) -> Result<Vec<(String, Result<Vec<Handled>>)>> {
+    let config = ws.config()?;
+    let mut out = Vec::new();
+    for auto in config.automations.iter().filter(|a| a.enabled) {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let result = run_due_one(ws, auto, now, runner, cancel, report);
+        out.push((auto.id.clone(), result));
+    }
+    Ok(out)
+}
+
+/// [`run_due`] for one automation (`serve` may run automations on threads of their own).
+pub fn run_due_one(
+    ws: &Workspace,
+    auto: &AutomationConfig,
+    now: Millis,
+    runner: RunnerKind,
+    cancel: &Cancel,
+    report: &mut dyn FnMut(&Handled),
+) -> Result<Vec<Handled>> {
+    let runs = Runs::new(ws.repo());
+    let schedule = schedule_of(auto)?;
+    let me = Runner {
+        kind: runner.as_str().to_owned(),
+        pid: std::process::id(),
+    };
+    let mut handled = Vec::new();
+    let mut push = |h: Handled, handled: &mut Vec<Handled>| {
+        report(&h);
+        handled.push(h);
+    };
+    while auto.enabled && !cancel.is_cancelled() {
+        let mut guard = Some(runs.schedule_lock(&auto.id)?);
+        for h in settle_locked(ws, &runs, &auto.id)? {
+            push(h, &mut handled);
+        }
+        let since = match runs.since(&auto.id)? {
+            Some(s) => s,
+            None => runs.mark_since(&auto.id, now)?,
+        };
+        // Occurrences count from the minute a runner first saw the automation, so the
+        // first cron tick of a minute still meets that minute's occurrence.
+        let origin = since.div_euclid(60_000) * 60_000 - 1;
+        let after = runs.last_scheduled(&auto.id)?.map_or(origin, |l| l.max(origin));
+        let Plan { skip, run } = plan(
+            &schedule,
+            auto.catch_up,
+            auto.catch_up_window_secs,
+            after,
+            now,
+        );
+        if let Some(span) = skip {
+            let mut record = new_record(auto, Trigger::Schedule, span.last, &me);
+            record.span = (span.first != span.last || span.count != Some(1)).then_some(Span {
+                first: span.first,
+                count: span.count,
+            });
+            let record = end_skipped(record, span.reason);
+            if runs.record(&record)? {
+                push(
+                    Handled {
+                        record,
+                        outcome: None,
+                    },
+                    &mut handled,
+                );
+            }
+        }
+        let Some(occurrence) = run else { break };
+        let record = new_record(auto, Trigger::Schedule, occurrence, &me);
+        let (claim, run_lock) = match runs.run_lock(&auto.id, false)? {
+            Some(run_lock) => match runs.claim(&record)? {
+                Some(claim) => (claim, run_lock),
+                // Decided under the schedule lock, so only a record written by hand
+                // could be in the way; it counts as on record.
+                None => continue,
+            },
+            None => match auto.overlap {
+                Overlap::Skip => {
+                    let running = runs.run_lock_note(&auto.id);
+                    let reason = format!(
+                        "the previous run was still running{}",
+                        if running.trim().is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", running.trim())
+                        }
+                    );
+                    let record = end_skipped(record, reason);
+                    if runs.record(&record)? {
+                        push(
+                            Handled {
+                                record,
+                                outcome: None,
+                            },
+                            &mut handled,
+                        );
+                    }
+                    continue;
+                }
+                Overlap::Queue => {
+                    let mut queued = record;
+                    queued.state = RunState::Queued;
+                    let Some(mut claim) = runs.claim(&queued)? else {
+                        continue;
+                    };
+                    guard.take();
+                    let Some(run_lock) = runs.run_lock(&auto.id, true)? else {
+                        continue;
+                    };
+                    let mut claimed = claim.record().clone();
+                    claimed.state = RunState::Claimed;
+                    claim.update(claimed)?;
+                    (claim, run_lock)
+                }
+            },
+        };
+        drop(guard);
+        let h = execute(ws, auto, claim, run_lock, cancel, &mut |_| {})?;
+        push(h, &mut handled);
+    }
+    Ok(handled)
+}
+
+/// A manual run's result.
+#[derive(Debug)]
+pub struct ManualRun {
+    pub handled: Handled,
+}
+
+/// Runs automation `id` now, recorded as a manual run. Refused (before anything is
+/// recorded) when its target cannot run yet or, unless `wait`, while another of its runs
+/// is running.
+pub fn run_manual(
+    ws: &Workspace,
+    id: &str,
+    wait: bool,
+    cancel: &Cancel,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<ManualRun> {
+    let config = ws.config()?;
+    let auto = config
+        .automations
+        .iter()
+        .find(|a| a.id == id)
+        .ok_or_else(|| RuntimeError::UnknownAutomation {
+            id: id.to_owned(),
+            known: config.automations.iter().map(|a| a.id.clone()).collect(),
+        })?;
+    if let Target::Workflow(flow) = target_of(auto) {
+        return Err(workflow_unsupported(&flow));
+    }
+    let runs = Runs::new(ws.repo());
+    let Some(run_lock) = runs.run_lock(&auto.id, wait)? else {
+        return Err(RuntimeError::AutomationBusy {
+            automation: auto.id.clone(),
+            running: runs.run_lock_note(&auto.id).trim().to_owned(),
+        });
+    };
+    let me = Runner {
+        kind: RunnerKind::Manual.as_str().to_owned(),
+        pid: std::process::id(),
+    };
+    let guard = runs.schedule_lock(&auto.id)?;
+    settle_locked(ws, &runs, &auto.id)?;
+    let mut record = new_record(auto, Trigger::Manual, clock::now(), &me);
+    record.nonce = Some(ids::new_id());
+    let claim = runs.claim(&record)?.ok_or_else(|| RuntimeError::Invalid {
+        message: format!("manual run {} is already on record", record.file_name()),
+        hint: "try again".into(),
+    })?;
+    drop(guard);
+    let handled = execute(ws, auto, claim, run_lock, cancel, sink)?;
+    Ok(ManualRun { handled })
+}
+
+/// Records the runs of automation `id` whose runner died (for commands that show runs).
+pub fn settle(ws: &Workspace, id: &str) -> Result<Vec<Handled>> {
+    let runs = Runs::new(ws.repo());
+    if runs.open_names(id)?.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _guard = runs.schedule_lock(id)?;
+    settle_locked(ws, &runs, id)
+}
+
+/// Under the schedule lock: every open record whose runner is gone gets its end.
+fn settle_locked(ws: &Workspace, runs: &Runs, id: &str) -> Result<Vec<Handled>> {
+    let mut out = Vec::new();
+    for name in runs.open_names(id)? {
+        let TakeOver::Dead(claim) = runs.take_over(id, &name)? else {
+            continue;
+        };
+        let mut record = claim.record().clone();
+        let who = format!("{} {}", record.runner.kind, record.runner.pid);
+        // The turn may have ended before its runner died; the ledger knows.
+        let ended = match &record.turn {
+            Some(turn) => turn_end(ws, turn)?,
+            None => None,
+        };
+        match ended {
+            Some((state, at)) => {
+                record.state = run_state(state);
+                record.ended_at = Some(at);
+                record.reason = Some(format!(
+                    "its runner ({who}) ended after the turn, before recording it"
+                ));
+            }
+            None => {
+                record.state = RunState::Interrupted;
+                record.ended_at = Some(clock::now());
+                record.reason = Some(match record.turn {
+                    Some(_) => format!("its runner ({who}) ended before the turn did"),
+                    None => format!("its runner ({who}) ended before the turn began"),
+                });
+            }
+        }
+        claim.finish(record.clone())?;
+        out.push(Handled {
+            record,
+            outcome: None,
+        });
+    }
+    Ok(out)
+}
+
+/// The terminal state of `turn` in the ledger, if it has one (a rare path: a runner died).
+fn turn_end(ws: &Workspace, turn: &str) -> Result<Option<(TurnState, Millis)>> {
+    // A turn whose process died is recorded interrupted by the opening of the workspace;
+    // one that ended is found by its terminal record.
+    crate::session::recover_orphans(ws.repo())?;
+    for entry in ws.repo().ledger().scan(Position::START).flatten() {
+        if let Some(Record::TurnEnded(e)) = &entry.record {
+            if e.turn == turn {
+                return Ok(Some((e.state, e.at)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn new_record(auto: &AutomationConfig, trigger: Trigger, occurrence: Millis, me: &Runner) -> RunRecord {
+    RunRecord {
+        version: RECORD_VERSION,
+        automation: auto.id.clone(),
+        trigger,
+        occurrence,
+        nonce: None,
+        span: None,
+        state: RunState::Claimed,
+        claimed_at: clock::now(),
+        runner: me.clone(),
+        session: Some(session_of(auto)),
+        turn: None,
+        started_at: None,
+        ended_at: None,
+        reason: None,
+    }
+}
+
+fn end_skipped(mut record: RunRecord, reason: String) -> RunRecord {
+    record.state = RunState::Skipped;
+    record.ended_at = Some(record.claimed_at);
+    record.reason = Some(reason);
+    record
+}
+
+fn run_state(state: TurnState) -> RunState {
+    match state {
+        TurnState::Completed => RunState::Completed,
+        TurnState::Failed => RunState::Failed,
+        TurnState::Stopped => RunState::Stopped,
+        TurnState::Interrupted => RunState::Interrupted,
+    }
+}
+
+fn workflow_unsupported(flow: &str) -> RuntimeError {
+    RuntimeError::NotSupported(format!(
+        "running workflow {flow:?} (coordinator-led workflows)"
+    ))
+}
+
+/// Runs a claimed occurrence's turn under the run lock and records how it ended.
+fn execute(
+    ws: &Workspace,
+    auto: &AutomationConfig,
+    mut claim: Claim,
+    mut run_lock: Lock,
+    cancel: &Cancel,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<Handled> {
+    let record = claim.record().clone();
+    run_lock.write_note(&format!(
+        "occurrence {} runner {} {}",
+        clock::rfc3339(record.occurrence),
+        record.runner.kind,
+        record.runner.pid
+    ))?;
+    let mut update_error = None;
+    let result = match target_of(auto) {
+        Target::Workflow(flow) => Err(workflow_unsupported(&flow)),
+        Target::Agent(agent) => {
+            let opts = SendOptions {
+                session: session_of(auto),
+                agent: Some(agent),
+                message: auto.request.clone(),
+                // Behind a turn someone else runs in the session: the occurrence waits.
+                wait: true,
+                ..SendOptions::default()
+            };
+            let mut on_event = |ev: TurnEvent<'_>| {
+                if let TurnEvent::Begun { turn, .. } = &ev {
+                    let mut running = claim.record().clone();
+                    running.state = RunState::Running;
+                    running.turn = Some((*turn).to_owned());
+                    running.started_at = Some(clock::now());
+                    if let Err(e) = claim.update(running) {
+                        update_error = Some(e);
+                    }
+                }
+                sink(ev);
+            };
+            engine::send(ws, opts, cancel, &mut on_event)
+        }
+    };
+    if let Some(e) = update_error {
+        // The turn ran, but its record could not say so: leave the claim to be settled
+        // from the ledger by the next runner, and report the error.
+        drop(claim);
+        return Err(e.into());
+    }
+    let mut end = claim.record().clone();
+    end.ended_at = Some(clock::now());
+    let outcome = match result {
+        Ok(outcome) => {
+            end.state = run_state(outcome.state);
+            end.turn = Some(outcome.turn.clone());
+            end.reason = outcome.error.clone();
+            Some(outcome)
+        }
+        Err(e) => {
+            end.state = RunState::Failed;
+            end.reason = Some(e.to_string());
+            None
+        }
+    };
+    claim.finish(end.clone())?;
+    run_lock.write_note("")?;
+    drop(run_lock);
+    Ok(Handled {
+        record: end,
+        outcome,
+    })
+}
