@@ -79,6 +79,13 @@ pub fn turn_json(t: &TurnView) -> Value {
         "ended_at": t.ended_at.map(clock::rfc3339),
         "usage": t.usage.as_ref().map(usage_json),
         "retry_of": t.retry_of,
+        "origin": t.origin.as_ref().map(|o| json!({
+            "automation": o.automation,
+            "occurrence": clock::rfc3339(o.occurrence),
+            "trigger": o.trigger,
+            "runner": o.runner,
+            "runner_pid": o.pid,
+        })),
         "context": t.context,
         "attachments": t.attachments.iter().map(|a| json!({
             "reference": a.reference, "name": a.name, "media_type": a.media_type,

@@ -13,7 +13,7 @@ use crate::error::CliResult;
 use crate::exit;
 use crate::ui::Ui;
 
-/// Check the repository: ledger framing and checksums, objects, checkpoints, memory files.
+/// Check the repository: ledger, objects, checkpoints, memory files, automation run records.
 ///
 /// Prints one line per finding: FILE[:OFFSET]: KIND: what is wrong. Exit 0 when clean, 9
 /// when something is wrong. `--repair` fixes what a crash or a full disk leaves behind and
@@ -90,14 +90,24 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             "objects": report.objects,
             "checkpoints": report.checkpoints,
             "memory_files": report.memory_files,
+            "run_records": report.run_records,
             "findings": report.findings.len(),
             "repaired_bytes": report.repaired_bytes,
             "repairs": report.repairs,
         }))?;
     } else {
+        let runs = if report.run_records > 0 {
+            format!(
+                ", {} automation run record{}",
+                report.run_records,
+                s(report.run_records)
+            )
+        } else {
+            String::new()
+        };
         writeln!(
             ui.out,
-            "{}: {} segment{}, {} record{}, {} object{}, {} checkpoint{}, {} memory file{}",
+            "{}: {} segment{}, {} record{}, {} object{}, {} checkpoint{}, {} memory file{}{runs}",
             if clean { "clean" } else { "problems found" },
             report.segments,
             s(report.segments),

@@ -8,6 +8,7 @@ mod fmt;
 mod ui;
 
 mod attach;
+mod automations;
 mod export;
 mod fsck;
 mod history;
@@ -65,6 +66,7 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     Send(send::SendArgs),
     Attach(attach::AttachArgs),
+    Automations(automations::AutomationsArgs),
     Stop(stop::StopArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
@@ -124,6 +126,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "validate" => validate::ValidateArgs::augment_args(sub),
         "send" => send::SendArgs::augment_args(sub),
         "attach" => attach::AttachArgs::augment_args(sub),
+        "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
@@ -151,6 +154,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Validate(args) => validate::run(args, g, ui),
         Command::Send(args) => send::run(args, g, ui),
         Command::Attach(args) => attach::run(args, g, ui),
+        Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
@@ -241,6 +245,10 @@ mod tests {
             &["--config", "c.yaml", "stop", "abcd", "--wait"],
             &["attach", "add", "f.txt", "--scope", "session"],
             &["attach", "list", "--json"],
+            &["automations", "tick"],
+            &["automations", "runs", "brief", "--limit", "3", "--json"],
+            &["-C", "/tmp", "automations", "run", "brief", "--wait"],
+            &["automations", "list", "--json"],
             &["sessions"],
             &["sessions", "switch", "work"],
             &["show", "abcd", "--json"],

@@ -58,6 +58,7 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         attachments: Attachments::Pinned(Vec::new()),
         retry_of: Some(original.turn.clone()),
         wait: args.wait,
+        origin: None,
     };
     drop(projection);
     crate::send::run_turn(&ws, opts, args.json, ui)

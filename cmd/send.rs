@@ -69,6 +69,7 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         inline_context: context,
         retry_of: None,
         wait: args.wait,
+        origin: None,
     };
     let result = run_turn(&ws, opts, args.json, ui);
     if result.is_err() && !added.is_empty() {

@@ -19,6 +19,9 @@ _axocoatl() {
             axocoatl,attach)
                 cmd="axocoatl__subcmd__attach"
                 ;;
+            axocoatl,automations)
+                cmd="axocoatl__subcmd__automations"
+                ;;
             axocoatl,export)
                 cmd="axocoatl__subcmd__export"
                 ;;
@@ -94,8 +97,41 @@ _axocoatl() {
             axocoatl__subcmd__attach__subcmd__help,rm)
                 cmd="axocoatl__subcmd__attach__subcmd__help__subcmd__rm"
                 ;;
+            axocoatl__subcmd__automations,help)
+                cmd="axocoatl__subcmd__automations__subcmd__help"
+                ;;
+            axocoatl__subcmd__automations,list)
+                cmd="axocoatl__subcmd__automations__subcmd__list"
+                ;;
+            axocoatl__subcmd__automations,run)
+                cmd="axocoatl__subcmd__automations__subcmd__run"
+                ;;
+            axocoatl__subcmd__automations,runs)
+                cmd="axocoatl__subcmd__automations__subcmd__runs"
+                ;;
+            axocoatl__subcmd__automations,tick)
+                cmd="axocoatl__subcmd__automations__subcmd__tick"
+                ;;
+            axocoatl__subcmd__automations__subcmd__help,help)
+                cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__help"
+                ;;
+            axocoatl__subcmd__automations__subcmd__help,list)
+                cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__list"
+                ;;
+            axocoatl__subcmd__automations__subcmd__help,run)
+                cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__run"
+                ;;
+            axocoatl__subcmd__automations__subcmd__help,runs)
+                cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__runs"
+                ;;
+            axocoatl__subcmd__automations__subcmd__help,tick)
+                cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__tick"
+                ;;
             axocoatl__subcmd__help,attach)
                 cmd="axocoatl__subcmd__help__subcmd__attach"
+                ;;
+            axocoatl__subcmd__help,automations)
+                cmd="axocoatl__subcmd__help__subcmd__automations"
                 ;;
             axocoatl__subcmd__help,export)
                 cmd="axocoatl__subcmd__help__subcmd__export"
@@ -153,6 +189,18 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help__subcmd__attach,rm)
                 cmd="axocoatl__subcmd__help__subcmd__attach__subcmd__rm"
+                ;;
+            axocoatl__subcmd__help__subcmd__automations,list)
+                cmd="axocoatl__subcmd__help__subcmd__automations__subcmd__list"
+                ;;
+            axocoatl__subcmd__help__subcmd__automations,run)
+                cmd="axocoatl__subcmd__help__subcmd__automations__subcmd__run"
+                ;;
+            axocoatl__subcmd__help__subcmd__automations,runs)
+                cmd="axocoatl__subcmd__help__subcmd__automations__subcmd__runs"
+                ;;
+            axocoatl__subcmd__help__subcmd__automations,tick)
+                cmd="axocoatl__subcmd__help__subcmd__automations__subcmd__tick"
                 ;;
             axocoatl__subcmd__help__subcmd__memory,add)
                 cmd="axocoatl__subcmd__help__subcmd__memory__subcmd__add"
@@ -350,7 +398,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage fsck memory util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -633,6 +681,244 @@ _axocoatl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        axocoatl__subcmd__automations)
+            opts="-C -h -V --repo --config --color --help --version list tick run runs help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help)
+            opts="list tick run runs help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help__subcmd__runs)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__help__subcmd__tick)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__list)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__run)
+            opts="-C -h -V --wait --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__runs)
+            opts="-C -h -V --limit --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__automations__subcmd__tick)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         axocoatl__subcmd__export)
             opts="-s -o -C -h -V --session --all --format --output --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -714,7 +1000,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach stop retry rewind sessions history show export usage fsck memory util help"
+            opts="init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -784,6 +1070,76 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__attach__subcmd__rm)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__automations)
+            opts="list tick run runs"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__automations__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__automations__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__automations__subcmd__runs)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__automations__subcmd__tick)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -66,6 +66,18 @@ pub struct ToolEvent {
     pub round: usize,
 }
 
+/// The automation occurrence that started a turn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OriginView {
+    pub automation: String,
+    pub occurrence: Millis,
+    /// `schedule` or `manual`.
+    pub trigger: String,
+    /// `tick`, `serve` or `manual`.
+    pub runner: String,
+    pub pid: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CallView {
     pub provider: String,
@@ -98,6 +110,8 @@ pub struct TurnView {
     pub calls: Vec<CallView>,
     pub warnings: Vec<String>,
     pub retry_of: Option<String>,
+    /// The automation occurrence that started the turn (none: a person sent it).
+    pub origin: Option<OriginView>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -420,6 +434,17 @@ fn apply(p: &mut Projection, entry: Entry) {
                 t.add_output(o.agent, o.text);
             }
         }
+        Record::TurnOrigin(o) => {
+            if let Some(t) = turn_mut(p, &o.turn) {
+                t.origin = Some(OriginView {
+                    automation: o.automation,
+                    occurrence: o.occurrence,
+                    trigger: o.trigger,
+                    runner: o.runner,
+                    pid: o.pid,
+                });
+            }
+        }
         Record::TurnEnded(e) => {
             if let Some(t) = turn_mut(p, &e.turn) {
                 t.end(e);
@@ -505,6 +530,7 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         calls: Vec::new(),
         warnings: Vec::new(),
         retry_of: b.retry_of,
+        origin: None,
         stop_requested: false,
         superseded: false,
         started_at: b.at,

@@ -171,6 +171,9 @@ impl RunView {
     /// From claim (or start) to end, when it ended.
     pub fn duration_ms(&self) -> Option<i64> {
         let r = &self.record;
+        if r.state == RunState::Skipped {
+            return None;
+        }
         let start = r.started_at.unwrap_or(r.claimed_at);
         r.ended_at.map(|e| (e - start).max(0))
     }
@@ -179,7 +182,11 @@ impl RunView {
 /// The run history: of one automation, or of every automation with records (also ones no
 /// longer configured), oldest first; the newest `limit` when given. Runs whose runner died
 /// are recorded `interrupted` first (as any runner would).
-pub fn runs(ws: &Workspace, automation: Option<&str>, limit: Option<usize>) -> Result<Vec<RunView>> {
+pub fn runs(
+    ws: &Workspace,
+    automation: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<RunView>> {
     let store = Runs::new(ws.repo());
     let ids = match automation {
         Some(id) => {

@@ -163,11 +163,13 @@ mod tests {
     const MIN: i64 = 60_000;
     const HOUR: i64 = 60 * MIN;
 
-    fn span(first: i64, last: i64, count: u64) -> Option<(i64, i64, Option<u64>)> {
+    type Skip = Option<(i64, i64, Option<u64>)>;
+
+    fn span(first: i64, last: i64, count: u64) -> Skip {
         Some((first, last, Some(count)))
     }
 
-    fn p(c: CatchUp, window: u64, after: i64, now: i64) -> (Option<(i64, i64, Option<u64>)>, Option<i64>) {
+    fn p(c: CatchUp, window: u64, after: i64, now: i64) -> (Skip, Option<i64>) {
         let plan = plan(&Every(HOUR), c, window, after, now);
         (plan.skip.map(|s| (s.first, s.last, s.count)), plan.run)
     }
@@ -175,7 +177,11 @@ mod tests {
     #[test]
     fn on_time_every_policy_runs_the_current_occurrence() {
         for c in [CatchUp::Latest, CatchUp::All, CatchUp::None] {
-            assert_eq!(p(c, 86_400, HOUR - 1, HOUR + 5_000), (None, Some(HOUR)), "{c:?}");
+            assert_eq!(
+                p(c, 86_400, HOUR - 1, HOUR + 5_000),
+                (None, Some(HOUR)),
+                "{c:?}"
+            );
         }
         // Nothing due yet, or the due one already on record.
         assert_eq!(p(CatchUp::All, 86_400, HOUR, HOUR + 5_000), (None, None));
@@ -206,7 +212,10 @@ mod tests {
             (span(2 * HOUR, 5 * HOUR, 4), None)
         );
         // The window never shrinks below the grace: a current occurrence always runs.
-        assert_eq!(p(CatchUp::Latest, 1, 5 * HOUR - 1, 5 * HOUR + 59_000), (None, Some(5 * HOUR)));
+        assert_eq!(
+            p(CatchUp::Latest, 1, 5 * HOUR - 1, 5 * HOUR + 59_000),
+            (None, Some(5 * HOUR))
+        );
     }
 
     #[test]

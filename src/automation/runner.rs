@@ -19,7 +19,7 @@ use super::plan::{plan, Plan};
 use super::{schedule_of, session_of, target_of, RunnerKind, Target};
 use crate::clock::{self, Millis};
 use crate::config::{AutomationConfig, Overlap};
-use crate::engine::{self, SendOptions, TurnEvent, TurnOutcome};
+use crate::engine::{self, SendOptions, TurnEvent, TurnOrigin, TurnOutcome};
 use crate::error::{Result, RuntimeError};
 use crate::ids;
 use crate::provider::Cancel;
@@ -76,6 +76,9 @@ pub fn run_due_one(
         report(&h);
         handled.push(h);
     };
+    // A guard against planning the same occurrence twice (only a record written by hand
+    // could make the plan stand still).
+    let mut last_planned = None;
     while auto.enabled && !cancel.is_cancelled() {
         let mut guard = Some(runs.schedule_lock(&auto.id)?);
         for h in settle_locked(ws, &runs, &auto.id)? {
@@ -88,7 +91,9 @@ pub fn run_due_one(
         // Occurrences count from the minute a runner first saw the automation, so the
         // first cron tick of a minute still meets that minute's occurrence.
         let origin = since.div_euclid(60_000) * 60_000 - 1;
-        let after = runs.last_scheduled(&auto.id)?.map_or(origin, |l| l.max(origin));
+        let after = runs
+            .last_scheduled(&auto.id)?
+            .map_or(origin, |l| l.max(origin));
         let Plan { skip, run } = plan(
             &schedule,
             auto.catch_up,
@@ -113,7 +118,10 @@ pub fn run_due_one(
                 );
             }
         }
-        let Some(occurrence) = run else { break };
+        let Some(occurrence) = run.filter(|&o| last_planned != Some(o)) else {
+            break;
+        };
+        last_planned = Some(occurrence);
         let record = new_record(auto, Trigger::Schedule, occurrence, &me);
         let (claim, run_lock) = match runs.run_lock(&auto.id, false)? {
             Some(run_lock) => match runs.claim(&record)? {
@@ -240,28 +248,21 @@ fn settle_locked(ws: &Workspace, runs: &Runs, id: &str) -> Result<Vec<Handled>> 
         };
         let mut record = claim.record().clone();
         let who = format!("{} {}", record.runner.kind, record.runner.pid);
-        // The turn may have ended before its runner died; the ledger knows.
-        let ended = match &record.turn {
-            Some(turn) => turn_end(ws, turn)?,
-            None => None,
-        };
-        match ended {
-            Some((state, at)) => {
+        // The turn may have begun before its runner could record it, and may even have
+        // ended: the ledger knows (its begin carries the occurrence).
+        let (turn, ended) = turn_of(ws, &record)?;
+        record.turn = turn;
+        record.ended_at = Some(clock::now());
+        record.state = RunState::Interrupted;
+        record.reason = Some(match (&record.turn, ended) {
+            (None, _) => format!("its runner ({who}) ended before the turn began"),
+            (Some(_), Some((state, at))) if state != TurnState::Interrupted => {
                 record.state = run_state(state);
                 record.ended_at = Some(at);
-                record.reason = Some(format!(
-                    "its runner ({who}) ended after the turn, before recording it"
-                ));
+                format!("its runner ({who}) ended after the turn, before recording it")
             }
-            None => {
-                record.state = RunState::Interrupted;
-                record.ended_at = Some(clock::now());
-                record.reason = Some(match record.turn {
-                    Some(_) => format!("its runner ({who}) ended before the turn did"),
-                    None => format!("its runner ({who}) ended before the turn began"),
-                });
-            }
-        }
+            (Some(_), _) => format!("its runner ({who}) ended before the turn did"),
+        });
         claim.finish(record.clone())?;
         out.push(Handled {
             record,
@@ -271,22 +272,50 @@ fn settle_locked(ws: &Workspace, runs: &Runs, id: &str) -> Result<Vec<Handled>> 
     Ok(out)
 }
 
-/// The terminal state of `turn` in the ledger, if it has one (a rare path: a runner died).
-fn turn_end(ws: &Workspace, turn: &str) -> Result<Option<(TurnState, Millis)>> {
-    // A turn whose process died is recorded interrupted by the opening of the workspace;
-    // one that ended is found by its terminal record.
+/// How a turn ended, from its terminal record.
+type TurnEnd = (TurnState, Millis);
+
+/// The turn of an open record whose runner died, and its terminal state if it has one. A
+/// rare path (a runner died), so a scan of the ledger is fine.
+fn turn_of(ws: &Workspace, record: &RunRecord) -> Result<(Option<String>, Option<TurnEnd>)> {
+    // A turn whose process died is recorded interrupted here (as on any open).
     crate::session::recover_orphans(ws.repo())?;
+    let trigger = trigger_word(record.trigger);
+    let mut turn = record.turn.clone();
+    let mut ended = None;
     for entry in ws.repo().ledger().scan(Position::START).flatten() {
-        if let Some(Record::TurnEnded(e)) = &entry.record {
-            if e.turn == turn {
-                return Ok(Some((e.state, e.at)));
+        match &entry.record {
+            Some(Record::TurnOrigin(o))
+                if turn.is_none()
+                    && o.automation == record.automation
+                    && o.occurrence == record.occurrence
+                    && o.trigger == trigger
+                    && o.pid == record.runner.pid =>
+            {
+                turn = Some(o.turn.clone());
             }
+            Some(Record::TurnEnded(e)) if turn.as_deref() == Some(e.turn.as_str()) => {
+                ended = Some((e.state, e.at));
+            }
+            _ => {}
         }
     }
-    Ok(None)
+    Ok((turn, ended))
 }
 
-fn new_record(auto: &AutomationConfig, trigger: Trigger, occurrence: Millis, me: &Runner) -> RunRecord {
+fn trigger_word(trigger: Trigger) -> &'static str {
+    match trigger {
+        Trigger::Schedule => "schedule",
+        Trigger::Manual => "manual",
+    }
+}
+
+fn new_record(
+    auto: &AutomationConfig,
+    trigger: Trigger,
+    occurrence: Millis,
+    me: &Runner,
+) -> RunRecord {
     RunRecord {
         version: RECORD_VERSION,
         automation: auto.id.clone(),
@@ -353,6 +382,12 @@ fn execute(
                 message: auto.request.clone(),
                 // Behind a turn someone else runs in the session: the occurrence waits.
                 wait: true,
+                origin: Some(TurnOrigin {
+                    automation: auto.id.clone(),
+                    occurrence: record.occurrence,
+                    trigger: trigger_word(record.trigger).to_owned(),
+                    runner: record.runner.kind.clone(),
+                }),
                 ..SendOptions::default()
             };
             let mut on_event = |ev: TurnEvent<'_>| {

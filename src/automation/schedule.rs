@@ -250,7 +250,12 @@ mod tests {
         assert!(e.starts_with("it has 2 fields"), "{e}");
         let e = parse_cron("@sometimes").expect_err("bad");
         assert!(e.contains("nickname"), "{e}");
-        for ok in ["0 9 * * 1-5", "*/10 * * * * *", "@daily", "0 0 0 1 1 * 2030"] {
+        for ok in [
+            "0 9 * * 1-5",
+            "*/10 * * * * *",
+            "@daily",
+            "0 0 0 1 1 * 2030",
+        ] {
             assert!(parse_cron(ok).is_ok(), "{ok}");
         }
     }
@@ -276,14 +281,20 @@ mod tests {
             "2026-01-05T09:00:00+01:00[Europe/Berlin]"
         );
         // Strictly after, and at or before, an occurrence itself.
-        assert_eq!(s.next_after(next).map(rfc3339).as_deref(), Some("2026-01-06T08:00:00.000Z"));
+        assert_eq!(
+            s.next_after(next).map(rfc3339).as_deref(),
+            Some("2026-01-06T08:00:00.000Z")
+        );
         assert_eq!(s.latest_at_or_before(next), Some(next));
         assert_eq!(
             s.latest_at_or_before(next - 1).map(rfc3339).as_deref(),
             Some("2026-01-02T08:00:00.000Z")
         );
         // A fraction of a second past an occurrence is still after it.
-        assert_eq!(s.next_after(next + 500).map(rfc3339).as_deref(), Some("2026-01-06T08:00:00.000Z"));
+        assert_eq!(
+            s.next_after(next + 500).map(rfc3339).as_deref(),
+            Some("2026-01-06T08:00:00.000Z")
+        );
     }
 
     #[test]
@@ -355,6 +366,9 @@ mod tests {
         );
         // Backwards through the repeated hour gives the same instants.
         let back = s.latest_at_or_before(at("2026-10-25T01:59:59Z"));
-        assert_eq!(back.map(rfc3339).as_deref(), Some("2026-10-25T01:30:00.000Z"));
+        assert_eq!(
+            back.map(rfc3339).as_deref(),
+            Some("2026-10-25T01:30:00.000Z")
+        );
     }
 }

@@ -293,7 +293,7 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
             (None, Some(flow)) => {
                 if config.workflows.iter().any(|f| &f.id == flow) {
                     if auto.enabled {
-                    c.warning(
+                        c.warning(
                         c.value(at!["automations", i, "workflow"]),
                         format!("automation `{id}`: running workflow `{flow}` (coordinator-led workflows) is not supported yet; each occurrence will be recorded failed"),
                         "target an autonomous agent with `agent: <id>` until workflows can run",

@@ -53,6 +53,22 @@ pub struct SendOptions {
     pub retry_of: Option<String>,
     /// Queue behind an active turn instead of failing.
     pub wait: bool,
+    /// The automation occurrence that started this turn (none: a person sent it).
+    pub origin: Option<TurnOrigin>,
+}
+
+/// Where a turn came from when no person sent it: an automation's occurrence. Recorded
+/// (`TurnOrigin`) in the same durable append as the turn's begin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnOrigin {
+    pub automation: String,
+    /// The scheduled time of the occurrence (not when it ran); for a manual run, when it
+    /// was requested.
+    pub occurrence: clock::Millis,
+    /// `schedule` or `manual`.
+    pub trigger: String,
+    /// What runs it: `tick`, `serve` or `manual`.
+    pub runner: String,
 }
 
 /// The attachments a turn pins.
@@ -277,6 +293,20 @@ pub fn send(
         pid: std::process::id(),
         at: now,
     }));
+    if let Some(origin) = &opts.origin {
+        begin.push(Record::TurnOrigin(
+            axocoatl_store::ledger::record::TurnOrigin {
+                turn: turn.clone(),
+                session: opts.session.clone(),
+                automation: origin.automation.clone(),
+                occurrence: origin.occurrence,
+                trigger: origin.trigger.clone(),
+                runner: origin.runner.clone(),
+                pid: std::process::id(),
+                at: now,
+            },
+        ));
+    }
     let appended = repo.ledger().append(&begin)?;
     let begin_pos = appended.last().map(|a| a.next).unwrap_or(head);
     attach::consume(repo, &opts.session, &turn, &once)?;

@@ -250,7 +250,7 @@ pub enum TakeOver {
     /// Nothing to do: it ended meanwhile (or its claim never completed); the marker is gone.
     Settled,
     /// Its runner died; the caller records the end through the returned claim.
-    Dead(Claim),
+    Dead(Box<Claim>),
 }
 
 /// The run records of a repository.
@@ -382,13 +382,12 @@ impl Runs {
         let marker = active.join(&name);
         match create_new_private(&marker) {
             Ok(_) => sync_dir(&active)?,
-            Err(Error::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            }
             Err(e) => return Err(e),
         }
-        let lock_it = |f: &File| -> Result<()> {
-            f.lock().map_err(Error::io("lock", path.clone()))
-        };
+        let lock_it =
+            |f: &File| -> Result<()> { f.lock().map_err(Error::io("lock", path.clone())) };
         match publish_new(&path, &record.encode()?, lock_it)? {
             Some(file) => Ok(Some(Claim {
                 path,
@@ -448,12 +447,12 @@ impl Runs {
             remove_marker(&marker)?;
             return Ok(TakeOver::Settled);
         }
-        Ok(TakeOver::Dead(Claim {
+        Ok(TakeOver::Dead(Box::new(Claim {
             path,
             marker,
             file,
             record,
-        }))
+        })))
     }
 
     /// The automation's records in name order (occurrence order), the newest `limit` only
@@ -749,7 +748,10 @@ mod tests {
         let runs = Runs::new(&repo);
         let r = record(60_000, RunState::Claimed);
         let first = runs.claim(&r).expect("claim").expect("won");
-        assert!(runs.claim(&r).expect("claim").is_none(), "second claim lost");
+        assert!(
+            runs.claim(&r).expect("claim").is_none(),
+            "second claim lost"
+        );
         // The holder is alive: no one can take the record over.
         let name = r.file_name();
         assert_eq!(runs.open_names("brief").expect("open"), vec![name.clone()]);
@@ -822,20 +824,23 @@ mod tests {
             .expect("again"));
         let dir = runs.dir("brief");
         // A record renamed to another occurrence, and an open one without its marker.
-        fs::copy(dir.join(stamp(60_000) + ".json"), dir.join(stamp(0) + ".json")).expect("cp");
-        let open = record(180_000, RunState::Running);
-        fs::write(
-            dir.join(open.file_name()),
-            open.encode().expect("encode"),
+        fs::copy(
+            dir.join(stamp(60_000) + ".json"),
+            dir.join(stamp(0) + ".json"),
         )
-        .expect("write");
+        .expect("cp");
+        let open = record(180_000, RunState::Running);
+        fs::write(dir.join(open.file_name()), open.encode().expect("encode")).expect("write");
         fs::write(dir.join(stamp(240_000) + ".json"), b"{").expect("write");
         let (checked, problems) = runs.check().expect("check");
         assert_eq!(checked, 4);
         let text: Vec<String> = problems.iter().map(|(_, p)| p.clone()).collect();
         assert_eq!(text.len(), 3, "{text:?}");
         assert!(text.iter().any(|p| p.contains("belongs in")), "{text:?}");
-        assert!(text.iter().any(|p| p.contains("does not parse")), "{text:?}");
+        assert!(
+            text.iter().any(|p| p.contains("does not parse")),
+            "{text:?}"
+        );
         assert!(text.iter().any(|p| p.contains("marker")), "{text:?}");
     }
 }

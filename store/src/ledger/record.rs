@@ -246,6 +246,23 @@ pub struct AttachmentConsumed {
     pub at: Millis,
 }
 
+/// Where a turn came from when no person sent it: an automation's occurrence. Appended
+/// right after the turn's `TurnBegun`, in the same durable append.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnOrigin {
+    pub turn: String,
+    pub session: String,
+    pub automation: String,
+    /// The occurrence's scheduled time (UTC); for a manual run, when it was requested.
+    pub occurrence: Millis,
+    /// `schedule` or `manual`.
+    pub trigger: String,
+    /// What ran it: `tick`, `serve` or `manual`, and its process.
+    pub runner: String,
+    pub pid: u32,
+    pub at: Millis,
+}
+
 /// Free-form bytes, for tests and tools that exercise the ledger itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
@@ -374,6 +391,7 @@ records! {
     13 => AttachmentConsumed [Reference, Session, Turn],
     14 => Note [],
     30 => ToolFinished [Turn],
+    40 => TurnOrigin [Turn, Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -476,6 +494,7 @@ impl Record {
             Record::ModelCall(r) => Some(&r.turn),
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
+            Record::TurnOrigin(r) => Some(&r.turn),
             Record::Warning(r) => r.turn.as_deref(),
             Record::SessionCreated(_)
             | Record::RewindBoundary(_)
@@ -502,6 +521,7 @@ impl Record {
             Record::AttachmentAdded(x) => Some(x.at),
             Record::AttachmentRemoved(x) => Some(x.at),
             Record::AttachmentConsumed(x) => Some(x.at),
+            Record::TurnOrigin(x) => Some(x.at),
             Record::Note(_) => None,
         }
     }
@@ -518,6 +538,7 @@ impl Record {
             Record::AttachmentAdded(r) => Some(&r.session),
             Record::AttachmentRemoved(r) => Some(&r.session),
             Record::AttachmentConsumed(r) => Some(&r.session),
+            Record::TurnOrigin(r) => Some(&r.session),
             Record::AgentOutput(_)
             | Record::ToolStarted(_)
             | Record::ToolResult(_)
