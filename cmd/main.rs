@@ -66,7 +66,6 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     Send(send::SendArgs),
     Attach(attach::AttachArgs),
-    Automations(automations::AutomationsArgs),
     Stop(stop::StopArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
@@ -75,6 +74,7 @@ pub enum Command {
     Show(show::ShowArgs),
     Export(export::ExportArgs),
     Usage(usage::UsageArgs),
+    Automations(automations::AutomationsArgs),
     Fsck(fsck::FsckArgs),
     Memory(memory::MemoryArgs),
     #[command(hide = true)]

@@ -398,7 +398,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1000,7 +1000,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help"
+            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

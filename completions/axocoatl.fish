@@ -36,7 +36,6 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "init" -d 'Create 
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
@@ -45,7 +44,8 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files, automation run records.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -140,62 +140,6 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_see
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Remove a reference from future selection.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand attach; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l color -d 'When to color output' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "list" -d 'List the automations with their next occurrence (local and UTC) and last run.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "tick" -d 'Run every due occurrence once, then exit (for system cron).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "run" -d 'Run an automation now (recorded as a manual run), streaming its output.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "runs" -d 'Show the run history: occurrence, claim time, runner, turn, outcome, duration.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l color -d 'When to color output' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l json -d 'Print JSON Lines, one object per automation'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l color -d 'When to color output' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l json -d 'Print JSON Lines, one object per recorded run'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l color -d 'When to color output' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l wait -d 'Wait for a running occurrence of it to end instead of refusing'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l json -d 'Print the run record as JSON instead of streaming the output'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l limit -d 'Only the newest N runs' -r
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l color -d 'When to color output' -r -f -a "auto\t''
-always\t''
-never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l json -d 'Print JSON Lines, one object per run'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the automations with their next occurrence (local and UTC) and last run.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "tick" -d 'Run every due occurrence once, then exit (for system cron).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run an automation now (recorded as a manual run), streaming its output.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "runs" -d 'Show the run history: occurrence, claim time, runner, turn, outcome, duration.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand stop" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -309,6 +253,62 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l all -d 'Ever
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -l json -d 'Print JSON Lines: one object per row, then a total'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand usage" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "list" -d 'List the automations with their next occurrence (local and UTC) and last run.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "tick" -d 'Run every due occurrence once, then exit (for system cron).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "run" -d 'Run an automation now (recorded as a manual run), streaming its output.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "runs" -d 'Show the run history: occurrence, claim time, runner, turn, outcome, duration.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and not __fish_seen_subcommand_from list tick run runs help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -l json -d 'Print JSON Lines, one object per automation'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -l json -d 'Print JSON Lines, one object per recorded run'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from tick" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l wait -d 'Wait for a running occurrence of it to end instead of refusing'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -l json -d 'Print the run record as JSON instead of streaming the output'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l limit -d 'Only the newest N runs' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -l json -d 'Print JSON Lines, one object per run'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from runs" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the automations with their next occurrence (local and UTC) and last run.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "tick" -d 'Run every due occurrence once, then exit (for system cron).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run an automation now (recorded as a manual run), streaming its output.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "runs" -d 'Show the run history: occurrence, claim time, runner, turn, outcome, duration.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand automations; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand fsck" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -489,33 +489,33 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "fsck" -d 'Check the repository: ledger framing and checksums, objects, checkpoints, memory files, automation run records.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "util" -d 'Maintenance commands'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach automations stop retry rewind sessions history show export usage fsck memory util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "list" -d 'List the references selected for the next turn of a session.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "rm" -d 'Remove a reference from future selection.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "cat" -d 'Write a reference\'s original bytes (or its extracted text) to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from automations" -f -a "list" -d 'List the automations with their next occurrence (local and UTC) and last run.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from automations" -f -a "tick" -d 'Run every due occurrence once, then exit (for system cron).'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from automations" -f -a "run" -d 'Run an automation now (recorded as a manual run), streaming its output.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from automations" -f -a "runs" -d 'Show the run history: occurrence, claim time, runner, turn, outcome, duration.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "switch" -d 'Make NAME the current session (HEAD)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from sessions" -f -a "new" -d 'Create session NAME and make it current'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "core" -d 'Show or edit core memory: the named blocks injected into every turn.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "log" -d 'Show the daily log: the agent\'s requests, answers, tool calls and memory edits.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "search" -d 'Search semantic memory for records close in meaning to QUERY.'
