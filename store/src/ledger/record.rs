@@ -688,6 +688,16 @@ mod tests {
                 at: 13,
             }),
             Record::Note(Note { text: "n".into() }),
+            Record::TurnOrigin(TurnOrigin {
+                turn: t.clone(),
+                session: s.clone(),
+                automation: "brief".into(),
+                occurrence: 60_000,
+                trigger: "schedule".into(),
+                runner: "tick".into(),
+                pid: 2,
+                at: 14,
+            }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();
         assert_eq!(kinds.len(), Kind::ALL.len(), "a sample of every kind");
