@@ -72,7 +72,11 @@ pub struct ListArgs {
 /// (`overlap`). Each occurrence is claimed before it runs; a tick that loses a claim to
 /// another runner leaves that occurrence alone. Prints one line per recorded run.
 ///
-/// Exit status: 0, or 3 when a run failed, 1 on an error of the runner itself.
+/// SIGINT or SIGTERM stops the running turn (the run is recorded stopped) and ends the tick;
+/// a second signal exits at once.
+///
+/// Exit status: 0, 3 when a run failed, 4 when a signal stopped it, 1 on an error of the
+/// runner itself.
 ///
 /// Examples:
 ///   axocoatl automations tick
@@ -343,7 +347,13 @@ fn tick(args: TickArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         err.hints = first.hints;
         return Err(err);
     }
-    Ok(if failed { exit::TURN_FAILED } else { exit::OK })
+    Ok(if failed {
+        exit::TURN_FAILED
+    } else if cancel.is_cancelled() {
+        exit::TURN_STOPPED
+    } else {
+        exit::OK
+    })
 }
 
 fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {

@@ -614,3 +614,42 @@ fn the_run_history_survives_restarts_and_fsck_checks_it() {
     snap!("fsck_bad_records", env.snap(&bad));
     assert_eq!(bad.code, 9);
 }
+
+#[test]
+fn sigterm_stops_the_running_turn_and_records_the_run_stopped() {
+    let env = env_with(
+        "  - id: slowpoke\n    schedule: \"*/5 * * * *\"\n    agent: assistant\n    request: A slow one.\n",
+    );
+    let now = "2026-01-02T03:05:10.000Z";
+    let child = cmd_at(&env, now, &["automations", "tick"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tick");
+    wait_until("the occurrence to run", || {
+        runs(&env, now)
+            .first()
+            .is_some_and(|r| r["outcome"] == "running")
+    });
+    // SAFETY: sends a signal to our own child process, which is still running.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("slowpoke 2026-01-02T03:05:00Z stopped turn "),
+        "{stdout}"
+    );
+    assert_eq!(
+        outcomes(&runs(&env, now)),
+        [pair("2026-01-02T03:05:00.000Z", "stopped")]
+    );
+    assert_eq!(turns(&env)[0]["state"], "stopped");
+}
