@@ -59,6 +59,17 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if let Some(r) = &t.retry_of {
         let _ = writeln!(o, "retry of {r}");
     }
+    if let Some(origin) = &t.origin {
+        let _ = writeln!(
+            o,
+            "origin   automation {} occurrence {} ({}, {} {})",
+            origin.automation,
+            clock::rfc3339(origin.occurrence),
+            origin.trigger,
+            origin.runner,
+            origin.pid
+        );
+    }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
     if !t.context.is_empty() {
         let _ = writeln!(o, "\ncontext:");

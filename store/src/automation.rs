@@ -334,7 +334,7 @@ impl Runs {
     /// returns the time that stands.
     pub fn mark_since(&self, automation: &str, at: Millis) -> Result<Millis> {
         let dir = self.dir(automation);
-        create_dir_private(&dir)?;
+        ensure_dir(&dir)?;
         let file = SinceFile {
             version: RECORD_VERSION,
             automation: automation.to_owned(),
@@ -371,7 +371,8 @@ impl Runs {
         debug_assert!(!record.state.is_terminal());
         let dir = self.dir(&record.automation);
         let active = dir.join(ACTIVE_DIR);
-        create_dir_private(&active)?;
+        ensure_dir(&dir)?;
+        ensure_dir(&active)?;
         let name = record.file_name();
         let path = dir.join(&name);
         if path.exists() {
@@ -404,7 +405,7 @@ impl Runs {
     pub fn record(&self, record: &RunRecord) -> Result<bool> {
         debug_assert!(record.state.is_terminal());
         let dir = self.dir(&record.automation);
-        create_dir_private(&dir)?;
+        ensure_dir(&dir)?;
         Ok(publish_new(&dir.join(record.file_name()), &record.encode()?, |_| Ok(()))?.is_some())
     }
 
@@ -585,6 +586,19 @@ impl Claim {
         debug_assert!(record.state.is_terminal());
         replace_with(&self.path, &record.encode()?, |_| Ok(()))?;
         remove_marker(&self.marker)
+    }
+}
+
+/// Creates a directory of run records if it is missing, durably: a claim inside it must not
+/// vanish with its directory in a power loss.
+fn ensure_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    create_dir_private(dir)?;
+    match dir.parent() {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
     }
 }
 

@@ -478,6 +478,14 @@ fn a_manual_run_is_recorded_as_manual_and_carries_its_origin() {
         history[0]["origin"]["occurrence"],
         "2026-01-02T03:04:05.000Z"
     );
+    let show = env.run(&["show", history[0]["turn"].as_str().expect("turn")]);
+    assert!(
+        show.stdout.contains(
+            "origin   automation brief occurrence 2026-01-02T03:04:05.000Z (manual, manual "
+        ),
+        "{}",
+        show.stdout
+    );
     // Two manual runs at the same instant are two runs.
     assert_eq!(env.run(&["automations", "run", "brief", "--json"]).code, 0);
     assert_eq!(runs(&env, "2026-01-02T03:04:06.000Z").len(), 2);
