@@ -661,3 +661,30 @@ fn sigterm_stops_the_running_turn_and_records_the_run_stopped() {
     );
     assert_eq!(turns(&env)[0]["state"], "stopped");
 }
+
+#[test]
+fn origins_survive_sealed_segments_and_their_indexes() {
+    let mut env = env_with(
+        "  - id: brief\n    schedule: \"* * * * *\"\n    agent: assistant\n    request: Summarize the minute.\n    catch_up: all\n",
+    );
+    env.set_env("AXOCOATL_SEGMENT_LIMIT", "4096");
+    tick(&env, "2026-01-02T03:04:05.000Z");
+    tick(&env, "2026-01-02T03:20:05.000Z");
+    let segments = std::fs::read_dir(env.repo().join("ledger/v1"))
+        .expect("ls")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        })
+        .count();
+    assert!(segments >= 2, "{segments} segments: one sealed at least");
+    let history = turns(&env);
+    assert_eq!(history.len(), 17);
+    for t in &history {
+        assert_eq!(t["origin"]["automation"], "brief", "{t}");
+    }
+    let session = env.run(&["history", "-s", "brief", "--json"]);
+    let session = json_lines(&session.stdout);
+    assert_eq!(session.len(), 17);
+    assert!(session.iter().all(|t| t["origin"]["trigger"] == "schedule"));
+}
