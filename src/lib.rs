@@ -15,6 +15,7 @@ pub mod ids;
 pub mod memory;
 pub mod provider;
 pub mod rewind;
+pub mod schedule;
 pub mod search;
 pub mod session;
 pub mod tools;

@@ -16,7 +16,6 @@
 
 pub mod plan;
 mod runner;
-pub mod schedule;
 
 use axocoatl_store::automation::{RunRecord, RunState, Runs};
 
@@ -25,8 +24,8 @@ use crate::config::{AutomationConfig, CatchUp, Overlap};
 use crate::error::{Result, RuntimeError};
 use crate::workspace::Workspace;
 
+pub use crate::schedule::Schedule;
 pub use runner::{run_due, run_due_one, run_manual, settle, Handled, ManualRun};
-pub use schedule::Schedule;
 
 /// Which kind of runner claimed an occurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,12 +31,12 @@ pub trait Occurrences {
     fn latest_at_or_before(&self, t: Millis) -> Option<Millis>;
 }
 
-impl Occurrences for super::schedule::Schedule {
+impl Occurrences for crate::schedule::Schedule {
     fn next_after(&self, t: Millis) -> Option<Millis> {
-        super::schedule::Schedule::next_after(self, t)
+        crate::schedule::Schedule::next_after(self, t)
     }
     fn latest_at_or_before(&self, t: Millis) -> Option<Millis> {
-        super::schedule::Schedule::latest_at_or_before(self, t)
+        crate::schedule::Schedule::latest_at_or_before(self, t)
     }
 }
 

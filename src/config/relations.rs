@@ -248,7 +248,7 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
             );
         }
         if let Some(zone) = &auto.timezone {
-            if let Err(problem) = crate::automation::schedule::zone(zone) {
+            if let Err(problem) = crate::schedule::zone(zone) {
                 c.error(
                     c.value(at!["automations", i, "timezone"]),
                     format!("automation `{id}`: timezone {problem}"),

@@ -110,7 +110,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// Parses an automation schedule: 5 cron fields, or 6 with seconds first (7 with a year),
 /// or a nickname (`@daily`). The error names the field at fault.
 pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
-    crate::automation::schedule::parse_cron(expr)
+    crate::schedule::parse_cron(expr)
 }
 
 /// Every semantic rule; returns errors and warnings in document order of discovery.

@@ -1,4 +1,4 @@
-//! Cron schedules in a time zone.
+//! Cron schedules in a time zone: parsed for `validate`, evaluated for automations.
 //!
 //! A schedule is a cron expression (5 fields `minute hour day-of-month month day-of-week`,
 //! 6 with seconds first, 7 with a year last, or a nickname such as `@daily`) evaluated in an
