@@ -8,7 +8,8 @@ use axocoatl::engine::TurnEvent;
 use axocoatl::provider::Cancel;
 use axocoatl_store::automation::{RunRecord, RunState, Trigger};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -158,33 +159,54 @@ fn utc(ms: Millis) -> String {
     }
 }
 
-fn target_json(t: &Target) -> Value {
-    match t {
-        Target::Agent(a) => json!({"agent": a}),
-        Target::Workflow(w) => json!({"workflow": w}),
-    }
+/// `automations list --json`: one line per automation.
+#[derive(Debug, Serialize)]
+struct StatusJson<'a> {
+    id: &'a str,
+    enabled: bool,
+    schedule: &'a str,
+    timezone: &'a str,
+    /// No `timezone:` in the YAML: the machine's zone.
+    local_zone: bool,
+    /// Exactly one of `agent` and `workflow`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workflow: Option<&'a str>,
+    session: &'a str,
+    catch_up: &'static str,
+    catch_up_window_secs: u64,
+    overlap: &'static str,
+    /// The next occurrence (none when disabled), in UTC and in the automation's zone.
+    next_utc: Option<String>,
+    next_local: Option<&'a str>,
+    last: Option<RunJson<'a>>,
 }
 
-fn status_json(s: &Status) -> Value {
-    let next = s.next.first();
-    let mut v = json!({
-        "id": s.id,
-        "enabled": s.enabled,
-        "schedule": s.schedule,
-        "timezone": s.timezone,
-        "local_zone": s.local_zone,
-        "session": s.session,
-        "catch_up": s.catch_up.as_str(),
-        "catch_up_window_secs": s.catch_up_window_secs,
-        "overlap": s.overlap.as_str(),
-        "next_utc": next.map(|n| clock::rfc3339(n.utc)),
-        "next_local": next.map(|n| n.local.clone()),
-        "last": s.last.as_ref().map(record_json),
-    });
-    if let (Value::Object(map), Value::Object(t)) = (&mut v, target_json(&s.target)) {
-        map.extend(t);
+impl<'a> StatusJson<'a> {
+    fn of(s: &'a Status) -> StatusJson<'a> {
+        let next = s.next.first();
+        let (agent, workflow) = match &s.target {
+            Target::Agent(a) => (Some(a.as_str()), None),
+            Target::Workflow(w) => (None, Some(w.as_str())),
+        };
+        StatusJson {
+            id: &s.id,
+            enabled: s.enabled,
+            schedule: &s.schedule,
+            timezone: &s.timezone,
+            local_zone: s.local_zone,
+            agent,
+            workflow,
+            session: &s.session,
+            catch_up: s.catch_up.as_str(),
+            catch_up_window_secs: s.catch_up_window_secs,
+            overlap: s.overlap.as_str(),
+            next_utc: next.map(|n| clock::rfc3339(n.utc)),
+            next_local: next.map(|n| n.local.as_str()),
+            last: s.last.as_ref().map(RunJson::of),
+        }
     }
-    v
 }
 
 fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
@@ -198,7 +220,7 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     for s in &statuses {
         if args.json {
-            ui.json_line(&status_json(s))?;
+            ui.json_line(&json(&StatusJson::of(s)))?;
             continue;
         }
         let state = if s.enabled {
@@ -249,24 +271,79 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     Ok(exit::OK)
 }
 
-fn record_json(r: &RunRecord) -> Value {
-    json!({
-        "automation": r.automation,
-        "occurrence": clock::rfc3339(r.occurrence),
-        "trigger": match r.trigger { Trigger::Schedule => "schedule", Trigger::Manual => "manual" },
-        "span_first": r.span.map(|s| clock::rfc3339(s.first)),
-        "span_count": r.span.and_then(|s| s.count),
-        "claimed_at": clock::rfc3339(r.claimed_at),
-        "runner": r.runner.kind,
-        "runner_pid": r.runner.pid,
-        "session": r.session,
-        "turn": r.turn,
-        "outcome": r.state.as_str(),
-        "started_at": r.started_at.map(clock::rfc3339),
-        "ended_at": r.ended_at.map(clock::rfc3339),
-        "duration_ms": r.ended_at.filter(|_| r.state != RunState::Skipped).map(|e| (e - r.started_at.unwrap_or(r.claimed_at)).max(0)),
-        "reason": r.reason,
-    })
+/// A run record: `automations runs --json`, `tick --json`, `run --json`, and `last` of
+/// `list --json`. Times are RFC 3339 UTC.
+#[derive(Debug, Serialize)]
+struct RunJson<'a> {
+    automation: &'a str,
+    /// The scheduled time; for a manual run, when it was requested; for a span of skipped
+    /// occurrences, the last of them.
+    occurrence: String,
+    /// `schedule` or `manual`.
+    trigger: &'static str,
+    /// A span of skipped occurrences: the first, and how many (null past the count cap).
+    span_first: Option<String>,
+    span_count: Option<u64>,
+    claimed_at: String,
+    /// `tick`, `serve` or `manual`.
+    runner: &'a str,
+    runner_pid: u32,
+    session: Option<&'a str>,
+    turn: Option<&'a str>,
+    /// claimed, queued, running, completed, failed, stopped, interrupted or skipped.
+    outcome: &'static str,
+    started_at: Option<String>,
+    ended_at: Option<String>,
+    duration_ms: Option<i64>,
+    reason: Option<&'a str>,
+    /// `runs` only: for a run not ended, whether its runner still holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runner_alive: Option<Option<bool>>,
+    /// `runs` only: why the record file could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<&'a str>,
+}
+
+impl<'a> RunJson<'a> {
+    fn of(r: &'a RunRecord) -> RunJson<'a> {
+        RunJson {
+            automation: &r.automation,
+            occurrence: clock::rfc3339(r.occurrence),
+            trigger: match r.trigger {
+                Trigger::Schedule => "schedule",
+                Trigger::Manual => "manual",
+            },
+            span_first: r.span.map(|s| clock::rfc3339(s.first)),
+            span_count: r.span.and_then(|s| s.count),
+            claimed_at: clock::rfc3339(r.claimed_at),
+            runner: &r.runner.kind,
+            runner_pid: r.runner.pid,
+            session: r.session.as_deref(),
+            turn: r.turn.as_deref(),
+            outcome: r.state.as_str(),
+            started_at: r.started_at.map(clock::rfc3339),
+            ended_at: r.ended_at.map(clock::rfc3339),
+            duration_ms: r
+                .ended_at
+                .filter(|_| r.state != RunState::Skipped)
+                .map(|e| (e - r.started_at.unwrap_or(r.claimed_at)).max(0)),
+            reason: r.reason.as_deref(),
+            runner_alive: None,
+            problem: None,
+        }
+    }
+
+    fn of_view(v: &'a RunView) -> RunJson<'a> {
+        RunJson {
+            runner_alive: Some(v.runner_alive),
+            problem: v.problem.as_deref(),
+            ..RunJson::of(&v.record)
+        }
+    }
+}
+
+fn json(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
 fn handled_line(ui: &mut Ui, h: &Handled) -> std::io::Result<()> {
@@ -322,7 +399,7 @@ fn tick(args: TickArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         let mut report = |h: &Handled| {
             failed |= h.record.state == RunState::Failed;
             let written = if args.json {
-                ui.json_line(&record_json(&h.record))
+                ui.json_line(&json(&RunJson::of(&h.record)))
             } else {
                 handled_line(ui, h)
             };
@@ -395,7 +472,7 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     let r = &manual.handled.record;
     if json_mode {
-        ui.json_line(&record_json(r))?;
+        ui.json_line(&json(&RunJson::of(r)))?;
     } else {
         if !ended_with_newline {
             writeln!(ui.out)?;
@@ -417,17 +494,6 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         RunState::Interrupted => exit::TURN_INTERRUPTED,
         _ => exit::TURN_FAILED,
     })
-}
-
-fn run_view_json(v: &RunView) -> Value {
-    let mut j = record_json(&v.record);
-    if let Value::Object(map) = &mut j {
-        map.insert("runner_alive".into(), json!(v.runner_alive));
-        if let Some(p) = &v.problem {
-            map.insert("problem".into(), json!(p));
-        }
-    }
-    j
 }
 
 fn runs(args: RunsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
@@ -453,7 +519,7 @@ fn runs(args: RunsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let mut problems = false;
     for v in &views {
         if args.json {
-            ui.json_line(&run_view_json(v))?;
+            ui.json_line(&json(&RunJson::of_view(v)))?;
             continue;
         }
         let r = &v.record;
