@@ -130,6 +130,7 @@ fn whole_turns(base: &Path, bin: &str) {
             .args(["send", "--no-stdin", "-s", session, "hi"])
             .current_dir(&work)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .status()
             .unwrap();
         assert!(st.success());
@@ -196,6 +197,7 @@ fn stop_latency(base: &Path, bin: &str) {
         let st = Command::new(bin)
             .args(["stop", &turn])
             .current_dir(&work)
+            .stderr(Stdio::null())
             .status()
             .unwrap();
         assert!(st.success());

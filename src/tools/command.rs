@@ -147,6 +147,8 @@ pub fn run(
     };
     let pid = child.id() as libc::pid_t;
     let deadline = started + timeout;
+    // Short commands are the common case: look again after 0.25 ms, then back off to POLL.
+    let mut pause = Duration::from_micros(250);
     let ending = loop {
         if exited(pid) {
             break Ending::Exited;
@@ -157,7 +159,8 @@ pub fn run(
         if Instant::now() >= deadline {
             break Ending::TimedOut;
         }
-        std::thread::sleep(POLL);
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(POLL);
     };
     if ending != Ending::Exited {
         signal_group(pid, libc::SIGTERM);
@@ -172,8 +175,10 @@ pub fn run(
     // The output ends when every process holding the pipe is gone; a process that left the
     // group (setsid) could hold it open, so the wait is bounded.
     let read_end = Instant::now() + GRACE;
+    let mut pause = Duration::from_micros(100);
     while !reading.is_finished() && Instant::now() < read_end {
-        std::thread::sleep(POLL);
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(POLL);
     }
     let incomplete = !reading.is_finished();
     let capture = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
