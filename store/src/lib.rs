@@ -17,5 +17,8 @@ pub mod memory;
 pub mod objects;
 pub mod repo;
 
+#[cfg(test)]
+mod props;
+
 pub use error::{Error, Result};
 pub use repo::Repo;

@@ -24,4 +24,7 @@ mod provider_ollama;
 mod provider_openai;
 mod provider_script;
 mod store_faults;
+mod store_fixture;
+mod store_props;
+mod store_repair;
 mod tools;

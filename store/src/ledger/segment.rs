@@ -60,6 +60,20 @@ pub struct RawFrame<'a> {
 }
 
 impl SegmentData {
+    /// A segment held in memory (for tests of the walks).
+    #[cfg(test)]
+    pub(crate) fn from_bytes(number: u64, bytes: Vec<u8>, sealed: bool) -> SegmentData {
+        let header = SegmentHeader::decode(&bytes).map(|h| (h.number, h.base_seq));
+        SegmentData {
+            number,
+            path: PathBuf::from(crate::layout::segment_file_name(number)),
+            base: 0,
+            header,
+            data: Bytes::Vec(bytes),
+            sealed,
+        }
+    }
+
     /// The bytes from `base` on.
     pub fn bytes(&self) -> &[u8] {
         match &self.data {

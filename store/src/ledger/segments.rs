@@ -185,6 +185,13 @@ impl Ledger {
             ));
         }
         if let Some(&newest) = set.numbers.last() {
+            let header_ok = load(&self.segment_path(newest), newest, false, 0)?
+                .header()
+                .is_ok();
+            if !header_ok {
+                // A damaged header is reported by fsck, never guessed at or cut.
+                return Ok(repair);
+            }
             self.move_damaged_tail(newest, &mut repair)?;
             let path = self.segment_path(newest);
             let before = fs::metadata(&path)
@@ -209,9 +216,6 @@ impl Ledger {
     /// `ledger/v1/damaged/<segment>.<offset>` and truncates the segment before them.
     fn move_damaged_tail(&self, number: u64, repair: &mut Repair) -> Result<()> {
         let seg = load(&self.segment_path(number), number, false, 0)?;
-        if seg.header().is_err() {
-            return Ok(()); // a damaged header is reported, never cut
-        }
         let mut tail = None;
         seg.frames_all(
             0,

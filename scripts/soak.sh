@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Soak: kill -9 loops across send, attach, rewind and fsck --repair with small segments; a
+# disk-full run on a small tmpfs (when root); a run past `ulimit -f`; and the store's
+# decoder property tests for minutes. Prints iterations, kills, lost turns and unusable
+# repositories, and exits non-zero if any turn was lost or any repository became unusable.
+#
+# Settings (environment):
+#   SOAK_KILLS=1000          stop the kill loops after this many processes were killed
+#   SOAK_ROUNDS_ITERS=150    iterations per repository before starting a fresh one
+#   SOAK_SEGMENT_LIMIT=4096  AXOCOATL_SEGMENT_LIMIT for the kill loops (bytes)
+#   SOAK_PROPTEST_CASES=200000  cases per decoder property in the long property run
+#   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, proptest)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+KILLS_TARGET=${SOAK_KILLS:-1000}
+ITERS=${SOAK_ROUNDS_ITERS:-150}
+SEGMENT_LIMIT=${SOAK_SEGMENT_LIMIT:-4096}
+PROPTEST_CASES=${SOAK_PROPTEST_CASES:-200000}
+SKIP=" ${SOAK_SKIP:-} "
+
+skip() { [[ "$SKIP" == *" $1 "* ]]; }
+log() { printf '%s\n' "$*" >&2; }
+
+target=${CARGO_TARGET_DIR:-$root/target}
+log "building the release binary (without the local model)..."
+cargo build --release --locked --no-default-features --quiet || exit 1
+bin="$target/release/axocoatl"
+
+work=$(mktemp -d /tmp/axocoatl-soak.XXXXXX)
+cleanup() {
+  if mountpoint -q "$work/full" 2>/dev/null; then umount "$work/full"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+
+# A repository with a scripted agent whose replies stream slowly enough to be killed
+# mid-turn, and a tool call that writes core memory.
+make_repo() {
+  local dir=$1
+  mkdir -p "$dir"
+  (cd "$dir" && "$bin" init >/dev/null) || return 1
+  cat >"$dir/axocoatl.yaml" <<'EOF'
+providers:
+  canned: {kind: script, script: replies.yaml}
+agents:
+  - id: helper
+    provider: canned
+EOF
+  cat >"$dir/replies.yaml" <<'EOF'
+replies:
+  - match: remember
+    tool_calls: [{name: core_memory_append, arguments: {label: human, content: likes tea}}]
+  - match: remember
+    chunks: ["Noted", ", ", "thanks."]
+    delay_ms: 3
+  - match: msg
+    chunks: ["one ", "two ", "three ", "four ", "five ", "six"]
+    delay_ms: 10
+EOF
+  head -c 20000 /dev/urandom | base64 >"$dir/notes.txt"
+}
+
+ax() { # ax DIR ARGS...: runs axocoatl in DIR with the soak's environment
+  local dir=$1; shift
+  (cd "$dir" && AXOCOATL_SEGMENT_LIMIT=$SEGMENT_LIMIT "$bin" "$@")
+}
+
+# Turns of a repository: "ID STATE" per line.
+turn_states() {
+  ax "$1" history --all --json 2>/dev/null | jq -r '"\(.turn) \(.state)"'
+}
+
+# ---------------------------------------------------------------- kill -9 loops
+iterations=0 kills=0 lost=0 unusable=0 open_fail=0 nonterminal=0 repos=0
+kill_loop() {
+  local round=0
+  while ((kills < KILLS_TARGET)); do
+    round=$((round + 1)); repos=$((repos + 1))
+    local dir="$work/kill-$round"
+    make_repo "$dir" || { log "cannot create $dir"; failures=$((failures + 1)); return; }
+    local acked="$dir.acked"; : >"$acked"
+    local broken=0
+    for ((i = 0; i < ITERS && kills < KILLS_TARGET; i++)); do
+      iterations=$((iterations + 1))
+      # One or two commands at once, on two sessions; each is killed at a random moment.
+      local n=$((1 + RANDOM % 2)) pids=() errs=()
+      for ((k = 0; k < n; k++)); do
+        local s="s$k" op=$((RANDOM % 20)) err="$dir.err.$k"
+        errs+=("$err")
+        local args
+        if ((op < 10)); then args=(send -s "$s" "msg $i.$k")
+        elif ((op < 12)); then args=(send -s "$s" "remember $i.$k")
+        elif ((op < 14)); then args=(attach add -s "$s" notes.txt)
+        elif ((op < 16)); then args=(send -s "$s" --attach notes.txt "msg with notes $i.$k")
+        elif ((op < 18)); then
+          local target
+          target=$(shuf -n 1 "$acked" 2>/dev/null)
+          if [[ -n "$target" ]]; then args=(rewind "$target" --yes); else args=(send -s "$s" "msg $i.$k"); fi
+        else args=(fsck --repair)
+        fi
+        (cd "$dir" && exec env AXOCOATL_SEGMENT_LIMIT="$SEGMENT_LIMIT" "$bin" "${args[@]}" </dev/null >/dev/null 2>"$err") &
+        pids+=($!)
+      done
+      sleep "$(printf '0.%03d' $((RANDOM % 120 + 2)))"
+      for p in "${pids[@]}"; do
+        if kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null; then kills=$((kills + 1)); fi
+      done
+      for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+      for e in "${errs[@]}"; do
+        grep -E '^turn [0-9a-f]{16}$' "$e" 2>/dev/null | cut -d' ' -f2 >>"$acked"
+      done
+      # After every crash the repository opens (orphans are recovered on the way).
+      if ! ax "$dir" history --all >/dev/null 2>"$dir.open-err"; then
+        open_fail=$((open_fail + 1))
+        log "iteration $i of $dir: history failed after a kill: $(head -c 400 "$dir.open-err")"
+        if ! ax "$dir" fsck --repair >/dev/null 2>&1 || ! ax "$dir" history --all >/dev/null 2>&1; then
+          broken=1
+          break
+        fi
+      fi
+    done
+    if ((broken)); then
+      unusable=$((unusable + 1)); failures=$((failures + 1))
+      log "UNUSABLE: $dir"
+      continue
+    fi
+    # The end of a round: repair, then a clean fsck, every acknowledged turn present and
+    # every turn in a terminal state.
+    ax "$dir" fsck --repair >/dev/null 2>&1
+    if ! ax "$dir" fsck >"$dir.fsck" 2>&1; then
+      unusable=$((unusable + 1)); failures=$((failures + 1))
+      log "fsck not clean after --repair in $dir:"; head -20 "$dir.fsck" >&2
+    fi
+    local states="$dir.states"
+    turn_states "$dir" >"$states"
+    while read -r t; do
+      if ! grep -q "^$t " "$states"; then
+        lost=$((lost + 1)); failures=$((failures + 1)); log "LOST acknowledged turn $t in $dir"
+      fi
+    done < <(sort -u "$acked")
+    local open
+    open=$(grep -cv -E ' (completed|failed|stopped|interrupted)$' "$states")
+    if ((open > 0)); then
+      nonterminal=$((nonterminal + open)); failures=$((failures + 1))
+      log "turns without a terminal state in $dir:"; grep -v -E ' (completed|failed|stopped|interrupted)$' "$states" >&2
+    fi
+    if ! ax "$dir" send -s s0 "msg final" >/dev/null 2>&1; then
+      unusable=$((unusable + 1)); failures=$((failures + 1)); log "send fails at the end of $dir"
+    fi
+    log "round $round: $iterations iterations, $kills kills, $(sort -u "$acked" | wc -l) acknowledged turns in this repository"
+    rm -rf "$dir" "$dir".*
+  done
+}
+
+# ---------------------------------------------------------------- disk full
+full_result="skipped"
+disk_full() {
+  if [[ $(id -u) -ne 0 ]]; then full_result="skipped (not root)"; return; fi
+  local mnt="$work/full"
+  mkdir -p "$mnt"
+  if ! mount -t tmpfs -o size=3m tmpfs "$mnt"; then full_result="skipped (mount failed)"; return; fi
+  local dir="$mnt/repo"
+  make_repo "$dir" || { full_result="init failed on the tmpfs"; failures=$((failures + 1)); return; }
+  local acked="$work/full.acked"; : >"$acked"
+  # Fill most of the file system, leaving room for a few turns.
+  head -c $((2500 * 1024)) /dev/zero >"$mnt/filler" 2>/dev/null
+  local refused=0 named=0 other=0 ok=0 reopen_fail=0
+  for ((i = 0; i < 200; i++)); do
+    local err="$work/full.err"
+    if ((i % 3 == 0)); then
+      ax "$dir" attach add notes.txt >/dev/null 2>"$err"
+    else
+      ax "$dir" send "msg full $i" >/dev/null 2>"$err"
+    fi
+    local code=$?
+    grep -E '^turn [0-9a-f]{16}$' "$err" | cut -d' ' -f2 >>"$acked"
+    if ((code == 0)); then ok=$((ok + 1)); continue; fi
+    if grep -q "No space left on device" "$err"; then
+      refused=$((refused + 1))
+      if grep -q "$dir/.axocoatl" "$err"; then named=$((named + 1)); fi
+    else
+      other=$((other + 1)); log "disk full, unexpected error: $(head -c 300 "$err")"
+    fi
+    if ! ax "$dir" history --all >/dev/null 2>"$err"; then
+      reopen_fail=$((reopen_fail + 1)); log "disk full: history failed: $(head -c 300 "$err")"
+    fi
+    ((refused >= 20)) && break
+  done
+  # Free the space: the repository works again, nothing acknowledged is lost.
+  rm -f "$mnt/filler"
+  ax "$dir" fsck --repair >/dev/null 2>&1
+  local clean=yes; ax "$dir" fsck >/dev/null 2>&1 || clean=no
+  local after=yes; ax "$dir" send "msg after freeing space" >/dev/null 2>&1 || after=no
+  local full_lost=0
+  local states; states=$(turn_states "$dir")
+  while read -r t; do
+    grep -q "^$t " <<<"$states" || { full_lost=$((full_lost + 1)); log "disk full: LOST $t"; }
+  done < <(sort -u "$acked")
+  full_result="$ok commands succeeded, $refused refused with ENOSPC ($named naming a path under .axocoatl), $other other errors, history failed $reopen_fail times while full; after freeing space: fsck clean: $clean, send works: $after, lost turns: $full_lost"
+  if ((other + reopen_fail + full_lost > 0)) || [[ $clean != yes || $after != yes ]] || ((refused == 0)); then
+    failures=$((failures + 1))
+  fi
+  umount "$mnt"
+}
+
+# ---------------------------------------------------------------- ulimit -f
+fsize_result="skipped"
+file_size_limit() {
+  local dir="$work/fsize"
+  make_repo "$dir" || return
+  local err="$work/fsize.err" code
+  # 64 KiB of file size; one record of 100 KB cannot fit.
+  (cd "$dir" && ulimit -f 64 && exec "$bin" util ledger-append --size 100000) >/dev/null 2>"$err"
+  code=$?
+  if ((code == 1)) && grep -q "File too large" "$err" && grep -q ".axocoatl/ledger" "$err"; then
+    fsize_result="exit 1 with \"$(grep -m1 '^error' "$err")\"; fsck: $(ax "$dir" fsck 2>&1 | tail -1)"
+  else
+    fsize_result="exit $code (expected 1 with EFBIG and a path): $(head -c 300 "$err")"
+    failures=$((failures + 1))
+  fi
+}
+
+# ---------------------------------------------------------------- decoders
+prop_result="skipped"
+proptests() {
+  local started=$SECONDS
+  if AXOCOATL_PROPTEST_CASES=$PROPTEST_CASES cargo test --release --locked -p axocoatl-store props -- --test-threads 2 >"$work/props.log" 2>&1; then
+    prop_result="$(grep -c '^test .* ok$' "$work/props.log") properties x $PROPTEST_CASES cases passed in $((SECONDS - started)) s"
+  else
+    prop_result="FAILED (see below)"; failures=$((failures + 1)); tail -40 "$work/props.log" >&2
+  fi
+}
+
+start=$SECONDS
+skip killloop || kill_loop
+skip diskfull || disk_full
+skip fsize || file_size_limit
+skip proptest || proptests
+
+echo "soak: kill loops: $iterations iterations, $kills processes killed, $repos repositories (segments of $SEGMENT_LIMIT bytes)"
+echo "soak: lost acknowledged turns: $lost; turns without one terminal state: $nonterminal; history failing after a kill: $open_fail; unusable repositories: $unusable"
+echo "soak: disk full (3 MiB tmpfs): $full_result"
+echo "soak: ulimit -f: $fsize_result"
+echo "soak: decoder properties: $prop_result"
+echo "soak: $((SECONDS - start)) s, $failures failures"
+((failures == 0))
