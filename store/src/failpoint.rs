@@ -45,6 +45,9 @@ pub const NAMES: &[&str] = &[
     "checkpoint.prune",
     // Ledger indexes (caches, written without fsync).
     "ledger.index.write",
+    // The daily log of the memory tiers (appended without fsync: not the authority).
+    "memory.daily_log.write",
+    "memory.daily_log.truncate",
 ];
 
 /// What a failpoint does when it fires.

@@ -36,6 +36,7 @@ const TORN_WRITES: &[&str] = &[
     "ledger.append.write",
     "ledger.segment.write",
     "fsutil.atomic.write",
+    "memory.daily_log.write",
 ];
 
 /// Every pid above the kernel's maximum is free: a temporary file named with it is stale.
@@ -152,6 +153,40 @@ fn scenarios() -> Vec<Scenario> {
                     .expect("open");
                 std::io::Write::write_all(&mut f, &[9, 0, 0, 0, 1, 2, 3]).expect("write");
                 args(&["send", "msg after a torn tail"])
+            },
+        },
+        Scenario {
+            name: "memory-core-set",
+            roll: false,
+            damaged: false,
+            prepare: |_, _| args(&["memory", "core", "set", "human", "likes tea"]),
+        },
+        Scenario {
+            name: "torn-daily-log",
+            roll: false,
+            damaged: false,
+            prepare: |env, _| {
+                let r = env.run(&["memory", "core", "set", "human", "likes tea"]);
+                assert_eq!(r.code, 0, "{}", r.stderr);
+                let dir = env.repo().join("memory/daily_log/v1");
+                let mut logs = Vec::new();
+                let mut stack = vec![dir];
+                while let Some(d) = stack.pop() {
+                    for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                        if e.path().is_dir() {
+                            stack.push(e.path());
+                        } else {
+                            logs.push(e.path());
+                        }
+                    }
+                }
+                let log = logs.first().expect("a daily log after a memory edit");
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(log)
+                    .expect("open");
+                std::io::Write::write_all(&mut f, b"{\"torn").expect("write");
+                args(&["memory", "core", "set", "human", "likes coffee"])
             },
         },
         Scenario {

@@ -205,9 +205,12 @@ impl DailyLog {
         let whole = whole_lines_len(&file, len).map_err(Error::io("read", path))?;
         if whole < len {
             // A crash cut the last line short: drop it so the file stays whole lines.
-            file.set_len(whole).map_err(Error::io("truncate", path))?;
+            crate::failpoint::hit("memory.daily_log.truncate")
+                .and_then(|()| file.set_len(whole))
+                .map_err(Error::io("truncate", path))?;
         }
-        file.write_all(bytes)
+        crate::failpoint::hit_write("memory.daily_log.write", bytes, |b| file.write_all(b))
+            .and_then(|()| file.write_all(bytes))
             .map_err(Error::io("append to", path))?;
         let _ = file.unlock();
         Ok(())
