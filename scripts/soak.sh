@@ -158,6 +158,7 @@ kill_loop() {
 
 # ---------------------------------------------------------------- disk full
 full_result="skipped"
+full_sample=""
 disk_full() {
   if [[ $(id -u) -ne 0 ]]; then full_result="skipped (not root)"; return; fi
   local mnt="$work/full"
@@ -166,13 +167,17 @@ disk_full() {
   local dir="$mnt/repo"
   make_repo "$dir" || { full_result="init failed on the tmpfs"; failures=$((failures + 1)); return; }
   local acked="$work/full.acked"; : >"$acked"
-  # Fill most of the file system, leaving room for a few turns.
-  head -c $((2500 * 1024)) /dev/zero >"$mnt/filler" 2>/dev/null
+  # Fill most of the file system, leaving room for a few turns; then every third command
+  # attaches a new 30 KB file (from outside the tmpfs) until writes are refused.
+  local free_kb
+  free_kb=$(df -k --output=avail "$mnt" | tail -1)
+  head -c $(((free_kb - 160) * 1024)) /dev/zero >"$mnt/filler" 2>/dev/null
   local refused=0 named=0 other=0 ok=0 reopen_fail=0
-  for ((i = 0; i < 200; i++)); do
+  for ((i = 0; i < 400; i++)); do
     local err="$work/full.err"
     if ((i % 3 == 0)); then
-      ax "$dir" attach add notes.txt >/dev/null 2>"$err"
+      head -c 22000 /dev/urandom | base64 >"$work/full-attach.txt"
+      ax "$dir" attach add "$work/full-attach.txt" >/dev/null 2>"$err"
     else
       ax "$dir" send "msg full $i" >/dev/null 2>"$err"
     fi
@@ -181,6 +186,7 @@ disk_full() {
     if ((code == 0)); then ok=$((ok + 1)); continue; fi
     if grep -q "No space left on device" "$err"; then
       refused=$((refused + 1))
+      [[ -n "$full_sample" ]] || full_sample=$(tr '\n' ' ' <"$err" | sed "s|$mnt|TMPFS|g")
       if grep -q "$dir/.axocoatl" "$err"; then named=$((named + 1)); fi
     else
       other=$((other + 1)); log "disk full, unexpected error: $(head -c 300 "$err")"
@@ -244,6 +250,7 @@ skip proptest || proptests
 echo "soak: kill loops: $iterations iterations, $kills processes killed, $repos repositories (segments of $SEGMENT_LIMIT bytes)"
 echo "soak: lost acknowledged turns: $lost; turns without one terminal state: $nonterminal; history failing after a kill: $open_fail; unusable repositories: $unusable"
 echo "soak: disk full (3 MiB tmpfs): $full_result"
+[[ -z "$full_sample" ]] || echo "soak: disk full, first refusal: $full_sample"
 echo "soak: ulimit -f: $fsize_result"
 echo "soak: decoder properties: $prop_result"
 echo "soak: $((SECONDS - start)) s, $failures failures"

@@ -132,14 +132,14 @@ pub fn write_atomic_via(
     let dir = path.parent().unwrap_or(Path::new("."));
     collect_strays(tmp_dir)?;
     let mut tmp = temp_file_in(tmp_dir)?;
-    let tmp_path = tmp.path().to_path_buf();
+    // Errors name the file being written, not the temporary name it is written under.
     crate::failpoint::hit_write("fsutil.atomic.write", bytes, |b| tmp.write_all(b))
         .and_then(|()| tmp.write_all(bytes))
-        .map_err(Error::io("write", tmp_path.clone()))?;
+        .map_err(Error::io("write", path))?;
     if durability == Durability::Durable {
         crate::failpoint::hit("fsutil.atomic.sync")
             .and_then(|()| tmp.as_file().sync_data())
-            .map_err(Error::io("sync", tmp_path.clone()))?;
+            .map_err(Error::io("sync", path))?;
     }
     crate::failpoint::hit("fsutil.atomic.rename").map_err(Error::io("rename into place", path))?;
     tmp.persist(path)

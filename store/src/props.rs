@@ -188,7 +188,10 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), 1u8..=255).prop_map(|(i, x)| Mutation::Flip(i, x)),
         any::<usize>().prop_map(Mutation::Truncate),
-        (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..40))
+        (
+            any::<usize>(),
+            proptest::collection::vec(any::<u8>(), 1..40)
+        )
             .prop_map(|(i, b)| Mutation::Insert(i, b)),
         (any::<usize>(), 1usize..64).prop_map(|(i, n)| Mutation::Zero(i, n)),
     ]
@@ -259,7 +262,10 @@ fn walk_everything(data: &[u8], sealed: bool, probe: usize) {
         |fr| {
             assert!(fr.offset >= last_end, "frames in order");
             last_end = fr.offset + fr.len;
-            assert!(seg.payload_ok(&fr), "a verified walk delivers intact frames");
+            assert!(
+                seg.payload_ok(&fr),
+                "a verified walk delivers intact frames"
+            );
             let _ = seg.entry(&fr);
         },
         |d| {

@@ -163,7 +163,10 @@ fn make_v1_fixture() {
         if let Some(t) = running {
             break t;
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "the slow turn begins");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the slow turn begins"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     ok(&["stop", &turn]);

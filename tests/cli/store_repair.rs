@@ -6,10 +6,7 @@ use crate::common::env::TestEnv;
 fn repo_with_turns() -> TestEnv {
     let env = TestEnv::new();
     assert_eq!(env.run(&["init"]).code, 0);
-    assert_eq!(
-        env.run(&["util", "ledger-append", "--count", "3"]).code,
-        0
-    );
+    assert_eq!(env.run(&["util", "ledger-append", "--count", "3"]).code, 0);
     env
 }
 
@@ -42,7 +39,11 @@ fn a_missing_run_directory_is_recreated_and_reported() {
     std::fs::remove_dir_all(env.repo().join("run")).expect("rm");
     let fsck = env.run(&["fsck"]);
     assert_eq!(fsck.code, 9, "{}", fsck.stdout);
-    assert!(fsck.stdout.contains("run: missing-directory"), "{}", fsck.stdout);
+    assert!(
+        fsck.stdout.contains("run: missing-directory"),
+        "{}",
+        fsck.stdout
+    );
     let r = env.run(&["util", "ledger-append", "--count", "1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(env.repo().join("run").is_dir());
@@ -60,11 +61,15 @@ fn stray_temporary_files_are_reported_and_collected() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(4_194_304);
-    let stray = env.repo().join(format!("objects/.tmp-{}-Ab12Cd", pid_max + 1));
+    let stray = env
+        .repo()
+        .join(format!("objects/.tmp-{}-Ab12Cd", pid_max + 1));
     std::fs::write(&stray, vec![0u8; 4096]).expect("write");
     let fsck = env.run(&["fsck"]);
     assert_eq!(fsck.code, 0, "a stray file is a warning: {}", fsck.stdout);
-    let shown = env.snap(&fsck).replace(&format!(".tmp-{}-", pid_max + 1), ".tmp-[PID]-");
+    let shown = env
+        .snap(&fsck)
+        .replace(&format!(".tmp-{}-", pid_max + 1), ".tmp-[PID]-");
     snap!("stray_fsck", shown);
     env.write("a.txt", "attached\n");
     let r = env.run(&["attach", "add", "a.txt"]);
@@ -111,7 +116,11 @@ fn a_file_size_limit_is_an_error_with_the_path() {
         .env("NO_COLOR", "1");
     let out = cmd.output().expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "not killed by SIGXFSZ: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not killed by SIGXFSZ: {stderr}"
+    );
     assert!(stderr.contains("ledger/v1/000000000001.seg"), "{stderr}");
     assert!(stderr.contains("File too large"), "{stderr}");
     // Nothing half-written is left behind.
