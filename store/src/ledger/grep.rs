@@ -273,7 +273,8 @@ impl Ledger {
         // span a segment boundary is then incomplete in the merged result (its begin or end
         // was in a segment whose scan did not know it was wanted), which the check below
         // catches.
-        let numbers = self.segment_numbers()?;
+        let set = self.segment_set()?;
+        let numbers = set.numbers.clone();
         let newest = numbers.last().copied().unwrap_or(0);
         let parts = parallel_map(&numbers, |number| {
             let mut part = Collector::default();
@@ -284,6 +285,10 @@ impl Ledger {
             part
         });
         let mut c = Collector::default();
+        // A missing segment is damage: its records are lost, and a reader must say so.
+        c.out
+            .damaged
+            .extend(set.problems(&self.dir).into_iter().map(Damaged::from_error));
         for part in parts {
             c.merge(part);
         }

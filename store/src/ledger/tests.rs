@@ -320,3 +320,45 @@ fn a_deleted_sealed_segment_is_reported() {
     assert!(errors[0].contains(&segment_file_name(2)), "{errors:?}");
     assert!(errors[0].contains("missing"), "{errors:?}");
 }
+
+/// Issue 12.8 for the filtered walk that history, show, search and export use.
+#[test]
+fn the_walk_reports_a_missing_segment_and_skips_a_stray_copy() {
+    let (_d, ledger) = setup(300);
+    for i in 0..30 {
+        ledger.append(&[note(&format!("r{i}"))]).expect("append");
+    }
+    let n = segment_count(&ledger) as u64;
+    assert!(n >= 3);
+    let all = ledger.read_all().expect("walk");
+    assert!(all.damaged.is_empty(), "{:?}", all.damaged);
+    let count = all.entries.len();
+    fs::copy(ledger.segment_path(1), ledger.segment_path(n + 1)).expect("copy");
+    let walked = ledger.read_all().expect("walk");
+    assert_eq!(walked.entries.len(), count, "no record read twice");
+    assert!(walked
+        .damaged
+        .iter()
+        .any(|d| d.path.ends_with(segment_file_name(n + 1))));
+    fs::remove_file(ledger.segment_path(n + 1)).expect("rm");
+    fs::remove_file(ledger.segment_path(2)).expect("rm");
+    let walked = ledger.read_all().expect("walk");
+    assert!(
+        walked
+            .damaged
+            .iter()
+            .any(|d| d.path.ends_with(segment_file_name(2)) && d.reason.contains("missing")),
+        "{:?}",
+        walked.damaged
+    );
+    let re = regex::bytes::Regex::new("r1").expect("re");
+    let matched = ledger.read_matching(&re).expect("grep");
+    assert!(
+        matched
+            .damaged
+            .iter()
+            .any(|d| d.path.ends_with(segment_file_name(2))),
+        "{:?}",
+        matched.damaged
+    );
+}
