@@ -476,7 +476,7 @@ fn peak_rss_kb(cmd: &mut Command) -> (Duration, i64) {
     let pid = child.id() as i32;
     let mut status = 0;
     // SAFETY: plain wait4 on our own child; rusage is a plain C struct.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "wait4 with rusage: libc has no safe wrapper")]
     let rss = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         libc::wait4(pid, &mut status, 0, &mut usage);

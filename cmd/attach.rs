@@ -3,17 +3,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use axocoatl::attach::{self, AttachError, Reference, State};
-use axocoatl::clock;
-use axocoatl::history;
+use axocoatl::attach::{self, AttachError};
+use axocoatl::RuntimeError;
 use axocoatl_store::ledger::record::AttachmentScope;
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{json, Value};
 
 use crate::ctx::GlobalArgs;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::exit;
 use crate::fmt::safe;
+use crate::json::ReferenceJson;
 use crate::ui::Ui;
 
 /// Attach files as context: immutable references that go along with turns.
@@ -160,60 +159,6 @@ pub fn run(args: AttachArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
 }
 
-/// An attachment error as the CLI reports it.
-pub fn cli_error(e: AttachError) -> CliError {
-    let supported = || format!("supported: {}", attach::SUPPORTED);
-    match e {
-        AttachError::Runtime(r) => r.into(),
-        AttachError::TooLarge { .. } => {
-            CliError::new(exit::REFUSED, e.to_string()).hint("nothing was stored")
-        }
-        AttachError::Unsupported { .. } => CliError::new(exit::REFUSED, e.to_string())
-            .hint("nothing was stored")
-            .hint(supported()),
-        AttachError::Pdf { .. } => CliError::new(exit::REFUSED, e.to_string())
-            .hint("nothing was stored; convert the PDF to text and attach that"),
-        AttachError::NotAFile { .. } | AttachError::Read { .. } => {
-            let mut err = CliError::new(exit::ERROR, e.to_string());
-            if let AttachError::Read { source, .. } = &e {
-                err.causes.push(source.to_string());
-            }
-            err.hint("nothing was stored")
-        }
-        AttachError::NotFound { .. } => CliError::new(exit::NOT_FOUND, e.to_string())
-            .hint("`axocoatl attach list --all` lists the references of a session"),
-        AttachError::Ambiguous { .. } => {
-            CliError::new(exit::NOT_FOUND, e.to_string()).hint("give more characters of the id")
-        }
-        AttachError::NotSelected { .. } => CliError::new(exit::REFUSED, e.to_string())
-            .hint("only a selected reference can be removed; history keeps the others"),
-        AttachError::NoText { ref reference, .. } => CliError::new(exit::ERROR, e.to_string())
-            .hint(format!(
-                "`axocoatl attach cat {reference}` writes the image itself"
-            )),
-    }
-}
-
-/// One reference as the JSON object `attach list --json` prints.
-pub fn reference_json(r: &Reference) -> Value {
-    json!({
-        "reference": r.reference,
-        "session": r.session,
-        "name": r.name,
-        "media_type": r.media_type,
-        "size": r.size,
-        "scope": attach::scope_str(r.scope),
-        "state": r.state.as_str(),
-        "object": r.object,
-        "text_object": r.text_object,
-        "text_truncated": r.text_truncated,
-        "added_at": clock::rfc3339(r.added_at),
-        "consumed_by": r.consumed_by,
-        "removed_at": r.removed_at.map(clock::rfc3339),
-        "used_by": r.used_by,
-    })
-}
-
 /// The line `send` prints on stderr for each attachment a turn pinned.
 pub fn pin_line(a: &axocoatl_store::ledger::record::AttachmentPin) -> String {
     format!(
@@ -223,52 +168,6 @@ pub fn pin_line(a: &axocoatl_store::ledger::record::AttachmentPin) -> String {
         a.media_type,
         attach::size_text(a.size)
     )
-}
-
-/// Adds once-scoped references for `send --attach`, reporting each on stderr. Returns the
-/// references this call recorded (not those already selected), for [`withdraw`].
-pub fn add_for_turn(
-    ws: &axocoatl::workspace::Workspace,
-    session: &str,
-    files: &[PathBuf],
-    ui: &mut Ui,
-) -> CliResult<Vec<String>> {
-    if files.is_empty() {
-        return Ok(Vec::new());
-    }
-    let added = attach::add(ws.repo(), session, files, AttachmentScope::Once).map_err(cli_error)?;
-    for a in &added {
-        if a.reference.text_truncated {
-            truncation_warning(ui, a)?;
-        }
-    }
-    Ok(added
-        .into_iter()
-        .filter(|a| !a.reused)
-        .map(|a| a.reference.reference)
-        .collect())
-}
-
-/// Takes back what [`add_for_turn`] recorded when the turn did not begin, so a later `send`
-/// does not carry files meant for this one. A reference the turn consumed stays.
-pub fn withdraw(
-    ws: &axocoatl::workspace::Workspace,
-    references: &[String],
-    ui: &mut Ui,
-) -> std::io::Result<()> {
-    for reference in references {
-        match attach::remove(ws.repo(), reference) {
-            Ok(r) => writeln!(
-                ui.err,
-                "attachment {} {} withdrawn: the turn did not begin",
-                r.reference,
-                safe(&r.name)
-            )?,
-            Err(attach::AttachError::NotSelected { .. }) => {}
-            Err(e) => ui.warn(&format!("attachment {reference} stays selected: {e}"))?,
-        }
-    }
-    Ok(())
 }
 
 fn truncation_warning(ui: &mut Ui, a: &attach::Added) -> std::io::Result<()> {
@@ -284,13 +183,14 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
     let scope = AttachmentScope::from(args.scope);
-    let added = attach::add(ws.repo(), &session, &args.files, scope).map_err(cli_error)?;
+    let added = attach::add(ws.repo(), &session, &args.files, scope)?;
     for a in &added {
         let r = &a.reference;
         if args.json {
-            let mut v = reference_json(r);
-            v["reused"] = a.reused.into();
-            ui.json_line(&v)?;
+            ui.json_line(&ReferenceJson {
+                reused: Some(a.reused),
+                ..ReferenceJson::new(r)
+            })?;
             continue;
         }
         writeln!(ui.out, "{}", r.reference)?;
@@ -324,12 +224,7 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
-    let projection = history::project_session(ws.repo(), &session)?;
-    let refs: Vec<&Reference> = projection
-        .attachments
-        .of_session(&session)
-        .filter(|r| args.all || r.state == State::Selected)
-        .collect();
+    let refs = attach::list(ws.repo(), &session, args.all)?;
     if refs.is_empty() && !args.json {
         let what = if args.all {
             "no attachments"
@@ -341,9 +236,9 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             "{what} in session {session} (`axocoatl attach add FILE` attaches one)"
         )?;
     }
-    for r in refs {
+    for r in &refs {
         if args.json {
-            ui.json_line(&reference_json(r))?;
+            ui.json_line(&ReferenceJson::new(r))?;
             continue;
         }
         let mut line = format!(
@@ -377,9 +272,9 @@ fn short_size(n: u64) -> String {
 
 fn rm(args: RmArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let r = attach::remove(ws.repo(), &args.reference).map_err(cli_error)?;
+    let r = attach::remove(ws.repo(), &args.reference)?;
     if args.json {
-        ui.json_line(&reference_json(&r))?;
+        ui.json_line(&ReferenceJson::new(&r))?;
     } else {
         writeln!(
             ui.out,
@@ -394,30 +289,14 @@ fn rm(args: RmArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 
 fn cat(args: CatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = history::project_reference(ws.repo(), &args.reference)?;
-    let r = projection
-        .attachments
-        .resolve(&args.reference)
-        .map_err(cli_error)?;
-    let bytes = if args.text {
-        attach::text(ws.repo(), r)
-    } else {
-        attach::bytes(ws.repo(), r)
-    }
-    .map_err(cli_error)?;
+    let (r, bytes) = attach::cat(ws.repo(), &args.reference, args.text)?;
     if ui.out_is_terminal && !args.text && std::str::from_utf8(&bytes).is_err() {
-        return Err(CliError::new(
-            exit::ERROR,
-            format!(
-                "{} ({}) is binary; not writing it to a terminal",
-                safe(&r.name),
-                r.media_type
-            ),
-        )
-        .hint(format!(
-            "redirect it: axocoatl attach cat {} > FILE",
-            r.reference
-        )));
+        return Err(RuntimeError::from(AttachError::Binary {
+            reference: r.reference.clone(),
+            name: safe(&r.name),
+            media_type: r.media_type.clone(),
+        })
+        .into());
     }
     ui.out.write_all(&bytes)?;
     ui.out.flush()?;

@@ -419,7 +419,7 @@ fn tick(args: TickArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
     }
     if let Some((id, first)) = errors.into_iter().next() {
-        let mut err = CliError::new(first.code, format!("automation {id:?}: {}", first.message));
+        let mut err = CliError::new(first.kind, format!("automation {id:?}: {}", first.message));
         err.causes = first.causes;
         err.hints = first.hints;
         return Err(err);

@@ -27,7 +27,9 @@ pub struct GlobalArgs {
 impl GlobalArgs {
     /// The directory commands start from: `-C DIR` or the current directory.
     pub fn cwd(&self) -> CliResult<PathBuf> {
-        let here = std::env::current_dir()?;
+        let here = std::env::current_dir().map_err(|e| {
+            crate::error::CliError::io("read", std::path::Path::new("the current directory"), e)
+        })?;
         Ok(match &self.chdir {
             Some(d) if d.is_absolute() => d.clone(),
             Some(d) => here.join(d),

@@ -1,5 +1,8 @@
 //! Exit codes, in one place. Scripts may rely on them; they never change meaning.
 
+use axocoatl::ErrorKind;
+use axocoatl_store::ledger::record::TurnState;
+
 /// Success; for `send`, the turn completed.
 pub const OK: i32 = 0;
 /// An error (including an invalid configuration for `validate`).
@@ -24,6 +27,29 @@ pub const FSCK_FINDINGS: i32 = 9;
 pub const NO_REPO: i32 = 10;
 /// The request was refused by a rule (retry with attachments, rewind of a busy session…).
 pub const REFUSED: i32 = 11;
+
+/// The exit code of an error of `kind`: the one place errors become exit codes.
+pub fn code(kind: ErrorKind) -> i32 {
+    match kind {
+        ErrorKind::Failure => ERROR,
+        ErrorKind::Usage => USAGE,
+        ErrorKind::NotActive => NOT_ACTIVE,
+        ErrorKind::NotFound => NOT_FOUND,
+        ErrorKind::Busy => BUSY,
+        ErrorKind::NoRepository => NO_REPO,
+        ErrorKind::Refused => REFUSED,
+    }
+}
+
+/// The exit code of `send`/`retry` for a turn that ended in `state`.
+pub fn for_turn(state: TurnState) -> i32 {
+    match state {
+        TurnState::Completed => OK,
+        TurnState::Failed => TURN_FAILED,
+        TurnState::Stopped => TURN_STOPPED,
+        TurnState::Interrupted => TURN_INTERRUPTED,
+    }
+}
 
 /// The table printed in `--help` of the top-level command.
 pub const TABLE: &str = "\

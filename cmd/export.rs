@@ -5,13 +5,16 @@ use std::path::PathBuf;
 
 use axocoatl::clock;
 use axocoatl::history::TurnView;
+use axocoatl::{query, ErrorKind};
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use crate::fmt::{turn_json, usage_text};
+use crate::fmt::{safe, usage_text, AgentNames};
+use crate::json::{
+    DamagedJson, ExportHeader, ExportJson, ExportScope, ExportTurn, RecordJson, TurnJson,
+};
 use crate::ui::Ui;
 
 pub const NOT_A_BACKUP: &str = "This export is a copy of the recorded History for review or handoff. It is not a backup: it does not include the working tree, every data store, or enough information to restore axocoatl.";
@@ -55,17 +58,27 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let (projection, records) =
-        axocoatl::history::project_scope_with_records(ws.repo(), session.as_deref())?;
-    crate::fmt::warn_problems(ui, &projection)?;
-    let turns: Vec<&TurnView> = projection
-        .turns
+    let (listing, records) = query::export(ws.repo(), session.as_deref())?;
+    crate::fmt::warn_problems(ui, &listing.problems, listing.unknown_kinds)?;
+    let turns = &listing.turns;
+    let outputs = turns
         .iter()
-        .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
-        .collect();
+        .map(|t| query::full_output(ws.repo(), t))
+        .collect::<Result<Vec<String>, _>>()?;
+    let names = AgentNames::of(&ws);
     let text = match args.format {
-        Format::Markdown => markdown(&turns, session.as_deref(), &projection.problems),
-        Format::Json => json_export(records, &turns, session.as_deref(), &projection.problems)?,
+        Format::Markdown => markdown(turns, &outputs, session.as_deref(), &listing.problems),
+        Format::Json => {
+            let damaged = &listing.problems;
+            json_export(
+                records,
+                turns,
+                &outputs,
+                &names,
+                session.as_deref(),
+                damaged,
+            )?
+        }
     };
     match args.output {
         Some(path) => {
@@ -74,14 +87,15 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             } else {
                 g.cwd()?.join(path)
             };
-            std::fs::write(&path, text).map_err(|e| {
-                CliError::new(exit::ERROR, format!("cannot write {}: {e}", path.display()))
-            })?;
+            std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
         }
+        // A copy for a file or a pipe is exact; on a terminal, control sequences from
+        // prompts or model output are escaped, as `history` and `show` do.
+        None if ui.out_is_terminal => ui.out.write_all(safe(&text).as_bytes())?,
         None => ui.out.write_all(text.as_bytes())?,
     }
     // Never an incomplete copy in silence: marked inside, warned above, and a failure here.
-    Ok(if projection.problems.is_empty() {
+    Ok(if listing.problems.is_empty() {
         exit::OK
     } else {
         exit::ERROR
@@ -90,7 +104,12 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 
 type Damaged = axocoatl_store::ledger::Damaged;
 
-fn markdown(turns: &[&TurnView], session: Option<&str>, damaged: &[Damaged]) -> String {
+fn markdown(
+    turns: &[TurnView],
+    outputs: &[String],
+    session: Option<&str>,
+    damaged: &[Damaged],
+) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let scope = session
@@ -111,105 +130,115 @@ fn markdown(turns: &[&TurnView], session: Option<&str>, damaged: &[Damaged]) -> 
         let _ = writeln!(o);
     }
     let mut current = "";
-    for t in turns {
+    for (t, output) in turns.iter().zip(outputs) {
         if session.is_none() && t.session != current {
             current = &t.session;
             let _ = writeln!(o, "## Session {}\n", t.session);
         }
-        let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
-        if t.superseded {
-            head.push_str(", superseded by a rewind");
-        }
-        let _ = writeln!(o, "{head}\n");
-        let _ = writeln!(o, "- agent: {}", t.agent);
-        let _ = writeln!(o, "- started: {}", clock::rfc3339(t.started_at));
-        if let Some(e) = t.ended_at {
-            let _ = writeln!(o, "- ended: {}", clock::rfc3339(e));
-        }
-        if let Some(r) = &t.retry_of {
-            let _ = writeln!(o, "- retry of: {r}");
-        }
-        for c in &t.context {
-            let _ = writeln!(o, "- context: {} ({} bytes)", c.label, c.len);
-        }
-        for a in &t.attachments {
-            let _ = writeln!(
-                o,
-                "- attachment: {} {:?} ({}, {} bytes)",
-                a.reference, a.name, a.media_type, a.size
-            );
-        }
-        if let Some(u) = &t.usage {
-            let _ = writeln!(o, "- usage: {}", usage_text(u));
-        }
-        let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
-        for x in &t.tools {
-            let status = match (x.exit_code, x.is_error) {
-                (Some(code), _) => format!(" (exit {code})"),
-                (None, true) => " (error)".to_owned(),
-                (None, false) => String::new(),
-            };
-            let _ = writeln!(
-                o,
-                "**Tool** `{}` `{}`{status} →\n\n```\n{}\n```\n",
-                x.name,
-                x.arguments,
-                x.output.as_deref().unwrap_or("(no result)").trim_end()
-            );
-        }
-        if !t.output.is_empty() {
-            let _ = writeln!(o, "**Response**\n\n{}\n", t.output);
-        }
-        if let Some(e) = &t.error {
-            let _ = writeln!(o, "**Error**: {e}\n");
-        }
+        markdown_turn(&mut o, t, output);
     }
     o
 }
 
+fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
+    use std::fmt::Write as _;
+    let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
+    if t.superseded {
+        head.push_str(", superseded by a rewind");
+    }
+    let _ = writeln!(o, "{head}\n");
+    let _ = writeln!(o, "- agent: {}", t.agent);
+    let _ = writeln!(o, "- started: {}", clock::rfc3339(t.started_at));
+    if let Some(e) = t.ended_at {
+        let _ = writeln!(o, "- ended: {}", clock::rfc3339(e));
+    }
+    if let Some(r) = &t.retry_of {
+        let _ = writeln!(o, "- retry of: {r}");
+    }
+    for c in &t.context {
+        let _ = writeln!(o, "- context: {} ({} bytes)", c.label, c.len);
+    }
+    for a in &t.attachments {
+        let _ = writeln!(
+            o,
+            "- attachment: {} {:?} ({}, {} bytes)",
+            a.reference, a.name, a.media_type, a.size
+        );
+    }
+    if let Some(u) = &t.usage {
+        let _ = writeln!(o, "- usage: {}", usage_text(u));
+    }
+    let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
+    for x in &t.tools {
+        let status = match (x.exit_code, x.is_error) {
+            (Some(code), _) => format!(" (exit {code})"),
+            (None, true) => " (error)".to_owned(),
+            (None, false) => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "**Tool** `{}` `{}`{status} →\n\n```\n{}\n```\n",
+            x.name,
+            x.arguments,
+            x.output.as_deref().unwrap_or("(no result)").trim_end()
+        );
+    }
+    if !output.is_empty() {
+        let _ = writeln!(o, "**Response**\n\n{output}\n");
+    }
+    if let Some(e) = &t.error {
+        let _ = writeln!(o, "**Error**: {e}\n");
+    }
+}
+
 fn json_export(
-    mut records: axocoatl::history::TurnRecords,
-    turns: &[&TurnView],
+    mut records: std::collections::HashMap<String, Vec<query::RecordBody>>,
+    turns: &[TurnView],
+    outputs: &[String],
+    names: &AgentNames,
     session: Option<&str>,
     damaged: &[Damaged],
 ) -> CliResult<String> {
-    let mut body = |t: &TurnView| -> Vec<serde_json::Value> {
-        let entries = records.remove(t.turn.as_str()).unwrap_or_default();
-        entries
-            .into_iter()
-            .filter_map(|entry| {
-                let record = entry.record?;
-                let mut body = record.body_json();
-                body["kind"] = json!(record.kind_name());
-                body["seq"] = json!(entry.seq);
-                Some(body)
-            })
-            .collect()
-    };
-    let out: Vec<_> = turns
-        .iter()
-        .map(|t| {
-            let mut v = turn_json(t);
-            v["records"] = json!(body(t));
-            v
-        })
-        .collect();
-    let doc = json!({
-        "export": {
-            "format": "axocoatl-history-export",
-            "version": 1,
-            "scope": session.map(|s| json!({"session": s})).unwrap_or_else(|| json!("all")),
-            "note": NOT_A_BACKUP,
-            "complete": damaged.is_empty(),
-            "damaged": damaged.iter().map(|d| json!({
-                "file": d.path.display().to_string(),
-                "offset": d.offset,
-                "reason": d.reason,
-            })).collect::<Vec<_>>(),
+    let doc = ExportJson {
+        export: ExportHeader {
+            format: "axocoatl-history-export",
+            version: 1,
+            scope: match session {
+                Some(s) => ExportScope::Session {
+                    session: s.to_owned(),
+                },
+                None => ExportScope::All("all"),
+            },
+            note: NOT_A_BACKUP,
+            complete: damaged.is_empty(),
+            damaged: damaged
+                .iter()
+                .map(|d| DamagedJson {
+                    file: d.path.display().to_string(),
+                    offset: d.offset,
+                    reason: &d.reason,
+                })
+                .collect(),
         },
-        "turns": out,
-    });
-    serde_json::to_string_pretty(&doc)
-        .map(|s| s + "\n")
-        .map_err(|e| CliError::new(exit::ERROR, e.to_string()))
+        turns: turns
+            .iter()
+            .zip(outputs)
+            .map(|(t, output)| ExportTurn {
+                turn: TurnJson::new(t, output, names.get(&t.agent)),
+                records: records
+                    .remove(&t.turn)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| RecordJson {
+                        body: r.body,
+                        kind: r.kind,
+                        seq: r.seq,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    let text = serde_json::to_string_pretty(&doc)
+        .map_err(|e| CliError::new(ErrorKind::Failure, e.to_string()))?;
+    Ok(text + "\n")
 }

@@ -1,21 +1,12 @@
 //! Formatting shared by several commands.
 
-use axocoatl::clock;
+use std::collections::HashMap;
+
 use axocoatl::history::TurnView;
+use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::Usage;
-use serde_json::{json, Value};
 
 use crate::ui::Ui;
-
-pub fn usage_json(u: &Usage) -> Value {
-    json!({
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.total(),
-        "calls": u.calls,
-        "complete": u.complete,
-    })
-}
 
 pub fn usage_text(u: &Usage) -> String {
     format!(
@@ -64,38 +55,6 @@ pub fn safe(s: &str) -> String {
         .collect()
 }
 
-/// One turn as the JSON object `history --json` prints.
-pub fn turn_json(t: &TurnView) -> Value {
-    json!({
-        "turn": t.turn,
-        "session": t.session,
-        "agent": t.agent,
-        "state": t.state.as_str(),
-        "superseded": t.superseded,
-        "request": t.request,
-        "output": t.output,
-        "error": t.error,
-        "started_at": clock::rfc3339(t.started_at),
-        "ended_at": t.ended_at.map(clock::rfc3339),
-        "usage": t.usage.as_ref().map(usage_json),
-        "retry_of": t.retry_of,
-        "origin": t.origin.as_ref().map(|o| json!({
-            "automation": o.automation,
-            "occurrence": clock::rfc3339(o.occurrence),
-            "trigger": o.trigger,
-            "runner": o.runner,
-            "runner_pid": o.pid,
-        })),
-        "context": t.context,
-        "attachments": t.attachments.iter().map(|a| json!({
-            "reference": a.reference, "name": a.name, "media_type": a.media_type,
-            "size": a.size, "object": a.object, "text_object": a.text_object,
-        })).collect::<Vec<_>>(),
-        "tools": t.tools,
-        "warnings": t.warnings,
-    })
-}
-
 /// The state word padded to `width`, colored on a terminal.
 pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
     let word = t.state.as_str();
@@ -111,27 +70,54 @@ pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
 
 /// Warns about damage met while projecting (never skipped silently) and about records of
 /// kinds this build does not know.
-pub fn warn_problems(ui: &mut Ui, p: &axocoatl::history::Projection) -> std::io::Result<()> {
-    warn_damaged(ui, &p.problems)?;
-    if p.unknown_kinds > 0 {
+pub fn warn_problems<P: std::fmt::Display>(
+    ui: &mut Ui,
+    problems: &[P],
+    unknown_kinds: u64,
+) -> std::io::Result<()> {
+    for problem in problems {
+        ui.warn(&format!(
+            "{problem}; what is shown lacks it (run `axocoatl fsck`)"
+        ))?;
+    }
+    if unknown_kinds > 0 {
         ui.warn(&format!(
             "skipped {} ledger record{} of a kind this axocoatl does not know (written by a newer version?)",
-            p.unknown_kinds,
-            if p.unknown_kinds == 1 { "" } else { "s" }
+            unknown_kinds,
+            if unknown_kinds == 1 { "" } else { "s" }
         ))?;
     }
     Ok(())
 }
 
-/// Warns about each record or segment that could not be read: what is shown lacks it.
-pub fn warn_damaged(
-    ui: &mut Ui,
-    damaged: &[axocoatl_store::ledger::Damaged],
-) -> std::io::Result<()> {
-    for d in damaged {
-        ui.warn(&format!(
-            "{d}; what is shown lacks it (run `axocoatl fsck`)"
-        ))?;
+/// The configured `name` of each agent, for people (empty when the configuration does not
+/// load: names are never needed to list what the ledger holds).
+#[derive(Debug, Default)]
+pub struct AgentNames(HashMap<String, String>);
+
+impl AgentNames {
+    pub fn of(ws: &Workspace) -> AgentNames {
+        let Ok(config) = ws.config() else {
+            return AgentNames::default();
+        };
+        AgentNames(
+            config
+                .agents
+                .iter()
+                .filter_map(|a| Some((a.id.clone(), a.name.clone()?)))
+                .collect(),
+        )
     }
-    Ok(())
+
+    pub fn get(&self, agent: &str) -> Option<&str> {
+        self.0.get(agent).map(String::as_str)
+    }
+
+    /// `id (Name)` when the agent has a name, else `id`.
+    pub fn label(&self, agent: &str) -> String {
+        match self.get(agent) {
+            Some(name) => format!("{agent} ({})", safe(name)),
+            None => agent.to_owned(),
+        }
+    }
 }

@@ -6,11 +6,11 @@ use axocoatl::workspace::open_options;
 use axocoatl_store::fsck;
 use axocoatl_store::Repo;
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
+use crate::json::FsckLine;
 use crate::ui::Ui;
 
 /// Check the repository: ledger, objects, checkpoints, memory files, automation run records.
@@ -61,14 +61,13 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     for f in &report.findings {
         if args.json {
-            ui.json_line(&json!({
-                "type": "finding",
-                "kind": f.kind.as_str(),
-                "error": f.kind.is_error(),
-                "file": rel(&f.file),
-                "offset": f.offset,
-                "message": f.message,
-            }))?;
+            ui.json_line(&FsckLine::Finding {
+                kind: f.kind.as_str(),
+                error: f.kind.is_error(),
+                file: rel(&f.file),
+                offset: f.offset,
+                message: &f.message,
+            })?;
         } else {
             let at = f.offset.map(|o| format!(":{o}")).unwrap_or_default();
             writeln!(
@@ -82,19 +81,18 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     let clean = report.is_clean();
     if args.json {
-        ui.json_line(&json!({
-            "type": "summary",
-            "clean": clean,
-            "segments": report.segments,
-            "records": report.records,
-            "objects": report.objects,
-            "checkpoints": report.checkpoints,
-            "memory_files": report.memory_files,
-            "run_records": report.run_records,
-            "findings": report.findings.len(),
-            "repaired_bytes": report.repaired_bytes,
-            "repairs": report.repairs,
-        }))?;
+        ui.json_line(&FsckLine::Summary {
+            clean,
+            segments: report.segments,
+            records: report.records,
+            objects: report.objects,
+            checkpoints: report.checkpoints,
+            memory_files: report.memory_files,
+            run_records: report.run_records,
+            findings: report.findings.len(),
+            repaired_bytes: report.repaired_bytes,
+            repairs: &report.repairs,
+        })?;
     } else {
         let runs = if report.run_records > 0 {
             format!(

@@ -4,13 +4,15 @@ use std::io::Write;
 
 use axocoatl::clock;
 use axocoatl::history::TurnView;
+use axocoatl::query;
 use clap::Args;
 use regex::Regex;
 
 use crate::ctx::GlobalArgs;
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::exit;
-use crate::fmt::{first_line, state, turn_json};
+use crate::fmt::{first_line, state};
+use crate::json::TurnJson;
 use crate::ui::Ui;
 
 /// List turns, newest last, optionally searching them.
@@ -44,49 +46,18 @@ pub struct HistoryArgs {
     pub json: bool,
 }
 
-/// The case-insensitive literal matcher used by `history --search`.
-pub fn matcher(text: &str) -> CliResult<Regex> {
-    if text.is_empty() {
-        return Err(CliError::usage("--search needs some text"));
-    }
-    regex::RegexBuilder::new(&regex::escape(text))
-        .case_insensitive(true)
-        .build()
-        .map_err(|e| CliError::usage(format!("cannot search for {text:?}: {e}")))
-}
-
-/// Whether a turn matches: requests, responses, errors, context metadata, and tool calls
-/// (name, arguments and result).
-pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
-    re.is_match(&t.request)
-        || re.is_match(&t.output)
-        || t.error.as_deref().is_some_and(|e| re.is_match(e))
-        || t.context.iter().any(|c| re.is_match(&c.label))
-        || t.attachments.iter().any(|a| re.is_match(&a.name))
-        || t.tools.iter().any(|x| {
-            re.is_match(&x.name)
-                || re.is_match(&x.arguments)
-                || x.output.as_deref().is_some_and(|o| re.is_match(o))
-        })
-        || t.warnings.iter().any(|w| re.is_match(w))
-}
-
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let projection = match &args.search {
-        Some(text) => axocoatl::search::search(ws.repo(), text)?,
-        None => axocoatl::history::project_scope(ws.repo(), session.as_deref())?,
-    };
-    crate::fmt::warn_problems(ui, &projection)?;
-    let re = args.search.as_deref().map(matcher).transpose()?;
-    let mut turns: Vec<&TurnView> = projection
-        .turns
-        .iter()
-        .filter(|t| session.as_deref().is_none_or(|s| t.session == s))
-        .filter(|t| re.as_ref().is_none_or(|re| turn_matches(re, t)))
-        .collect();
-    if turns.is_empty() && !args.json {
+    let listing = query::history(
+        ws.repo(),
+        session.as_deref(),
+        args.search.as_deref(),
+        args.limit,
+    )?;
+    crate::fmt::warn_problems(ui, &listing.problems, listing.unknown_kinds)?;
+    let names = crate::fmt::AgentNames::of(&ws);
+    if listing.matched == 0 && !args.json {
         let scope = session
             .as_deref()
             .map(|s| format!("session {s}"))
@@ -98,44 +69,47 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         };
         writeln!(ui.err, "no {what} in {scope}")?;
     }
-    if let Some(n) = args.limit {
-        let skip = turns.len().saturating_sub(n);
-        turns.drain(..skip);
-    }
-    for t in turns {
+    let re = args.search.as_deref().map(query::matcher).transpose()?;
+    for t in &listing.turns {
         if args.json {
-            ui.json_line(&turn_json(t))?;
-            continue;
+            ui.json_line(&TurnJson::new(t, &t.output, names.get(&t.agent)))?;
+        } else {
+            let line = text_line(ui, t, args.all, re.as_ref());
+            writeln!(ui.out, "{line}")?;
         }
-        let mut line = format!(
-            "{}  {}  {:<12} {}",
-            ui.paint("33", &t.turn),
-            clock::short(t.started_at),
-            first_line(&t.agent, 12),
-            state(ui, t, 11),
-        );
-        if args.all {
-            line.push_str(&format!(" [{}]", t.session));
-        }
-        if t.superseded {
-            line.push_str(&ui.paint("2", " (superseded)"));
-        }
-        let request = first_line(&t.request, 50);
-        let answer = match (&t.error, t.output.is_empty()) {
-            (Some(e), true) => format!("error: {}", first_line(e, 50)),
-            _ => first_line(&t.output, 50),
-        };
-        let (request, answer) = match &re {
-            Some(re) if ui.color => (highlight(ui, re, &request), highlight(ui, re, &answer)),
-            _ => (request, answer),
-        };
-        writeln!(ui.out, "{line} {request} → {answer}")?;
     }
-    Ok(if projection.problems.is_empty() {
+    Ok(if listing.problems.is_empty() {
         exit::OK
     } else {
         exit::ERROR
     })
+}
+
+/// One turn as a line: id, time, agent, state, [session,] request → answer.
+fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Regex>) -> String {
+    let mut line = format!(
+        "{}  {}  {:<12} {}",
+        ui.paint("33", &t.turn),
+        clock::short(t.started_at),
+        first_line(&t.agent, 12),
+        state(ui, t, 11),
+    );
+    if all {
+        line.push_str(&format!(" [{}]", t.session));
+    }
+    if t.superseded {
+        line.push_str(&ui.paint("2", " (superseded)"));
+    }
+    let request = first_line(&t.request, 50);
+    let answer = match (&t.error, t.output.is_empty()) {
+        (Some(e), true) => format!("error: {}", first_line(e, 50)),
+        _ => first_line(&t.output, 50),
+    };
+    let (request, answer) = match re {
+        Some(re) if ui.color => (highlight(ui, re, &request), highlight(ui, re, &answer)),
+        _ => (request, answer),
+    };
+    format!("{line} {request} → {answer}")
 }
 
 fn highlight(ui: &Ui, re: &Regex, text: &str) -> String {

@@ -3,20 +3,20 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use axocoatl::workspace::CONFIG_FILE;
-use axocoatl_store::repo;
+use axocoatl::workspace;
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
+use crate::json::InitJson;
 use crate::ui::Ui;
 
 /// Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.
 ///
-/// An existing axocoatl.yaml is left untouched. Running init where a repository already
-/// exists is refused and changes nothing.
+/// An existing axocoatl.yaml is left untouched; when it names a `default_session`, that
+/// session becomes the current one (HEAD). Running init where a repository already exists
+/// is refused and changes nothing.
 ///
 /// Examples:
 ///   axocoatl init
@@ -38,48 +38,22 @@ pub fn run(args: InitArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         Some(d) => cwd.join(d),
         None => cwd,
     };
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        crate::error::CliError::new(exit::ERROR, format!("cannot create {}: {e}", dir.display()))
-    })?;
-    let root = repo::init(&dir)?;
-    let config = dir.join(CONFIG_FILE);
-    let wrote_config = if config.exists() {
-        false
-    } else {
-        std::fs::write(&config, axocoatl::config::starter_config()).map_err(|e| {
-            crate::error::CliError::new(
-                exit::ERROR,
-                format!("cannot write {}: {e}", config.display()),
-            )
-        })?;
-        true
-    };
+    let done = workspace::init(&dir)?;
     if args.json {
-        ui.json_line(&json!({
-            "repository": root,
-            "config": config,
-            "config_written": wrote_config,
-            "session": axocoatl_store::layout::DEFAULT_SESSION,
-        }))?;
+        ui.json_line(&InitJson {
+            repository: &done.repository,
+            config: &done.config,
+            config_written: done.config_written,
+            session: &done.session,
+        })?;
+        return Ok(exit::OK);
+    }
+    let (root, config) = (done.repository.display(), done.config.display());
+    writeln!(ui.out, "Initialized empty axocoatl repository in {root}")?;
+    if done.config_written {
+        writeln!(ui.out, "Wrote a starter configuration to {config}")?;
     } else {
-        writeln!(
-            ui.out,
-            "Initialized empty axocoatl repository in {}",
-            root.display()
-        )?;
-        if wrote_config {
-            writeln!(
-                ui.out,
-                "Wrote a starter configuration to {}",
-                config.display()
-            )?;
-        } else {
-            writeln!(
-                ui.out,
-                "Kept the existing configuration {}",
-                config.display()
-            )?;
-        }
+        writeln!(ui.out, "Kept the existing configuration {config}")?;
     }
     Ok(exit::OK)
 }

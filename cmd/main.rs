@@ -5,6 +5,7 @@ mod ctx;
 mod error;
 mod exit;
 mod fmt;
+mod json;
 mod ui;
 
 mod attach;
@@ -302,6 +303,17 @@ mod tests {
                     "{word} takes a value"
                 );
             }
+        }
+    }
+
+    /// clap's own consistency checks over the whole command tree (conflicts, defaults,
+    /// value names, help) run here, not only when a line happens to reach them.
+    #[test]
+    fn the_command_tree_passes_clap_debug_assert() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        for sub in Cli::command().get_subcommands() {
+            narrow(sub.get_name()).expect("known").debug_assert();
         }
     }
 

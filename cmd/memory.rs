@@ -214,32 +214,7 @@ pub fn run(args: MemoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 fn memory_error(e: MemoryError) -> CliError {
-    let e = match e {
-        MemoryError::Store(s) => return s.into(),
-        other => other,
-    };
-    let (code, hint) = match &e {
-        MemoryError::Store(_) => (exit::ERROR, None),
-        MemoryError::UnknownBlock { .. } => (
-            exit::NOT_FOUND,
-            Some("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),
-        ),
-        MemoryError::NotFound { .. } => (
-            exit::NOT_FOUND,
-            Some("`axocoatl memory core show LABEL` prints the block"),
-        ),
-        MemoryError::Ambiguous { .. } => (exit::NOT_FOUND, None),
-        MemoryError::Limit { .. } => (
-            exit::REFUSED,
-            Some("shorten the text, or raise the block's limit under memory.core.blocks in axocoatl.yaml"),
-        ),
-        MemoryError::EmptyOld => (exit::USAGE, None),
-    };
-    let err = CliError::new(code, e.to_string());
-    match hint {
-        Some(h) => err.hint(h),
-        None => err,
-    }
+    axocoatl::RuntimeError::from(e).into()
 }
 
 /// The text of an argument, or stdin when it is absent or `-`.
@@ -677,7 +652,7 @@ fn consolidate(
                     ui.json_line(&json!({
                         "agent": p.agent, "agent_id": p.scope, "turn": turn, "state": state.as_str(),
                         "records": records, "edits": edits, "error": error,
-                        "usage": crate::fmt::usage_json(usage),
+                        "usage": crate::json::UsageJson::from(usage),
                     }))?;
                     continue;
                 }

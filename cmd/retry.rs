@@ -1,7 +1,6 @@
 //! `axocoatl retry`
 
-use axocoatl::engine::{Attachments, SendOptions};
-use axocoatl::RuntimeError;
+use axocoatl::engine;
 use clap::Args;
 
 use crate::ctx::GlobalArgs;
@@ -31,35 +30,6 @@ pub struct RetryArgs {
 
 pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = axocoatl::history::project_prefix(ws.repo(), &args.turn)?;
-    let original = projection.resolve(&args.turn)?;
-    if !original.attachments.is_empty() {
-        return Err(RuntimeError::Refused {
-            message: format!(
-                "turn {} used {} attachment{}; retry would silently change the request",
-                original.turn,
-                original.attachments.len(),
-                if original.attachments.len() == 1 {
-                    ""
-                } else {
-                    "s"
-                }
-            ),
-            hint: "attach the files again and send a new turn".into(),
-        }
-        .into());
-    }
-    let context = axocoatl::engine::conversation::inline_context(ws.repo(), original)?;
-    let opts = SendOptions {
-        session: original.session.clone(),
-        agent: Some(original.agent.clone()),
-        message: original.request.clone(),
-        inline_context: context,
-        attachments: Attachments::Pinned(Vec::new()),
-        retry_of: Some(original.turn.clone()),
-        wait: args.wait,
-        origin: None,
-    };
-    drop(projection);
+    let opts = engine::retry_options(&ws, &args.turn, args.wait)?;
     crate::send::run_turn(&ws, opts, args.json, ui)
 }

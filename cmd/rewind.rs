@@ -3,13 +3,13 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use axocoatl::engine::SendOptions;
-use axocoatl::rewind;
+use axocoatl::{rewind, ErrorKind};
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
+use crate::json::RewindJson;
 use crate::ui::Ui;
 
 /// Move a session's conversation head back to just before TURN.
@@ -47,15 +47,19 @@ pub struct RewindArgs {
 
 fn confirm(ui: &mut Ui, question: &str) -> CliResult<bool> {
     if !std::io::stdin().is_terminal() {
-        return Err(
-            CliError::new(exit::REFUSED, "refusing to rewind without confirmation")
-                .hint("pass --yes to confirm from a script"),
-        );
+        return Err(CliError::new(
+            ErrorKind::Refused,
+            "refusing to rewind without confirmation",
+        )
+        .hint("pass --yes to confirm from a script"));
     }
     write!(ui.err, "{question} [y/N] ")?;
     ui.err.flush()?;
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| CliError::io("read", std::path::Path::new("standard input"), e))?;
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
@@ -71,16 +75,21 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             return Ok(exit::REFUSED);
         }
     }
-    let o = rewind::rewind(&ws, &args.turn, args.session.as_deref())?;
+    let o = rewind::rewind(
+        ws.repo(),
+        ws.config().ok(),
+        &args.turn,
+        args.session.as_deref(),
+    )?;
     if args.json {
-        ui.json_line(&json!({
-            "session": o.session,
-            "agent": o.agent,
-            "target": o.target,
-            "superseded": o.superseded,
-            "prefill": o.prefill,
-            "checkpoint": o.checkpoint_written,
-        }))?;
+        ui.json_line(&RewindJson {
+            session: &o.session,
+            agent: &o.agent,
+            target: &o.target,
+            superseded: &o.superseded,
+            prefill: &o.prefill,
+            checkpoint: o.checkpoint_written,
+        })?;
         return Ok(exit::OK);
     }
     writeln!(
@@ -129,11 +138,13 @@ fn edit(text: &str) -> CliResult<String> {
     let editor = std::env::var("VISUAL")
         .or_else(|_| std::env::var("EDITOR"))
         .unwrap_or_else(|_| "vi".into());
+    let dir = std::env::temp_dir();
     let file = tempfile::Builder::new()
         .prefix("axocoatl-request-")
         .suffix(".md")
-        .tempfile()?;
-    std::fs::write(file.path(), text)?;
+        .tempfile()
+        .map_err(|e| CliError::io("create a file in", &dir, e))?;
+    std::fs::write(file.path(), text).map_err(|e| CliError::io("write", file.path(), e))?;
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("{editor} \"$1\""))
@@ -142,15 +153,15 @@ fn edit(text: &str) -> CliResult<String> {
         .status()
         .map_err(|e| {
             CliError::new(
-                exit::ERROR,
+                ErrorKind::Failure,
                 format!("cannot run the editor {editor:?}: {e}"),
             )
         })?;
     if !status.success() {
         return Err(CliError::new(
-            exit::ERROR,
+            ErrorKind::Failure,
             format!("the editor {editor:?} failed ({status}); nothing sent"),
         ));
     }
-    Ok(std::fs::read_to_string(file.path())?)
+    std::fs::read_to_string(file.path()).map_err(|e| CliError::io("read", file.path(), e))
 }

@@ -7,12 +7,12 @@ use axocoatl::provider::Cancel;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use crate::fmt::{safe, usage_json};
+use crate::fmt::safe;
+use crate::json::{SendEvent, UsageJson};
 use crate::ui::Ui;
 
 /// Send a message to an agent: one durable turn, streamed to stdout.
@@ -23,6 +23,9 @@ use crate::ui::Ui;
 /// this turn only. `turn <id>` is
 /// printed to stderr as soon as the turn has begun, so it can be stopped from another
 /// terminal with `axocoatl stop <id>`; Ctrl-C stops it the same way (twice: exit at once).
+///
+/// A session runs one turn at a time: when it is busy, send waits up to 2 s for the active
+/// turn to end, then exits 8; --wait queues behind it instead.
 ///
 /// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy.
 ///
@@ -59,23 +62,17 @@ pub struct SendArgs {
 pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
-    let session = ws.session_or_head(args.session.as_deref())?;
-    let added = crate::attach::add_for_turn(&ws, &session, &args.attach, ui)?;
     let opts = SendOptions {
-        attachments: Attachments::Selection,
-        session,
+        session: ws.session_or_head(args.session.as_deref())?,
         agent: args.agent,
         message,
         inline_context: context,
-        retry_of: None,
+        attachments: Attachments::Selection,
+        attach_files: args.attach,
         wait: args.wait,
-        origin: None,
+        ..SendOptions::default()
     };
-    let result = run_turn(&ws, opts, args.json, ui);
-    if result.is_err() && !added.is_empty() {
-        crate::attach::withdraw(&ws, &added, ui)?;
-    }
-    result
+    run_turn(&ws, opts, args.json, ui)
 }
 
 /// The message and inline context from the argument and stdin.
@@ -84,7 +81,10 @@ fn read_input(arg: Option<&str>, no_stdin: bool) -> CliResult<(String, Vec<(Stri
     let piped = !no_stdin && !stdin.is_terminal();
     let read_all = || -> CliResult<String> {
         let mut buf = Vec::new();
-        std::io::stdin().lock().read_to_end(&mut buf)?;
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut buf)
+            .map_err(|e| CliError::io("read", std::path::Path::new("standard input"), e))?;
         String::from_utf8(buf).map_err(|_| {
             CliError::usage("stdin is not UTF-8 text")
                 .hint("attach binary files with `axocoatl attach add` instead")
@@ -120,7 +120,7 @@ fn read_input(arg: Option<&str>, no_stdin: bool) -> CliResult<(String, Vec<(Stri
     }
 }
 
-/// Runs a turn and prints it; shared with `retry`.
+/// Runs a turn and prints it; shared with `retry` and `rewind --edit`.
 pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui) -> CliResult {
     let cancel = Cancel::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -128,158 +128,234 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, cancel.flag());
         let _ = signal_hook::flag::register(sig, cancel.flag());
     }
-    let mut io_error: Option<std::io::Error> = None;
-    let mut turn_id = String::new();
-    let mut ended_with_newline = true;
-    let outcome = {
-        let mut sink = |ev: TurnEvent<'_>| {
-            if io_error.is_some() {
-                return;
-            }
-            if let Err(e) = emit(ui, json_mode, &mut turn_id, &mut ended_with_newline, ev) {
-                io_error = Some(e);
-            }
-        };
-        engine::send(ws, opts, &cancel, &mut sink)?
+    let mut printer = Printer {
+        ui,
+        json: json_mode,
+        turn: String::new(),
+        ended_with_newline: true,
+        io_error: None,
     };
-    if let Some(e) = io_error {
+    let outcome = engine::send(ws, opts, &cancel, &mut |ev| printer.event(ev))?;
+    if let Some(e) = printer.io_error.take() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
         }
     }
-    finish(ui, json_mode, ended_with_newline, &outcome)
+    printer.finish(&outcome)
 }
 
-fn emit(
-    ui: &mut Ui,
-    json_mode: bool,
-    turn_id: &mut String,
-    ended_with_newline: &mut bool,
-    ev: TurnEvent<'_>,
-) -> std::io::Result<()> {
-    match ev {
-        TurnEvent::Begun {
-            turn,
-            session,
-            agent,
-            attachments,
-        } => {
-            *turn_id = turn.to_owned();
-            if json_mode {
-                ui.json_line(&json!({"type": "turn.begun", "turn": turn, "session": session, "agent": agent}))?;
-                ui.out.flush()?;
-            } else {
+/// Prints a turn's events as they come.
+struct Printer<'u> {
+    ui: &'u mut Ui,
+    json: bool,
+    turn: String,
+    ended_with_newline: bool,
+    /// The first output error: later events are not printed.
+    io_error: Option<std::io::Error>,
+}
+
+impl Printer<'_> {
+    fn event(&mut self, ev: TurnEvent<'_>) {
+        if self.io_error.is_some() {
+            return;
+        }
+        let printed = if self.json {
+            self.json_event(ev)
+        } else {
+            self.text_event(ev)
+        };
+        if let Err(e) = printed {
+            self.io_error = Some(e);
+        }
+    }
+
+    /// Events that are not part of the JSON stream, written as text in both modes.
+    fn side_event(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
+        let ui = &mut *self.ui;
+        match *ev {
+            TurnEvent::AttachmentTruncated { name, text_len } => ui.warn(&format!(
+                "{}: the extracted text ({}) was cut to {}",
+                safe(name),
+                axocoatl::attach::size_text(text_len as u64),
+                axocoatl::attach::size_text(axocoatl::attach::TEXT_CAP as u64)
+            ))?,
+            TurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error: None,
+            } => writeln!(
+                ui.err,
+                "attachment {reference} {} withdrawn: the turn did not begin",
+                safe(name)
+            )?,
+            TurnEvent::AttachmentWithdrawn {
+                reference,
+                error: Some(e),
+                ..
+            } => ui.warn(&format!("attachment {reference} stays selected: {e}"))?,
+            TurnEvent::Waiting { session, turn } => {
+                if ui.err_is_terminal {
+                    let active = turn
+                        .map(|t| format!("turn {t}"))
+                        .unwrap_or("the active turn".into());
+                    writeln!(
+                        ui.err,
+                        "waiting for {active} of session {session} to end (--wait)"
+                    )?;
+                    ui.err.flush()?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn json_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        if self.side_event(&ev)? {
+            return Ok(());
+        }
+        if let TurnEvent::Begun { turn, .. } = ev {
+            self.turn = turn.to_owned();
+        }
+        let turn = self.turn.as_str();
+        let line = match ev {
+            TurnEvent::Begun {
+                session,
+                agent,
+                agent_name,
+                ..
+            } => SendEvent::TurnBegun {
+                turn,
+                session,
+                agent,
+                agent_name,
+            },
+            TurnEvent::Delta(text) => SendEvent::Delta { turn, text },
+            TurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            } => SendEvent::ToolStarted {
+                turn,
+                call_id,
+                name,
+                arguments,
+            },
+            TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => SendEvent::ToolResult {
+                turn,
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            },
+            TurnEvent::Warning(message) => SendEvent::Warning { turn, message },
+            TurnEvent::AttachmentTruncated { .. }
+            | TurnEvent::AttachmentWithdrawn { .. }
+            | TurnEvent::Waiting { .. } => return Ok(()),
+        };
+        self.ui.json_line(&line)?;
+        self.ui.out.flush()
+    }
+
+    fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        if self.side_event(&ev)? {
+            return Ok(());
+        }
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::Begun {
+                turn, attachments, ..
+            } => {
+                self.turn = turn.to_owned();
                 writeln!(ui.err, "turn {turn}")?;
                 for pin in attachments {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
                 }
                 ui.err.flush()?;
             }
-        }
-        TurnEvent::Delta(text) => {
-            if json_mode {
-                ui.json_line(&json!({"type": "delta", "turn": turn_id, "text": text}))?;
-            } else {
+            TurnEvent::Delta(text) => {
                 write!(ui.out, "{}", safe(text))?;
                 if !text.is_empty() {
-                    *ended_with_newline = text.ends_with('\n');
+                    self.ended_with_newline = text.ends_with('\n');
                 }
+                ui.out.flush()?;
             }
-            ui.out.flush()?;
-        }
-        TurnEvent::ToolStarted {
-            call_id,
-            name,
-            arguments,
-        } => {
-            if json_mode {
-                ui.json_line(&json!({"type": "tool.started", "turn": turn_id, "call_id": call_id, "name": name, "arguments": arguments}))?;
-            } else {
-                writeln!(
-                    ui.err,
-                    "tool {name} {}",
-                    crate::fmt::first_line(arguments, 120)
-                )?;
-            }
-        }
-        TurnEvent::ToolResult {
-            call_id,
-            name,
-            output,
-            is_error,
-            exit_code,
-            duration_ms,
-        } => {
-            if json_mode {
-                ui.json_line(&json!({"type": "tool.result", "turn": turn_id, "call_id": call_id, "name": name, "output": output, "is_error": is_error, "exit_code": exit_code, "duration_ms": duration_ms}))?;
-            } else {
+            TurnEvent::ToolStarted {
+                name, arguments, ..
+            } => writeln!(
+                ui.err,
+                "tool {name} {}",
+                crate::fmt::first_line(arguments, 120)
+            )?,
+            TurnEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                exit_code,
+                ..
+            } => {
                 let status = match (is_error, exit_code) {
                     (_, Some(code)) if code != 0 => format!("exit {code}"),
                     (true, _) => "error".to_owned(),
                     (false, _) => "ok".to_owned(),
                 };
-                writeln!(
-                    ui.err,
-                    "tool {name} {status}: {}",
-                    crate::fmt::first_line(output, 120)
-                )?;
+                let first = crate::fmt::first_line(output, 120);
+                writeln!(ui.err, "tool {name} {status}: {first}")?;
             }
+            TurnEvent::Warning(message) => ui.warn(&safe(message))?,
+            TurnEvent::AttachmentTruncated { .. }
+            | TurnEvent::AttachmentWithdrawn { .. }
+            | TurnEvent::Waiting { .. } => {}
         }
-        TurnEvent::Warning(message) => {
-            if json_mode {
-                ui.json_line(&json!({"type": "warning", "turn": turn_id, "message": message}))?;
-            } else {
-                ui.warn(message)?;
-            }
-        }
+        Ok(())
     }
-    Ok(())
-}
 
-fn finish(ui: &mut Ui, json_mode: bool, ended_with_newline: bool, o: &TurnOutcome) -> CliResult {
-    let code = match o.state {
-        TurnState::Completed => exit::OK,
-        TurnState::Failed => exit::TURN_FAILED,
-        TurnState::Stopped => exit::TURN_STOPPED,
-        TurnState::Interrupted => exit::TURN_INTERRUPTED,
-    };
-    let out = if json_mode {
-        ui.json_line(&json!({
-            "type": "turn.ended",
-            "turn": o.turn,
-            "session": o.session,
-            "agent": o.agent,
-            "state": o.state.as_str(),
-            "output": o.output,
-            "usage": usage_json(&o.usage),
-            "error": o.error,
-        }))
-    } else {
-        (|| {
-            if !ended_with_newline {
-                writeln!(ui.out)?;
-            }
-            ui.out.flush()?;
-            match o.state {
-                TurnState::Completed => Ok(()),
-                TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
-                _ => {
-                    let label = ui.paint_err("31;1", "error");
-                    writeln!(
-                        ui.err,
-                        "{label}: turn {} {}: {}",
-                        o.turn,
-                        o.state.as_str(),
-                        o.error.as_deref().unwrap_or("no detail")
-                    )
+    /// The end of the turn: its exit code, and `turn.ended` or a closing line.
+    fn finish(self, o: &TurnOutcome) -> CliResult {
+        let ui = self.ui;
+        let out = if self.json {
+            ui.json_line(&SendEvent::TurnEnded {
+                turn: &o.turn,
+                session: &o.session,
+                agent: &o.agent,
+                agent_name: o.agent_name.as_deref(),
+                state: o.state.as_str(),
+                output: &o.output,
+                usage: UsageJson::from(&o.usage),
+                error: o.error.as_deref(),
+            })
+        } else {
+            (|| {
+                if !self.ended_with_newline {
+                    writeln!(ui.out)?;
                 }
-            }
-        })()
-    };
-    match out {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(e.into()),
-        Ok(()) => {}
+                ui.out.flush()?;
+                match o.state {
+                    TurnState::Completed => Ok(()),
+                    TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
+                    _ => {
+                        let label = ui.paint_err("31;1", "error");
+                        let detail = safe(o.error.as_deref().unwrap_or("no detail"));
+                        let (turn, state) = (&o.turn, o.state.as_str());
+                        writeln!(ui.err, "{label}: turn {turn} {state}: {detail}")
+                    }
+                }
+            })()
+        };
+        match out {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+        Ok(exit::for_turn(o.state))
     }
-    Ok(code)
 }

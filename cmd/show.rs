@@ -3,13 +3,15 @@
 use std::io::Write;
 
 use axocoatl::clock;
-use axocoatl::history;
+use axocoatl::history::{self, TurnView};
+use axocoatl::query;
 use clap::Args;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
-use crate::fmt::{safe, state, turn_json, usage_text};
+use crate::fmt::{safe, state, usage_text, AgentNames};
+use crate::json::{ShowJson, TurnJson};
 use crate::ui::Ui;
 
 /// Show one turn whole: request, context references, output, tool events, state, usage.
@@ -29,21 +31,30 @@ pub struct ShowArgs {
 
 pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let projection = axocoatl::history::project_prefix(ws.repo(), &args.turn)?;
-    let t = projection.resolve(&args.turn)?;
+    let t = query::show(ws.repo(), &args.turn)?;
+    let output = query::full_output(ws.repo(), &t)?;
+    let names = AgentNames::of(&ws);
     if args.json {
-        let mut v = turn_json(t);
-        v["calls"] = serde_json::to_value(&t.calls).unwrap_or_default();
-        v["warnings"] = serde_json::to_value(&t.warnings).unwrap_or_default();
-        v["stop_requested"] = t.stop_requested.into();
-        ui.json_line(&v)?;
+        ui.json_line(&ShowJson {
+            turn: TurnJson::new(&t, &output, names.get(&t.agent)),
+            calls: &t.calls,
+            stop_requested: t.stop_requested,
+        })?;
         return Ok(exit::OK);
     }
-    let o = &mut String::new();
+    let mut o = head(ui, &t, &names);
+    body(&mut o, &t, &output);
+    ui.out.write_all(o.as_bytes())?;
+    Ok(exit::OK)
+}
+
+/// Who, when, what state, and the request with its context and attachments.
+fn head(ui: &Ui, t: &TurnView, names: &AgentNames) -> String {
     use std::fmt::Write as _;
+    let mut o = String::new();
     let _ = writeln!(o, "turn     {}", t.turn);
     let _ = writeln!(o, "session  {}", t.session);
-    let _ = writeln!(o, "agent    {}", t.agent);
+    let _ = writeln!(o, "agent    {}", names.label(&t.agent));
     let mut st = state(ui, t, 0);
     if t.superseded {
         st.push_str(" (superseded by a rewind)");
@@ -95,6 +106,13 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             );
         }
     }
+    o
+}
+
+/// Tools, output (whole: `output` is read from its object when it was too long for one
+/// record), error, warnings and usage.
+fn body(o: &mut String, t: &TurnView, output: &str) {
+    use std::fmt::Write as _;
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
         for x in &t.tools {
@@ -116,16 +134,22 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             );
         }
     }
+    let whole = t.output_object.is_some();
     for (agent, text) in &t.outputs {
         let label = if t.outputs.len() > 1 {
             format!("output ({agent})")
         } else {
             "output".to_string()
         };
+        let text = if whole && t.outputs.len() == 1 {
+            output
+        } else {
+            text
+        };
         let _ = writeln!(o, "\n{label}:\n{}", indent(&safe(text)));
     }
-    if t.outputs.is_empty() && !t.output.is_empty() {
-        let _ = writeln!(o, "\noutput:\n{}", indent(&safe(&t.output)));
+    if t.outputs.is_empty() && !output.is_empty() {
+        let _ = writeln!(o, "\noutput:\n{}", indent(&safe(output)));
     }
     if let Some(e) = &t.error {
         let _ = writeln!(o, "\nerror: {}", safe(e));
@@ -136,8 +160,6 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "\nusage: {}", usage_text(u));
     }
-    ui.out.write_all(o.as_bytes())?;
-    Ok(exit::OK)
 }
 
 fn indent(s: &str) -> String {

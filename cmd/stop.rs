@@ -4,11 +4,11 @@ use std::io::Write;
 
 use axocoatl::control;
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
+use crate::json::StopJson;
 use crate::ui::Ui;
 
 /// Stop one exact active turn, by its durable id.
@@ -17,7 +17,8 @@ use crate::ui::Ui;
 /// boundary, and the turn is recorded as stopped. Effects already made are not rolled back.
 /// A stop is accepted only while that exact turn is active, so a delayed stop never cancels
 /// a newer turn: otherwise it is rejected with the turn's state (exit 6), or exit 7 when no
-/// turn matches.
+/// turn matches. A prefix is resolved among all turns, so one shared by an old turn and a
+/// running one is ambiguous (exit 7), never a stop of the running one.
 ///
 /// Examples:
 ///   axocoatl stop 3f2a9c1e
@@ -44,12 +45,12 @@ pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         None
     };
     if args.json {
-        ui.json_line(&json!({
-            "turn": accepted.turn,
-            "session": accepted.session,
-            "stop_requested": true,
-            "state": final_state.map(|s| s.as_str()),
-        }))?;
+        ui.json_line(&StopJson {
+            turn: &accepted.turn,
+            session: &accepted.session,
+            stop_requested: true,
+            state: final_state.map(|s| s.as_str()),
+        })?;
     } else {
         writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
         if let Some(state) = final_state {

@@ -20,6 +20,8 @@ pub struct Ui {
     pub err_color: bool,
     /// Whether stdout is a terminal (for highlighting and prompts).
     pub out_is_terminal: bool,
+    /// Whether stderr is a terminal (for progress notes meant for people).
+    pub err_is_terminal: bool,
 }
 
 impl Ui {
@@ -33,11 +35,18 @@ impl Ui {
             ColorChoice::Auto => tty && !no_color,
         };
         Ui {
-            out: Box::new(io::stdout()),
-            err: Box::new(io::stderr()),
+            out: Box::new(Named {
+                inner: io::stdout(),
+                name: "standard output",
+            }),
+            err: Box::new(Named {
+                inner: io::stderr(),
+                name: "standard error",
+            }),
             color: pick(out_tty),
             err_color: pick(err_tty),
             out_is_terminal: out_tty,
+            err_is_terminal: err_tty,
         }
     }
 
@@ -57,13 +66,36 @@ impl Ui {
         }
     }
 
-    /// Writes one JSON value as a line.
-    pub fn json_line(&mut self, value: &serde_json::Value) -> io::Result<()> {
-        writeln!(self.out, "{value}")
+    /// Writes one value as a line of JSON (every `--json` output is a type in `json.rs`).
+    pub fn json_line<T: serde::Serialize>(&mut self, value: &T) -> io::Result<()> {
+        let line = serde_json::to_string(value).map_err(io::Error::other)?;
+        writeln!(self.out, "{line}")
     }
 
     pub fn warn(&mut self, message: &str) -> io::Result<()> {
         let label = self.paint_err("33;1", "warning");
         writeln!(self.err, "{label}: {message}")
+    }
+}
+
+/// A terminal stream whose errors say which stream failed (every I/O error names its path).
+struct Named<W> {
+    inner: W,
+    name: &'static str,
+}
+
+impl<W: Write> Named<W> {
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("cannot write to {}: {e}", self.name))
+    }
+}
+
+impl<W: Write> Write for Named<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.named(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().map_err(|e| self.named(e))
     }
 }

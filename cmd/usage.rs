@@ -1,17 +1,14 @@
 //! `axocoatl usage`
 
-use std::collections::BTreeMap;
 use std::io::Write;
 
-use axocoatl::history;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl::usage;
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
-use crate::fmt::usage_json;
+use crate::json::{UsageGroup, UsageJson, UsageRowJson};
 use crate::ui::Ui;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -48,75 +45,63 @@ pub struct UsageArgs {
     pub json: bool,
 }
 
-#[derive(Default)]
-struct Row {
-    turns: u64,
-    usage: Usage,
-}
-
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let list = history::usage(ws.repo(), session.as_deref())?;
-    crate::fmt::warn_damaged(ui, &list.problems)?;
-    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
-    let mut total = Row {
-        turns: 0,
-        usage: Usage::ZERO,
+    let by = match args.by {
+        By::Agent => usage::By::Agent,
+        By::Session => usage::By::Session,
+        By::Day => usage::By::Day,
     };
-    for r in list.rows {
-        let key = match args.by {
-            By::Agent => r.agent,
-            By::Session => r.session,
-            By::Day => r.day,
-        };
-        let row = rows.entry(key).or_insert_with(|| Row {
-            turns: 0,
-            usage: Usage::ZERO,
-        });
-        row.turns += r.turns;
-        row.usage.add(&r.usage);
-        total.turns += r.turns;
-        total.usage.add(&r.usage);
-    }
-    let code = if list.problems.is_empty() {
+    let report = usage::report(ws.repo(), session.as_deref(), by)?;
+    crate::fmt::warn_problems(ui, &report.problems, 0)?;
+    let code = if report.problems.is_empty() {
         exit::OK
     } else {
         exit::ERROR
     };
-    let key_name = match args.by {
-        By::Agent => "agent",
-        By::Session => "session",
-        By::Day => "day",
-    };
+    let names = crate::fmt::AgentNames::of(&ws);
     if args.json {
-        for (key, row) in &rows {
-            let mut v = usage_json(&row.usage);
-            v[key_name] = json!(key);
-            v["turns"] = json!(row.turns);
-            ui.json_line(&v)?;
+        for row in &report.rows {
+            let group = match by {
+                usage::By::Agent => UsageGroup::Agent {
+                    agent: &row.key,
+                    agent_name: names.get(&row.key),
+                },
+                usage::By::Session => UsageGroup::Session { session: &row.key },
+                usage::By::Day => UsageGroup::Day { day: &row.key },
+            };
+            ui.json_line(&UsageRowJson {
+                usage: UsageJson::from(&row.usage),
+                group,
+                turns: row.turns,
+            })?;
         }
-        let mut v = usage_json(&total.usage);
-        v["total"] = json!(true);
-        v["turns"] = json!(total.turns);
-        ui.json_line(&v)?;
+        ui.json_line(&UsageRowJson {
+            usage: UsageJson::from(&report.total.usage),
+            group: UsageGroup::Total { total: true },
+            turns: report.total.turns,
+        })?;
         return Ok(code);
     }
     writeln!(
         ui.out,
         "{:<20} {:>6} {:>6} {:>10} {:>11} {:>10}  complete",
-        key_name.to_uppercase(),
+        by.as_str().to_uppercase(),
         "TURNS",
         "CALLS",
         "PROMPT",
         "COMPLETION",
         "TOTAL"
     )?;
-    for (key, row) in rows
-        .iter()
-        .chain(std::iter::once((&"total".to_string(), &total)))
-    {
+    for row in report.rows.iter().chain(std::iter::once(&report.total)) {
         let u = &row.usage;
+        let mut key = row.key.clone();
+        if let (usage::By::Agent, Some(name)) = (by, names.get(&row.key)) {
+            if !std::ptr::eq(row, &report.total) {
+                key = format!("{key} ({name})");
+            }
+        }
         writeln!(
             ui.out,
             "{:<20} {:>6} {:>6} {:>10} {:>11} {:>10}  {}",

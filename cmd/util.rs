@@ -14,6 +14,7 @@ use clap_complete::Shell;
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
+use crate::json::{CheckpointJson, UsageJson};
 use crate::ui::Ui;
 
 /// Maintenance commands.
@@ -127,25 +128,30 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             let root = g.locator()?.find_repo()?;
             let repo = Repo::open(&root, &open_options())?;
             let (good, bad) = axocoatl::checkpoint::load_all(&repo, &session, &agent);
+            let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
             for c in good {
                 let s = &c.snapshot;
-                ui.json_line(&serde_json::json!({
-                    "file": c.file.path.file_name().map(|n| n.to_string_lossy().into_owned()),
-                    "valid": true,
-                    "ledger_seq": s.ledger_seq,
-                    "head_turn": s.head_turn,
-                    "in_flight": s.in_flight,
-                    "messages": s.messages.len(),
-                    "roles": s.messages.iter().map(|m| format!("{:?}", m.role).to_lowercase()).collect::<Vec<_>>(),
-                    "usage": crate::fmt::usage_json(&s.usage),
-                }))?;
+                ui.json_line(&CheckpointJson::Valid {
+                    file: name(&c.file.path),
+                    valid: true,
+                    ledger_seq: s.ledger_seq,
+                    head_turn: s.head_turn.as_deref(),
+                    in_flight: s.in_flight,
+                    messages: s.messages.len(),
+                    roles: s
+                        .messages
+                        .iter()
+                        .map(|m| format!("{:?}", m.role).to_lowercase())
+                        .collect(),
+                    usage: UsageJson::from(&s.usage),
+                })?;
             }
-            for (file, reason) in bad {
-                ui.json_line(&serde_json::json!({
-                    "file": file.path.file_name().map(|n| n.to_string_lossy().into_owned()),
-                    "valid": false,
-                    "reason": reason,
-                }))?;
+            for (file, reason) in &bad {
+                ui.json_line(&CheckpointJson::Invalid {
+                    file: name(&file.path),
+                    valid: false,
+                    reason,
+                })?;
             }
             Ok(exit::OK)
         }
@@ -157,8 +163,7 @@ pub fn generate(out: &Path) -> CliResult<()> {
     let man = out.join("man");
     let comp = out.join("completions");
     for d in [&man, &comp] {
-        std::fs::create_dir_all(d)
-            .map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", d.display())))?;
+        std::fs::create_dir_all(d).map_err(|e| CliError::io("create", d, e))?;
     }
     let cmd = crate::Cli::command();
     write_man(&man, &cmd, "axocoatl")?;
@@ -181,7 +186,9 @@ fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
     }
     let cmd = cmd.clone().name(name.to_owned());
     let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut buf)?;
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut buf)
+        .map_err(|e| CliError::io("render the man page of", Path::new(name), e))?;
     write(&dir.join(format!("{name}.1")), &buf)?;
     for sub in cmd.get_subcommands() {
         write_man(dir, sub, &format!("{name}-{}", sub.get_name()))?;
@@ -190,6 +197,5 @@ fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> CliResult<()> {
-    std::fs::write(path, bytes)
-        .map_err(|e| CliError::new(exit::ERROR, format!("{}: {e}", path.display())))
+    std::fs::write(path, bytes).map_err(|e| CliError::io("write", path, e))
 }

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use axocoatl::config::{self, Severity};
 use axocoatl::workspace::CONFIG_FILE;
 use clap::Args;
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
+use crate::json::ValidateLine;
 use crate::ui::Ui;
 
 /// Check a configuration file and report every problem at once.
@@ -57,18 +57,21 @@ pub fn run(args: ValidateArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let warnings = diags.len() - errors;
     if args.json {
         for d in &diags {
-            let mut v = serde_json::to_value(d)
-                .map_err(|e| crate::error::CliError::new(exit::ERROR, e.to_string()))?;
-            v["type"] = json!("diagnostic");
-            ui.json_line(&v)?;
+            ui.json_line(&ValidateLine::Diagnostic {
+                diagnostic: d,
+                kind: "diagnostic",
+            })?;
         }
-        let mut s = json!({"type": "summary", "file": file, "valid": summary.is_some(), "errors": errors, "warnings": warnings});
-        if let Some((a, w, au)) = summary {
-            s["agents"] = json!(a);
-            s["workflows"] = json!(w);
-            s["automations"] = json!(au);
-        }
-        ui.json_line(&s)?;
+        ui.json_line(&ValidateLine::Summary {
+            kind: "summary",
+            file: &file,
+            valid: summary.is_some(),
+            errors,
+            warnings,
+            agents: summary.map(|s| s.0),
+            workflows: summary.map(|s| s.1),
+            automations: summary.map(|s| s.2),
+        })?;
     } else {
         for d in &diags {
             let text = d.to_string();

@@ -5,9 +5,12 @@ use std::time::Duration;
 use axocoatl_store::ledger::record::{StopRequested, TurnState};
 use axocoatl_store::ledger::Record;
 
+use axocoatl_store::Repo;
+
 use crate::clock;
 use crate::error::{Result, RuntimeError};
-use crate::history::{self, resolve_prefix, ViewState};
+use crate::history::{self, ViewState};
+use crate::ids;
 use crate::session;
 use crate::workspace::Workspace;
 
@@ -18,44 +21,31 @@ pub struct StopAccepted {
     pub session: String,
 }
 
-/// Requests a stop of the turn `prefix` names. Accepted only while that exact turn is
-/// active; the check and the append happen under the ledger lock, so a stop can never land
-/// after the turn ended (and never on a newer turn).
+/// Requests a stop of the turn `prefix` names. A prefix is resolved among all turns, as
+/// `show` and `retry` do, so a prefix shared by an old finished turn and a newer running one
+/// is ambiguous, never a stop of the running one. The stop is accepted only while that exact
+/// turn is active; the check and the append happen under the ledger lock, so a stop can
+/// never land after the turn ended.
 pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
     let repo = ws.repo();
-    let notes = session::notes(repo)?;
-    // Fast path: active turns are named by their session lock notes.
-    if let Ok(id) = resolve_prefix(prefix, notes.iter().map(|(_, n)| n.turn.as_str())) {
-        if let Some((_, note)) = notes.iter().find(|(_, n)| n.turn == id) {
-            if session::owner_alive(repo, &note.session)? {
-                let record = Record::StopRequested(StopRequested {
-                    turn: note.turn.clone(),
-                    session: note.session.clone(),
-                    pid: std::process::id(),
-                    at: clock::now(),
-                });
-                let outcome = session::append_if_open(repo, note, &[record])?;
-                match outcome {
-                    Ok(_) => {
-                        return Ok(StopAccepted {
-                            turn: note.turn.clone(),
-                            session: note.session.clone(),
-                        })
-                    }
-                    Err(Some(state)) => {
-                        return Err(RuntimeError::NotActive {
-                            turn: note.turn.clone(),
-                            state,
-                        })
-                    }
-                    Err(None) => {}
-                }
-            }
-        }
+    let whole = prefix.trim().to_ascii_lowercase();
+    // A whole id needs no resolving: the running turn's lock note names it (fast path).
+    let mut projection = None;
+    let id = if whole.len() == ids::ID_LEN && ids::is_id_prefix(&whole) {
+        whole
+    } else {
+        let p = projection.insert(history::project_prefix(repo, prefix)?);
+        p.resolve(prefix)?.turn.clone()
+    };
+    if let Some(accepted) = request_stop(repo, &id)? {
+        return Ok(accepted);
     }
     // Not active: say what the turn is (the projection also settles orphans).
-    let projection = history::project_prefix(repo, prefix)?;
-    let turn = projection.resolve(prefix)?;
+    let projection = match projection {
+        Some(p) => p,
+        None => history::project_prefix(repo, &id)?,
+    };
+    let turn = projection.resolve(&id)?;
     let state = match turn.state {
         ViewState::Completed => TurnState::Completed,
         ViewState::Failed => TurnState::Failed,
@@ -66,6 +56,35 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
         turn: turn.turn.clone(),
         state,
     })
+}
+
+/// Appends a stop request for turn `id` if it is active: named by a session lock note
+/// whose owner is alive, begun and not ended. `None` when it is not active.
+fn request_stop(repo: &Repo, id: &str) -> Result<Option<StopAccepted>> {
+    let notes = session::notes(repo)?;
+    let Some((_, note)) = notes.iter().find(|(_, n)| n.turn == id) else {
+        return Ok(None);
+    };
+    if !session::owner_alive(repo, &note.session)? {
+        return Ok(None);
+    }
+    let record = Record::StopRequested(StopRequested {
+        turn: note.turn.clone(),
+        session: note.session.clone(),
+        pid: std::process::id(),
+        at: clock::now(),
+    });
+    match session::append_if_open(repo, note, &[record])? {
+        Ok(()) => Ok(Some(StopAccepted {
+            turn: note.turn.clone(),
+            session: note.session.clone(),
+        })),
+        Err(Some(state)) => Err(RuntimeError::NotActive {
+            turn: note.turn.clone(),
+            state,
+        }),
+        Err(None) => Ok(None),
+    }
 }
 
 /// Waits until `turn` has a terminal record and returns its state.

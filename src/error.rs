@@ -1,15 +1,124 @@
-//! The runtime's error type. The CLI maps each kind to an exit code and a hint.
+//! The runtime's one error type. Every error has a [`ErrorKind`], which the command line
+//! maps to its exit code in one place (`cmd/exit.rs`), and hints that say what to do. I/O
+//! errors name their path (the store's carry it; [`RuntimeError::Io`] requires it).
+
+use std::path::PathBuf;
 
 use axocoatl_store::ledger::record::TurnState;
+use axocoatl_store::Error as StoreError;
 
 use crate::config::Diagnostic;
 use crate::provider::ProviderError;
 
+/// What kind of failure an error is: the exit code a script sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Something went wrong (exit 1).
+    Failure,
+    /// The command line or an argument is wrong (exit 2).
+    Usage,
+    /// `stop`: the turn is not active (exit 6).
+    NotActive,
+    /// No such turn, session, agent or reference, or an ambiguous prefix (exit 7).
+    NotFound,
+    /// The session already has an active turn (exit 8).
+    Busy,
+    /// No repository, or one this build cannot read (exit 10).
+    NoRepository,
+    /// Refused by a rule (exit 11).
+    Refused,
+}
+
+/// Why an attachment could not be stored, found or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("{name}: {} is over the {} cap for {what}", size_text(*size), size_text(*cap))]
+    TooLarge {
+        name: String,
+        size: u64,
+        cap: u64,
+        what: &'static str,
+    },
+    #[error("{name}: unsupported type{}", detected.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    Unsupported {
+        name: String,
+        detected: Option<String>,
+    },
+    #[error("{name}: cannot extract the text of this PDF: {detail}")]
+    Pdf { name: String, detail: String },
+    #[error("{path} is not a regular file")]
+    NotAFile { path: String },
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no attachment reference matches {prefix:?}")]
+    NotFound { prefix: String },
+    #[error("{prefix:?} matches several attachment references: {}", candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("attachment {reference} is not selected: it was {state}")]
+    NotSelected {
+        reference: String,
+        state: &'static str,
+    },
+    #[error("attachment {reference} ({name}) is an image and has no extracted text")]
+    NoText { reference: String, name: String },
+    #[error("{name} ({media_type}) is binary; not writing it to a terminal")]
+    Binary {
+        reference: String,
+        name: String,
+        media_type: String,
+    },
+}
+
+/// Why an edit of core memory was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("no core memory block {label:?} (blocks: {})", known.join(", "))]
+    UnknownBlock { label: String, known: Vec<String> },
+    #[error("block {label:?} would hold {chars} characters, over its limit of {limit} characters; nothing was changed")]
+    Limit {
+        label: String,
+        chars: usize,
+        limit: u32,
+    },
+    #[error("{old:?} is not in block {label:?}; nothing was changed")]
+    NotFound { label: String, old: String },
+    #[error("{old:?} occurs {count} times in block {label:?}; give more of the text so that it occurs once")]
+    Ambiguous {
+        label: String,
+        old: String,
+        count: usize,
+    },
+    #[error("the text to replace is empty")]
+    EmptyOld,
+    #[error(transparent)]
+    Store(#[from] axocoatl_store::Error),
+}
+
+/// A size for messages: exact bytes, and KiB/MiB when that is easier to read.
+pub fn size_text(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    match n {
+        n if n >= MIB && n % MIB == 0 => format!("{} MiB", n / MIB),
+        n if n >= MIB => format!("{:.1} MiB ({n} bytes)", n as f64 / MIB as f64),
+        n if n >= KIB && n % KIB == 0 => format!("{} KiB", n / KIB),
+        n if n >= KIB => format!("{:.1} KiB ({n} bytes)", n as f64 / KIB as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error(transparent)]
-    Store(#[from] axocoatl_store::Error),
-    #[error("the configuration is not valid")]
+    Store(#[from] StoreError),
+    #[error("the configuration has {} error{}", .0.len(), if .0.len() == 1 { "" } else { "s" })]
     Config(Vec<Diagnostic>),
     #[error("no configuration file at {path}")]
     NoConfig { path: String },
@@ -19,15 +128,21 @@ pub enum RuntimeError {
     AgentRole { id: String, reason: String },
     #[error("the configuration has no autonomous agent to send to")]
     NoAgent,
+    /// `command` is what was refused (`send`, `rewind`): its hint depends on it.
     #[error("session {session:?} is busy{}", turn.as_ref().map(|t| format!(": turn {t} is active")).unwrap_or_default())]
     Busy {
         session: String,
         turn: Option<String>,
+        command: &'static str,
     },
     #[error("no automation {id:?}")]
     UnknownAutomation { id: String, known: Vec<String> },
     #[error("automation {automation:?} is running{}", if running.is_empty() { String::new() } else { format!(": {running}") })]
     AutomationBusy { automation: String, running: String },
+    #[error("no session {name:?}")]
+    NoSession { name: String },
+    #[error("session {name:?} already exists")]
+    SessionExists { name: String },
     #[error("no turn matches {prefix:?}")]
     TurnNotFound { prefix: String },
     #[error("{prefix:?} matches several turns: {}", candidates.join(", "))]
@@ -35,26 +150,201 @@ pub enum RuntimeError {
         prefix: String,
         candidates: Vec<String>,
     },
-    #[error("turn {turn} already {}", state_word(*state))]
+    #[error("turn {turn} already {}", state.as_str())]
     NotActive { turn: String, state: TurnState },
     #[error("{message}")]
     Refused { message: String, hint: String },
     #[error("{message}")]
     Invalid { message: String, hint: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
     #[error("{0} is not supported yet")]
     NotSupported(String),
-    #[error("{what}: {source}")]
+    #[error("cannot {op} {}", path.display())]
     Io {
-        what: String,
+        op: &'static str,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
 }
 
-fn state_word(state: TurnState) -> &'static str {
-    state.as_str()
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+impl RuntimeError {
+    /// An I/O error on `path` while doing `op` ("read", "write", "create", …).
+    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| RuntimeError::Io { op, path, source }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind::*;
+        match self {
+            RuntimeError::Store(e) => store_kind(e),
+            RuntimeError::UnknownAgent { .. }
+            | RuntimeError::UnknownAutomation { .. }
+            | RuntimeError::NoSession { .. }
+            | RuntimeError::TurnNotFound { .. }
+            | RuntimeError::AmbiguousTurn { .. } => NotFound,
+            RuntimeError::AgentRole { .. }
+            | RuntimeError::Refused { .. }
+            | RuntimeError::SessionExists { .. } => Refused,
+            RuntimeError::Busy { .. } | RuntimeError::AutomationBusy { .. } => Busy,
+            RuntimeError::NotActive { .. } => NotActive,
+            RuntimeError::Invalid { .. } => Usage,
+            RuntimeError::Attach(e) => match e {
+                AttachError::TooLarge { .. }
+                | AttachError::Unsupported { .. }
+                | AttachError::Pdf { .. }
+                | AttachError::NotSelected { .. } => Refused,
+                AttachError::NotFound { .. } | AttachError::Ambiguous { .. } => NotFound,
+                AttachError::NotAFile { .. }
+                | AttachError::Read { .. }
+                | AttachError::NoText { .. }
+                | AttachError::Binary { .. } => Failure,
+            },
+            RuntimeError::Memory(e) => match e {
+                MemoryError::Store(s) => store_kind(s),
+                MemoryError::UnknownBlock { .. }
+                | MemoryError::NotFound { .. }
+                | MemoryError::Ambiguous { .. } => NotFound,
+                MemoryError::Limit { .. } => Refused,
+                MemoryError::EmptyOld => Usage,
+            },
+            RuntimeError::Config(_)
+            | RuntimeError::NoConfig { .. }
+            | RuntimeError::NoAgent
+            | RuntimeError::Provider(_)
+            | RuntimeError::NotSupported(_)
+            | RuntimeError::Io { .. } => Failure,
+        }
+    }
+
+    /// What to do about it, one line each.
+    pub fn hints(&self) -> Vec<String> {
+        let one = |s: &str| vec![s.to_owned()];
+        match self {
+            RuntimeError::Store(e) => store_hint(e).map(one).unwrap_or_default(),
+            RuntimeError::Config(_) => one("fix them and check with `axocoatl validate`"),
+            RuntimeError::NoConfig { .. } => one("`axocoatl init` writes a starter axocoatl.yaml; --config FILE points at another one"),
+            RuntimeError::UnknownAgent { known, .. } if known.is_empty() => {
+                one("the configuration defines no agents")
+            }
+            RuntimeError::UnknownAgent { known, .. } => {
+                vec![format!("known agents: {}", known.join(", "))]
+            }
+            RuntimeError::NoAgent => {
+                one("add an agent with `role: autonomous` (the default) to axocoatl.yaml")
+            }
+            RuntimeError::Busy { turn, command, .. } => vec![match (turn, *command) {
+                (Some(t), "send") => format!(
+                    "wait for it, stop it with `axocoatl stop {t}`, or pass --wait to queue"
+                ),
+                (None, "send") => "pass --wait to queue behind the active turn".to_string(),
+                (t, command) => format!(
+                    "stop it (`axocoatl stop {}`) or wait for it, then {command}",
+                    t.as_deref().unwrap_or("<turn>")
+                ),
+            }],
+            RuntimeError::UnknownAutomation { known, .. } if known.is_empty() => {
+                one("the configuration defines no automations")
+            }
+            RuntimeError::UnknownAutomation { known, .. } => {
+                vec![format!("known automations: {}", known.join(", "))]
+            }
+            RuntimeError::AutomationBusy { .. } => one("pass --wait to run after it ends"),
+            RuntimeError::NoSession { name } => vec![format!(
+                "create it with `axocoatl sessions new {name}` (or `switch --create`)"
+            )],
+            RuntimeError::SessionExists { name } => {
+                vec![format!("switch to it with `axocoatl sessions switch {name}`")]
+            }
+            RuntimeError::TurnNotFound { .. } => one("`axocoatl history --all` lists turns"),
+            RuntimeError::AmbiguousTurn { .. } => one("give more characters of the id"),
+            RuntimeError::NotActive { .. } => one("only an active turn can be stopped; refresh with `axocoatl history` before acting again"),
+            RuntimeError::Refused { hint, .. } | RuntimeError::Invalid { hint, .. } => {
+                vec![hint.clone()]
+            }
+            RuntimeError::Attach(e) => attach_hints(e),
+            RuntimeError::Memory(e) => match e {
+                MemoryError::Store(s) => store_hint(s).map(one).unwrap_or_default(),
+                MemoryError::UnknownBlock { .. } => one("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),
+                MemoryError::NotFound { .. } => one("`axocoatl memory core show LABEL` prints the block"),
+                MemoryError::Limit { .. } => one("shorten the text, or raise the block's limit under memory.core.blocks in axocoatl.yaml"),
+                MemoryError::Ambiguous { .. } | MemoryError::EmptyOld => Vec::new(),
+            },
+            RuntimeError::AgentRole { .. }
+            | RuntimeError::Provider(_)
+            | RuntimeError::NotSupported(_)
+            | RuntimeError::Io { .. } => Vec::new(),
+        }
+    }
+
+    /// Lines shown as they are before the message (the configuration's diagnostics).
+    pub fn details(&self) -> Vec<String> {
+        match self {
+            RuntimeError::Config(diags) => diags.iter().map(|d| d.to_string()).collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
-pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+fn store_kind(e: &StoreError) -> ErrorKind {
+    match e {
+        StoreError::NotFound { .. }
+        | StoreError::UnsupportedFormat { .. }
+        | StoreError::BadFormatMarker { .. }
+        | StoreError::MemoryVersion { .. } => ErrorKind::NoRepository,
+        StoreError::InvalidName { .. } => ErrorKind::Usage,
+        StoreError::ObjectMissing { .. } => ErrorKind::NotFound,
+        _ => ErrorKind::Failure,
+    }
+}
+
+fn store_hint(e: &StoreError) -> Option<&'static str> {
+    Some(match e {
+        StoreError::NotFound { .. } => "run `axocoatl init` to create one here, or pass -C DIR, --repo DIR or AXOCOATL_DIR",
+        StoreError::UnsupportedFormat { .. } => "this repository was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
+        StoreError::BadFormatMarker { .. } => "if `axocoatl init` was interrupted, remove the directory and run it again",
+        StoreError::AlreadyExists { .. } => "nothing was changed",
+        StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
+        StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",
+        StoreError::MemoryVersion { .. } => "this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
+        _ => return None,
+    })
+}
+
+fn attach_hints(e: &AttachError) -> Vec<String> {
+    let stored = "nothing was stored".to_string();
+    match e {
+        AttachError::TooLarge { .. } => vec![stored],
+        AttachError::Unsupported { .. } => {
+            vec![
+                stored,
+                format!("supported: {}", crate::catalog::SUPPORTED_ATTACHMENTS),
+            ]
+        }
+        AttachError::Pdf { .. } => {
+            vec!["nothing was stored; convert the PDF to text and attach that".into()]
+        }
+        AttachError::NotAFile { .. } | AttachError::Read { .. } => vec![stored],
+        AttachError::NotFound { .. } => {
+            vec!["`axocoatl attach list --all` lists the references of a session".into()]
+        }
+        AttachError::Ambiguous { .. } => vec!["give more characters of the id".into()],
+        AttachError::NotSelected { .. } => {
+            vec!["only a selected reference can be removed; history keeps the others".into()]
+        }
+        AttachError::NoText { reference, .. } => vec![format!(
+            "`axocoatl attach cat {reference}` writes the image itself"
+        )],
+        AttachError::Binary { reference, .. } => vec![format!(
+            "redirect it: axocoatl attach cat {reference} > FILE"
+        )],
+    }
+}

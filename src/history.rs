@@ -104,6 +104,11 @@ pub struct TurnView {
     /// Output per agent, in the order agents produced it.
     pub outputs: Vec<(String, String)>,
     pub output: String,
+    /// When the output was too long for one record: the object holding it whole (`output`
+    /// and `outputs` hold its first bytes).
+    pub output_object: Option<String>,
+    /// The whole output's length in bytes, when it is in `output_object`.
+    pub output_len: Option<u64>,
     pub error: Option<String>,
     pub usage: Option<Usage>,
     pub tools: Vec<ToolEvent>,
@@ -164,7 +169,7 @@ pub struct Projection {
     /// Records of kinds this build does not know.
     pub unknown_kinds: u64,
     /// Attachment references and their state.
-    pub attachments: crate::attach::Attachments,
+    pub attachments: crate::relations::Attachments,
     index: HashMap<String, usize>,
 }
 
@@ -445,6 +450,14 @@ fn apply(p: &mut Projection, entry: Entry) {
                 });
             }
         }
+        Record::AgentOutputBounded(o) => {
+            // Only the first bytes are here; `output_object` names the whole text.
+            if let Some(t) = turn_mut(p, &o.turn) {
+                t.add_output(o.agent, o.text.inline);
+                t.output_object = o.text.object;
+                t.output_len = Some(o.text.len);
+            }
+        }
         Record::TurnEnded(e) => {
             if let Some(t) = turn_mut(p, &e.turn) {
                 t.end(e);
@@ -524,6 +537,8 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         attachments: b.attachments,
         outputs: Vec::new(),
         output: String::new(),
+        output_object: None,
+        output_len: None,
         error: None,
         usage: None,
         tools: Vec::new(),

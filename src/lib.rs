@@ -1,24 +1,46 @@
 //! The axocoatl runtime: configuration, providers, the turn engine and the projections of
 //! the ledger. It never parses command lines and never prints to the terminal.
+//!
+//! Modules depend on each other in one direction only (`tests/cli/layers.rs` checks there
+//! is no import circle), from the leaves up:
+//!
+//! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote);
+//! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`;
+//! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
+//!   (the `Tool` trait and the `Toolbox` registry);
+//! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
+//!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
+//! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
+//! - `engine` (the turn pipeline: see its module documentation for the seams wave-2
+//!   features plug into), `control` (stop), and what commands call: `sessions`, `usage`,
+//!   `query`.
 
 pub mod attach;
 pub mod automation;
+pub mod bounded;
 pub mod budget;
+pub mod catalog;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod conversation;
 pub mod engine;
 pub mod error;
 pub mod history;
 pub mod ids;
 pub mod memory;
 pub mod provider;
+pub mod query;
+pub mod relations;
 pub mod rewind;
 pub mod schedule;
 pub mod search;
 pub mod session;
+pub mod sessions;
 pub mod tools;
+pub mod turn;
+pub mod usage;
 pub mod workspace;
 
-pub use error::{Result, RuntimeError};
+pub use error::{ErrorKind, Result, RuntimeError};

@@ -17,11 +17,11 @@ use axocoatl_store::lock::Lock;
 use axocoatl_store::Repo;
 
 use crate::clock;
-use crate::config::AgentRole;
-use crate::engine::conversation;
+use crate::config::{AgentRole, Config};
+use crate::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView};
-use crate::workspace::Workspace;
+use crate::session::{self, Wait};
 
 /// Test hook: milliseconds to pause between the boundary append and the checkpoint write,
 /// so a crash test can kill the process there.
@@ -48,9 +48,14 @@ fn pending_path(repo: &Repo, session: &str, agent: &str) -> std::path::PathBuf {
         .join(component(&format!("{session}:{agent}")))
 }
 
-/// Rewinds the session of turn `prefix` to just before it.
-pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<RewindOutcome> {
-    let repo = ws.repo();
+/// Rewinds the session of turn `prefix` to just before it. `config` (when it loads) says
+/// whether the turn's agent is a coordinator and how many checkpoints to keep.
+pub fn rewind(
+    repo: &Repo,
+    config: Option<&Config>,
+    prefix: &str,
+    session: Option<&str>,
+) -> Result<RewindOutcome> {
     // Resolve among every turn (an ambiguous prefix is refused), then read only its session.
     let of_session = history::project_prefix(repo, prefix)?
         .resolve(prefix)?
@@ -58,16 +63,49 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
         .clone();
     let projection = history::project_session(repo, &of_session)?;
     let target = projection.resolve(prefix)?;
-    if let Some(s) = session {
-        if s != target.session {
-            return Err(RuntimeError::Invalid {
-                message: format!(
-                    "turn {} belongs to session {:?}, not {s:?}",
-                    target.turn, target.session
-                ),
-                hint: "leave out --session, or name the turn's own session".into(),
-            });
-        }
+    check_target(target, session)?;
+    let session = target.session.clone();
+    let _lock = session::lock(repo, &session, Wait::No, "rewind")?;
+    let turns: Vec<&TurnView> = projection.session_turns(&session).collect();
+    check_single_agent(&turns, target, config)?;
+    let start = turns
+        .iter()
+        .position(|t| t.turn == target.turn)
+        .unwrap_or(0);
+    let superseded: Vec<String> = turns[start..]
+        .iter()
+        .filter(|t| !t.superseded)
+        .map(|t| t.turn.clone())
+        .collect();
+    let agent = target.agent.clone();
+    let pending = pending_path(repo, &session, &agent);
+    let seq = append_boundary(repo, &pending, &session, &agent, &target.turn)?;
+    let prefill = target.request.clone();
+    let target_id = target.turn.clone();
+    drop(turns);
+    drop(projection);
+    let checkpoint_written = repair(repo, &session, &agent, seq, keep_of(config))?;
+    let _ = fs::remove_file(&pending);
+    Ok(RewindOutcome {
+        session,
+        agent,
+        target: target_id,
+        superseded,
+        prefill,
+        checkpoint_written,
+    })
+}
+
+/// The turn must be in `session` (when given) and still part of the conversation.
+fn check_target(target: &TurnView, session: Option<&str>) -> Result<()> {
+    if let Some(s) = session.filter(|s| *s != target.session) {
+        return Err(RuntimeError::Invalid {
+            message: format!(
+                "turn {} belongs to session {:?}, not {s:?}",
+                target.turn, target.session
+            ),
+            hint: "leave out --session, or name the turn's own session".into(),
+        });
     }
     if target.superseded {
         return Err(RuntimeError::Refused {
@@ -80,25 +118,15 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
                     .into(),
         });
     }
-    let session = target.session.clone();
-    let lock_path = session_lock_path(repo.root(), &session);
-    let Some(_lock) = Lock::try_acquire(&lock_path)? else {
-        let active = crate::session::noted_turn(&lock_path);
-        return Err(RuntimeError::Refused {
-            message: format!(
-                "session {session:?} has an active turn{}",
-                active
-                    .as_deref()
-                    .map(|t| format!(" ({t})"))
-                    .unwrap_or_default()
-            ),
-            hint: format!(
-                "stop it (`axocoatl stop {}`) or wait for it, then rewind",
-                active.as_deref().unwrap_or("<turn>")
-            ),
-        });
-    };
-    let turns: Vec<&TurnView> = projection.session_turns(&session).collect();
+    Ok(())
+}
+
+/// Only an autonomous single-Agent session can be rewound.
+fn check_single_agent(
+    turns: &[&TurnView],
+    target: &TurnView,
+    config: Option<&Config>,
+) -> Result<()> {
     let mut agents: Vec<&str> = turns
         .iter()
         .filter(|t| !t.superseded)
@@ -106,52 +134,54 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
         .collect();
     agents.sort_unstable();
     agents.dedup();
+    let hint = "start a new session for the revised request instead".to_string();
     if agents.len() > 1 || target.mode != "single" {
         return Err(RuntimeError::Refused {
             message: format!(
-                "session {session:?} has turns of {} agents: {MULTI_AGENT_REASON}",
+                "session {:?} has turns of {} agents: {MULTI_AGENT_REASON}",
+                target.session,
                 agents.len()
             ),
-            hint: "start a new session for the revised request instead".into(),
+            hint,
         });
     }
-    if let Ok(config) = ws.config() {
-        if config
-            .agent(&target.agent)
-            .is_some_and(|a| a.role == AgentRole::Coordinator)
-        {
-            return Err(RuntimeError::Refused {
-                message: format!(
-                    "agent {:?} is a coordinator: {MULTI_AGENT_REASON}",
-                    target.agent
-                ),
-                hint: "start a new session for the revised request instead".into(),
-            });
-        }
+    let coordinator = config
+        .and_then(|c| c.agent(&target.agent))
+        .is_some_and(|a| a.role == AgentRole::Coordinator);
+    if coordinator {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "agent {:?} is a coordinator: {MULTI_AGENT_REASON}",
+                target.agent
+            ),
+            hint,
+        });
     }
-    let start = turns
-        .iter()
-        .position(|t| t.turn == target.turn)
-        .unwrap_or(0);
-    let superseded: Vec<String> = turns[start..]
-        .iter()
-        .filter(|t| !t.superseded)
-        .map(|t| t.turn.clone())
-        .collect();
-    let agent = target.agent.clone();
-    let pending = pending_path(repo, &session, &agent);
+    Ok(())
+}
+
+/// Marks the rewind pending, then appends its boundary (fsync). Returns the boundary's
+/// sequence number. The marker makes any later open repair the checkpoint should this
+/// process die before it does.
+fn append_boundary(
+    repo: &Repo,
+    pending: &std::path::Path,
+    session: &str,
+    agent: &str,
+    target: &str,
+) -> Result<u64> {
     create_dir_private(pending.parent().unwrap_or(repo.root()))?;
     write_atomic(
-        &pending,
+        pending,
         format!("{session}\n{agent}\n").as_bytes(),
         Durability::Durable,
     )?;
     let appended = repo
         .ledger()
         .append(&[Record::RewindBoundary(RewindBoundary {
-            session: session.clone(),
-            agent: agent.clone(),
-            target: target.turn.clone(),
+            session: session.to_owned(),
+            agent: agent.to_owned(),
+            target: target.to_owned(),
             at: clock::now(),
         })])?;
     if let Some(ms) = std::env::var(PAUSE_ENV)
@@ -160,38 +190,32 @@ pub fn rewind(ws: &Workspace, prefix: &str, session: Option<&str>) -> Result<Rew
     {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    let seq = appended.last().map(|a| a.seq).unwrap_or(0);
-    let prefill = target.request.clone();
-    let target_id = target.turn.clone();
-    drop(turns);
-    drop(projection);
-    let checkpoint_written = repair(ws, &session, &agent, seq)?;
-    let _ = fs::remove_file(&pending);
-    Ok(RewindOutcome {
-        session,
-        agent,
-        target: target_id,
-        superseded,
-        prefill,
-        checkpoint_written,
-    })
+    Ok(appended.last().map(|a| a.seq).unwrap_or(0))
+}
+
+/// How many checkpoints to keep: as configured, else the default.
+fn keep_of(config: Option<&Config>) -> usize {
+    config.map(|c| c.checkpoint.keep).unwrap_or(3)
 }
 
 /// Writes the Agent's checkpoint from what the ledger retains.
-fn repair(ws: &Workspace, session: &str, agent: &str, seq: u64) -> Result<bool> {
-    let repo = ws.repo();
-    let keep = ws.config().map(|c| c.checkpoint.keep).unwrap_or(3);
+fn repair(repo: &Repo, session: &str, agent: &str, seq: u64, keep: usize) -> Result<bool> {
     let projection = history::project_session(repo, session)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
-    let prior = conversation::load(repo, session, agent, &turns)?;
-    Ok(conversation::write_prior(
-        repo, session, agent, &prior, seq, keep,
+    let conversation = conversation::load(repo, session, agent, &turns)?;
+    Ok(conversation::write(
+        repo,
+        session,
+        agent,
+        &conversation,
+        seq,
+        keep,
     ))
 }
 
 /// Finishes rewinds that were interrupted between the ledger boundary and the checkpoint.
-pub fn repair_pending(ws: &Workspace) -> Result<Vec<String>> {
-    let repo = ws.repo();
+/// `config` is asked for only when there is one to finish.
+pub fn repair_pending(repo: &Repo, config: &dyn Fn() -> Option<usize>) -> Result<Vec<String>> {
     let dir = repo.path(RUN_DIR).join(PENDING_DIR);
     let Ok(entries) = fs::read_dir(&dir) else {
         return Ok(Vec::new());
@@ -211,7 +235,7 @@ pub fn repair_pending(ws: &Workspace) -> Result<Vec<String>> {
             continue;
         };
         let (seq, _) = repo.ledger().head()?;
-        repair(ws, session, agent, seq)?;
+        repair(repo, session, agent, seq, config().unwrap_or(3))?;
         let _ = fs::remove_file(&path);
         repaired.push(format!("{session}:{agent}"));
     }

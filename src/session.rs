@@ -6,6 +6,7 @@
 //! an orphan (a turn whose owner died) without scanning the whole ledger.
 
 use std::fs;
+use std::time::{Duration, Instant};
 
 use axocoatl_store::layout::{self, session_lock_path};
 use axocoatl_store::ledger::record::{TurnEnded, TurnState, Usage};
@@ -14,7 +15,56 @@ use axocoatl_store::lock::{self, Lock};
 use axocoatl_store::Repo;
 
 use crate::clock;
-use crate::error::Result;
+use crate::error::{Result, RuntimeError};
+
+/// How long `send` waits for a busy session before giving up (without `--wait`): a turn that
+/// is just ending releases its lock within this.
+pub const BUSY_WAIT: Duration = Duration::from_secs(2);
+
+/// How a command takes a session's turn lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Fail at once when the session is busy.
+    No,
+    /// Wait up to [`BUSY_WAIT`], then fail.
+    Briefly,
+    /// Queue behind the active turn for as long as it takes.
+    Queue,
+}
+
+/// The turn lock of `session` if it is free now, else `Err` with the turn its note names.
+pub fn try_lock(repo: &Repo, session: &str) -> Result<std::result::Result<Lock, Option<String>>> {
+    let path = session_lock_path(repo.root(), session);
+    Ok(Lock::try_acquire(&path)?.ok_or_else(|| noted_turn(&path)))
+}
+
+/// Takes the turn lock of `session`. A busy session is [`RuntimeError::Busy`] naming the
+/// active turn, with a hint for `command` (what the caller was refused).
+pub fn lock(repo: &Repo, session: &str, wait: Wait, command: &'static str) -> Result<Lock> {
+    let path = session_lock_path(repo.root(), session);
+    if wait == Wait::Queue {
+        return Ok(Lock::acquire(&path)?);
+    }
+    let deadline = Instant::now()
+        + if wait == Wait::Briefly {
+            BUSY_WAIT
+        } else {
+            Duration::ZERO
+        };
+    loop {
+        if let Some(lock) = Lock::try_acquire(&path)? {
+            return Ok(lock);
+        }
+        if Instant::now() >= deadline {
+            return Err(RuntimeError::Busy {
+                session: session.to_owned(),
+                turn: noted_turn(&path),
+                command,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
 
 /// What a session lock's note says about the active turn.
 #[derive(Clone, Debug, PartialEq, Eq)]

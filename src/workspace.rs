@@ -14,6 +14,8 @@ use crate::session;
 pub const CONFIG_FILE: &str = "axocoatl.yaml";
 /// Overrides the repository location (the `.axocoatl` directory or the one holding it).
 pub const DIR_ENV: &str = "AXOCOATL_DIR";
+/// The session commands act on when `-s` is not given (before `HEAD`).
+pub const SESSION_ENV: &str = "AXOCOATL_SESSION";
 /// Segment size limit in bytes (tests use small segments).
 pub const SEGMENT_LIMIT_ENV: &str = "AXOCOATL_SEGMENT_LIMIT";
 
@@ -83,7 +85,7 @@ impl Workspace {
         };
         // A rewind that died between its ledger boundary and its checkpoint: the ledger is
         // the authority, so the checkpoint is repaired before anything is served.
-        crate::rewind::repair_pending(&ws)?;
+        crate::rewind::repair_pending(&ws.repo, &|| ws.config().ok().map(|c| c.checkpoint.keep))?;
         Ok(ws)
     }
 
@@ -133,14 +135,70 @@ impl Workspace {
         }
     }
 
-    /// The session a command acts on: explicit, else `HEAD`.
+    /// The session a command acts on: `explicit` (`-s`), else `$AXOCOATL_SESSION`, else
+    /// `HEAD`, else (when `HEAD` is missing) the configuration's `default_session`.
     pub fn session_or_head(&self, explicit: Option<&str>) -> Result<String> {
-        match explicit {
-            Some(s) => {
-                axocoatl_store::layout::check_session_name(s)?;
-                Ok(s.to_owned())
-            }
-            None => Ok(self.repo.head()?),
+        let chosen = explicit
+            .map(str::to_owned)
+            .or_else(|| std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()));
+        if let Some(s) = chosen {
+            axocoatl_store::layout::check_session_name(&s)?;
+            return Ok(s);
+        }
+        match self.repo.head() {
+            Ok(head) => Ok(head),
+            // A missing HEAD (damage that fsck reports) falls back to `default_session`.
+            Err(e) => match (&e, self.default_session()) {
+                (axocoatl_store::Error::BadHead { path, .. }, Some(session)) if !path.exists() => {
+                    Ok(session)
+                }
+                _ => Err(e.into()),
+            },
         }
     }
+
+    /// The configuration's `default_session`, when it loads and names one.
+    pub fn default_session(&self) -> Option<String> {
+        self.config().ok().and_then(|c| c.default_session.clone())
+    }
+}
+
+/// What [`init`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Initialized {
+    /// The new `.axocoatl` directory.
+    pub repository: PathBuf,
+    pub config: PathBuf,
+    /// A starter configuration was written (an existing one is kept as it is).
+    pub config_written: bool,
+    /// The current session (`HEAD`): the configuration's `default_session`, else `main`.
+    pub session: String,
+}
+
+/// Creates a repository in `dir` (created if needed) and a starter `axocoatl.yaml` beside it
+/// unless one exists. A kept configuration's `default_session` becomes `HEAD`.
+pub fn init(dir: &Path) -> Result<Initialized> {
+    std::fs::create_dir_all(dir).map_err(RuntimeError::io("create", dir))?;
+    let repository = repo::init(dir)?;
+    let config = dir.join(CONFIG_FILE);
+    let config_written = !config.exists();
+    if config_written {
+        std::fs::write(&config, config::starter_config())
+            .map_err(RuntimeError::io("write", &config))?;
+    }
+    let mut session = axocoatl_store::layout::DEFAULT_SESSION.to_owned();
+    let named = config::load(&config)
+        .ok()
+        .and_then(|l| l.config.default_session);
+    if let Some(name) = named.filter(|n| axocoatl_store::layout::check_session_name(n).is_ok()) {
+        let r = Repo::open(&repository, &open_options())?;
+        r.set_head(&name)?;
+        session = name;
+    }
+    Ok(Initialized {
+        repository,
+        config,
+        config_written,
+        session,
+    })
 }

@@ -8,7 +8,6 @@ use axocoatl_store::Repo;
 use super::{is_image, Attachments, State};
 use crate::clock;
 use crate::config::{ProviderKind, ResolvedProvider};
-use crate::engine::render_user_message;
 use crate::error::{Result, RuntimeError};
 use crate::provider::{Image, Message, Role};
 
@@ -67,6 +66,18 @@ pub fn consume(repo: &Repo, session: &str, turn: &str, references: &[String]) ->
         .collect();
     repo.ledger().append(&records)?;
     Ok(())
+}
+
+/// The user message for a request and its inline context.
+pub fn render_user_message(request: &str, context: &[(String, String)]) -> String {
+    let mut out = request.to_owned();
+    for (label, text) in context {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("<context source=\"{label}\">\n{text}\n</context>"));
+    }
+    out
 }
 
 /// Escapes a value for an attribute of the `<attachment>` tag.

@@ -14,8 +14,7 @@ pub const DOCUMENT_CAP: u64 = 25 * 1024 * 1024;
 /// Extracted text is cut to at most this many bytes (at a character boundary).
 pub const TEXT_CAP: usize = 256 * 1024;
 /// What `attach add` accepts, for the message that refuses everything else.
-pub const SUPPORTED: &str = "images (PNG, JPEG, GIF, WebP) up to 10 MiB; PDF and UTF-8 text \
-     (plain text, Markdown, source code, JSON, CSV, HTML, XML, YAML) up to 25 MiB";
+pub use crate::catalog::SUPPORTED_ATTACHMENTS as SUPPORTED;
 
 /// How many leading bytes the content sniffer looks at.
 const HEAD: u64 = 8192;

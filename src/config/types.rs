@@ -85,30 +85,7 @@ impl AgentConfig {
     }
 }
 
-/// What an agent's tools may change.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    /// Tools read the workspace; `run_command` (only when allowlisted) writes nowhere but a
-    /// private temporary directory.
-    #[default]
-    ReadOnly,
-    /// Tools write inside the workspace; commands run under Landlock with writes confined
-    /// to the workspace and a private temporary directory, and no network.
-    WorkspaceWrite,
-    /// Commands run unconfined.
-    FullAccess,
-}
-
-impl SandboxMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::FullAccess => "full-access",
-        }
-    }
-}
+pub use crate::catalog::SandboxMode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -140,6 +140,9 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
     }
     relations::check(&mut c, config);
     other_sections(&mut c, config);
+    if !c.out.iter().any(|d| d.severity == Severity::Error) {
+        not_run_yet(&mut c, config);
+    }
     c.out
 }
 
@@ -200,8 +203,8 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
                 format!("agent `{id}`: tool `{tool}` {what}"),
                 "list each tool once by name",
             );
-        } else if !crate::tools::is_known(tool) {
-            let known: Vec<&str> = crate::tools::names().collect();
+        } else if !crate::catalog::is_known_tool(tool) {
+            let known: Vec<&str> = crate::catalog::TOOL_NAMES.iter().map(|t| t.name).collect();
             let hint = match known.iter().min_by_key(|t| strsim::levenshtein(t, tool)) {
                 Some(near) if strsim::levenshtein(near, tool) <= 3 => {
                     format!("did you mean `{near}`? known tools: {}", known.join(", "))
@@ -213,7 +216,9 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
                 format!("agent `{id}`: unknown tool `{tool}`"),
                 &hint,
             );
-        } else if crate::tools::spec(tool).is_some_and(|t| !t.access.permitted(agent.sandbox)) {
+        } else if crate::catalog::tool_named(tool)
+            .is_some_and(|t| !t.access.permitted(agent.sandbox))
+        {
             c.error(
                 c.value(at!["agents", i, "tools", j]),
                 format!(
@@ -555,5 +560,32 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
                 "create it, or give the directory agents work in, relative to this file (default: this file's directory)",
             );
         }
+    }
+}
+
+/// Warns about configuration that is valid but that this build does not run yet, instead of
+/// accepting it silently (only once the rest is valid, so they do not bury errors). Each
+/// warning goes away when its feature lands.
+fn not_run_yet(c: &mut Checker<'_>, config: &Config) {
+    if config.consolidation.enabled {
+        c.warning(
+            c.value(at!["consolidation", "enabled"]),
+            "sleep-time consolidation is not supported yet: `consolidation.enabled: true` is accepted but nothing runs it",
+            "leave it for when consolidation lands, or set `enabled: false` to silence this",
+        );
+    }
+    if !config.workflows.is_empty() {
+        c.warning(
+            c.key(at!["workflows"]),
+            "coordinator-led workflows are not supported yet: `workflows:` is checked but not run",
+            "send to an autonomous agent meanwhile; the workflows take effect when coordinators land",
+        );
+    }
+    if !config.automations.is_empty() {
+        c.warning(
+            c.key(at!["automations"]),
+            "automations are not supported yet: `automations:` is checked but nothing runs it",
+            "run `axocoatl send` from cron meanwhile; the schedules take effect when automations land",
+        );
     }
 }

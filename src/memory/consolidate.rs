@@ -7,7 +7,7 @@
 //! here can delete or change a semantic record. Every edit obeys the block's limit like any
 //! other edit; refused edits are reported, the rest are applied.
 
-use axocoatl_store::layout::{check_session_name, session_lock_path};
+use axocoatl_store::layout::check_session_name;
 use axocoatl_store::ledger::record::{
     AgentOutput, Millis, ModelCall, SessionCreated, ToolResult, ToolStarted, TurnBegun, TurnEnded,
     TurnState, Usage,
@@ -498,7 +498,7 @@ fn record_edits(
             agent: agent.id.clone(),
             call_id: call_id.clone(),
             name: name.to_owned(),
-            arguments: crate::engine::bound(repo.objects(), &args.to_string())?,
+            arguments: crate::bounded::bound(repo.objects(), &args.to_string())?,
             at: clock::now(),
         }));
         records.push(Record::ToolResult(ToolResult {
@@ -507,7 +507,7 @@ fn record_edits(
             call_id,
             name: name.to_owned(),
             is_error,
-            output: crate::engine::bound(repo.objects(), &text)?,
+            output: crate::bounded::bound(repo.objects(), &text)?,
             at: clock::now(),
         }));
     }
@@ -517,23 +517,16 @@ fn record_edits(
 
 /// Takes the session's turn lock, waiting as long as `send` does.
 fn take_lock(ws: &Workspace, session: &str) -> Result<Lock> {
-    let path = session_lock_path(ws.repo().root(), session);
-    let deadline = std::time::Instant::now() + crate::engine::BUSY_WAIT;
-    loop {
-        if let Some(mut lock) = Lock::try_acquire(&path)? {
-            if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
-                crate::session::interrupt_if_open(ws.repo(), &orphan)?;
-            }
-            return Ok(lock);
-        }
-        if std::time::Instant::now() >= deadline {
-            return Err(RuntimeError::Busy {
-                session: session.to_owned(),
-                turn: crate::session::noted_turn(&path),
-            });
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
+    let mut lock = crate::session::lock(
+        ws.repo(),
+        session,
+        crate::session::Wait::Briefly,
+        "consolidate",
+    )?;
+    if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
+        crate::session::interrupt_if_open(ws.repo(), &orphan)?;
     }
+    Ok(lock)
 }
 
 /// The semantic records retained after `since` (all when `None`), oldest first, at most

@@ -13,46 +13,7 @@ use axocoatl_store::memory::{LogKind, LogRecord};
 
 use super::AgentMemory;
 
-/// Why an edit of core memory was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum MemoryError {
-    #[error("no core memory block {label:?} (blocks: {})", known.join(", "))]
-    UnknownBlock { label: String, known: Vec<String> },
-    #[error("block {label:?} would hold {chars} characters, over its limit of {limit} characters; nothing was changed")]
-    Limit {
-        label: String,
-        chars: usize,
-        limit: u32,
-    },
-    #[error("{old:?} is not in block {label:?}; nothing was changed")]
-    NotFound { label: String, old: String },
-    #[error("{old:?} occurs {count} times in block {label:?}; give more of the text so that it occurs once")]
-    Ambiguous {
-        label: String,
-        old: String,
-        count: usize,
-    },
-    #[error("the text to replace is empty")]
-    EmptyOld,
-    #[error(transparent)]
-    Store(#[from] axocoatl_store::Error),
-}
-
-impl From<MemoryError> for crate::RuntimeError {
-    fn from(e: MemoryError) -> crate::RuntimeError {
-        match e {
-            MemoryError::Store(s) => crate::RuntimeError::Store(s),
-            e @ MemoryError::Limit { .. } => crate::RuntimeError::Refused {
-                message: e.to_string(),
-                hint: "shorten the text, or raise the block's limit in axocoatl.yaml".into(),
-            },
-            e => crate::RuntimeError::Invalid {
-                message: e.to_string(),
-                hint: "`axocoatl memory core` shows the blocks".into(),
-            },
-        }
-    }
-}
+pub use crate::error::MemoryError;
 
 /// One edit of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -75,6 +75,10 @@ enum Ending {
 }
 
 /// Runs `command`; `stop` is asked every [`POLL`] whether to end it.
+#[expect(
+    unsafe_code,
+    reason = "pre_exec runs the sandbox's system calls in the child"
+)]
 pub fn run(
     cx: &Context<'_>,
     command: &str,
@@ -246,6 +250,7 @@ fn read_all(mut reader: std::io::PipeReader, captured: &Mutex<Capture>) {
 }
 
 /// Whether the process has exited, without reaping it (its id stays reserved).
+#[expect(unsafe_code, reason = "waitid with WNOWAIT: libc has no safe wrapper")]
 fn exited(pid: libc::pid_t) -> bool {
     // SAFETY: waitid writes into a zeroed siginfo we own.
     unsafe {
@@ -260,6 +265,10 @@ fn exited(pid: libc::pid_t) -> bool {
     }
 }
 
+#[expect(
+    unsafe_code,
+    reason = "kill of a process group: libc has no safe wrapper"
+)]
 fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     // SAFETY: signals a process group we created; errors (ESRCH: nothing left) are fine.
     unsafe {

@@ -28,9 +28,7 @@ pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
 pub use path::Root;
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
 
-/// Tool output longer than this reaches the model (and `--json` events) cut, with a note;
-/// the ledger keeps the whole output in the object store.
-pub const MODEL_OUTPUT_CAP: usize = 64 * 1024;
+pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};
 
 /// What a tool call produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,24 +69,6 @@ pub struct Context<'a> {
     pub memory: &'a AgentMemory,
     /// The turn making the call (memory edits are logged with it).
     pub turn: Option<&'a str>,
-}
-
-/// `text` as the model and events see it: whole up to [`MODEL_OUTPUT_CAP`] bytes, else its
-/// start and a note saying how much was cut.
-pub fn for_model(text: &str) -> String {
-    if text.len() <= MODEL_OUTPUT_CAP {
-        return text.to_owned();
-    }
-    let mut cut = MODEL_OUTPUT_CAP;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!(
-        "{}\n[output cut: {} of {} bytes shown; the whole output is kept in the ledger]",
-        &text[..cut],
-        cut,
-        text.len()
-    )
 }
 
 /// The tools of one agent: its allowlist, or the baseline of its sandbox.

@@ -11,35 +11,7 @@ use serde_json::Value;
 use super::{fs, memory, schema, search, Context, ToolOutput};
 use crate::config::SandboxMode;
 
-/// What a tool may do, which decides the baselines that include it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Reads the workspace: in every baseline.
-    Read,
-    /// Writes the workspace: in the workspace-write and full-access baselines, and refused
-    /// in a read-only agent's allowlist.
-    Write,
-    /// Runs commands: in the workspace-write and full-access baselines; a read-only agent
-    /// may allowlist it, and its commands then write nowhere but a private temp dir.
-    Exec,
-    /// Edits the agent's own memory (never the workspace): in every baseline.
-    Memory,
-}
-
-impl Access {
-    /// Whether an empty `tools:` list (the baseline) of an agent in `sandbox` includes it.
-    pub fn in_baseline(self, sandbox: SandboxMode) -> bool {
-        match self {
-            Access::Read | Access::Memory => true,
-            Access::Write | Access::Exec => sandbox != SandboxMode::ReadOnly,
-        }
-    }
-
-    /// Whether an agent in `sandbox` may have it at all.
-    pub fn permitted(self, sandbox: SandboxMode) -> bool {
-        self != Access::Write || sandbox != SandboxMode::ReadOnly
-    }
-}
+pub use crate::catalog::Access;
 
 /// A tool's arguments, parsed from the model's JSON, and what a call does with them.
 pub trait Handler: DeserializeOwned + schemars::JsonSchema {
@@ -189,6 +161,18 @@ pub fn baseline(sandbox: SandboxMode) -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Configuration validation reads the names from `crate::catalog` (so that config does
+    /// not depend on the tools): the two lists are one.
+    #[test]
+    fn the_catalog_lists_every_tool_with_its_access() {
+        let here: Vec<(&str, Access)> = TOOLS.iter().map(|t| (t.name, t.access)).collect();
+        let catalog: Vec<(&str, Access)> = crate::catalog::TOOL_NAMES
+            .iter()
+            .map(|t| (t.name, t.access))
+            .collect();
+        assert_eq!(here, catalog);
+    }
 
     #[test]
     fn names_are_unique() {

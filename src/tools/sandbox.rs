@@ -64,6 +64,10 @@ impl Support {
 
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
+#[expect(
+    unsafe_code,
+    reason = "the landlock system call: libc has no safe wrapper"
+)]
 fn landlock_abi() -> i32 {
     // SAFETY: with a null attribute and size 0 this only asks for the ABI version.
     let v = unsafe {
@@ -77,6 +81,10 @@ fn landlock_abi() -> i32 {
     v.max(0) as i32
 }
 
+#[expect(
+    unsafe_code,
+    reason = "the seccomp system call: libc has no safe wrapper"
+)]
 fn seccomp_filters() -> bool {
     let action: u32 = libc::SECCOMP_RET_ERRNO;
     // SAFETY: asks whether an action is available; reads one u32 we own.
@@ -110,6 +118,10 @@ pub struct Confinement {
 impl Confinement {
     /// Confines the calling process. Meant for a `pre_exec` hook: it only makes system
     /// calls, allocates nothing and takes no locks.
+    #[expect(
+        unsafe_code,
+        reason = "prctl, landlock and seccomp system calls in a pre_exec hook: libc has no safe wrapper"
+    )]
     pub fn apply(&self) -> io::Result<()> {
         let prog = libc::sock_fprog {
             len: self.filter.len() as u16,

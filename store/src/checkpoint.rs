@@ -160,7 +160,10 @@ impl Checkpoints {
         let handle = fs::File::open(&file.path).map_err(Error::io("open", file.path.clone()))?;
         // SAFETY: checkpoint files are replaced by rename, never modified in place, so the
         // mapped file does not change under us; the map is read-only.
-        #[allow(unsafe_code)]
+        #[expect(
+            unsafe_code,
+            reason = "mapping a file: checkpoint files are replaced by rename, never modified in place"
+        )]
         let map =
             unsafe { memmap2::Mmap::map(&handle) }.map_err(Error::io("map", file.path.clone()))?;
         decode_envelope(&map)

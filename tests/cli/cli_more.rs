@@ -167,9 +167,14 @@ fn ctrl_c_stops_the_turn_of_send() {
     let mut err = BufReader::new(child.stderr.take().expect("stderr"));
     let mut first = String::new();
     err.read_line(&mut first).expect("turn line");
-    std::thread::sleep(Duration::from_millis(400));
+    // Mid-stream: some output has arrived.
+    let mut out = child.stdout.take().expect("stdout");
+    crate::common::env::read_until(&mut out, "w0 ");
     // SAFETY: signalling our own child.
-    #[allow(unsafe_code)]
+    #[expect(
+        unsafe_code,
+        reason = "sending SIGINT to a child: libc has no safe wrapper"
+    )]
     let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(rc, 0);
     let out = child.wait_with_output().expect("wait");

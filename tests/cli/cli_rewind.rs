@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::env::TestEnv;
 use crate::common::fake_http::{FakeServer, Reply};
@@ -259,10 +259,12 @@ fn rewind_is_refused_while_a_turn_is_active() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    std::thread::sleep(Duration::from_millis(500));
+    // `turn <id>` on stderr: the turn has begun and holds the session.
+    let mut err = child.stderr.take().expect("stderr");
+    crate::common::env::read_until(&mut err, "\n");
     let r = env.run(&["rewind", &first, "--yes"]);
-    assert_eq!(r.code, 11, "{}", r.stderr);
-    assert!(r.stderr.contains("active turn"), "{}", r.stderr);
+    assert_eq!(r.code, 8, "busy, as for send: {}", r.stderr);
+    assert!(r.stderr.contains("is active"), "{}", r.stderr);
     child.kill().expect("kill");
     child.wait().expect("wait");
 }
@@ -277,18 +279,11 @@ fn sigkill_between_the_boundary_and_the_checkpoint_is_repaired_by_the_next_comma
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let start = Instant::now();
-    loop {
-        let dump = env.run(&["util", "ledger-dump"]);
-        if dump.stdout.contains("RewindBoundary") {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "boundary never appended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::env::wait_until("the rewind boundary", || {
+        env.run(&["util", "ledger-dump"])
+            .stdout
+            .contains("RewindBoundary")
+    });
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     // The checkpoint still reflects turn 4 until a command opens the repository.

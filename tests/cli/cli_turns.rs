@@ -237,10 +237,12 @@ fn slow_server(pieces: usize, pause_ms: u64) -> FakeServer {
 fn stop_from_a_second_process_keeps_the_partial_output() {
     let server = slow_server(100, 100);
     let env = ollama_env(&server);
-    let (child, turn, _stderr) = spawn_send(&env, &["send", "count slowly"]);
-    std::thread::sleep(Duration::from_millis(600));
+    let (mut child, turn, _stderr) = spawn_send(&env, &["send", "count slowly"]);
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut printed = crate::common::env::read_until(&mut stdout, "w1 ");
     let stop = env.run(&["stop", &turn]);
     assert_eq!(stop.code, 0, "{}", stop.stderr);
+    std::io::Read::read_to_string(&mut stdout, &mut printed).expect("rest of stdout");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(4), "stopped exit code");
     let h = env.run(&["history", "--json"]);
@@ -250,10 +252,7 @@ fn stop_from_a_second_process_keeps_the_partial_output() {
     let partial = v["output"].as_str().expect("output");
     assert!(partial.starts_with("w0 "), "{partial}");
     assert!(!partial.contains("w99"), "stopped before the end");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim_end(),
-        partial.trim_end()
-    );
+    assert_eq!(printed.trim_end(), partial.trim_end());
     // A stop of the same turn now is rejected with its state.
     let again = env.run(&["stop", &turn]);
     assert_eq!(again.code, 6);
@@ -293,7 +292,6 @@ fn stopping_an_old_turn_leaves_the_newer_running() {
         serde_json::from_str(first.stdout.lines().next().expect("l")).expect("json");
     let old = v["turn"].as_str().expect("turn").to_owned();
     let (child, newer, _e) = spawn_send(&env, &["send", "two"]);
-    std::thread::sleep(Duration::from_millis(200));
     let r = env.run(&["stop", &old]);
     assert_eq!(r.code, 6, "{}", r.stderr);
     let out = child.wait_with_output().expect("wait");
@@ -310,7 +308,8 @@ fn sigkill_mid_stream_becomes_interrupted_and_the_session_goes_on() {
     server.push(Reply::ndjson(&ollama_stream(&["after"])));
     let env = ollama_env(&server);
     let (mut child, turn, _e) = spawn_send(&env, &["send", "long"]);
-    std::thread::sleep(Duration::from_millis(400));
+    let mut stdout = child.stdout.take().expect("stdout");
+    crate::common::env::read_until(&mut stdout, "w0 ");
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     let h = env.run(&["history", "--json"]);

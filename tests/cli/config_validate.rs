@@ -256,10 +256,26 @@ fn seed_coder_config_validates() {
     assert_eq!(provider.base_url.as_deref(), Some("http://127.0.0.1:11434"));
 }
 
+/// The warnings other than "… is not supported yet" (configuration accepted but not run).
+fn beyond_not_run_yet(warnings: &[Diagnostic]) -> Vec<Diagnostic> {
+    warnings
+        .iter()
+        .filter(|w| !w.message.contains("not supported yet"))
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn full_config_validates() {
     let loaded = load_valid("full");
-    assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings));
+    let others = beyond_not_run_yet(&loaded.warnings);
+    assert!(others.is_empty(), "{}", render(&others));
+    assert_eq!(
+        loaded.warnings.len(),
+        3,
+        "workflows, automations and consolidation are not run yet: {}",
+        render(&loaded.warnings)
+    );
     let config = &loaded.config;
     assert_eq!(config.agents.len(), 5);
     assert_eq!(
@@ -479,7 +495,10 @@ fn the_starter_config_examples_validate_when_uncommented() {
         );
     }
     match config::load_str(Path::new("uncommented.yaml"), &uncommented) {
-        Ok(loaded) => assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings)),
+        Ok(loaded) => {
+            let others = beyond_not_run_yet(&loaded.warnings);
+            assert!(others.is_empty(), "{}", render(&others));
+        }
         Err(diagnostics) => panic!("{}\n---\n{uncommented}", render(&diagnostics)),
     }
 }

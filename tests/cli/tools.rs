@@ -567,6 +567,10 @@ fn a_stop_during_a_command_ends_the_turn_stopped_and_kills_the_command() {
 }
 
 #[test]
+#[expect(
+    unsafe_code,
+    reason = "sending SIGINT to a child: libc has no safe wrapper"
+)]
 fn ctrl_c_during_a_command_stops_the_turn() {
     let server = FakeServer::start();
     sleeper(&server);

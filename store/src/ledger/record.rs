@@ -129,6 +129,16 @@ pub struct AgentOutput {
     pub at: Millis,
 }
 
+/// The output of one Agent in a turn when it is too long for one record (a runaway reply):
+/// its first bytes inline and the whole text in an object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentOutputBounded {
+    pub turn: String,
+    pub agent: String,
+    pub text: Bounded,
+    pub at: Millis,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolStarted {
     pub turn: String,
@@ -390,6 +400,7 @@ records! {
     12 => AttachmentRemoved [Reference, Session],
     13 => AttachmentConsumed [Reference, Session, Turn],
     14 => Note [],
+    20 => AgentOutputBounded [Turn],
     30 => ToolFinished [Turn],
     40 => TurnOrigin [Turn, Session],
 }
@@ -488,6 +499,7 @@ impl Record {
             Record::TurnBegun(r) => Some(&r.turn),
             Record::TurnEnded(r) => Some(&r.turn),
             Record::AgentOutput(r) => Some(&r.turn),
+            Record::AgentOutputBounded(r) => Some(&r.turn),
             Record::ToolStarted(r) => Some(&r.turn),
             Record::ToolResult(r) => Some(&r.turn),
             Record::ToolFinished(r) => Some(&r.turn),
@@ -511,6 +523,7 @@ impl Record {
             Record::TurnBegun(x) => Some(x.at),
             Record::TurnEnded(x) => Some(x.at),
             Record::AgentOutput(x) => Some(x.at),
+            Record::AgentOutputBounded(x) => Some(x.at),
             Record::ToolStarted(x) => Some(x.at),
             Record::ToolResult(x) => Some(x.at),
             Record::ToolFinished(x) => Some(x.at),
@@ -540,6 +553,7 @@ impl Record {
             Record::AttachmentConsumed(r) => Some(&r.session),
             Record::TurnOrigin(r) => Some(&r.session),
             Record::AgentOutput(_)
+            | Record::AgentOutputBounded(_)
             | Record::ToolStarted(_)
             | Record::ToolResult(_)
             | Record::ToolFinished(_)
@@ -597,6 +611,12 @@ mod tests {
                 turn: t.clone(),
                 agent: "a".into(),
                 text: "out".into(),
+                at: 4,
+            }),
+            Record::AgentOutputBounded(AgentOutputBounded {
+                turn: t.clone(),
+                agent: "a".into(),
+                text: bounded("out"),
                 at: 4,
             }),
             Record::ToolStarted(ToolStarted {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const PINNED_NOW: &str = "2026-01-02T03:04:05Z";
 
@@ -12,6 +13,9 @@ pub struct TestEnv {
     pub work: PathBuf,
     pub home: PathBuf,
     extra_env: Vec<(String, String)>,
+    /// Commands made so far: each gets its own id seed, so a test's ids are the same on
+    /// every run.
+    commands: AtomicU64,
 }
 
 /// What a command printed and how it exited.
@@ -55,6 +59,7 @@ impl TestEnv {
             work,
             home,
             extra_env: Vec::new(),
+            commands: AtomicU64::new(0),
         }
     }
 
@@ -84,8 +89,10 @@ impl TestEnv {
         self.work.join(".axocoatl")
     }
 
-    /// A command with a clean environment: only PATH, HOME, a pinned clock, no color.
+    /// A command with a clean environment: only PATH, HOME, a pinned clock, seeded ids, no
+    /// color.
     pub fn cmd(&self, args: &[&str]) -> Command {
+        let n = self.commands.fetch_add(1, Ordering::Relaxed);
         let mut c = Command::new(bin());
         c.args(args)
             .current_dir(&self.work)
@@ -93,6 +100,7 @@ impl TestEnv {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)
             .env("AXOCOATL_NOW", PINNED_NOW)
+            .env("AXOCOATL_ID_SEED", format!("test-{n}"))
             .env("NO_COLOR", "1")
             .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null());
@@ -181,8 +189,9 @@ impl TestEnv {
     }
 }
 
-/// Replaces 64-hex hashes with [HASH], 16-hex ids with [ID], times with [TIME] and tool
-/// durations with [MS].
+/// Replaces 64-hex hashes with [HASH], 16-hex ids with [ID1], [ID2], … (numbered in order
+/// of first appearance, so a snapshot still says which id is which), times with [TIME] and
+/// tool durations with [MS].
 pub fn normalize_ids(s: &str) -> String {
     let hash = regex::Regex::new(r"\b[0-9a-f]{64}\b").expect("re");
     let id = regex::Regex::new(r"\b[0-9a-f]{16}\b").expect("re");
@@ -191,7 +200,17 @@ pub fn normalize_ids(s: &str) -> String {
     let duration = regex::Regex::new(r#""duration_ms":\d+"#).expect("re");
     let s = duration.replace_all(s, r#""duration_ms":[MS]"#);
     let s = hash.replace_all(&s, "[HASH]");
-    let s = id.replace_all(&s, "[ID]");
+    let mut seen: Vec<String> = Vec::new();
+    let s = id.replace_all(&s, |c: &regex::Captures<'_>| {
+        let n = match seen.iter().position(|x| *x == c[0]) {
+            Some(i) => i + 1,
+            None => {
+                seen.push(c[0].to_owned());
+                seen.len()
+            }
+        };
+        format!("[ID{n}]")
+    });
     let s = time.replace_all(&s, "[TIME]");
     short_time.replace_all(&s, "[TIME]").into_owned()
 }
@@ -222,4 +241,42 @@ macro_rules! snap {
         );
         $crate::common::env::settings().bind(|| insta::assert_snapshot!(name, $value))
     }};
+}
+
+/// Polls `condition` every 10 ms until it holds (a test waits for a condition, never for a
+/// fixed time); panics naming `what` after 30 s.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Reads from `reader` until what was read contains `needle`; returns all of it.
+pub fn read_until(reader: &mut impl std::io::Read, needle: &str) -> String {
+    let mut seen: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        let n = reader.read(&mut buf).expect("read");
+        assert!(
+            n > 0,
+            "the stream ended after {} bytes without {:?}",
+            seen.len(),
+            needle.chars().take(40).collect::<String>()
+        );
+        // Only the new bytes and what a match could straddle need looking at.
+        let from = seen.len().saturating_sub(needle.len());
+        seen.extend_from_slice(&buf[..n]);
+        if memchr_contains(&seen[from..], needle.as_bytes()) {
+            return String::from_utf8_lossy(&seen).into_owned();
+        }
+    }
+}
+
+fn memchr_contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }

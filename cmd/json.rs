@@ -1,0 +1,443 @@
+//! Every `--json` output as a type. Field names are an interface scripts match on: they
+//! never change meaning, and README's schema table lists them. A stream of lines of
+//! different shapes is one enum with a `type` field.
+
+use std::path::Path;
+
+use axocoatl::clock;
+use axocoatl::history::{CallView, ContextView, ToolEvent, TurnView};
+use axocoatl::relations::{scope_str, Reference};
+use axocoatl_store::ledger::record::Usage;
+use serde::Serialize;
+
+/// Token usage, as every output shows it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct UsageJson {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub calls: u32,
+    pub complete: bool,
+}
+
+impl From<&Usage> for UsageJson {
+    fn from(u: &Usage) -> Self {
+        UsageJson {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total(),
+            calls: u.calls,
+            complete: u.complete,
+        }
+    }
+}
+
+/// `send --json`, `retry --json`: the events of one turn, one per line.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type")]
+pub enum SendEvent<'a> {
+    #[serde(rename = "turn.begun")]
+    TurnBegun {
+        turn: &'a str,
+        session: &'a str,
+        agent: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_name: Option<&'a str>,
+    },
+    #[serde(rename = "delta")]
+    Delta { turn: &'a str, text: &'a str },
+    #[serde(rename = "tool.started")]
+    ToolStarted {
+        turn: &'a str,
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    #[serde(rename = "tool.result")]
+    ToolResult {
+        turn: &'a str,
+        call_id: &'a str,
+        name: &'a str,
+        /// Cut past 64 KiB with a note (the ledger keeps it whole).
+        output: &'a str,
+        is_error: bool,
+        /// A command's exit code (null for other tools).
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
+    #[serde(rename = "warning")]
+    Warning { turn: &'a str, message: &'a str },
+    #[serde(rename = "turn.ended")]
+    TurnEnded {
+        turn: &'a str,
+        session: &'a str,
+        agent: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_name: Option<&'a str>,
+        state: &'a str,
+        output: &'a str,
+        usage: UsageJson,
+        error: Option<&'a str>,
+    },
+}
+
+/// An attachment pinned by a turn.
+#[derive(Debug, Serialize)]
+pub struct PinJson<'a> {
+    pub reference: &'a str,
+    pub name: &'a str,
+    pub media_type: &'a str,
+    pub size: u64,
+    pub object: &'a str,
+    pub text_object: Option<&'a str>,
+}
+
+/// One turn: a line of `history --json`, the base of `show --json` and of each turn of
+/// `export --format json`.
+#[derive(Debug, Serialize)]
+pub struct TurnJson<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    pub agent: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<&'a str>,
+    pub state: &'a str,
+    pub superseded: bool,
+    pub request: &'a str,
+    /// The output (for `history --json`, only its first 64 KiB when `output_object` is set).
+    pub output: &'a str,
+    /// The object holding the whole output, when it was too long for one record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_object: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub usage: Option<UsageJson>,
+    pub retry_of: Option<&'a str>,
+    /// The automation occurrence that started the turn (null: a person sent it).
+    pub origin: Option<OriginJson<'a>>,
+    pub context: &'a [ContextView],
+    pub attachments: Vec<PinJson<'a>>,
+    pub tools: &'a [ToolEvent],
+    pub warnings: &'a [String],
+}
+
+impl<'a> TurnJson<'a> {
+    /// `t` with `output` as its output text and `agent_name` from the configuration.
+    pub fn new(t: &'a TurnView, output: &'a str, agent_name: Option<&'a str>) -> Self {
+        TurnJson {
+            turn: &t.turn,
+            session: &t.session,
+            agent: &t.agent,
+            agent_name,
+            state: t.state.as_str(),
+            superseded: t.superseded,
+            request: &t.request,
+            output,
+            output_object: t.output_object.as_deref(),
+            error: t.error.as_deref(),
+            started_at: clock::rfc3339(t.started_at),
+            ended_at: t.ended_at.map(clock::rfc3339),
+            usage: t.usage.as_ref().map(UsageJson::from),
+            retry_of: t.retry_of.as_deref(),
+            origin: t.origin.as_ref().map(|o| OriginJson {
+                automation: &o.automation,
+                occurrence: clock::rfc3339(o.occurrence),
+                trigger: &o.trigger,
+                runner: &o.runner,
+                runner_pid: o.pid,
+            }),
+            context: &t.context,
+            attachments: t
+                .attachments
+                .iter()
+                .map(|a| PinJson {
+                    reference: &a.reference,
+                    name: &a.name,
+                    media_type: &a.media_type,
+                    size: a.size,
+                    object: &a.object,
+                    text_object: a.text_object.as_deref(),
+                })
+                .collect(),
+            tools: &t.tools,
+            warnings: &t.warnings,
+        }
+    }
+}
+
+/// Where a turn came from when an automation started it.
+#[derive(Debug, Serialize)]
+pub struct OriginJson<'a> {
+    pub automation: &'a str,
+    /// The scheduled time of the occurrence (for a manual run, when it was requested).
+    pub occurrence: String,
+    /// `schedule` or `manual`.
+    pub trigger: &'a str,
+    /// What ran it: `tick`, `serve` or `manual`.
+    pub runner: &'a str,
+    pub runner_pid: u32,
+}
+
+/// `show --json`: one turn with its model calls.
+#[derive(Debug, Serialize)]
+pub struct ShowJson<'a> {
+    #[serde(flatten)]
+    pub turn: TurnJson<'a>,
+    pub calls: &'a [CallView],
+    pub stop_requested: bool,
+}
+
+/// `export --format json`: the whole document.
+#[derive(Debug, Serialize)]
+pub struct ExportJson<'a> {
+    pub export: ExportHeader<'a>,
+    pub turns: Vec<ExportTurn<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExportHeader<'a> {
+    /// Always `axocoatl-history-export`.
+    pub format: &'static str,
+    pub version: u32,
+    pub scope: ExportScope,
+    pub note: &'static str,
+    /// False when some ledger records could not be read (listed in `damaged`).
+    pub complete: bool,
+    pub damaged: Vec<DamagedJson<'a>>,
+}
+
+/// A ledger record or segment that could not be read.
+#[derive(Debug, Serialize)]
+pub struct DamagedJson<'a> {
+    pub file: String,
+    /// Null when the file could not be read at all.
+    pub offset: Option<u64>,
+    pub reason: &'a str,
+}
+
+/// `{"session": NAME}` for one session, `"all"` for every session.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ExportScope {
+    Session { session: String },
+    All(&'static str),
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExportTurn<'a> {
+    #[serde(flatten)]
+    pub turn: TurnJson<'a>,
+    /// Every ledger record of the turn, in order.
+    pub records: Vec<RecordJson>,
+}
+
+/// One ledger record: its body's fields, its kind name and sequence number.
+#[derive(Debug, Serialize)]
+pub struct RecordJson {
+    #[serde(flatten)]
+    pub body: serde_json::Value,
+    pub kind: &'static str,
+    pub seq: u64,
+}
+
+/// `usage --json`: one line per group, then the total.
+#[derive(Debug, Serialize)]
+pub struct UsageRowJson<'a> {
+    #[serde(flatten)]
+    pub usage: UsageJson,
+    #[serde(flatten)]
+    pub group: UsageGroup<'a>,
+    pub turns: u64,
+}
+
+/// What a usage row groups by: `{"agent": ID}`, `{"session": NAME}`, `{"day": DATE}`, or
+/// `{"total": true}` for the last line.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum UsageGroup<'a> {
+    Agent {
+        agent: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_name: Option<&'a str>,
+    },
+    Session {
+        session: &'a str,
+    },
+    Day {
+        day: &'a str,
+    },
+    Total {
+        total: bool,
+    },
+}
+
+/// `sessions --json`: one line per session.
+#[derive(Debug, Serialize)]
+pub struct SessionJson<'a> {
+    pub session: &'a str,
+    pub current: bool,
+    pub turns: u64,
+    pub last_activity: Option<String>,
+    pub active_turn: Option<&'a str>,
+}
+
+/// `sessions new|switch --json`.
+#[derive(Debug, Serialize)]
+pub struct SessionActionJson<'a> {
+    pub session: &'a str,
+    pub current: bool,
+    /// `created` or `switched`.
+    pub action: &'a str,
+}
+
+/// `stop --json`.
+#[derive(Debug, Serialize)]
+pub struct StopJson<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    pub stop_requested: bool,
+    /// With `--wait`: the state the turn ended in.
+    pub state: Option<&'a str>,
+}
+
+/// `attach add|list|rm --json`: one reference per line.
+#[derive(Debug, Serialize)]
+pub struct ReferenceJson<'a> {
+    pub reference: &'a str,
+    pub session: &'a str,
+    pub name: &'a str,
+    pub media_type: &'a str,
+    pub size: u64,
+    pub scope: &'a str,
+    pub state: &'a str,
+    pub object: &'a str,
+    pub text_object: Option<&'a str>,
+    pub text_truncated: bool,
+    pub added_at: String,
+    pub consumed_by: Option<&'a str>,
+    pub removed_at: Option<String>,
+    pub used_by: &'a [String],
+    /// `attach add` only: the file was already selected, nothing new was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reused: Option<bool>,
+}
+
+impl<'a> ReferenceJson<'a> {
+    pub fn new(r: &'a Reference) -> Self {
+        ReferenceJson {
+            reference: &r.reference,
+            session: &r.session,
+            name: &r.name,
+            media_type: &r.media_type,
+            size: r.size,
+            scope: scope_str(r.scope),
+            state: r.state.as_str(),
+            object: &r.object,
+            text_object: r.text_object.as_deref(),
+            text_truncated: r.text_truncated,
+            added_at: clock::rfc3339(r.added_at),
+            consumed_by: r.consumed_by.as_deref(),
+            removed_at: r.removed_at.map(clock::rfc3339),
+            used_by: &r.used_by,
+            reused: None,
+        }
+    }
+}
+
+/// `rewind --json`.
+#[derive(Debug, Serialize)]
+pub struct RewindJson<'a> {
+    pub session: &'a str,
+    pub agent: &'a str,
+    pub target: &'a str,
+    pub superseded: &'a [String],
+    pub prefill: &'a str,
+    /// Whether the agent's checkpoint was written from the retained transcript.
+    pub checkpoint: bool,
+}
+
+/// `fsck --json`: one line per finding, then a summary.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum FsckLine<'a> {
+    Finding {
+        kind: &'a str,
+        error: bool,
+        file: String,
+        offset: Option<u64>,
+        message: &'a str,
+    },
+    Summary {
+        clean: bool,
+        segments: u64,
+        records: u64,
+        objects: u64,
+        checkpoints: u64,
+        memory_files: u64,
+        /// Automation run records checked.
+        run_records: u64,
+        findings: usize,
+        repaired_bytes: u64,
+        /// What `--repair` did, one sentence each.
+        repairs: &'a [String],
+    },
+}
+
+/// `init --json`.
+#[derive(Debug, Serialize)]
+pub struct InitJson<'a> {
+    pub repository: &'a Path,
+    pub config: &'a Path,
+    pub config_written: bool,
+    pub session: &'a str,
+}
+
+/// `validate --json`: one line per diagnostic, then a summary.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ValidateLine<'a> {
+    Diagnostic {
+        #[serde(flatten)]
+        diagnostic: &'a axocoatl::config::Diagnostic,
+        /// Always `diagnostic`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Summary {
+        /// Always `summary`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        file: &'a Path,
+        valid: bool,
+        errors: usize,
+        warnings: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agents: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        workflows: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        automations: Option<usize>,
+    },
+}
+
+/// `util checkpoints` (a maintenance command): one line per checkpoint file.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum CheckpointJson<'a> {
+    Valid {
+        file: Option<String>,
+        valid: bool,
+        ledger_seq: u64,
+        head_turn: Option<&'a str>,
+        in_flight: bool,
+        messages: usize,
+        roles: Vec<String>,
+        usage: UsageJson,
+    },
+    Invalid {
+        file: Option<String>,
+        valid: bool,
+        reason: &'a str,
+    },
+}

@@ -1,0 +1,86 @@
+//! Step 2, begin: the turn becomes durable. From here on it ends with exactly one terminal
+//! record, written by this process or, if it dies, by whichever process finds the orphan.
+
+use axocoatl_store::ledger::record::{self, SessionCreated, TurnBegun};
+use axocoatl_store::ledger::{Position, Record};
+
+use super::prepare::Prepared;
+use crate::attach;
+use crate::clock;
+use crate::error::Result;
+use crate::ids;
+use crate::session::ActiveNote;
+use crate::turn::TurnEvent;
+use crate::workspace::Workspace;
+
+/// A turn whose begin record is durable.
+pub(crate) struct Begun {
+    pub turn: String,
+    /// Just after the begin record: where to look for a stop request.
+    pub pos: Position,
+}
+
+/// Notes the turn in its session lock (so an orphan can be found), appends `TurnBegun`
+/// (with `SessionCreated` for a new session and `TurnOrigin` for an automation's turn) with
+/// one fsync, consumes the once-scoped attachments, and reports [`TurnEvent::Begun`].
+pub(crate) fn begin(
+    ws: &Workspace,
+    p: &mut Prepared<'_>,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<Begun> {
+    let repo = ws.repo();
+    let turn = ids::new_id();
+    let now = clock::now();
+    let (_, head) = repo.ledger().head()?;
+    p.lock.write_note(
+        &ActiveNote {
+            turn: turn.clone(),
+            session: p.session.clone(),
+            begin: head,
+            pid: std::process::id(),
+        }
+        .encode(),
+    )?;
+    let mut records = Vec::with_capacity(2);
+    if p.new_session {
+        records.push(Record::SessionCreated(SessionCreated {
+            session: p.session.clone(),
+            at: now,
+        }));
+    }
+    records.push(Record::TurnBegun(TurnBegun {
+        turn: turn.clone(),
+        session: p.session.clone(),
+        agent: p.agent.id.clone(),
+        mode: "single".into(),
+        request: p.request.clone(),
+        inline_context: std::mem::take(&mut p.inline),
+        attachments: p.attachments.clone(),
+        retry_of: p.retry_of.clone(),
+        pid: std::process::id(),
+        at: now,
+    }));
+    if let Some(origin) = &p.origin {
+        records.push(Record::TurnOrigin(record::TurnOrigin {
+            turn: turn.clone(),
+            session: p.session.clone(),
+            automation: origin.automation.clone(),
+            occurrence: origin.occurrence,
+            trigger: origin.trigger.clone(),
+            runner: origin.runner.clone(),
+            pid: std::process::id(),
+            at: now,
+        }));
+    }
+    let appended = repo.ledger().append(&records)?;
+    let pos = appended.last().map(|a| a.next).unwrap_or(head);
+    attach::consume(repo, &p.session, &turn, &p.once)?;
+    sink(TurnEvent::Begun {
+        turn: &turn,
+        session: &p.session,
+        agent: &p.agent.id,
+        agent_name: p.agent.name.as_deref(),
+        attachments: &p.attachments,
+    });
+    Ok(Begun { turn, pos })
+}

@@ -1,0 +1,511 @@
+//! Step 3, converse: one agent talks with its model until it answers. Each round is
+//! build request → budget check → call and record → run tools.
+//!
+//! Everything about the conversing agent comes in as a [`Conversant`], so the same loop
+//! serves an autonomous agent's turn and, later, each worker of a coordinator's turn.
+
+use std::path::Path;
+use std::time::Duration;
+
+use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, Usage};
+use axocoatl_store::ledger::Record;
+use axocoatl_store::Repo;
+
+use super::record::Recorder;
+use crate::budget::{self, InputEstimate};
+use crate::clock;
+use crate::config::{AgentConfig, TokenBudget};
+use crate::conversation;
+use crate::error::{Result, RuntimeError};
+use crate::memory::AgentMemory;
+use crate::provider::{
+    Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role, Sampling,
+    ToolCall, ToolSchema,
+};
+use crate::tools::{self, Root, Toolbox};
+use crate::turn::{ContextSection, ContextSource, Exchange, RequestInfo, TurnEvent, TurnObserver};
+
+/// The agent a converse runs as, with everything that is its own.
+pub struct Conversant<'a> {
+    /// Its configuration: id, system prompt, sandbox, memory settings.
+    pub agent: &'a AgentConfig,
+    /// Its memory tiers, under its runtime id (the memory scope): `{session}:{agent}`, or
+    /// `{session}:{coordinator}:worker:{worker}`.
+    pub memory: AgentMemory,
+    /// The workspace its tools see.
+    pub root: Root,
+    pub model: String,
+    pub sampling: Sampling,
+    pub budget: Option<TokenBudget>,
+    /// The most conversation messages sent per request.
+    pub max_messages: usize,
+    /// Model calls per turn before the turn fails.
+    pub max_steps: u32,
+    pub toolbox: Toolbox,
+    pub context: Vec<Box<dyn ContextSource>>,
+    pub observers: Vec<Box<dyn TurnObserver>>,
+    /// Set: a checkpoint is written after each response that calls tools.
+    pub in_flight: Option<InFlight>,
+}
+
+/// The in-flight checkpoint policy of a conversant.
+#[derive(Clone, Copy, Debug)]
+pub struct InFlight {
+    /// How many checkpoints to keep.
+    pub keep: usize,
+    /// The agent's cumulative usage before this turn.
+    pub usage_before: Usage,
+}
+
+impl<'a> Conversant<'a> {
+    /// An autonomous agent of `session`, as configured, whose tools see the workspace
+    /// `dir`: its toolbox, and its core memory as a context section.
+    pub fn for_agent(
+        repo: &Repo,
+        agent: &'a AgentConfig,
+        session: &str,
+        model: &str,
+        dir: &Path,
+    ) -> Result<Self> {
+        let root = Root::new(dir, repo.root()).map_err(|e| RuntimeError::Invalid {
+            message: format!("workspace {}: {e}", dir.display()),
+            hint: "fix `workspace:` in the configuration".into(),
+        })?;
+        let memory = AgentMemory::open(repo, session, agent);
+        let mut sampling = Sampling {
+            temperature: agent.sampling.temperature,
+            top_p: agent.sampling.top_p,
+            max_tokens: agent.sampling.max_tokens,
+            response_format: agent.sampling.response_format,
+        };
+        if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
+            sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
+        }
+        Ok(Conversant {
+            agent,
+            context: vec![Box::new(CoreMemory(memory.clone()))],
+            memory,
+            root,
+            toolbox: Toolbox::new(&agent.tools, agent.sandbox),
+            observers: Vec::new(),
+            model: model.to_owned(),
+            sampling,
+            budget: agent.token_budget.clone(),
+            max_messages: agent.memory.max_session_messages.max(1) as usize,
+            max_steps: agent.max_steps(),
+            in_flight: None,
+        })
+    }
+
+    /// Its memory scope (runtime id).
+    pub fn scope(&self) -> &str {
+        &self.memory.id
+    }
+
+    /// What its tools see of the turn.
+    fn tool_context<'c>(&'c self, cx: &'c TurnCx<'_>) -> tools::Context<'c> {
+        tools::Context {
+            root: &self.root,
+            sandbox: self.agent.sandbox,
+            cancel: cx.cancel,
+            memory: &self.memory,
+            turn: Some(cx.turn),
+        }
+    }
+}
+
+/// Core memory as a section of the system prompt, on every request.
+struct CoreMemory(AgentMemory);
+
+impl ContextSource for CoreMemory {
+    fn section(&mut self, _request: &RequestInfo<'_>) -> Result<Option<ContextSection>> {
+        let section = self.0.core_section();
+        Ok(Some(ContextSection {
+            label: "core_memory".into(),
+            text: section.text,
+            warnings: section.warnings,
+        }))
+    }
+}
+
+/// The turn a converse runs in.
+pub struct TurnCx<'a> {
+    pub repo: &'a Repo,
+    pub turn: &'a str,
+    pub session: &'a str,
+    /// The user's request (what context sources may look up).
+    pub request: &'a str,
+    pub cancel: &'a Cancel,
+}
+
+impl TurnCx<'_> {
+    pub(crate) fn recorder(&self) -> Recorder<'_> {
+        Recorder {
+            repo: self.repo,
+            turn: self.turn,
+            session: self.session,
+        }
+    }
+}
+
+/// What a converse has produced so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tally {
+    /// The visible output, streamed.
+    pub output: String,
+    /// Provider-reported usage (`complete: false` once a call reported none).
+    pub usage: Usage,
+    /// Tokens counted against `per_execution`: what providers reported, or the local
+    /// estimate of what they did not.
+    pub budget_used: u64,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            output: String::new(),
+            usage: Usage::ZERO,
+            budget_used: 0,
+        }
+    }
+}
+
+/// Why a converse ended early.
+#[derive(Debug)]
+pub enum TurnError {
+    Provider(ProviderError),
+    Budget(String),
+    Runtime(RuntimeError),
+}
+
+impl From<RuntimeError> for TurnError {
+    fn from(e: RuntimeError) -> Self {
+        TurnError::Runtime(e)
+    }
+}
+
+type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
+
+/// Runs `conv` over `transcript` (every message so far, this turn's user message last)
+/// until the model answers without tool calls. Appends to `transcript` and `tally`.
+pub fn converse(
+    conv: &mut Conversant<'_>,
+    provider: &mut dyn Provider,
+    transcript: &mut Vec<Message>,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let schemas = if provider.supports_tools() {
+        conv.toolbox.schemas(&conv.tool_context(cx))
+    } else {
+        Vec::new()
+    };
+    for step in 0..conv.max_steps {
+        if cx.cancel.is_cancelled() {
+            return Err(TurnError::Provider(ProviderError::Cancelled));
+        }
+        let start = transcript.len();
+        let request = build_request(conv, transcript, &schemas, step == 0, cx, sink)?;
+        let input = check_budget(conv, provider, &request, tally, cx, sink)?;
+        let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
+        run_tools(conv, &calls, transcript, cx, sink)?;
+        observe_exchange(conv, &transcript[start..], cx, sink)?;
+        if calls.is_empty() {
+            return Ok(());
+        }
+    }
+    Err(TurnError::Runtime(RuntimeError::Refused {
+        message: format!(
+            "the model made {} calls (max_steps) without a final answer",
+            conv.max_steps
+        ),
+        hint: format!(
+            "raise `max_steps` of agent {:?} in the configuration, or check its prompt and tools",
+            conv.agent.id
+        ),
+    }))
+}
+
+/// The request of one round: the system prompt with every context section, the newest
+/// whole turns of the conversation, the tool schemas and the sampling controls. The
+/// sections' warnings are reported on the `first` round only.
+fn build_request(
+    conv: &mut Conversant<'_>,
+    transcript: &[Message],
+    schemas: &[ToolSchema],
+    first: bool,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<ChatRequest, TurnError> {
+    let mut system = conv.agent.system_prompt.clone().unwrap_or_default();
+    let info = RequestInfo {
+        turn: cx.turn,
+        scope: &conv.memory.id,
+        request: cx.request,
+    };
+    for source in conv.context.iter_mut() {
+        let section = match source.section(&info) {
+            Ok(Some(section)) => section,
+            Ok(None) => continue,
+            Err(e) => {
+                cx.recorder().warn(sink, "memory", e.to_string())?;
+                continue;
+            }
+        };
+        for w in section.warnings.into_iter().filter(|_| first) {
+            cx.recorder().warn(sink, "memory", w)?;
+        }
+        if !section.text.is_empty() {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(&section.text);
+        }
+    }
+    let sent = conversation::trim_to(transcript, conv.max_messages);
+    let mut messages = Vec::with_capacity(sent.len() + 1);
+    if !system.is_empty() {
+        messages.push(Message::new(Role::System, system));
+    }
+    messages.extend(sent);
+    Ok(ChatRequest {
+        model: conv.model.clone(),
+        messages,
+        tools: schemas.to_vec(),
+        sampling: conv.sampling.clone(),
+    })
+}
+
+/// Estimates the request and checks the reservation against the budget: refuses under
+/// `abort`, warns and goes on under `warn`. Returns the input estimate.
+fn check_budget(
+    conv: &Conversant<'_>,
+    provider: &dyn Provider,
+    request: &ChatRequest,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<InputEstimate, TurnError> {
+    let estimate = budget::estimate_request(request, &|t| provider.count_tokens(t));
+    let Some(b) = &conv.budget else {
+        return Ok(estimate);
+    };
+    let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    if let Some(v) = budget::check(b, &estimate, completion_bound, tally.budget_used) {
+        if budget::enforce(b) {
+            return Err(TurnError::Budget(v.message));
+        }
+        let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+        cx.recorder().warn(sink, "budget", message)?;
+    }
+    Ok(estimate)
+}
+
+/// Calls the model, streaming its text to the caller, and records the call. Appends the
+/// response to `transcript` (and checkpoints it when tools follow) and returns its tool
+/// calls.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one round's whole state: the conversant, its model, the request and its estimate, the transcript, the tally, the turn and its caller"
+)]
+fn call_and_record(
+    conv: &Conversant<'_>,
+    provider: &mut dyn Provider,
+    request: &ChatRequest,
+    input: InputEstimate,
+    transcript: &mut Vec<Message>,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<Vec<ToolCall>, TurnError> {
+    let mut warnings = Vec::new();
+    let output = &mut tally.output;
+    let result = provider.chat(request, cx.cancel, &mut |ev| match ev {
+        Event::Delta(text) => {
+            output.push_str(&text);
+            sink(TurnEvent::Delta(&text));
+        }
+        Event::ToolCall(_) => {}
+        Event::Warning(w) => warnings.push(w),
+    });
+    for w in warnings {
+        cx.recorder().warn(sink, "provider", w)?;
+    }
+    let completion = result.map_err(TurnError::Provider)?;
+    let call = count_call(provider, &completion, input, tally);
+    let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    let seq = cx.recorder().lazy(&[Record::ModelCall(ModelCall {
+        turn: cx.turn.to_owned(),
+        agent: conv.agent.id.clone(),
+        provider: provider.name().to_owned(),
+        model: conv.model.clone(),
+        reserved_tokens: input.total() + completion_bound,
+        prompt_tokens: completion.usage.prompt_tokens,
+        completion_tokens: completion.usage.completion_tokens,
+        finish_reason: completion.finish_reason.clone(),
+        at: clock::now(),
+    })])?;
+    if let Some(b) = &conv.budget {
+        if let Some(v) = budget::check_reported(b, call.total(), tally.usage.total()) {
+            if budget::enforce(b) {
+                return Err(TurnError::Budget(format!(
+                    "{}; the turn stopped after that response",
+                    v.message
+                )));
+            }
+            cx.recorder().warn(sink, "budget", v.message)?;
+        }
+    }
+    let calls = completion.message.tool_calls.clone();
+    transcript.push(completion.message);
+    // After a response without tool calls the turn ends and its final snapshot is written
+    // at once: an in-flight one would be replaced immediately.
+    if !calls.is_empty() {
+        checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
+    }
+    Ok(calls)
+}
+
+/// Adds a call's usage to the tally: what the provider reported, and for `per_execution`
+/// the local estimate of what it did not report (input as estimated, output counted).
+fn count_call(
+    provider: &dyn Provider,
+    completion: &Completion,
+    input: InputEstimate,
+    tally: &mut Tally,
+) -> Usage {
+    let reported = completion.usage;
+    let call = Usage {
+        prompt_tokens: reported.prompt_tokens.unwrap_or(0),
+        completion_tokens: reported.completion_tokens.unwrap_or(0),
+        calls: 1,
+        complete: reported.reported(),
+    };
+    tally.usage.add(&call);
+    let count = |t: &str| {
+        provider
+            .count_tokens(t)
+            .map(|n| n as u64)
+            .unwrap_or_else(|| budget::estimate_text(t))
+    };
+    let prompt = reported.prompt_tokens.unwrap_or_else(|| input.total());
+    let completion_tokens = reported.completion_tokens.unwrap_or_else(|| {
+        let m = &completion.message;
+        count(&m.content)
+            + m.tool_calls
+                .iter()
+                .map(|c| count(&c.name) + count(&c.arguments.to_string()))
+                .sum::<u64>()
+    });
+    tally.budget_used += prompt + completion_tokens;
+    call
+}
+
+fn checkpoint_in_flight(
+    conv: &Conversant<'_>,
+    transcript: &[Message],
+    tally: &Tally,
+    seq: u64,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let Some(policy) = conv.in_flight else {
+        return Ok(());
+    };
+    let mut usage = policy.usage_before;
+    usage.add(&tally.usage);
+    let snap = conversation::snapshot(transcript, Some(cx.turn.to_owned()), true, usage, seq);
+    if let Err(e) =
+        crate::checkpoint::write(cx.repo, cx.session, &conv.agent.id, &snap, policy.keep)
+    {
+        cx.recorder().warn(sink, "checkpoint", e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs each tool call through the toolbox, recording its start and result, and appends
+/// the results (as the model sees them: cut past 64 KiB) to `transcript`. After a stop the
+/// remaining calls of the round are answered without running, so the conversation stays
+/// well formed (every call has its result).
+fn run_tools(
+    conv: &Conversant<'_>,
+    calls: &[ToolCall],
+    transcript: &mut Vec<Message>,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let rec = cx.recorder();
+    let tool_cx = conv.tool_context(cx);
+    for call in calls {
+        let arguments = call.arguments.to_string();
+        rec.lazy(&[Record::ToolStarted(ToolStarted {
+            turn: cx.turn.to_owned(),
+            agent: conv.agent.id.clone(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: rec.bound(&arguments)?,
+            at: clock::now(),
+        })])?;
+        sink(TurnEvent::ToolStarted {
+            call_id: &call.id,
+            name: &call.name,
+            arguments: &tools::for_model(&arguments),
+        });
+        let done = if cx.cancel.is_cancelled() {
+            tools::Call {
+                output: tools::ToolOutput::err("not run: the turn was stopped"),
+                duration: Duration::ZERO,
+            }
+        } else {
+            conv.toolbox.call(&tool_cx, &call.name, &call.arguments)
+        };
+        let out = done.output;
+        let duration_ms = done.duration.as_millis() as u64;
+        rec.lazy(&[Record::ToolFinished(ToolFinished {
+            turn: cx.turn.to_owned(),
+            agent: conv.agent.id.clone(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: out.is_error,
+            output: rec.bound(&out.text)?,
+            exit_code: out.exit_code,
+            duration_ms,
+            at: clock::now(),
+        })])?;
+        let shown = tools::for_model(&out.text);
+        sink(TurnEvent::ToolResult {
+            call_id: &call.id,
+            name: &call.name,
+            output: &shown,
+            is_error: out.is_error,
+            exit_code: out.exit_code,
+            duration_ms,
+        });
+        let mut msg = Message::new(Role::Tool, shown);
+        msg.tool_call_id = Some(call.id.clone());
+        msg.name = Some(call.name.clone());
+        transcript.push(msg);
+    }
+    Ok(())
+}
+
+/// Tells the conversant's observers about one exchange (a response and its tool results).
+fn observe_exchange(
+    conv: &mut Conversant<'_>,
+    messages: &[Message],
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let exchange = Exchange {
+        turn: cx.turn,
+        scope: &conv.memory.id,
+        messages,
+    };
+    for observer in conv.observers.iter_mut() {
+        if let Err(e) = observer.after_exchange(&exchange) {
+            cx.recorder().warn(sink, "memory", e.to_string())?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! Step 4, finish: exactly one terminal record, then the caches and observers.
+//! [`run`] drives a begun turn through converse to here.
+
+use axocoatl_store::ledger::record::{AgentOutput, AgentOutputBounded, TurnEnded, TurnState};
+use axocoatl_store::ledger::Record;
+
+use super::begin::Begun;
+use super::converse::{self, Conversant, InFlight, Tally, TurnCx, TurnError};
+use super::prepare::Prepared;
+use super::record::Recorder;
+use super::watcher;
+use crate::clock;
+use crate::config::CheckpointPolicy;
+use crate::conversation::Conversation;
+use crate::error::Result;
+use crate::provider::{self, Cancel, ProviderError};
+use crate::turn::{TurnEvent, TurnOutcome, TurnSummary};
+use crate::workspace::Workspace;
+
+/// Output longer than this is recorded as [`AgentOutputBounded`]: inline up to
+/// `INLINE_LIMIT`, whole in an object. Shorter output stays in one `AgentOutput` record,
+/// where search sees all of it.
+pub const OUTPUT_RECORD_LIMIT: usize = 8 << 20;
+
+/// Converses as the prepared agent and finishes the turn, whatever happened.
+pub(crate) fn run(
+    ws: &Workspace,
+    mut p: Prepared<'_>,
+    begun: Begun,
+    cancel: &Cancel,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<(TurnOutcome, Conversation)> {
+    let repo = ws.repo();
+    let config = ws.config()?;
+    let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
+    let cancel = cancel.with_probe(watcher::POLL, stop);
+    let dir = match &config.workspace {
+        Some(d) => ws.config_dir().join(d),
+        None => ws.config_dir(),
+    };
+    let in_flight =
+        (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {
+            keep: config.checkpoint.keep,
+            usage_before: p.conversation.usage,
+        });
+    let mut transcript = p.conversation.messages.clone();
+    transcript.push(std::mem::replace(
+        &mut p.user,
+        provider::Message::new(provider::Role::User, ""),
+    ));
+    let mut tally = Tally::default();
+    let cx = TurnCx {
+        repo,
+        turn: &begun.turn,
+        session: &p.session,
+        request: &p.request,
+        cancel: &cancel,
+    };
+    let mut conv = None;
+    let end = provider::open(&p.provider)
+        .map_err(TurnError::Provider)
+        .and_then(|mut model| {
+            let model_name = &p.provider.model;
+            let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
+            let c = conv.insert(Conversant { in_flight, ..c });
+            converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
+        });
+    finish(ws, p, &begun, conv, transcript, tally, end)
+}
+
+/// The terminal state a converse's end gives the turn.
+fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
+    match end {
+        Ok(()) => (TurnState::Completed, None),
+        Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),
+        Err(TurnError::Provider(e)) => (TurnState::Failed, Some(e.to_string())),
+        Err(TurnError::Budget(msg)) => (TurnState::Failed, Some(msg)),
+        Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+    }
+}
+
+/// Appends the output and the terminal record (one fsync), writes the checkpoint, tells
+/// the observers and clears the lock note.
+fn finish(
+    ws: &Workspace,
+    mut p: Prepared<'_>,
+    begun: &Begun,
+    conv: Option<Conversant<'_>>,
+    transcript: Vec<crate::provider::Message>,
+    tally: Tally,
+    end: Result<(), TurnError>,
+) -> Result<(TurnOutcome, Conversation)> {
+    let repo = ws.repo();
+    let rec = Recorder {
+        repo,
+        turn: &begun.turn,
+        session: &p.session,
+    };
+    let (state, error) = terminal(end);
+    let output = output_record(&rec, &p.agent.id, &tally.output)?;
+    let ended = repo.ledger().append(&[
+        output,
+        Record::TurnEnded(TurnEnded {
+            turn: begun.turn.clone(),
+            session: p.session.clone(),
+            state,
+            error: error.clone(),
+            usage: tally.usage,
+            at: clock::now(),
+        }),
+    ])?;
+    let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+    let after =
+        p.conversation
+            .after_turn(&begun.turn, state, transcript, &tally.output, &tally.usage);
+    let config = ws.config()?;
+    if config.checkpoint.policy != CheckpointPolicy::Never {
+        // The final snapshot matches what a rebuild from the ledger would retain.
+        let snap = after.snapshot(seq);
+        let keep = config.checkpoint.keep;
+        if let Err(e) = crate::checkpoint::write(repo, &p.session, &p.agent.id, &snap, keep) {
+            rec.note("checkpoint", e.to_string())?;
+        }
+    }
+    let outcome = TurnOutcome {
+        turn: begun.turn.clone(),
+        session: p.session.clone(),
+        agent: p.agent.id.clone(),
+        agent_name: p.agent.name.clone(),
+        state,
+        output: tally.output,
+        error,
+        usage: tally.usage,
+    };
+    if let Some(mut conv) = conv {
+        observe_turn(&mut conv, &rec, &p.request, &outcome)?;
+    }
+    p.lock.write_note("")?;
+    Ok((outcome, after))
+}
+
+/// The record of the turn's output: whole in one record, or bounded when it is too long
+/// for one (a runaway reply).
+fn output_record(rec: &Recorder<'_>, agent: &str, text: &str) -> Result<Record> {
+    let at = clock::now();
+    if text.len() <= OUTPUT_RECORD_LIMIT {
+        return Ok(Record::AgentOutput(AgentOutput {
+            turn: rec.turn.to_owned(),
+            agent: agent.to_owned(),
+            text: text.to_owned(),
+            at,
+        }));
+    }
+    Ok(Record::AgentOutputBounded(AgentOutputBounded {
+        turn: rec.turn.to_owned(),
+        agent: agent.to_owned(),
+        text: rec.bound(text)?,
+        at,
+    }))
+}
+
+/// Tells the observers the turn ended. Their failures are warnings, recorded durably (the
+/// turn's own records are already flushed).
+fn observe_turn(
+    conv: &mut Conversant<'_>,
+    rec: &Recorder<'_>,
+    request: &str,
+    outcome: &TurnOutcome,
+) -> Result<()> {
+    let summary = TurnSummary {
+        turn: rec.turn,
+        scope: &conv.memory.id,
+        request,
+        outcome,
+    };
+    let mut failures = Vec::new();
+    for observer in conv.observers.iter_mut() {
+        if let Err(e) = observer.after_turn(&summary) {
+            failures.push(e.to_string());
+        }
+    }
+    let records: Vec<Record> = failures
+        .into_iter()
+        .map(|message| rec.warning("memory", message))
+        .collect();
+    if !records.is_empty() {
+        rec.repo.ledger().append(&records)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! Step 1, prepare: everything a turn needs before it begins. Nothing here is durable except
+//! the files `send --attach` adds (taken back by [`withdraw`] when the turn does not begin)
+//! and a checkpoint repair, which is a cache.
+
+use axocoatl_store::layout::check_session_name;
+use axocoatl_store::ledger::record::{AttachmentPin, AttachmentScope, InlineContext};
+use axocoatl_store::ledger::{Damaged, MAX_PAYLOAD};
+use axocoatl_store::lock::Lock;
+
+use super::{resolve_agent, Attachments, SendOptions};
+use crate::attach;
+use crate::config::{AgentConfig, CheckpointPolicy, ResolvedProvider};
+use crate::conversation::{self, Conversation};
+use crate::error::{size_text, Result, RuntimeError};
+use crate::history::TurnView;
+use crate::provider::Message;
+use crate::session::{self, ActiveNote, Wait};
+use crate::turn::{TurnEvent, TurnOrigin};
+use crate::workspace::Workspace;
+
+/// The longest request a turn records: the begin record must fit in one ledger record with
+/// room left for its bounded context and attachment pins.
+pub const MESSAGE_LIMIT: usize = MAX_PAYLOAD - (1 << 20);
+
+/// A turn ready to begin: its session is locked and its request is complete.
+pub(crate) struct Prepared<'w> {
+    pub session: String,
+    /// The session has no record yet: the begin step creates it.
+    pub new_session: bool,
+    pub agent: &'w AgentConfig,
+    pub provider: ResolvedProvider,
+    pub lock: Lock,
+    /// The agent's conversation before this turn.
+    pub conversation: Conversation,
+    /// This turn's user message as the model reads it (with image bytes).
+    pub user: Message,
+    pub request: String,
+    pub inline: Vec<InlineContext>,
+    pub attachments: Vec<AttachmentPin>,
+    /// The once-scoped references among `attachments`, which the turn consumes.
+    pub once: Vec<String>,
+    pub retry_of: Option<String>,
+    /// The automation occurrence that started it.
+    pub origin: Option<TurnOrigin>,
+}
+
+/// Prepares the turn `opts` asks for, from `held` when an actor keeps the conversation.
+pub(crate) fn prepare<'w>(
+    ws: &'w Workspace,
+    opts: SendOptions,
+    held: Option<Conversation>,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<Prepared<'w>> {
+    check_request(&opts.message)?;
+    check_session_name(&opts.session)?;
+    let (agent, provider) = target(ws, opts.agent.as_deref())?;
+    let mut lock = lock_session(ws, &opts.session, opts.wait, sink)?;
+    // We hold the lock, so any turn its note names has lost its owner.
+    if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
+        session::interrupt_if_open(ws.repo(), &orphan)?;
+    }
+    let state = load_session(ws, &opts, agent, held)?;
+    warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
+    let user = attach::user_message(
+        ws.repo(),
+        &opts.message,
+        &opts.inline_context,
+        &state.attachments,
+        true,
+    )?;
+    // Read (and verified) before the turn begins, so a damaged object or an image for a
+    // provider that cannot read images refuses the turn instead of failing it.
+    attach::check_images(&user, &state.attachments, &provider)?;
+    let inline = opts
+        .inline_context
+        .iter()
+        .map(|(label, text)| {
+            Ok(InlineContext {
+                label: label.clone(),
+                text: super::bound(ws.repo().objects(), text)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Prepared {
+        session: opts.session,
+        new_session: state.new_session,
+        agent,
+        provider,
+        lock,
+        conversation: state.conversation,
+        user,
+        request: opts.message,
+        inline,
+        attachments: state.attachments,
+        once: state.once,
+        retry_of: opts.retry_of,
+        origin: opts.origin,
+    })
+}
+
+/// Takes the session's turn lock: waiting up to `BUSY_WAIT`, or with `queue` for as long as
+/// the active turn runs (saying which turn it waits for).
+fn lock_session(
+    ws: &Workspace,
+    session: &str,
+    queue: bool,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<Lock> {
+    if !queue {
+        return session::lock(ws.repo(), session, Wait::Briefly, "send");
+    }
+    match session::try_lock(ws.repo(), session)? {
+        Ok(lock) => Ok(lock),
+        Err(turn) => {
+            sink(TurnEvent::Waiting {
+                session,
+                turn: turn.as_deref(),
+            });
+            session::lock(ws.repo(), session, Wait::Queue, "send")
+        }
+    }
+}
+
+/// Refuses what cannot be recorded, before anything else happens.
+fn check_request(message: &str) -> Result<()> {
+    if message.len() > MESSAGE_LIMIT {
+        return Err(RuntimeError::Invalid {
+            message: format!(
+                "the message is {}; a message can be at most {}",
+                size_text(message.len() as u64),
+                size_text(MESSAGE_LIMIT as u64)
+            ),
+            hint: "piped context has no such limit: give a short message as the argument and pipe the text, e.g. `axocoatl send \"summarize this\" < FILE`".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The agent a turn goes to and its provider.
+fn target<'w>(
+    ws: &'w Workspace,
+    explicit: Option<&str>,
+) -> Result<(&'w AgentConfig, ResolvedProvider)> {
+    let config = ws.config()?;
+    let agent = resolve_agent(config, explicit)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let resolved = config
+        .resolve_provider(agent, &env, &ws.config_dir())
+        .map_err(|message| RuntimeError::Invalid {
+            message,
+            hint: format!(
+                "check the provider of agent {:?} in {}",
+                agent.id,
+                ws.config_path().display()
+            ),
+        })?;
+    Ok((agent, resolved))
+}
+
+/// What one projection of the session says, under the session lock.
+struct SessionState {
+    new_session: bool,
+    conversation: Conversation,
+    attachments: Vec<AttachmentPin>,
+    once: Vec<String>,
+    /// Records of the session that could not be read.
+    damaged: Vec<Damaged>,
+}
+
+fn load_session(
+    ws: &Workspace,
+    opts: &SendOptions,
+    agent: &AgentConfig,
+    held: Option<Conversation>,
+) -> Result<SessionState> {
+    let repo = ws.repo();
+    let projection = crate::history::project_session(repo, &opts.session)?;
+    let turns: Vec<&TurnView> = projection.session_turns(&opts.session).collect();
+    let conversation = conversation::current(repo, &opts.session, &agent.id, &turns, held)?;
+    let attachments = match &opts.attachments {
+        Attachments::Selection => projection.attachments.selection(&opts.session),
+        Attachments::Pinned(pins) => pins.clone(),
+    };
+    // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
+    let once = attach::check_selection(&projection.attachments, &opts.session, &attachments)?;
+    let config = ws.config()?;
+    if conversation.rebuilt && config.checkpoint.policy != CheckpointPolicy::Never {
+        // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
+        // ledger before serving.
+        let (seq, _) = repo.ledger().head()?;
+        let keep = config.checkpoint.keep;
+        conversation::write(repo, &opts.session, &agent.id, &conversation, seq, keep);
+    }
+    Ok(SessionState {
+        new_session: !projection.sessions.contains_key(&opts.session),
+        conversation,
+        attachments,
+        once,
+        damaged: projection.problems,
+    })
+}
+
+/// Says (every time) that records of the session could not be read: the turn goes on with
+/// what could be.
+fn warn_damaged(damaged: &[Damaged], rebuilt: bool, sink: &mut dyn FnMut(TurnEvent<'_>)) {
+    let effect = if rebuilt {
+        "the model's context is rebuilt without it"
+    } else {
+        "the session's history lacks it"
+    };
+    for d in damaged {
+        sink(TurnEvent::Warning(&format!(
+            "{d}; {effect} (run `axocoatl fsck`)"
+        )));
+    }
+}
+
+/// Adds `opts.attach_files` to the session, once-scoped, before the turn is prepared.
+/// Returns the references this call recorded (not those already selected).
+pub(crate) fn attach_files(
+    ws: &Workspace,
+    opts: &SendOptions,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<Vec<(String, String)>> {
+    if opts.attach_files.is_empty() {
+        return Ok(Vec::new());
+    }
+    check_session_name(&opts.session)?;
+    let added = attach::add(
+        ws.repo(),
+        &opts.session,
+        &opts.attach_files,
+        AttachmentScope::Once,
+    )?;
+    for a in &added {
+        if a.reference.text_truncated {
+            sink(TurnEvent::AttachmentTruncated {
+                name: &a.reference.name,
+                text_len: a.text_len,
+            });
+        }
+    }
+    Ok(added
+        .into_iter()
+        .filter(|a| !a.reused)
+        .map(|a| (a.reference.reference, a.reference.name))
+        .collect())
+}
+
+/// Takes back what [`attach_files`] recorded when the turn did not begin, so a later turn
+/// does not carry files meant for this one. A reference the turn consumed stays.
+pub(crate) fn withdraw(
+    ws: &Workspace,
+    added: &[(String, String)],
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) {
+    for (reference, name) in added {
+        let error = match attach::remove(ws.repo(), reference) {
+            Ok(_) => None,
+            Err(RuntimeError::Attach(attach::AttachError::NotSelected { .. })) => continue,
+            Err(e) => Some(e.to_string()),
+        };
+        sink(TurnEvent::AttachmentWithdrawn {
+            reference,
+            name,
+            error: error.as_deref(),
+        });
+    }
+}

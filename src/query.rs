@@ -1,0 +1,139 @@
+//! What `history`, `show` and `export` present: the turns of a scope (optionally those
+//! matching a search), one turn by id or prefix, every record of some turns.
+
+use std::collections::HashMap;
+
+use axocoatl_store::ledger::Damaged;
+use axocoatl_store::Repo;
+use regex::Regex;
+
+use crate::error::{Result, RuntimeError};
+use crate::history::{self, Projection, TurnView};
+
+/// Turns in ledger order, and what was met reading them.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub turns: Vec<TurnView>,
+    /// How many turns matched before `limit` kept the newest.
+    pub matched: usize,
+    /// Damage met while reading (never skipped silently: callers show these).
+    pub problems: Vec<Damaged>,
+    /// Records of kinds this build does not know.
+    pub unknown_kinds: u64,
+}
+
+impl Listing {
+    fn of(p: Projection, keep: impl Fn(&TurnView) -> bool) -> Listing {
+        let turns: Vec<TurnView> = p.turns.into_iter().filter(|t| keep(t)).collect();
+        Listing {
+            matched: turns.len(),
+            turns,
+            problems: p.problems,
+            unknown_kinds: p.unknown_kinds,
+        }
+    }
+}
+
+/// The case-insensitive literal matcher of `history --search`.
+pub fn matcher(text: &str) -> Result<Regex> {
+    if text.is_empty() {
+        return Err(RuntimeError::Invalid {
+            message: "--search needs some text".into(),
+            hint: "axocoatl history --search TEXT".into(),
+        });
+    }
+    regex::RegexBuilder::new(&regex::escape(text))
+        .case_insensitive(true)
+        .build()
+        .map_err(|e| RuntimeError::Invalid {
+            message: format!("cannot search for {text:?}: {e}"),
+            hint: "search for a shorter text".into(),
+        })
+}
+
+/// Whether a turn matches: requests, responses, errors, context metadata (context labels,
+/// attachment names, warnings) and tool calls (name, arguments and result).
+pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
+    re.is_match(&t.request)
+        || re.is_match(&t.output)
+        || t.error.as_deref().is_some_and(|e| re.is_match(e))
+        || t.context.iter().any(|c| re.is_match(&c.label))
+        || t.attachments.iter().any(|a| re.is_match(&a.name))
+        || t.tools.iter().any(|x| {
+            re.is_match(&x.name)
+                || re.is_match(&x.arguments)
+                || x.output.as_deref().is_some_and(|o| re.is_match(o))
+        })
+        || t.warnings.iter().any(|w| re.is_match(w))
+}
+
+/// The turns of `session` (every session with `None`), only those matching `search` when
+/// given, only the newest `limit` when given.
+pub fn history(
+    repo: &Repo,
+    session: Option<&str>,
+    search: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Listing> {
+    let re = search.map(matcher).transpose()?;
+    let projection = match search {
+        Some(text) => crate::search::search(repo, text)?,
+        None => history::project_scope(repo, session)?,
+    };
+    let mut listing = Listing::of(projection, |t| {
+        session.is_none_or(|s| t.session == s) && re.as_ref().is_none_or(|re| turn_matches(re, t))
+    });
+    if let Some(n) = limit {
+        let skip = listing.turns.len().saturating_sub(n);
+        listing.turns.drain(..skip);
+    }
+    Ok(listing)
+}
+
+/// The turn `prefix` names (an id or a unique prefix of at least 4 characters), whole.
+pub fn show(repo: &Repo, prefix: &str) -> Result<TurnView> {
+    let projection = history::project_prefix(repo, prefix)?;
+    Ok(projection.resolve(prefix)?.clone())
+}
+
+/// One ledger record as an export lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordBody {
+    pub kind: &'static str,
+    pub seq: u64,
+    /// The record's fields.
+    pub body: serde_json::Value,
+}
+
+/// The turns of `session` (every session with `None`) and every record of each, by turn
+/// id in ledger order, from one walk of the ledger (for `export`).
+pub fn export(
+    repo: &Repo,
+    session: Option<&str>,
+) -> Result<(Listing, HashMap<String, Vec<RecordBody>>)> {
+    let (projection, entries) = history::project_scope_with_records(repo, session)?;
+    let listing = Listing::of(projection, |t| session.is_none_or(|s| t.session == s));
+    let records = entries
+        .into_iter()
+        .map(|(turn, entries)| {
+            let bodies = entries
+                .into_iter()
+                .filter_map(|entry| {
+                    let record = entry.record?;
+                    Some(RecordBody {
+                        kind: record.kind_name(),
+                        seq: entry.seq,
+                        body: record.body_json(),
+                    })
+                })
+                .collect();
+            (turn, bodies)
+        })
+        .collect();
+    Ok((listing, records))
+}
+
+/// A turn's whole output, from its object when it was too long for one record.
+pub fn full_output(repo: &Repo, t: &TurnView) -> Result<String> {
+    crate::conversation::output_text(repo, t)
+}

@@ -1,0 +1,151 @@
+//! What a turn is to the rest of the runtime: the events it reports, how it ended, where it
+//! came from, and the traits memory features implement to take part in it (tools take part
+//! through the registry in `crate::tools`). The engine (`crate::engine`) runs turns; these types sit
+//! below it so that a feature implementing them never depends on the engine.
+
+use axocoatl_store::ledger::record::{AttachmentPin, Millis, TurnState, Usage};
+
+use crate::error::Result;
+use crate::provider::Message;
+
+/// What a running turn reports to its caller, in order.
+#[derive(Clone, Copy, Debug)]
+pub enum TurnEvent<'a> {
+    /// `send --attach` stored a file whose extracted text was cut to the cap. Before the
+    /// turn begins.
+    AttachmentTruncated { name: &'a str, text_len: usize },
+    /// The turn did not begin, so a file `send --attach` added was taken out of the
+    /// selection again (`error`: that failed and it stays selected).
+    AttachmentWithdrawn {
+        reference: &'a str,
+        name: &'a str,
+        error: Option<&'a str>,
+    },
+    /// `send --wait`: the session is busy and the turn queues behind `turn`.
+    Waiting {
+        session: &'a str,
+        turn: Option<&'a str>,
+    },
+    /// The begin record is durable.
+    Begun {
+        turn: &'a str,
+        session: &'a str,
+        agent: &'a str,
+        /// The agent's configured `name`, for people.
+        agent_name: Option<&'a str>,
+        /// The attachments pinned to the turn.
+        attachments: &'a [AttachmentPin],
+    },
+    /// Visible model output.
+    Delta(&'a str),
+    ToolStarted {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    /// `output` is cut to [`crate::catalog::MODEL_OUTPUT_CAP`] with a note, as the model
+    /// sees it (the ledger keeps it whole).
+    ToolResult {
+        call_id: &'a str,
+        name: &'a str,
+        output: &'a str,
+        is_error: bool,
+        /// A command's exit code.
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
+    /// Something the user should know; also recorded in the ledger.
+    Warning(&'a str),
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub agent_name: Option<String>,
+    pub state: TurnState,
+    pub output: String,
+    pub error: Option<String>,
+    /// Provider-reported usage of the turn's calls (`complete: false` when a call reported
+    /// none).
+    pub usage: Usage,
+}
+
+/// Where a turn came from when no person sent it: an automation's occurrence. Recorded
+/// (`TurnOrigin`) in the same durable append as the turn's begin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnOrigin {
+    pub automation: String,
+    /// The scheduled time of the occurrence (not when it ran); for a manual run, when it
+    /// was requested.
+    pub occurrence: Millis,
+    /// `schedule` or `manual`.
+    pub trigger: String,
+    /// What runs it: `tick`, `serve` or `manual`.
+    pub runner: String,
+}
+
+/// A piece of the system prompt that is not the agent's own `system_prompt`: core memory
+/// today, passive semantic recall next. Its text is part of every request's estimate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextSection {
+    /// What the section is, e.g. `core_memory` (for tests and debugging).
+    pub label: String,
+    /// The text as the model reads it (empty: nothing is added).
+    pub text: String,
+    /// What the user should know about it (a block cut to its limit, a file that could not
+    /// be read): warnings of the turn, reported once per turn.
+    pub warnings: Vec<String>,
+}
+
+/// What a context source sees when a request is built.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestInfo<'a> {
+    pub turn: &'a str,
+    /// The memory scope of the conversing agent: `{session}:{agent}`, or
+    /// `{session}:{coordinator}:worker:{worker}` for a declared worker.
+    pub scope: &'a str,
+    /// The user's request of this turn (the query for passive recall).
+    pub request: &'a str,
+}
+
+/// Supplies a [`ContextSection`] for each request of a conversing agent.
+pub trait ContextSource: Send {
+    /// The section for this request; `None` leaves nothing in the prompt. An error fails
+    /// nothing: the engine records it as a warning and builds the request without it.
+    fn section(&mut self, request: &RequestInfo<'_>) -> Result<Option<ContextSection>>;
+}
+
+/// One model response and what followed it within a turn.
+#[derive(Clone, Copy, Debug)]
+pub struct Exchange<'a> {
+    pub turn: &'a str,
+    pub scope: &'a str,
+    /// The assistant message, then the tool results that answered its calls, if any.
+    pub messages: &'a [Message],
+}
+
+/// A turn as it ended, for observers.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnSummary<'a> {
+    pub turn: &'a str,
+    pub scope: &'a str,
+    pub request: &'a str,
+    pub outcome: &'a TurnOutcome,
+}
+
+/// Watches a conversing agent's turns: the daily log and semantic writes plug in here.
+/// An error fails nothing: the engine records it as a warning of the turn.
+pub trait TurnObserver: Send {
+    /// After each model response (and its tool results), before the next call.
+    fn after_exchange(&mut self, _exchange: &Exchange<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the turn's terminal record is durable.
+    fn after_turn(&mut self, _turn: &TurnSummary<'_>) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! The layers, checked from the source: the modules of `src/` depend on each other in one
+//! direction only (no import circles), and the runtime never parses command lines or prints.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file: without comment lines (docs may name any module) and without its
+/// `#[cfg(test)]` tail (tests may reach anywhere).
+fn non_test_source(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("read");
+    let code = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    code.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Top-level module of `src/` → the top-level modules it names through `crate::`.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let re = regex::Regex::new(r"crate::([a-z_]+)").expect("re");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(src).expect("under src");
+        let first = rel.components().next().expect("a component");
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if module == "lib" {
+            continue;
+        }
+        let deps = graph.entry(module.clone()).or_default();
+        for c in re.captures_iter(&non_test_source(&file)) {
+            if c[1] != *module {
+                deps.insert(c[1].to_owned());
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through `start`, if there is one.
+fn cycle_from(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
+    fn walk(
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        start: &str,
+        at: &str,
+        path: &mut Vec<String>,
+        seen: &mut BTreeSet<String>,
+    ) -> bool {
+        for next in graph.get(at).into_iter().flatten() {
+            if next == start {
+                path.push(next.clone());
+                return true;
+            }
+            if seen.insert(next.clone()) {
+                path.push(next.clone());
+                if walk(graph, start, next, path, seen) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+    let mut path = vec![start.to_owned()];
+    walk(graph, start, start, &mut path, &mut BTreeSet::new()).then_some(path)
+}
+
+#[test]
+fn src_modules_have_no_import_circles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = module_graph(&src);
+    assert!(graph.len() > 10, "found the modules: {graph:?}");
+    for module in graph.keys() {
+        if let Some(cycle) = cycle_from(&graph, module) {
+            panic!("import circle in src/: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_runtime_never_parses_command_lines_or_prints() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for file in files {
+        let text = non_test_source(&file);
+        for word in ["clap::", "println!", "eprintln!", "print!(", "eprint!("] {
+            assert!(
+                !text.contains(word),
+                "{} uses {word}: the runtime never parses command lines or prints (cmd/ does)",
+                file.display()
+            );
+        }
+    }
+}
