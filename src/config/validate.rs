@@ -570,8 +570,8 @@ fn not_run_yet(c: &mut Checker<'_>, config: &Config) {
     if config.consolidation.enabled {
         c.warning(
             c.value(at!["consolidation", "enabled"]),
-            "sleep-time consolidation is not supported yet: `consolidation.enabled: true` is accepted but nothing runs it",
-            "leave it for when consolidation lands, or set `enabled: false` to silence this",
+            "the sleep-time consolidation loop is not supported yet: `consolidation.enabled: true` is accepted but no background loop runs it",
+            "run `axocoatl memory consolidate` meanwhile (one pass on demand), or set `enabled: false` to silence this",
         );
     }
     if !config.workflows.is_empty() {
@@ -579,13 +579,6 @@ fn not_run_yet(c: &mut Checker<'_>, config: &Config) {
             c.key(at!["workflows"]),
             "coordinator-led workflows are not supported yet: `workflows:` is checked but not run",
             "send to an autonomous agent meanwhile; the workflows take effect when coordinators land",
-        );
-    }
-    if !config.automations.is_empty() {
-        c.warning(
-            c.key(at!["automations"]),
-            "automations are not supported yet: `automations:` is checked but nothing runs it",
-            "run `axocoatl send` from cron meanwhile; the schedules take effect when automations land",
         );
     }
 }

@@ -270,10 +270,10 @@ fn full_config_validates() {
     let loaded = load_valid("full");
     let others = beyond_not_run_yet(&loaded.warnings);
     assert!(others.is_empty(), "{}", render(&others));
-    assert_eq!(
-        loaded.warnings.len(),
-        3,
-        "workflows, automations and consolidation are not run yet: {}",
+    let said = |what: &str| loaded.warnings.iter().any(|w| w.message.contains(what));
+    assert!(
+        said("workflows are not supported yet") && said("consolidation loop is not supported yet"),
+        "workflows and the consolidation loop are not run yet: {}",
         render(&loaded.warnings)
     );
     let config = &loaded.config;
