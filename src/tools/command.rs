@@ -92,8 +92,18 @@ pub fn run(
     let workspace = cx.root.dir();
     let confinement = match cx.sandbox {
         SandboxMode::FullAccess => None,
-        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp.path()])),
-        SandboxMode::WorkspaceWrite => Some(sandbox::confine(&[workspace, tmp.path()])),
+        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp.path()], &[])),
+        SandboxMode::WorkspaceWrite => {
+            // The repository inside the workspace stays read-only (Landlock alone cannot
+            // take a subdirectory out of a writable one).
+            let repo = cx.root.repo();
+            let protected: &[&std::path::Path] = if repo.starts_with(workspace) && repo.is_dir() {
+                &[repo]
+            } else {
+                &[]
+            };
+            Some(sandbox::confine(&[workspace, tmp.path()], protected))
+        }
     };
     let confinement = match confinement.transpose() {
         Ok(c) => c,
@@ -398,5 +408,52 @@ mod tests {
             json!({"command": "echo t > $TMPDIR/t && cat $TMPDIR/t && cat /etc/passwd >/dev/null"}),
         );
         assert_eq!(out.text, "t\n[exit code 0]");
+    }
+
+    /// The repository inside the workspace stays read-only for a command that may write the
+    /// workspace: no new file, no change, no removal, no rename, no way to unmount it.
+    #[test]
+    fn the_repository_stays_read_only_in_workspace_write() {
+        if sandbox::Support::probe().landlock_abi < 1 {
+            return; // refused with the feature named: the test above covers it
+        }
+        let f = Fixture::new(SandboxMode::WorkspaceWrite);
+        let repo = f.root.repo().to_path_buf();
+        let head = std::fs::read(repo.join("HEAD")).expect("HEAD");
+        for cmd in [
+            "echo x > .axocoatl/HEAD",
+            "echo x >> .axocoatl/HEAD",
+            "touch .axocoatl/new",
+            "mkdir .axocoatl/dir",
+            "rm -f .axocoatl/HEAD",
+            "mv .axocoatl/HEAD .axocoatl/HEAD2",
+            "rm -rf .axocoatl",
+            "mv .axocoatl moved",
+            "umount .axocoatl",
+            "umount -l .axocoatl",
+            "cd .axocoatl && ln -s x link",
+        ] {
+            let out = f.call("run_command", json!({ "command": cmd }));
+            assert!(
+                out.is_error && out.exit_code != Some(0),
+                "{cmd}: {}",
+                out.text
+            );
+        }
+        assert_eq!(std::fs::read(repo.join("HEAD")).expect("HEAD"), head);
+        let names: Vec<_> = std::fs::read_dir(&repo)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(!names
+            .iter()
+            .any(|n| n == "new" || n == "dir" || n == "HEAD2"));
+        assert!(!f.root.dir().join("moved").exists());
+        let out = f.call(
+            "run_command",
+            json!({"command": "echo hi > made.txt && mkdir -p sub && echo deep > sub/f && cat .axocoatl/HEAD >/dev/null && echo ok"}),
+        );
+        assert_eq!(out.text, "ok\n[exit code 0]", "{}", out.text);
+        assert_eq!(f.read("sub/f"), "deep\n");
     }
 }

@@ -10,6 +10,7 @@
 mod command;
 mod fs;
 mod memory;
+mod mountns;
 mod path;
 pub mod registry;
 pub mod sandbox;

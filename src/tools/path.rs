@@ -30,6 +30,11 @@ impl Root {
         &self.dir
     }
 
+    /// The repository directory (canonical when it exists).
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
     /// Resolves `input` to an absolute path inside the workspace (existing or not).
     pub fn resolve(&self, input: &str) -> Result<PathBuf, String> {
         let refuse = |why: &str| Err(format!("path {input:?} refused: {why}"));

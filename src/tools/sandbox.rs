@@ -18,6 +18,9 @@
 //!   Landlock ABI < 3, `truncate(2)` is refused (Landlock cannot control it there); system
 //!   calls of another architecture kill the process.
 //! - `PR_SET_NO_NEW_PRIVS`: setuid binaries and file capabilities grant nothing.
+//! - Directories that must stay read-only beneath a writable one (the repository inside the
+//!   workspace) are bind-mounted read-only in a mount namespace of the command's own
+//!   (`mountns.rs`); mount system calls are refused by seccomp too.
 //!
 //! A kernel without Landlock or seccomp filters gets no sandbox at all: [`confine`] refuses
 //! with the missing feature's name, and the command is not run.
@@ -27,6 +30,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::OnceLock;
 
+use super::mountns::ReadOnlyBinds;
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
@@ -113,6 +117,7 @@ const AUDIT_ARCH: Option<u32> = if cfg!(target_arch = "x86_64") {
 pub struct Confinement {
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
+    read_only: Option<ReadOnlyBinds>,
 }
 
 impl Confinement {
@@ -127,6 +132,9 @@ impl Confinement {
             len: self.filter.len() as u16,
             filter: self.filter.as_ptr().cast_mut(),
         };
+        if let Some(binds) = &self.read_only {
+            binds.apply()?;
+        }
         // SAFETY: plain system calls on memory and descriptors this value owns.
         unsafe {
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -154,10 +162,15 @@ impl Confinement {
     }
 }
 
-/// Prepares a sandbox whose only writable places are `writable` (and `/dev/null`), or
-/// says which kernel feature is missing.
-pub fn confine(writable: &[&Path]) -> Result<Confinement, String> {
-    confine_with(Support::probe(), writable)
+/// Prepares a sandbox whose only writable places are `writable` (and `/dev/null`) except
+/// the directories in `read_only` beneath them (kept read-only by a private mount
+/// namespace, see `mountns.rs`), or says which kernel feature is missing.
+pub fn confine(writable: &[&Path], read_only: &[&Path]) -> Result<Confinement, String> {
+    let mut c = confine_with(Support::probe(), writable)?;
+    if !read_only.is_empty() {
+        c.read_only = Some(ReadOnlyBinds::new(read_only)?);
+    }
+    Ok(c)
 }
 
 fn confine_with(support: Support, writable: &[&Path]) -> Result<Confinement, String> {
@@ -176,6 +189,7 @@ fn confine_with(support: Support, writable: &[&Path]) -> Result<Confinement, Str
     Ok(Confinement {
         ruleset,
         filter: seccomp_program(support.landlock_abi),
+        read_only: None,
     })
 }
 
@@ -267,6 +281,17 @@ fn seccomp_program(landlock_abi: i32) -> Vec<libc::sock_filter> {
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,
+        // Landlock already forbids changing the mount topology; refused here as well, so
+        // the read-only binds of `mountns.rs` stay even if that rule were ever relaxed.
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_mount_setattr,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_pivot_root,
     ];
     if landlock_abi < 3 {
         refused.push(libc::SYS_truncate);

@@ -442,6 +442,49 @@ fn under_landlock_commands_write_only_the_workspace_and_reach_no_network() {
     );
 }
 
+/// Landlock cannot take `.axocoatl/` back out of the writable workspace; a private mount
+/// namespace keeps it read-only for the command, and the ledger stays whole.
+#[test]
+fn a_command_in_workspace_write_cannot_touch_the_repository() {
+    let server = FakeServer::with([
+        ollama_calls(&[
+            (
+                "run_command",
+                json!({"command": "echo x >> .axocoatl/HEAD"}),
+            ),
+            ("run_command", json!({"command": "rm -rf .axocoatl/ledger"})),
+            ("run_command", json!({"command": "umount -l .axocoatl"})),
+            ("run_command", json!({"command": "echo ok > kept.txt"})),
+        ]),
+        ollama_text("Done."),
+    ]);
+    let env = env_with("ollama", &server, "    sandbox: workspace-write\n");
+    let head = std::fs::read(env.work.join(".axocoatl/HEAD")).expect("HEAD");
+    let r = env.run(&["send", "--json", "try the repository"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let res = results(&events);
+    if !landlock() {
+        return;
+    }
+    for e in &res[..3] {
+        assert_eq!(e["is_error"], true, "{e}");
+    }
+    assert!(res[0]["output"]
+        .as_str()
+        .is_some_and(|o| o.contains("Read-only file system")));
+    assert_eq!(res[3]["exit_code"], json!(0), "{}", res[3]);
+    assert_eq!(
+        std::fs::read(env.work.join(".axocoatl/HEAD")).expect("HEAD"),
+        head
+    );
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = env.run(&["history", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("try the repository"));
+}
+
 #[test]
 fn a_timeout_kills_the_command_and_its_children() {
     let server = FakeServer::with([
