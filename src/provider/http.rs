@@ -525,13 +525,26 @@ fn worker(
         let msg = match reader.read(&mut buf) {
             Ok(0) => Msg::Eof,
             Ok(n) => Msg::Chunk(buf[..n].to_vec()),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Msg::Failed(Failure::Timeout),
-            Err(e) => Msg::Failed(Failure::Broken(e.to_string())),
+            Err(e) => Msg::Failed(classify_read_error(e)),
         };
         let last = !matches!(msg, Msg::Chunk(_));
         if tx.send(msg).is_err() || last {
             return;
         }
+    }
+}
+
+/// A body read that failed: ureq reports its own per-read timeout as an `io::Error` of kind
+/// `Other` wrapping `ureq::Error::Timeout`, which is a timeout all the same.
+fn classify_read_error(e: std::io::Error) -> Failure {
+    let ureq_timeout = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+        .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+    if e.kind() == std::io::ErrorKind::TimedOut || ureq_timeout {
+        Failure::Timeout
+    } else {
+        Failure::Broken(e.to_string())
     }
 }
 
@@ -651,6 +664,16 @@ pub(crate) fn base_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_per_read_timeout_of_ureq_is_a_timeout() {
+        let e = ureq::Error::Timeout(ureq::Timeout::PerRead).into_io();
+        assert!(matches!(classify_read_error(e), Failure::Timeout));
+        let e = std::io::Error::from(std::io::ErrorKind::TimedOut);
+        assert!(matches!(classify_read_error(e), Failure::Timeout));
+        let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(matches!(classify_read_error(e), Failure::Broken(_)));
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {
