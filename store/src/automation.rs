@@ -253,11 +253,24 @@ pub enum TakeOver {
     Dead(Box<Claim>),
 }
 
+/// What [`Runs::adopt_legacy`] did with the pre-1.0 records of one automation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Adopted {
+    /// Record names copied into `automation/runs-v1/` this time.
+    pub copied: Vec<String>,
+    /// Records whose identity the current namespace already has (it wins).
+    pub present: u64,
+    /// Files not copied, with the reason.
+    pub refused: Vec<(PathBuf, String)>,
+}
+
 /// The run records of a repository.
 #[derive(Clone, Debug)]
 pub struct Runs {
     root: PathBuf,
     locks: PathBuf,
+    /// The repository (`.axocoatl/`), for the pre-1.0 records read by `adopt_legacy`.
+    repo_root: PathBuf,
 }
 
 impl Runs {
@@ -265,6 +278,7 @@ impl Runs {
         Runs {
             root: repo.path(AUTOMATION_RUNS_DIR),
             locks: repo.path(LOCKS_DIR),
+            repo_root: repo.root().to_owned(),
         }
     }
 
@@ -407,6 +421,69 @@ impl Runs {
         let dir = self.dir(&record.automation);
         ensure_dir(&dir)?;
         Ok(publish_new(&dir.join(record.file_name()), &record.encode()?, |_| Ok(()))?.is_some())
+    }
+
+    /// Copies the pre-1.0 run records of `automation` (`automation/runs/<component>/`) into
+    /// the current namespace. A record is copied only when its logical identity (automation
+    /// id, occurrence, and for a manual run its nonce) is the one requested and is exactly
+    /// what its physical path says (the directory of `automation`, the file name of its
+    /// identity), and it is terminal (an open record has no runner left to settle it). A
+    /// copy never replaces a current record of the same identity, and the old file is only
+    /// read. Returns what was done.
+    pub fn adopt_legacy(&self, automation: &str) -> Result<Adopted> {
+        let mut out = Adopted::default();
+        let legacy = crate::legacy::automation_runs_dir(&self.repo_root, automation);
+        if !crate::legacy::is_plain_dir(&legacy) {
+            return Ok(out);
+        }
+        let dir = self.dir(automation);
+        for (name, is_dir) in crate::legacy::entries(&legacy)?.0 {
+            if is_dir || !is_record_name(&name) {
+                continue;
+            }
+            let path = legacy.join(&name);
+            let bytes = fs::read(&path).map_err(Error::io("read", &path))?;
+            let record = match decode(&bytes) {
+                Ok(r) => r,
+                Err(reason) => {
+                    out.refused.push((path, reason));
+                    continue;
+                }
+            };
+            let problem = if record.automation != automation {
+                Some(format!(
+                    "names automation {:?}, not {automation:?}",
+                    record.automation
+                ))
+            } else if record.file_name() != name {
+                Some(format!(
+                    "its identity belongs in {}, not {name}",
+                    record.file_name()
+                ))
+            } else if !record.state.is_terminal() {
+                Some(format!(
+                    "it is still {}: no runner is left to settle it",
+                    record.state.as_str()
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = problem {
+                out.refused.push((path, reason));
+                continue;
+            }
+            let target = dir.join(&name);
+            if target.exists() {
+                out.present += 1;
+                continue;
+            }
+            ensure_dir(&dir)?;
+            match publish_new(&target, &bytes, |_| Ok(()))? {
+                Some(_) => out.copied.push(name),
+                None => out.present += 1,
+            }
+        }
+        Ok(out)
     }
 
     /// The names of the automation's records that are not terminal (from their markers).
@@ -856,5 +933,52 @@ mod tests {
             "{text:?}"
         );
         assert!(text.iter().any(|p| p.contains("marker")), "{text:?}");
+    }
+
+    #[test]
+    fn legacy_records_are_copied_only_when_identity_and_path_match() {
+        let (_dir, repo) = repo();
+        let runs = Runs::new(&repo);
+        let legacy = repo.root().join("automation/runs/brief");
+        fs::create_dir_all(&legacy).expect("mkdir");
+        let mut done = record(1_700_000_040_000, RunState::Completed);
+        done.ended_at = Some(1_700_000_050_000);
+        let put = |name: &str, r: &RunRecord| {
+            fs::write(legacy.join(name), r.encode().expect("encode")).expect("write");
+        };
+        put(&done.file_name(), &done);
+        // Right automation, wrong file name for its occurrence.
+        let mut moved = done.clone();
+        moved.occurrence = 1_700_000_100_000;
+        put("20231114T231400.000Z.json", &moved);
+        // Another automation's record in this directory.
+        let mut other = done.clone();
+        other.automation = "other".into();
+        other.occurrence = 1_700_000_200_000;
+        put(&other.file_name(), &other);
+        // Still open.
+        let open = record(1_700_000_300_000, RunState::Running);
+        put(&open.file_name(), &open);
+        let before: Vec<(String, Vec<u8>)> = read_dir_names(&legacy)
+            .expect("names")
+            .into_iter()
+            .map(|n| (n.clone(), fs::read(legacy.join(&n)).expect("read")))
+            .collect();
+        let adopted = runs.adopt_legacy("brief").expect("adopt");
+        assert_eq!(adopted.copied, vec![done.file_name()]);
+        assert_eq!(adopted.refused.len(), 3, "{adopted:?}");
+        assert_eq!(runs.list("brief", None).expect("list").len(), 1);
+        // Again: the current copy wins, nothing more is copied.
+        let again = runs.adopt_legacy("brief").expect("adopt");
+        assert!(again.copied.is_empty());
+        assert_eq!(again.present, 1);
+        // And nothing is copied for an identity never requested.
+        assert!(runs.adopt_legacy("other").expect("adopt").copied.is_empty());
+        let after: Vec<(String, Vec<u8>)> = read_dir_names(&legacy)
+            .expect("names")
+            .into_iter()
+            .map(|n| (n.clone(), fs::read(legacy.join(&n)).expect("read")))
+            .collect();
+        assert_eq!(before, after);
     }
 }

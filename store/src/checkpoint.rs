@@ -29,6 +29,9 @@ pub const MAX_CHECKPOINT: usize = 64 << 20;
 #[derive(Clone, Debug)]
 pub struct Checkpoints {
     dir: PathBuf,
+    /// The pre-1.0 directory (`checkpoints/`) whose exact component directories are read
+    /// as candidates too, never written: see [`Checkpoints::candidates`].
+    legacy: Option<PathBuf>,
 }
 
 /// One checkpoint file on disk.
@@ -52,15 +55,21 @@ pub fn encode_envelope(payload: &[u8]) -> Vec<u8> {
 
 /// Checks an envelope and returns its payload; the error says what is wrong.
 pub fn decode_envelope(bytes: &[u8]) -> std::result::Result<&[u8], String> {
-    if bytes.len() < ENVELOPE_LEN || &bytes[0..8] != MAGIC {
-        return Err("not a checkpoint (bad magic)".into());
-    }
-    let version = le_u32(&bytes[8..12]);
+    let (version, payload) = split_envelope(bytes)?;
     if version != ENVELOPE_VERSION {
         return Err(format!(
             "envelope version {version}, this build reads {ENVELOPE_VERSION}"
         ));
     }
+    Ok(payload)
+}
+
+/// Checks an envelope of any version (magic, length, checksum): its version and payload.
+pub fn split_envelope(bytes: &[u8]) -> std::result::Result<(u32, &[u8]), String> {
+    if bytes.len() < ENVELOPE_LEN || &bytes[0..8] != MAGIC {
+        return Err("not a checkpoint (bad magic)".into());
+    }
+    let version = le_u32(&bytes[8..12]);
     let len = le_u64(&bytes[12..20]);
     if len != (bytes.len() - ENVELOPE_LEN) as u64 {
         return Err(format!(
@@ -72,13 +81,22 @@ pub fn decode_envelope(bytes: &[u8]) -> std::result::Result<&[u8], String> {
     if crate::ledger::frame_le::crc32c(payload) != le_u32(&bytes[20..24]) {
         return Err("payload checksum mismatch".into());
     }
-    Ok(payload)
+    Ok((version, payload))
 }
 
 impl Checkpoints {
     pub fn new(dir: &Path) -> Checkpoints {
         Checkpoints {
             dir: dir.to_owned(),
+            legacy: None,
+        }
+    }
+
+    /// Checkpoints in `dir` that also read the pre-1.0 directory `legacy` as candidates.
+    pub fn with_legacy(dir: &Path, legacy: &Path) -> Checkpoints {
+        Checkpoints {
+            dir: dir.to_owned(),
+            legacy: Some(legacy.to_owned()),
         }
     }
 
@@ -131,6 +149,38 @@ impl Checkpoints {
         Ok(out)
     }
 
+    /// The checkpoints to load for `component`, newest first: the current ones, and the
+    /// `.ckpt` files of its exact pre-1.0 directory (`checkpoints/<component>/`, regular
+    /// files only, the newest [`crate::legacy::checkpoint::MAX_FILES`]) whose sequence
+    /// number no current file has: for the same version the current path wins. A legacy
+    /// file in an older envelope fails to read like any incompatible checkpoint.
+    pub fn candidates(&self, component: &str) -> Result<Vec<CheckpointFile>> {
+        let mut out = self.list(component)?;
+        let Some(legacy) = &self.legacy else {
+            return Ok(out);
+        };
+        let dir = legacy.join(component);
+        if !crate::legacy::is_plain_dir(&dir) {
+            return Ok(out);
+        }
+        for file in crate::legacy::checkpoint::files(&dir)? {
+            if !file.json && !out.iter().any(|c| c.seq == file.seq) {
+                out.push(CheckpointFile {
+                    component: component.to_owned(),
+                    seq: file.seq,
+                    path: file.path,
+                });
+            }
+        }
+        out.sort_by_key(|c| std::cmp::Reverse(c.seq));
+        Ok(out)
+    }
+
+    /// Whether a checkpoint file lies at a pre-1.0 path (read-only to us).
+    pub fn is_legacy(&self, file: &CheckpointFile) -> bool {
+        !file.path.starts_with(&self.dir)
+    }
+
     /// Every component that has a checkpoint directory.
     pub fn components(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
@@ -175,7 +225,11 @@ impl Checkpoints {
     }
 
     /// Removes one checkpoint (found corrupt or stale by the caller).
+    /// A pre-1.0 file is never removed: compatibility inputs are preserved.
     pub fn remove(&self, file: &CheckpointFile) -> Result<()> {
+        if self.is_legacy(file) {
+            return Ok(());
+        }
         fs::remove_file(&file.path).map_err(Error::io("remove", file.path.clone()))
     }
 }

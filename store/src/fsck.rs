@@ -105,6 +105,10 @@ pub struct Report {
     pub repaired_bytes: u64,
     /// What `--repair` changed, one sentence each.
     pub repairs: Vec<String>,
+    /// Pre-1.0 compatibility inputs seen (read, never changed: not findings).
+    pub legacy: Vec<crate::legacy::Input>,
+    /// Legacy directories with more entries than are ever considered.
+    pub legacy_cut: Vec<PathBuf>,
 }
 
 impl Report {
@@ -158,6 +162,9 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     }
     check_strays(repo, &mut report)?;
     check_automation_runs(repo, &mut report)?;
+    let legacy = crate::legacy::scan(repo)?;
+    report.legacy = legacy.inputs;
+    report.legacy_cut = legacy.cut;
     Ok(report)
 }
 

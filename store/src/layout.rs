@@ -26,6 +26,14 @@ pub const CORE_MEMORY_DIR: &str = "memory/core/v1";
 pub const SHARED_CORE_DIR: &str = "memory/core/shared/v1";
 pub const SEMANTIC_DIR: &str = "memory/semantic/v1";
 pub const AUTOMATION_RUNS_DIR: &str = "automation/runs-v1";
+/// Pre-1.0 compatibility inputs: the unversioned forms of the namespaces above. They are
+/// read (never written) as `crate::legacy` says.
+pub const LEGACY_CHECKPOINTS_DIR: &str = "checkpoints";
+pub const LEGACY_DAILY_LOG_DIR: &str = "memory/daily_log";
+pub const LEGACY_CORE_MEMORY_DIR: &str = "memory/core";
+pub const LEGACY_SHARED_CORE_DIR: &str = "memory/core/shared";
+pub const LEGACY_SEMANTIC_DIR: &str = "memory/semantic";
+pub const LEGACY_AUTOMATION_RUNS_DIR: &str = "automation/runs";
 pub const RUN_DIR: &str = "run";
 pub const SESSION_LOCKS_DIR: &str = "run/sessions";
 pub const LEDGER_LOCK: &str = "run/ledger.lock";

@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod fsutil;
 pub mod layout;
 pub mod ledger;
+pub mod legacy;
 pub mod lock;
 pub mod memory;
 pub mod objects;

@@ -44,6 +44,9 @@ pub struct CoreMemory {
     own_lock: PathBuf,
     shared_dir: PathBuf,
     locks_dir: PathBuf,
+    /// The repository root, for the pre-1.0 files read when a current one is absent.
+    root: PathBuf,
+    agent_id: String,
 }
 
 impl CoreMemory {
@@ -56,7 +59,30 @@ impl CoreMemory {
             own_lock: locks_dir.join(format!("core-{c}.lock")),
             shared_dir: repo.path(SHARED_CORE_DIR),
             locks_dir,
+            root: repo.root().to_owned(),
+            agent_id: agent_id.to_owned(),
         }
+    }
+
+    /// The pre-1.0 file read in place of `path_for(label, shared)` while that is absent.
+    pub fn legacy_path_for(&self, label: &str, shared: bool) -> PathBuf {
+        if shared {
+            crate::legacy::shared_core_file(&self.root, label)
+        } else {
+            crate::legacy::core_file(&self.root, &self.agent_id)
+        }
+    }
+
+    /// The file of block `(label, shared)` as read: the current one, or while it is absent
+    /// the exact pre-1.0 file (never written: the first edit writes the current file,
+    /// starting from what the pre-1.0 one held).
+    fn read_for(&self, label: &str, shared: bool) -> Result<CoreFile> {
+        let current = self.path_for(label, shared);
+        let legacy = self.legacy_path_for(label, shared);
+        if std::fs::symlink_metadata(&current).is_err() && crate::legacy::is_regular_file(&legacy) {
+            return read_file(&legacy);
+        }
+        read_file(&current)
     }
 
     /// The file that holds block `label`.
@@ -87,7 +113,7 @@ impl CoreMemory {
                 self.get(label, true)?
             } else {
                 if own.is_none() {
-                    own = Some(read_file(&self.own)?);
+                    own = Some(self.read_for(label, false)?);
                 }
                 own.as_ref()
                     .and_then(|f| f.blocks.get(label).cloned())
@@ -100,7 +126,7 @@ impl CoreMemory {
 
     /// The value of a block ("" when never written).
     pub fn get(&self, label: &str, shared: bool) -> Result<String> {
-        let file = read_file(&self.path_for(label, shared))?;
+        let file = self.read_for(label, shared)?;
         Ok(file.blocks.get(label).cloned().unwrap_or_default())
     }
 
@@ -122,7 +148,7 @@ impl CoreMemory {
         let lock_path = self.lock_for(label, shared);
         create_dir_private(&self.locks_dir)?;
         let _lock = Lock::acquire(&lock_path)?;
-        let mut file = read_file(&path)?;
+        let mut file = self.read_for(label, shared)?;
         let current = file.blocks.get(label).map(String::as_str).unwrap_or("");
         let (value, out) = edit(current)?;
         file.version = CORE_VERSION;
@@ -260,5 +286,25 @@ mod tests {
         assert!(!e.to_string().contains("ledger"), "{e}");
         std::fs::write(&path, r#"{"blocks": {}}"#).expect("write");
         assert!(m.get("human", false).is_err());
+    }
+
+    #[test]
+    fn the_legacy_file_is_read_while_the_current_one_is_absent_and_never_written() {
+        let (_dir, repo) = repo();
+        let legacy = repo.root().join("memory/core/main%3aa.json");
+        let shared = repo.root().join("memory/core/shared/team.json");
+        let old = br#"{"version": 1, "blocks": {"human": "likes tea", "persona": "old"}}"#;
+        std::fs::write(&legacy, old).expect("write");
+        std::fs::write(&shared, br#"{"version": 1, "blocks": {"team": "t"}}"#).expect("write");
+        let m = CoreMemory::new(&repo, "main:a");
+        assert_eq!(m.get("human", false).expect("get"), "likes tea");
+        assert_eq!(m.get("team", true).expect("get"), "t");
+        m.set("persona", false, "new").expect("set");
+        assert_eq!(std::fs::read(&legacy).expect("read"), old);
+        assert_eq!(m.get("human", false).expect("get"), "likes tea");
+        assert_eq!(m.get("persona", false).expect("get"), "new");
+        // Current present: the legacy file no longer counts, even for blocks it has.
+        std::fs::write(&legacy, br#"{"version": 1, "blocks": {"project": "p"}}"#).expect("write");
+        assert_eq!(m.get("project", false).expect("get"), "");
     }
 }

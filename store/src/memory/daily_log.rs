@@ -156,13 +156,22 @@ pub struct LogRead {
 #[derive(Clone, Debug)]
 pub struct DailyLog {
     dir: PathBuf,
+    /// The exact pre-1.0 directory (`memory/daily_log/<component>/`): reads merge its
+    /// files, appends never go there.
+    legacy: PathBuf,
 }
 
 impl DailyLog {
     pub fn new(repo: &Repo, agent_id: &str) -> DailyLog {
         DailyLog {
             dir: repo.path(DAILY_LOG_DIR).join(component(agent_id)),
+            legacy: crate::legacy::daily_log_dir(repo.root(), agent_id),
         }
+    }
+
+    /// The pre-1.0 directory whose files reads merge.
+    pub fn legacy_dir(&self) -> &Path {
+        &self.legacy
     }
 
     pub fn dir(&self) -> &Path {
@@ -216,23 +225,27 @@ impl DailyLog {
         Ok(())
     }
 
-    /// The dates that have a file, oldest first.
+    /// The dates that have a file, oldest first (in the current directory or the exact
+    /// pre-1.0 one).
     pub fn dates(&self) -> Result<Vec<String>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("list", &self.dir)(e)),
-        };
-        let mut dates: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let date = name.strip_suffix(".jsonl")?;
-                is_date(date).then(|| date.to_owned())
-            })
-            .collect();
-        dates.sort();
+        let mut dates = date_files(&self.dir)?;
+        if crate::legacy::is_plain_dir(&self.legacy) {
+            dates.extend(date_files(&self.legacy)?);
+            dates.sort();
+            dates.dedup();
+        }
         Ok(dates)
+    }
+
+    /// The files of a date as read: the pre-1.0 one (a regular file only) then the current.
+    fn files_of(&self, date: &str) -> Vec<PathBuf> {
+        let legacy = self.legacy.join(format!("{date}.jsonl"));
+        let mut files = Vec::with_capacity(2);
+        if crate::legacy::is_regular_file(&legacy) {
+            files.push(legacy);
+        }
+        files.push(self.file_of(date));
+        files
     }
 
     /// The records with `from <= ms <= to` that `keep` accepts, in time order, at most
@@ -250,17 +263,18 @@ impl DailyLog {
             if d < first || d > last {
                 continue;
             }
-            let path = self.file_of(&d);
             let mut records = Vec::new();
-            read_lines(&path, |n, _, line| match line {
-                Line::Record(r) => {
-                    if r.ms >= from && r.ms <= to && keep(&r) {
-                        records.push(r);
+            for path in self.files_of(&d) {
+                read_lines(&path, |n, _, line| match line {
+                    Line::Record(r) => {
+                        if r.ms >= from && r.ms <= to && keep(&r) {
+                            records.push(r);
+                        }
                     }
-                }
-                Line::Damaged(reason) => out.damaged.push((path.clone(), n, reason)),
-                Line::Torn => {}
-            })?;
+                    Line::Damaged(reason) => out.damaged.push((path.clone(), n, reason)),
+                    Line::Torn => {}
+                })?;
+            }
             // Appenders of one file may race by a millisecond: keep time order.
             records.sort_by_key(|r| r.ms);
             for r in records {
@@ -273,6 +287,25 @@ impl DailyLog {
         }
         Ok(out)
     }
+}
+
+/// The dates of the `YYYY-MM-DD.jsonl` files in `dir`, sorted (none when it is missing).
+fn date_files(dir: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list", dir)(e)),
+    };
+    let mut dates: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let date = name.strip_suffix(".jsonl")?;
+            is_date(date).then(|| date.to_owned())
+        })
+        .collect();
+    dates.sort();
+    Ok(dates)
 }
 
 /// One line of a daily log file as read.
@@ -559,5 +592,34 @@ mod tests {
             serde_json::from_str(r#"{"time":"x","ms":1,"kind":"dream","text":"t","future":true}"#)
                 .expect("parse");
         assert_eq!(r.kind, LogKind::Other);
+    }
+
+    #[test]
+    fn reads_merge_the_legacy_directory_and_appends_go_to_v1_only() {
+        let (_dir, repo) = repo();
+        let log = DailyLog::new(&repo, "main:a");
+        let legacy = repo.root().join("memory/daily_log/main%3aa");
+        std::fs::create_dir_all(&legacy).expect("mkdir");
+        let old = LogRecord::new(T - DAY, LogKind::Request, Some("t0"), "old day");
+        let same_day = LogRecord::new(T - 1000, LogKind::Request, Some("t1"), "old, same day");
+        let mut bytes = Vec::new();
+        for r in [&old] {
+            serde_json::to_writer(&mut bytes, r).expect("json");
+            bytes.push(b'\n');
+        }
+        std::fs::write(legacy.join(format!("{}.jsonl", date(T - DAY))), &bytes).expect("write");
+        let mut bytes = Vec::new();
+        serde_json::to_writer(&mut bytes, &same_day).expect("json");
+        bytes.push(b'\n');
+        let legacy_today = legacy.join(format!("{}.jsonl", date(T)));
+        std::fs::write(&legacy_today, &bytes).expect("write");
+        log.append(&[LogRecord::new(T, LogKind::Answer, Some("t2"), "new")])
+            .expect("append");
+        assert_eq!(std::fs::read(&legacy_today).expect("read"), bytes);
+        assert!(log.file_of(&date(T)).exists());
+        assert_eq!(log.dates().expect("dates"), vec![date(T - DAY), date(T)]);
+        let read = log.read(0, T + DAY, |_| true, 10).expect("read");
+        let texts: Vec<&str> = read.records.iter().map(|r| r.text.as_str()).collect();
+        assert_eq!(texts, vec!["old day", "old, same day", "new"]);
     }
 }
