@@ -499,6 +499,8 @@ fn apply(p: &mut Projection, entry: Entry) {
         | Record::AttachmentAdded(_)
         | Record::AttachmentRemoved(_)
         | Record::AttachmentConsumed(_)
+        | Record::LegacyImportBegun(_)
+        | Record::LegacyImportEnded(_)
         | Record::Note(_) => {}
     }
 }

@@ -273,6 +273,34 @@ pub struct TurnOrigin {
     pub at: Millis,
 }
 
+/// The transcript of a 0.1.x checkpoint is being imported into a session that had no
+/// turns: appended before the first imported turn. The turns follow with ids derived from
+/// `digest`, so an import cut short is finished, never repeated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegacyImportBegun {
+    pub session: String,
+    pub agent: String,
+    /// The checkpoint file, relative to `.axocoatl/`.
+    pub source: String,
+    /// BLAKE3 of the checkpoint file's bytes (hex).
+    pub digest: String,
+    /// `json` or `postcard-v0`.
+    pub format: String,
+    /// How many turns the transcript holds.
+    pub turns: u32,
+    pub at: Millis,
+}
+
+/// Every turn of the import of `digest` is in the ledger (appended after the last one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegacyImportEnded {
+    pub session: String,
+    pub agent: String,
+    pub digest: String,
+    pub turns: u32,
+    pub at: Millis,
+}
+
 /// Free-form bytes, for tests and tools that exercise the ledger itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
@@ -403,6 +431,8 @@ records! {
     20 => AgentOutputBounded [Turn],
     30 => ToolFinished [Turn],
     40 => TurnOrigin [Turn, Session],
+    55 => LegacyImportBegun [Session],
+    56 => LegacyImportEnded [Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -512,6 +542,8 @@ impl Record {
             | Record::RewindBoundary(_)
             | Record::AttachmentAdded(_)
             | Record::AttachmentRemoved(_)
+            | Record::LegacyImportBegun(_)
+            | Record::LegacyImportEnded(_)
             | Record::Note(_) => None,
         }
     }
@@ -535,6 +567,8 @@ impl Record {
             Record::AttachmentRemoved(x) => Some(x.at),
             Record::AttachmentConsumed(x) => Some(x.at),
             Record::TurnOrigin(x) => Some(x.at),
+            Record::LegacyImportBegun(x) => Some(x.at),
+            Record::LegacyImportEnded(x) => Some(x.at),
             Record::Note(_) => None,
         }
     }
@@ -552,6 +586,8 @@ impl Record {
             Record::AttachmentRemoved(r) => Some(&r.session),
             Record::AttachmentConsumed(r) => Some(&r.session),
             Record::TurnOrigin(r) => Some(&r.session),
+            Record::LegacyImportBegun(r) => Some(&r.session),
+            Record::LegacyImportEnded(r) => Some(&r.session),
             Record::AgentOutput(_)
             | Record::AgentOutputBounded(_)
             | Record::ToolStarted(_)
@@ -717,6 +753,22 @@ mod tests {
                 runner: "tick".into(),
                 pid: 2,
                 at: 14,
+            }),
+            Record::LegacyImportBegun(LegacyImportBegun {
+                session: s.clone(),
+                agent: "a".into(),
+                source: "checkpoints/s%3aa/3.json".into(),
+                digest: "d".into(),
+                format: "json".into(),
+                turns: 2,
+                at: 15,
+            }),
+            Record::LegacyImportEnded(LegacyImportEnded {
+                session: s.clone(),
+                agent: "a".into(),
+                digest: "d".into(),
+                turns: 2,
+                at: 16,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();
