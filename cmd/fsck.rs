@@ -21,7 +21,9 @@ use crate::ui::Ui;
 /// in ledger/v1/damaged/) or a torn tail of a daily log file, removes stray temporary files,
 /// recreates missing directories that hold no data, and sets a missing or unreadable HEAD to
 /// `main`. Memory files: core memory (parses, its version, blocks within the limits
-/// axocoatl.yaml gives them) and every line of the daily log.
+/// axocoatl.yaml gives them) and every line of the daily log. Pre-1.0 inputs (the
+/// unversioned forms of today's directories) are listed, one line each, with how they are
+/// read; they are never changed (see `axocoatl import --dry-run`).
 ///
 /// Examples:
 ///   axocoatl fsck
@@ -79,6 +81,33 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             )?;
         }
     }
+    for i in &report.legacy {
+        let read = axocoatl::legacy::how_read(i.kind);
+        if args.json {
+            ui.json_line(&FsckLine::Legacy {
+                kind: i.kind.as_str(),
+                id: &i.id,
+                file: rel(&i.path),
+                files: i.files,
+                read,
+            })?;
+        } else {
+            writeln!(
+                ui.out,
+                "{}: pre-1.0 {} of {}: {read}",
+                rel(&i.path),
+                i.kind.as_str(),
+                i.id
+            )?;
+        }
+    }
+    for dir in &report.legacy_cut {
+        ui.warn(&format!(
+            "{}: more than {} entries; only the first were considered as pre-1.0 inputs",
+            rel(dir),
+            axocoatl_store::legacy::MAX_ENTRIES
+        ))?;
+    }
     let clean = report.is_clean();
     if args.json {
         ui.json_line(&FsckLine::Summary {
@@ -92,6 +121,7 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             findings: report.findings.len(),
             repaired_bytes: report.repaired_bytes,
             repairs: &report.repairs,
+            legacy_inputs: report.legacy.len(),
         })?;
     } else {
         let runs = if report.run_records > 0 {

@@ -381,6 +381,42 @@ pub enum FsckLine<'a> {
         repaired_bytes: u64,
         /// What `--repair` did, one sentence each.
         repairs: &'a [String],
+        /// Pre-1.0 inputs seen (listed before the summary).
+        legacy_inputs: usize,
+    },
+    /// A pre-1.0 input: read as README says, never changed (not a finding).
+    Legacy {
+        kind: &'a str,
+        id: &'a str,
+        file: String,
+        files: u64,
+        read: &'a str,
+    },
+}
+
+/// `import --json`: one line per legacy checkpoint directory and per other pre-1.0 input,
+/// then a summary.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ImportLine<'a> {
+    Checkpoint(&'a axocoatl::legacy::Candidate),
+    Input {
+        kind: &'a str,
+        id: &'a str,
+        path: String,
+        files: u64,
+        /// How this build reads it.
+        read: &'a str,
+    },
+    Summary {
+        dry_run: bool,
+        imported: usize,
+        pending: usize,
+        already_imported: usize,
+        skipped: usize,
+        other_inputs: usize,
+        /// Automation run records copied (`<automation>/<record>`).
+        runs_copied: &'a [String],
     },
 }
 

@@ -13,6 +13,7 @@ mod automations;
 mod export;
 mod fsck;
 mod history;
+mod import;
 mod init;
 mod memory;
 mod retry;
@@ -77,6 +78,7 @@ pub enum Command {
     Usage(usage::UsageArgs),
     Automations(automations::AutomationsArgs),
     Fsck(fsck::FsckArgs),
+    Import(import::ImportArgs),
     Memory(memory::MemoryArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
@@ -137,6 +139,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "export" => export::ExportArgs::augment_args(sub),
         "usage" => usage::UsageArgs::augment_args(sub),
         "fsck" => fsck::FsckArgs::augment_args(sub),
+        "import" => import::ImportArgs::augment_args(sub),
         "memory" => memory::MemoryArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
@@ -165,6 +168,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Export(args) => export::run(args, g, ui),
         Command::Usage(args) => usage::run(args, g, ui),
         Command::Fsck(args) => fsck::run(args, g, ui),
+        Command::Import(args) => import::run(args, g, ui),
         Command::Memory(args) => memory::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }

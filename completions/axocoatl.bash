@@ -34,6 +34,9 @@ _axocoatl() {
             axocoatl,history)
                 cmd="axocoatl__subcmd__history"
                 ;;
+            axocoatl,import)
+                cmd="axocoatl__subcmd__import"
+                ;;
             axocoatl,init)
                 cmd="axocoatl__subcmd__init"
                 ;;
@@ -144,6 +147,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help,history)
                 cmd="axocoatl__subcmd__help__subcmd__history"
+                ;;
+            axocoatl__subcmd__help,import)
+                cmd="axocoatl__subcmd__help__subcmd__import"
                 ;;
             axocoatl__subcmd__help,init)
                 cmd="axocoatl__subcmd__help__subcmd__init"
@@ -398,7 +404,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1000,7 +1006,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck memory util help"
+            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1196,6 +1202,20 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__history)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__import)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1624,6 +1644,36 @@ _axocoatl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__import)
+            opts="-n -C -h -V --dry-run --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 -C)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

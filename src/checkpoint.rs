@@ -8,7 +8,7 @@
 //! checksummed envelope, written atomically, owner-only, without fsync.
 
 use axocoatl_store::checkpoint::{CheckpointFile, Checkpoints, MAX_CHECKPOINT};
-use axocoatl_store::layout::{component, CHECKPOINTS_DIR};
+use axocoatl_store::layout::{component, CHECKPOINTS_DIR, LEGACY_CHECKPOINTS_DIR};
 use axocoatl_store::ledger::record::Usage;
 use axocoatl_store::Repo;
 use serde::{Deserialize, Serialize};
@@ -91,8 +91,13 @@ impl From<&CkMessage> for Message {
     }
 }
 
+/// The checkpoints of a repository: written under `checkpoints/v1/`, read from there and
+/// from the exact pre-1.0 directories `checkpoints/<component>/` (current wins).
 pub fn store(repo: &Repo) -> Checkpoints {
-    Checkpoints::new(&repo.path(CHECKPOINTS_DIR))
+    Checkpoints::with_legacy(
+        &repo.path(CHECKPOINTS_DIR),
+        &repo.path(LEGACY_CHECKPOINTS_DIR),
+    )
 }
 
 pub fn agent_component(session: &str, agent: &str) -> String {
@@ -147,10 +152,11 @@ pub fn write(
         .map_err(WriteError::Store)
 }
 
-/// The checkpoint files of an Agent, newest first (not yet read).
+/// The checkpoint files of an Agent, newest first (not yet read), pre-1.0 candidates
+/// included.
 pub fn files(repo: &Repo, session: &str, agent: &str) -> Vec<CheckpointFile> {
     store(repo)
-        .list(&agent_component(session, agent))
+        .candidates(&agent_component(session, agent))
         .unwrap_or_default()
 }
 

@@ -29,6 +29,7 @@ pub mod engine;
 pub mod error;
 pub mod history;
 pub mod ids;
+pub mod legacy;
 pub mod memory;
 pub mod provider;
 pub mod query;

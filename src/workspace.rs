@@ -69,6 +69,16 @@ impl Workspace {
     /// Finds and opens the repository (format checked first), then records orphaned turns
     /// (begun, never ended, owner gone) as interrupted.
     pub fn open(locator: &Locator) -> Result<Workspace> {
+        Workspace::open_with(locator, true)
+    }
+
+    /// [`Workspace::open`] without the 0.1.x import every open runs (for `axocoatl import`,
+    /// which runs it itself and reports it, and `--dry-run`, which must not).
+    pub fn open_without_import(locator: &Locator) -> Result<Workspace> {
+        Workspace::open_with(locator, false)
+    }
+
+    fn open_with(locator: &Locator, import: bool) -> Result<Workspace> {
         let root = locator.find_repo()?;
         let repo = Repo::open(&root, &open_options())?;
         let config_path = match &locator.config {
@@ -86,6 +96,12 @@ impl Workspace {
         // A rewind that died between its ledger boundary and its checkpoint: the ledger is
         // the authority, so the checkpoint is repaired before anything is served.
         crate::rewind::repair_pending(&ws.repo, &|| ws.config().ok().map(|c| c.checkpoint.keep))?;
+        // A 0.1.x session without canonical turns is imported before anything is served.
+        if import {
+            crate::legacy::import_on_open(&ws.repo, &|| {
+                ws.config().ok().map(|c| c.checkpoint.keep)
+            })?;
+        }
         Ok(ws)
     }
 

@@ -209,10 +209,20 @@ pub fn runs(
             }
             vec![id.to_owned()]
         }
-        None => store.automations()?,
+        None => {
+            // Configured automations too: their pre-1.0 records may not be copied yet.
+            let mut ids = store.automations()?;
+            if let Ok(c) = ws.config() {
+                ids.extend(c.automations.iter().map(|a| a.id.clone()));
+            }
+            ids.sort();
+            ids.dedup();
+            ids
+        }
     };
     let mut out = Vec::new();
     for id in &ids {
+        store.adopt_legacy(id)?;
         runner::settle(ws, id)?;
         for listed in store.list(id, limit)? {
             let (record, problem) = match listed.record {

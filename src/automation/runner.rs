@@ -81,6 +81,8 @@ pub fn run_due_one(
     let mut last_planned = None;
     while auto.enabled && !cancel.is_cancelled() {
         let mut guard = Some(runs.schedule_lock(&auto.id)?);
+        // Pre-1.0 records of this automation count as its history (copied once).
+        runs.adopt_legacy(&auto.id)?;
         for h in settle_locked(ws, &runs, &auto.id)? {
             push(h, &mut handled);
         }

@@ -259,4 +259,47 @@ mod tests {
         assert!(c.read(&files[0]).is_err());
         assert!(c.write("x", 1, &vec![0u8; MAX_CHECKPOINT], 3).is_err());
     }
+
+    #[test]
+    fn legacy_candidates_are_read_never_pruned_and_current_wins_for_the_same_seq() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let legacy = dir.path().join("checkpoints");
+        let current = legacy.join("v1");
+        let c = Checkpoints::with_legacy(&current, &legacy);
+        let old = legacy.join("main%3aa");
+        fs::create_dir_all(&old).expect("mkdir");
+        fs::write(
+            old.join("00000000000000000005.ckpt"),
+            encode_envelope(b"legacy 5"),
+        )
+        .expect("write");
+        fs::write(
+            old.join("00000000000000000009.ckpt"),
+            encode_envelope(b"legacy 9"),
+        )
+        .expect("write");
+        fs::write(old.join("00000000000000000009.json"), b"{}").expect("write");
+        c.write("main%3aa", 5, b"current 5", 1).expect("write");
+        let got: Vec<(u64, Vec<u8>)> = c
+            .candidates("main%3aa")
+            .expect("candidates")
+            .iter()
+            .map(|f| (f.seq, c.read(f).expect("read")))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(9, b"legacy 9".to_vec()), (5, b"current 5".to_vec())]
+        );
+        // Writing and pruning never touch the legacy directory, nor does remove.
+        c.write("main%3aa", 6, b"current 6", 1).expect("write");
+        for f in c.candidates("main%3aa").expect("candidates") {
+            c.remove(&f).expect("remove");
+        }
+        assert_eq!(
+            fs::read(old.join("00000000000000000005.ckpt")).expect("read"),
+            encode_envelope(b"legacy 5")
+        );
+        assert!(old.join("00000000000000000009.ckpt").is_file());
+        assert!(c.list("main%3aa").expect("list").is_empty());
+    }
 }

@@ -20,6 +20,7 @@ mod hostile_input;
 mod layers;
 mod ledger_crash;
 mod ledger_index;
+mod legacy;
 mod local_model;
 mod memory;
 mod provider_ollama;
