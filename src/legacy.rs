@@ -245,7 +245,7 @@ fn turn_records(
             agent: agent.to_owned(),
             call_id: call.id.clone(),
             name: call.name.clone(),
-            arguments: bound(&objects, &call.arguments.to_string())?,
+            arguments: bound(objects, &call.arguments.to_string())?,
             at,
         }));
         if let Some(result) = result {
@@ -255,7 +255,7 @@ fn turn_records(
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 is_error: false,
-                output: bound(&objects, result)?,
+                output: bound(objects, result)?,
                 at,
             }));
         }
@@ -272,7 +272,7 @@ fn turn_records(
             Record::AgentOutputBounded(AgentOutputBounded {
                 turn: turn.clone(),
                 agent: agent.to_owned(),
-                text: bound(&objects, &t.output)?,
+                text: bound(objects, &t.output)?,
                 at,
             })
         });
@@ -377,12 +377,15 @@ fn rel(repo: &Repo, path: &std::path::Path) -> String {
         .to_string()
 }
 
+/// A 0.1.x checkpoint that read, with its transcript split into turns.
+type Usable = (V0Checkpoint, Vec<LegacyTurn>);
+
 /// The candidate of one legacy checkpoint directory, and its checkpoint when usable.
 fn candidate(
     repo: &Repo,
     input: &Input,
     agents_of_session: usize,
-) -> Result<(Candidate, Option<(V0Checkpoint, Vec<LegacyTurn>)>)> {
+) -> Result<(Candidate, Option<Usable>)> {
     let (session, agent) = input.id.split_once(':').unwrap_or((&input.id, ""));
     let mut c = Candidate {
         session: session.to_owned(),

@@ -603,10 +603,8 @@ mod tests {
         let old = LogRecord::new(T - DAY, LogKind::Request, Some("t0"), "old day");
         let same_day = LogRecord::new(T - 1000, LogKind::Request, Some("t1"), "old, same day");
         let mut bytes = Vec::new();
-        for r in [&old] {
-            serde_json::to_writer(&mut bytes, r).expect("json");
-            bytes.push(b'\n');
-        }
+        serde_json::to_writer(&mut bytes, &old).expect("json");
+        bytes.push(b'\n');
         std::fs::write(legacy.join(format!("{}.jsonl", date(T - DAY))), &bytes).expect("write");
         let mut bytes = Vec::new();
         serde_json::to_writer(&mut bytes, &same_day).expect("json");
