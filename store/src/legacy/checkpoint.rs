@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{split_envelope, ENVELOPE_LEN, MAGIC, MAX_CHECKPOINT};
 use crate::ledger::record::Millis;
-use crate::{Error, Result};
+use crate::Result;
 
 /// The envelope version and JSON `version` of 0.1.x checkpoints.
 pub const V0: u32 = 0;
@@ -185,7 +185,12 @@ pub fn files(dir: &Path) -> Result<Vec<LegacyFile>> {
 
 /// Reads a legacy checkpoint file as 0.1.x. `Ok(Err(_))` says why it is not one.
 pub fn read(file: &LegacyFile) -> Result<std::result::Result<V0Checkpoint, NotV0>> {
-    let meta = fs::symlink_metadata(&file.path).map_err(Error::io("stat", &file.path))?;
+    // An unreadable legacy file is a reason not to import it, never an error of the
+    // command that looked (every open looks).
+    let meta = match fs::symlink_metadata(&file.path) {
+        Ok(meta) => meta,
+        Err(e) => return Ok(Err(NotV0::Bad(format!("cannot be read: {e}")))),
+    };
     if !meta.file_type().is_file() {
         return Ok(Err(NotV0::Bad("not a regular file".into())));
     }
@@ -195,7 +200,10 @@ pub fn read(file: &LegacyFile) -> Result<std::result::Result<V0Checkpoint, NotV0
             meta.len()
         ))));
     }
-    let bytes = fs::read(&file.path).map_err(Error::io("read", &file.path))?;
+    let bytes = match fs::read(&file.path) {
+        Ok(bytes) => bytes,
+        Err(e) => return Ok(Err(NotV0::Bad(format!("cannot be read: {e}")))),
+    };
     let digest = blake3::hash(&bytes).to_hex().to_string();
     let decoded = if file.json {
         decode_json(&bytes).map(|t| (Format::Json, t))
