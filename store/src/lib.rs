@@ -17,6 +17,7 @@ pub mod lock;
 pub mod memory;
 pub mod objects;
 pub mod repo;
+pub mod semantic;
 
 #[cfg(test)]
 mod props;

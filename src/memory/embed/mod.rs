@@ -9,6 +9,9 @@
 //! or the build has no `embeddings` feature, [`Embedder::shared`] says why and semantic
 //! memory uses its lexical fallback.
 
+#[cfg(feature = "embeddings")]
+mod onnx;
+
 use std::path::{Path, PathBuf};
 
 /// Length of every vector.
@@ -96,7 +99,13 @@ impl ModelFiles {
 /// the runtime shares one per process through [`Embedder::shared`].
 pub struct Embedder {
     files: ModelFiles,
+    #[cfg(feature = "embeddings")]
+    model: onnx::Model,
 }
+
+/// Texts run through the model together: padding to the longest costs little when texts of
+/// similar length are batched (they are sorted by length first).
+const BATCH: usize = 16;
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,15 +118,23 @@ impl std::fmt::Debug for Embedder {
 impl Embedder {
     /// Loads the model and tokenizer from `files`.
     pub fn load(files: &ModelFiles) -> Result<Embedder, EmbedError> {
+        if !cfg!(feature = "embeddings") {
+            return Err(EmbedError::FeatureOff);
+        }
         for path in [&files.model, &files.tokenizer] {
             if !path.is_file() {
                 return Err(EmbedError::Missing { path: path.clone() });
             }
         }
-        Err(EmbedError::Load {
-            path: files.model.clone(),
-            reason: "the ONNX embedder is not supported yet".to_owned(),
-        })
+        #[cfg(feature = "embeddings")]
+        {
+            Ok(Embedder {
+                files: files.clone(),
+                model: onnx::Model::load(files)?,
+            })
+        }
+        #[cfg(not(feature = "embeddings"))]
+        Err(EmbedError::FeatureOff)
     }
 
     /// The process-wide embedder, loaded from [`ModelFiles::from_env`] at the first call;
@@ -142,14 +159,32 @@ impl Embedder {
     }
 
     /// One unit vector of [`DIM`] floats per text, in order. Texts longer than the model's
-    /// window (256 tokens) are truncated: semantic memory chunks long texts before this.
+    /// window (256 tokens) are cut there: semantic memory chunks long texts before this.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let _ = texts;
-        Err(EmbedError::Run(
-            "the ONNX embedder is not supported yet".to_owned(),
-        ))
+        #[cfg(feature = "embeddings")]
+        {
+            // Sorted by length so that each batch pads little; answered in the given order.
+            let mut order: Vec<usize> = (0..texts.len()).collect();
+            order.sort_by_key(|&i| texts[i].len());
+            let mut out = vec![Vec::new(); texts.len()];
+            for chunk in order.chunks(BATCH) {
+                let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+                for (&i, v) in chunk.iter().zip(self.model.embed(&batch)?) {
+                    out[i] = v;
+                }
+            }
+            Ok(out)
+        }
+        #[cfg(not(feature = "embeddings"))]
+        {
+            let _ = texts;
+            Err(EmbedError::FeatureOff)
+        }
     }
 }
+
+#[cfg(all(test, feature = "embeddings"))]
+mod model_tests;
 
 #[cfg(test)]
 mod tests {
@@ -191,6 +226,7 @@ mod tests {
         assert_eq!(locate(&[]), None);
     }
 
+    #[cfg(feature = "embeddings")]
     #[test]
     fn missing_files_are_named() {
         let dir = tempfile::tempdir().expect("tempdir");

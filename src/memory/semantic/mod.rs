@@ -16,11 +16,21 @@
 //! [`SemanticStore::status`] says which path is in use and why; switching paths needs no
 //! rebuild of the text, only [`SemanticStore::reindex`].
 
+pub mod chunk;
+pub mod lexical;
+pub mod neural;
+
+use std::sync::OnceLock;
+
+use axocoatl_store::semantic::{
+    LexicalIndex, Records, SemanticDir, StoredRecord, Vectors, LEXICAL_FILE, RECORDS_FILE,
+    VECTORS_FILE,
+};
 use axocoatl_store::Repo;
 
 use crate::clock::Millis;
 use crate::error::{Result, RuntimeError};
-use crate::memory::embed::{EmbedError, Embedder};
+use crate::memory::embed::{EmbedError, Embedder, DIM, MODEL_TAG};
 
 /// A record's number in its store: 0, 1, 2, … in the order records were added.
 pub type RecordId = u64;
@@ -39,6 +49,20 @@ impl SourceKind {
         match self {
             SourceKind::Exchange => "exchange",
             SourceKind::Added => "added",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            SourceKind::Exchange => 1,
+            SourceKind::Added => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> SourceKind {
+        match code {
+            1 => SourceKind::Exchange,
+            _ => SourceKind::Added,
         }
     }
 }
@@ -112,23 +136,53 @@ pub struct Reindexed {
     pub records: u64,
 }
 
+/// Records missing a vector that a search embeds on the spot (a crash between writing a
+/// record and its vector); more than this asks for `axocoatl memory reindex`.
+pub const CATCH_UP: u64 = 64;
+
+/// Where the embedder comes from: the process-wide one, loaded at first need, or a given one.
+#[derive(Debug)]
+enum EmbedderSource {
+    Shared,
+    Given(Result<&'static Embedder, EmbedError>),
+}
+
 /// The semantic memory of one runtime Agent id.
 #[derive(Debug)]
 pub struct SemanticStore {
     agent_id: String,
-    embedder: Result<&'static Embedder, EmbedError>,
+    dir: SemanticDir,
+    source: EmbedderSource,
+    records: Records,
+    /// Loaded at first need, for the current model.
+    vectors: OnceLock<Vectors>,
+    lexical: Option<LexicalIndex>,
 }
 
-fn not_yet(what: &str) -> RuntimeError {
-    RuntimeError::NotSupported(format!("semantic memory {what}"))
+fn store_err(e: axocoatl_store::Error) -> RuntimeError {
+    RuntimeError::Store(e)
+}
+
+fn hit_of(id: RecordId, score: f32, r: StoredRecord) -> Hit {
+    Hit {
+        id,
+        score,
+        source: Source {
+            turn: r.turn,
+            kind: SourceKind::from_code(r.kind),
+            at: r.at,
+        },
+        text: r.text,
+    }
 }
 
 impl SemanticStore {
-    /// Opens (creating on first write) the store of runtime Agent id `agent_id` (e.g.
-    /// `main:coder`), using the process-wide embedder when it is available and the lexical
-    /// path otherwise.
+    /// Opens the store of runtime Agent id `agent_id` (e.g. `main:coder`), using the
+    /// process-wide embedder ([`Embedder::shared`], loaded only when a vector is needed)
+    /// when it is available and the lexical path otherwise. Nothing is created on disk
+    /// until the first [`add`](Self::add).
     pub fn open(repo: &Repo, agent_id: &str) -> Result<SemanticStore> {
-        SemanticStore::open_with(repo, agent_id, Embedder::shared())
+        SemanticStore::open_source(repo, agent_id, EmbedderSource::Shared)
     }
 
     /// Opens with a given embedder, or with the reason there is none (the lexical path).
@@ -137,10 +191,19 @@ impl SemanticStore {
         agent_id: &str,
         embedder: Result<&'static Embedder, EmbedError>,
     ) -> Result<SemanticStore> {
-        let _ = repo;
+        SemanticStore::open_source(repo, agent_id, EmbedderSource::Given(embedder))
+    }
+
+    fn open_source(repo: &Repo, agent_id: &str, source: EmbedderSource) -> Result<SemanticStore> {
+        let dir = SemanticDir::new(repo, agent_id);
+        let records = Records::open(&dir.file(RECORDS_FILE)).map_err(store_err)?;
         Ok(SemanticStore {
             agent_id: agent_id.to_owned(),
-            embedder,
+            dir,
+            source,
+            records,
+            vectors: OnceLock::new(),
+            lexical: None,
         })
     }
 
@@ -149,35 +212,297 @@ impl SemanticStore {
         &self.agent_id
     }
 
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    fn embedder(&self) -> Result<&'static Embedder, EmbedError> {
+        match &self.source {
+            EmbedderSource::Shared => Embedder::shared(),
+            EmbedderSource::Given(e) => e.clone(),
+        }
+    }
+
+    fn vectors(&self) -> Result<&Vectors> {
+        if let Some(v) = self.vectors.get() {
+            return Ok(v);
+        }
+        let v = Vectors::open(&self.dir.file(VECTORS_FILE), MODEL_TAG, DIM).map_err(store_err)?;
+        Ok(self.vectors.get_or_init(|| v))
+    }
+
+    fn refresh(&mut self) -> Result<()> {
+        self.records = Records::open(&self.dir.file(RECORDS_FILE)).map_err(store_err)?;
+        self.vectors = OnceLock::new();
+        Ok(())
+    }
+
+    /// The path searches take now, and why not neural. Loads the embedder (neural path).
+    fn decide(&self) -> Result<(RecallPath, Option<(String, String)>)> {
+        let embedder = match self.embedder() {
+            Ok(e) => e,
+            Err(e) => {
+                return Ok((
+                    RecallPath::Lexical,
+                    Some((e.to_string(), e.hint().to_owned())),
+                ))
+            }
+        };
+        let _ = embedder;
+        let rows = self.vectors()?.rows() as u64;
+        let records = self.records.len();
+        if rows + CATCH_UP < records {
+            let why = match self.vectors()?.stale() {
+                Some(stale) => format!("{stale}; vectors cover {rows} of {records} records"),
+                None => format!("vectors cover {rows} of {records} records"),
+            };
+            return Ok((
+                RecallPath::Lexical,
+                Some((
+                    why,
+                    "run `axocoatl memory reindex` to embed them".to_owned(),
+                )),
+            ));
+        }
+        Ok((RecallPath::Neural, None))
+    }
+
     /// Retains `records` durably (chunked; vectors computed on the neural path) and returns
-    /// the ids of the records written, in order.
+    /// the ids of the records written, in order. The text is on disk (fsynced) when this
+    /// returns; a vector that could not be computed is left for a later search or reindex.
     pub fn add(&mut self, records: &[NewRecord]) -> Result<Vec<RecordId>> {
-        let _ = records;
-        Err(not_yet("add"))
+        let mut stored = Vec::new();
+        for r in records {
+            for part in chunk::chunks(&r.text, CHUNK_WORDS) {
+                stored.push(StoredRecord {
+                    text: part.to_owned(),
+                    turn: r.source.turn.clone(),
+                    kind: r.source.kind.code(),
+                    at: r.source.at,
+                });
+            }
+        }
+        if stored.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Embedding is the slow part: done before taking the lock.
+        let vectors = match self.embedder() {
+            Ok(e) => {
+                let texts: Vec<&str> = stored.iter().map(|r| r.text.as_str()).collect();
+                Some(e.embed(&texts).map_err(embed_err)?)
+            }
+            Err(_) => None,
+        };
+        let lock = self.dir.lock().map_err(store_err)?;
+        let path = self.dir.file(RECORDS_FILE);
+        let first = Records::append(&path, &stored).map_err(store_err)?;
+        if let Some(vectors) = vectors {
+            let vpath = self.dir.file(VECTORS_FILE);
+            let current = Vectors::open(&vpath, MODEL_TAG, DIM).map_err(store_err)?;
+            let rows = current.rows() as u64;
+            drop(current);
+            if rows == first {
+                let rows: Vec<_> = vectors.iter().map(|v| neural::quantize(v)).collect();
+                Vectors::append(&vpath, MODEL_TAG, DIM, first as usize, &rows)
+                    .map_err(store_err)?;
+            }
+            // Otherwise earlier records lack vectors: a search catches up or asks for a
+            // reindex, and these records are embedded then.
+        }
+        drop(lock);
+        self.refresh()?;
+        Ok((first..first + stored.len() as u64).collect())
+    }
+
+    /// Embeds the records that lack a vector (at most [`CATCH_UP`]), under the lock.
+    fn catch_up(&mut self, embedder: &Embedder) -> Result<()> {
+        let rows = self.vectors()?.rows() as u64;
+        if rows >= self.records.len() {
+            return Ok(());
+        }
+        let lock = self.dir.lock().map_err(store_err)?;
+        self.refresh()?;
+        let rows = self.vectors()?.rows() as u64;
+        let texts = (rows..self.records.len())
+            .map(|id| self.records.get(id).map(|r| r.text))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(store_err)?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed(&refs).map_err(embed_err)?;
+        let qrows: Vec<_> = vectors.iter().map(|v| neural::quantize(v)).collect();
+        Vectors::append(
+            &self.dir.file(VECTORS_FILE),
+            MODEL_TAG,
+            DIM,
+            rows as usize,
+            &qrows,
+        )
+        .map_err(store_err)?;
+        drop(lock);
+        self.refresh()
     }
 
     /// The `top_k` records closest to `query`, best first.
     pub fn search(&mut self, query: &str, top_k: usize) -> Result<Vec<Hit>> {
-        let _ = (query, top_k);
-        Err(not_yet("search"))
+        if self.records.is_empty() || top_k == 0 || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let ranked = match self.decide()?.0 {
+            RecallPath::Neural => {
+                let embedder = self.embedder().map_err(embed_err)?;
+                self.catch_up(embedder)?;
+                let q = embedder.embed(&[query]).map_err(embed_err)?;
+                let q = neural::quantize(q.first().map(Vec::as_slice).unwrap_or(&[]));
+                // Rows past the records (a vector file from another history) are not read.
+                let n = self.records.len() as usize;
+                let data = self.vectors()?.data();
+                let rb = axocoatl_store::semantic::vectors::row_bytes(DIM);
+                neural::search(&data[..data.len().min(n * rb)], DIM, &q, top_k)
+            }
+            RecallPath::Lexical => self.search_lexical(query, top_k)?,
+        };
+        ranked
+            .into_iter()
+            .map(|(id, score)| {
+                self.records
+                    .get(id)
+                    .map(|r| hit_of(id, score, r))
+                    .map_err(store_err)
+            })
+            .collect()
     }
 
-    /// Which path is in use, why, and how many records there are.
+    fn search_lexical(&mut self, query: &str, top_k: usize) -> Result<Vec<(u64, f32)>> {
+        let n = self.records.len();
+        if self.lexical.is_none() {
+            self.lexical = LexicalIndex::open(&self.dir.file(LEXICAL_FILE)).map_err(store_err)?;
+        }
+        let covered = self.lexical.as_ref().map(|ix| ix.docs()).unwrap_or(0);
+        if covered > n || n - covered > (n / 8).max(256) {
+            self.rebuild_lexical()?;
+        }
+        let covered = self.lexical.as_ref().map(|ix| ix.docs()).unwrap_or(0);
+        let tail = (covered..n)
+            .map(|id| self.records.get(id).map(|r| r.text))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(store_err)?;
+        Ok(lexical::search(self.lexical.as_ref(), &tail, query, top_k))
+    }
+
+    fn rebuild_lexical(&mut self) -> Result<u64> {
+        let texts = (0..self.records.len())
+            .map(|id| self.records.get(id).map(|r| r.text))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(store_err)?;
+        let builder = lexical::build(texts.iter().map(String::as_str));
+        let path = self.dir.file(LEXICAL_FILE);
+        builder.write(&path).map_err(store_err)?;
+        self.lexical = LexicalIndex::open(&path).map_err(store_err)?;
+        Ok(builder.docs())
+    }
+
+    /// Which path is in use, why, and how many records there are. On the neural path this
+    /// loads the embedder, to say truthfully whether it works.
     pub fn status(&self) -> Result<Status> {
-        let _ = &self.embedder;
-        Err(not_yet("status"))
+        let (path, why) = self.decide()?;
+        let indexed = match path {
+            RecallPath::Neural => self.vectors()?.rows() as u64,
+            RecallPath::Lexical => match &self.lexical {
+                Some(ix) => ix.docs(),
+                None => LexicalIndex::open(&self.dir.file(LEXICAL_FILE))
+                    .map_err(store_err)?
+                    .map(|ix| ix.docs())
+                    .unwrap_or(0),
+            },
+        }
+        .min(self.records.len());
+        let (reason, hint) = match why {
+            Some((r, h)) => (Some(r), Some(h)),
+            None => (None, None),
+        };
+        Ok(Status {
+            path,
+            reason,
+            hint,
+            records: self.records.len(),
+            indexed,
+        })
     }
 
     /// The one-time warning about the path in use: `Some` the first time the store is used
-    /// on the lexical path (and again after it changes path), `None` otherwise. The runtime
-    /// shows it (e.g. as a turn warning); the store remembers that it was given.
+    /// on the lexical path (and again after it was used on the neural path), `None`
+    /// otherwise. The runtime shows it (e.g. as a turn warning); the store remembers in its
+    /// directory that it was given.
     pub fn path_warning(&mut self) -> Result<Option<String>> {
-        Err(not_yet("path warning"))
+        let status = self.status()?;
+        let announced = self.dir.announced_path();
+        if announced == status.path.as_str() {
+            return Ok(None);
+        }
+        self.dir
+            .set_announced_path(status.path.as_str())
+            .map_err(store_err)?;
+        Ok(match status.path {
+            RecallPath::Neural => None,
+            RecallPath::Lexical => Some(format!(
+                "semantic memory of {} uses the lexical fallback (BM25): {}; {}",
+                self.agent_id,
+                status.reason.unwrap_or_default(),
+                status.hint.unwrap_or_default()
+            )),
+        })
     }
 
     /// Rebuilds the derived data for the path in use from the records' text: every vector
-    /// (neural) or the term index (lexical).
+    /// (neural) or the term index (lexical). On the neural path the vectors are replaced as
+    /// a whole, so a search running meanwhile sees the old ones or the new ones.
     pub fn reindex(&mut self) -> Result<Reindexed> {
-        Err(not_yet("reindex"))
+        match self.embedder() {
+            Ok(embedder) => {
+                let texts = (0..self.records.len())
+                    .map(|id| self.records.get(id).map(|r| r.text))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(store_err)?;
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let vectors = embedder.embed(&refs).map_err(embed_err)?;
+                let rows: Vec<_> = vectors.iter().map(|v| neural::quantize(v)).collect();
+                let lock = self.dir.lock().map_err(store_err)?;
+                // Records appended while embedding get their vectors from the next search.
+                Vectors::rewrite(&self.dir.file(VECTORS_FILE), MODEL_TAG, DIM, &rows)
+                    .map_err(store_err)?;
+                drop(lock);
+                self.refresh()?;
+                Ok(Reindexed {
+                    path: RecallPath::Neural,
+                    records: rows.len() as u64,
+                })
+            }
+            Err(_) => {
+                let records = if self.records.is_empty() {
+                    0
+                } else {
+                    self.rebuild_lexical()?
+                };
+                Ok(Reindexed {
+                    path: RecallPath::Lexical,
+                    records,
+                })
+            }
+        }
     }
 }
+
+fn embed_err(e: EmbedError) -> RuntimeError {
+    RuntimeError::Invalid {
+        hint: e.hint().to_owned(),
+        message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+use std::path::PathBuf;
+
+use axocoatl_store::repo::{self, OpenOptions};
+
+use super::*;
+use crate::memory::embed::ModelFiles;
+
+fn repo() -> (tempfile::TempDir, Repo) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = repo::init(dir.path()).expect("init");
+    let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
+    (dir, repo)
+}
+
+fn added(text: &str) -> NewRecord {
+    NewRecord {
+        text: text.to_owned(),
+        source: Source {
+            turn: None,
+            kind: SourceKind::Added,
+            at: 1_700_000_000_000,
+        },
+    }
+}
+
+const FACTS: &[&str] = &[
+    "My daughter Lena turns seven on the fourth of March.",
+    "The production database is PostgreSQL 15 on a machine called orca.",
+    "I am allergic to peanuts.",
+    "The Wi-Fi password at the cabin is bluefjord42.",
+    "Our cat Pixel is afraid of the vacuum cleaner.",
+];
+
+fn lexical_only() -> Result<&'static Embedder, EmbedError> {
+    Err(EmbedError::FeatureOff)
+}
+
+#[cfg(feature = "embeddings")]
+fn model() -> &'static Embedder {
+    match Embedder::shared() {
+        Ok(e) => e,
+        Err(e) => panic!("{e}: run scripts/fetch-model.sh first"),
+    }
+}
+
+#[test]
+fn lexical_path_finds_shared_words_and_says_so_once() {
+    let (_d, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+    assert!(
+        s.search("anything", 5).expect("search").is_empty(),
+        "empty store"
+    );
+    let facts: Vec<NewRecord> = FACTS.iter().map(|f| added(f)).collect();
+    assert_eq!(s.add(&facts).expect("add"), vec![0, 1, 2, 3, 4]);
+    let hits = s
+        .search("what is the cabin wifi password?", 3)
+        .expect("search");
+    assert_eq!(hits[0].id, 3);
+    assert_eq!(hits[0].text, FACTS[3]);
+    assert_eq!(hits[0].source.kind, SourceKind::Added);
+    assert!(hits[0].score > 0.0 && hits[0].score < 1.0);
+    let status = s.status().expect("status");
+    assert_eq!(status.path, RecallPath::Lexical);
+    assert_eq!(status.records, 5);
+    assert!(status
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("without the `embeddings` feature"));
+    let warning = s.path_warning().expect("warning").expect("first time");
+    assert!(warning.contains("lexical fallback"), "{warning}");
+    assert_eq!(s.path_warning().expect("warning"), None, "only once");
+    let mut again = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+    assert_eq!(
+        again.path_warning().expect("warning"),
+        None,
+        "not per process either"
+    );
+    assert_eq!(
+        again.reindex().expect("reindex"),
+        Reindexed {
+            path: RecallPath::Lexical,
+            records: 5
+        }
+    );
+    assert_eq!(again.status().expect("status").indexed, 5);
+}
+
+#[test]
+fn stores_are_scoped_by_agent_and_survive_reopening() {
+    let (_d, repo) = repo();
+    let mut a = SemanticStore::open_with(&repo, "main:a", lexical_only()).expect("open");
+    a.add(&[added("the launch code is tangerine")])
+        .expect("add");
+    let mut b = SemanticStore::open_with(&repo, "main:b", lexical_only()).expect("open");
+    assert!(b.search("launch code", 5).expect("search").is_empty());
+    drop(a);
+    let mut a = SemanticStore::open_with(&repo, "main:a", lexical_only()).expect("open");
+    assert_eq!(a.search("launch code", 5).expect("search").len(), 1);
+}
+
+#[test]
+fn long_text_is_chunked_into_several_records() {
+    let (_d, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:c", lexical_only()).expect("open");
+    let long: String = (0..300).map(|i| format!("word{i} ")).collect();
+    let ids = s
+        .add(&[added(&long), added("  "), added("short")])
+        .expect("add");
+    assert_eq!(ids, vec![0, 1, 2, 3]);
+    let hits = s.search("word250", 5).expect("search");
+    assert_eq!(hits[0].id, 2);
+}
+
+#[cfg(feature = "embeddings")]
+#[test]
+fn neural_path_recalls_by_meaning() {
+    let (_d, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:n", Ok(model())).expect("open");
+    let facts: Vec<NewRecord> = FACTS.iter().map(|f| added(f)).collect();
+    s.add(&facts).expect("add");
+    for (question, want) in [
+        ("When is my little girl's birthday?", 0),
+        ("Which SQL engine holds our live data?", 1),
+        ("Which nut makes me sick?", 2),
+        ("What scares the pet?", 4),
+    ] {
+        let hits = s.search(question, 2).expect("search");
+        assert_eq!(hits[0].id, want, "{question}: {hits:?}");
+        assert!(hits[0].score > hits[1].score);
+    }
+    let status = s.status().expect("status");
+    assert_eq!(
+        (status.path, status.records, status.indexed),
+        (RecallPath::Neural, 5, 5)
+    );
+    assert_eq!(status.reason, None);
+    assert_eq!(s.path_warning().expect("warning"), None);
+}
+
+#[cfg(feature = "embeddings")]
+#[test]
+fn switching_to_neural_catches_up_or_asks_for_a_reindex() {
+    let (_d, repo) = repo();
+    let mut lex = SemanticStore::open_with(&repo, "main:s", lexical_only()).expect("open");
+    lex.add(&[added(FACTS[2])]).expect("add");
+    // A few records without vectors are embedded by the next search.
+    let mut s = SemanticStore::open_with(&repo, "main:s", Ok(model())).expect("open");
+    assert_eq!(s.status().expect("status").path, RecallPath::Neural);
+    assert_eq!(
+        s.search("Which nut makes me sick?", 1).expect("search")[0].id,
+        0
+    );
+    assert_eq!(s.status().expect("status").indexed, 1);
+    // Many need a reindex; until then the lexical path answers.
+    let many: Vec<NewRecord> = (0..CATCH_UP + 5)
+        .map(|i| added(&format!("filler note {i}")))
+        .collect();
+    lex.add(&many).expect("add");
+    let mut s = SemanticStore::open_with(&repo, "main:s", Ok(model())).expect("open");
+    let status = s.status().expect("status");
+    assert_eq!(status.path, RecallPath::Lexical);
+    assert!(
+        status
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("vectors cover 1 of 70"),
+        "{status:?}"
+    );
+    assert!(status
+        .hint
+        .as_deref()
+        .unwrap_or("")
+        .contains("memory reindex"));
+    assert_eq!(s.search("filler note 7", 1).expect("search")[0].id, 8);
+    assert_eq!(
+        s.reindex().expect("reindex"),
+        Reindexed {
+            path: RecallPath::Neural,
+            records: 70
+        }
+    );
+    let status = s.status().expect("status");
+    assert_eq!((status.path, status.indexed), (RecallPath::Neural, 70));
+}
+
+#[cfg(feature = "embeddings")]
+#[test]
+fn absent_model_files_mean_the_lexical_path_with_the_file_named() {
+    let (_d, repo) = repo();
+    let empty = tempfile::tempdir().expect("tempdir");
+    let missing = Embedder::load(&ModelFiles::in_dir(empty.path()));
+    let mut s =
+        SemanticStore::open_with(&repo, "main:m", missing.map(|e| &*Box::leak(Box::new(e))))
+            .expect("open");
+    s.add(&[added(FACTS[3])]).expect("add");
+    let status = s.status().expect("status");
+    assert_eq!(status.path, RecallPath::Lexical);
+    let model: PathBuf = empty.path().join("model.onnx");
+    assert!(status
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains(&model.display().to_string()));
+    assert!(status
+        .hint
+        .as_deref()
+        .unwrap_or("")
+        .contains("fetch-model.sh"));
+    assert_eq!(s.search("cabin password", 1).expect("search")[0].id, 0);
+}

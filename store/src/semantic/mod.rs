@@ -1,0 +1,218 @@
+//! Semantic memory files: `memory/semantic/v1/<component>/`.
+//!
+//! | file | what | durability |
+//! |---|---|---|
+//! | `records` | the retained text, append-only framed records (the authority) | fsynced |
+//! | `vectors` | one fixed-size int8 row per record, for one embedding model | cache |
+//! | `lexical` | BM25 index (doc lengths, `fst` term dictionary, postings) over a prefix of the records | cache |
+//! | `path` | the recall path last announced to the user (for the one-time warning) | cache |
+//! | `lock` | held by writers | |
+//!
+//! A record's id is its position: 0, 1, 2, … . Row `i` of `vectors` belongs to record `i`.
+//! The caches are checked when they are opened (header, checksums, agreement with the
+//! records); whatever does not check is treated as missing and rebuilt from the text.
+//! Readers take no lock: records and rows are appended, and a reader sees a prefix.
+
+pub mod lexical;
+pub mod records;
+pub mod vectors;
+
+use std::path::{Path, PathBuf};
+
+use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::layout::{component, SEMANTIC_DIR};
+use crate::lock::Lock;
+use crate::{Repo, Result};
+
+pub use lexical::{LexicalIndex, LexicalIndexBuilder};
+pub use records::{Records, StoredRecord};
+pub use vectors::{VectorRow, Vectors};
+
+pub const RECORDS_FILE: &str = "records";
+pub const VECTORS_FILE: &str = "vectors";
+pub const LEXICAL_FILE: &str = "lexical";
+pub const PATH_FILE: &str = "path";
+pub const LOCK_FILE: &str = "lock";
+
+/// The directory of one runtime Agent id's semantic memory.
+#[derive(Clone, Debug)]
+pub struct SemanticDir {
+    dir: PathBuf,
+}
+
+impl SemanticDir {
+    pub fn new(repo: &Repo, agent_id: &str) -> SemanticDir {
+        SemanticDir {
+            dir: repo.path(SEMANTIC_DIR).join(component(agent_id)),
+        }
+    }
+
+    pub fn at(dir: &Path) -> SemanticDir {
+        SemanticDir {
+            dir: dir.to_owned(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Whether anything was ever written here.
+    pub fn exists(&self) -> bool {
+        self.file(RECORDS_FILE).exists()
+    }
+
+    /// The writers' lock (creates the directory).
+    pub fn lock(&self) -> Result<Lock> {
+        create_dir_private(&self.dir)?;
+        Lock::acquire(&self.file(LOCK_FILE))
+    }
+
+    /// The recall path last announced (`""` when never).
+    pub fn announced_path(&self) -> String {
+        std::fs::read_to_string(self.file(PATH_FILE))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    }
+
+    pub fn set_announced_path(&self, path: &str) -> Result<()> {
+        create_dir_private(&self.dir)?;
+        write_atomic(
+            &self.file(PATH_FILE),
+            format!("{path}\n").as_bytes(),
+            Durability::Cache,
+        )
+    }
+}
+
+/// One problem found by [`check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub offset: Option<u64>,
+    pub message: String,
+    /// Whether it damages the authority (records) rather than a rebuildable cache.
+    pub is_error: bool,
+}
+
+/// Checks every semantic store of a repository: each record's checksum and body, and that
+/// the caches agree with the records. With `repair`, a torn tail of `records` (a crash
+/// mid-append) is cut. Returns the number of stores checked and the problems.
+pub fn check(repo: &Repo, repair: bool) -> Result<(u64, Vec<Problem>)> {
+    let root = repo.path(SEMANTIC_DIR);
+    let mut problems = Vec::new();
+    let mut stores = 0;
+    let entries = match std::fs::read_dir(&root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, problems)),
+        Err(e) => return Err(crate::Error::io("list", &root)(e)),
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let sd = SemanticDir::at(&dir);
+        if !sd.exists() {
+            continue;
+        }
+        stores += 1;
+        problems.extend(check_dir(&sd, repair)?);
+    }
+    Ok((stores, problems))
+}
+
+fn check_dir(sd: &SemanticDir, repair: bool) -> Result<Vec<Problem>> {
+    let mut problems = Vec::new();
+    let path = sd.file(RECORDS_FILE);
+    if repair {
+        let _lock = sd.lock()?;
+        records::repair_tail(&path)?;
+    }
+    let recs = Records::open(&path)?;
+    if let Some(torn) = recs.torn_tail() {
+        problems.push(Problem {
+            file: path.clone(),
+            offset: Some(torn),
+            message: "torn tail (a crash mid-append); `fsck --repair` cuts it".into(),
+            is_error: true,
+        });
+    }
+    if let Some((offset, reason)) = recs.damage() {
+        problems.push(Problem {
+            file: path.clone(),
+            offset: Some(offset),
+            message: reason.to_owned(),
+            is_error: true,
+        });
+    }
+    for id in 0..recs.len() {
+        if let Err(e) = recs.get(id) {
+            problems.push(Problem {
+                file: path.clone(),
+                offset: Some(recs.offset(id)),
+                message: e.to_string(),
+                is_error: true,
+            });
+        }
+    }
+    let vpath = sd.file(VECTORS_FILE);
+    if vpath.exists() {
+        match vectors::check_file(&vpath) {
+            Ok(rows) if rows > recs.len() => problems.push(Problem {
+                file: vpath,
+                offset: None,
+                message: format!(
+                    "{rows} vectors for {} records; `axocoatl memory reindex` rebuilds them",
+                    recs.len()
+                ),
+                is_error: false,
+            }),
+            Ok(_) => {}
+            Err((offset, message)) => problems.push(Problem {
+                file: vpath,
+                offset,
+                message: format!("{message}; `axocoatl memory reindex` rebuilds the vectors"),
+                is_error: false,
+            }),
+        }
+    }
+    let lpath = sd.file(LEXICAL_FILE);
+    if lpath.exists() {
+        match LexicalIndex::open(&lpath) {
+            Ok(Some(ix)) if ix.docs() > recs.len() => problems.push(Problem {
+                file: lpath,
+                offset: None,
+                message: format!(
+                    "the lexical index covers {} records but there are {}; it is rebuilt on use",
+                    ix.docs(),
+                    recs.len()
+                ),
+                is_error: false,
+            }),
+            Ok(Some(_)) => {}
+            Ok(None) => problems.push(Problem {
+                file: lpath,
+                offset: None,
+                message: "the lexical index does not check; it is rebuilt on use".into(),
+                is_error: false,
+            }),
+            Err(e) => problems.push(Problem {
+                file: lpath,
+                offset: None,
+                message: e.to_string(),
+                is_error: false,
+            }),
+        }
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests;
