@@ -105,6 +105,7 @@ pub struct Embedder {
 
 /// Texts run through the model together: padding to the longest costs little when texts of
 /// similar length are batched (they are sorted by length first).
+#[cfg(feature = "embeddings")]
 const BATCH: usize = 16;
 
 impl std::fmt::Debug for Embedder {

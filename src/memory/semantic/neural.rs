@@ -166,7 +166,11 @@ mod tests {
         let query = &vecs[17];
         let hits = search(&data, dim, &quantize(query), 5);
         assert_eq!(hits.len(), 5);
-        assert_eq!(hits[0].0 % 23, 17 % 23, "an identical vector comes first");
+        assert_eq!(
+            hits[0].0 % 23,
+            17,
+            "an identical vector (period 23) comes first"
+        );
         assert!((hits[0].1 - 1.0).abs() < 0.02, "{}", hits[0].1);
         for &(i, s) in &hits {
             let exact: f32 = vecs[i as usize].iter().zip(query).map(|(a, b)| a * b).sum();

@@ -1,9 +1,6 @@
-use std::path::PathBuf;
-
 use axocoatl_store::repo::{self, OpenOptions};
 
 use super::*;
-use crate::memory::embed::ModelFiles;
 
 fn repo() -> (tempfile::TempDir, Repo) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -191,14 +188,14 @@ fn switching_to_neural_catches_up_or_asks_for_a_reindex() {
 fn absent_model_files_mean_the_lexical_path_with_the_file_named() {
     let (_d, repo) = repo();
     let empty = tempfile::tempdir().expect("tempdir");
-    let missing = Embedder::load(&ModelFiles::in_dir(empty.path()));
+    let missing = Embedder::load(&crate::memory::embed::ModelFiles::in_dir(empty.path()));
     let mut s =
         SemanticStore::open_with(&repo, "main:m", missing.map(|e| &*Box::leak(Box::new(e))))
             .expect("open");
     s.add(&[added(FACTS[3])]).expect("add");
     let status = s.status().expect("status");
     assert_eq!(status.path, RecallPath::Lexical);
-    let model: PathBuf = empty.path().join("model.onnx");
+    let model = empty.path().join("model.onnx");
     assert!(status
         .reason
         .as_deref()
@@ -210,4 +207,34 @@ fn absent_model_files_mean_the_lexical_path_with_the_file_named() {
         .unwrap_or("")
         .contains("fetch-model.sh"));
     assert_eq!(s.search("cabin password", 1).expect("search")[0].id, 0);
+}
+
+#[test]
+fn concurrent_writers_lose_nothing() {
+    let (_d, repo) = repo();
+    let root = repo.root().to_owned();
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
+                let mut s =
+                    SemanticStore::open_with(&repo, "main:w", lexical_only()).expect("open");
+                for i in 0..10 {
+                    s.add(&[added(&format!("writer{w} note{i}"))]).expect("add");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let mut s = SemanticStore::open_with(&repo, "main:w", lexical_only()).expect("open");
+    assert_eq!(s.len(), 30);
+    for w in 0..3 {
+        for i in 0..10 {
+            let hits = s.search(&format!("writer{w} note{i}"), 1).expect("search");
+            assert_eq!(hits[0].text, format!("writer{w} note{i}"));
+        }
+    }
 }

@@ -6,7 +6,7 @@ use super::*;
 fn rec(i: usize) -> StoredRecord {
     StoredRecord {
         text: format!("record number {i} {}", "x".repeat(i % 7)),
-        turn: (i % 2 == 0).then(|| format!("{i:016x}")),
+        turn: i.is_multiple_of(2).then(|| format!("{i:016x}")),
         kind: 1,
         at: i as i64,
     }

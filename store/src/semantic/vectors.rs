@@ -248,7 +248,7 @@ pub fn check_file(path: &Path) -> std::result::Result<u64, (Option<u64>, String)
             return Err((Some(at as u64), format!("vector row {i} does not check")));
         }
     }
-    if body % rb != 0 {
+    if !body.is_multiple_of(rb) {
         return Err((
             Some((HEADER_LEN + body / rb * rb) as u64),
             "the vector file ends in a partial row".into(),
