@@ -25,13 +25,6 @@ pub fn quantize(v: &[f32]) -> VectorRow {
     }
 }
 
-fn dot_plain(a: &[i8], b: &[i8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| i32::from(x) * i32::from(y))
-        .sum()
-}
-
 /// The `top_k` rows of `data` (rows of [`row_bytes`]`(dim)` bytes as the store lays them
 /// out) closest to `query`, best first, as `(row, score)`.
 pub fn search(data: &[u8], dim: usize, query: &VectorRow, top_k: usize) -> Vec<(u64, f32)> {
@@ -39,10 +32,18 @@ pub fn search(data: &[u8], dim: usize, query: &VectorRow, top_k: usize) -> Vec<(
     {
         if std::arch::is_x86_feature_detected!("avx512bw") {
             // SAFETY: the CPU has the features the function is compiled for.
+            #[expect(
+                unsafe_code,
+                reason = "calling a function compiled for a detected CPU feature"
+            )]
             return unsafe { search_avx512(data, dim, query, top_k) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: as above.
+            #[expect(
+                unsafe_code,
+                reason = "calling a function compiled for a detected CPU feature"
+            )]
             return unsafe { search_avx2(data, dim, query, top_k) };
         }
     }
@@ -71,19 +72,20 @@ fn search_generic(data: &[u8], dim: usize, query: &VectorRow, top_k: usize) -> V
         return Vec::new();
     }
     for (i, row) in data.chunks_exact(rb).enumerate() {
-        // SAFETY-free reinterpretation: i8 and u8 have the same size and alignment.
-        let q: &[i8] = bytemuck_i8(&row[..dim]);
-        let d = dot_plain(&query.q, q);
+        let d = dot_bytes(&query.q, &row[..dim]);
         let scale = f32::from_le_bytes([row[dim], row[dim + 1], row[dim + 2], row[dim + 3]]);
         top.push(i as u64, d as f32 * scale * query.scale);
     }
     top.into_sorted()
 }
 
+/// The dot product of `a` with the stored bytes `b`, each byte an `i8`.
 #[inline(always)]
-fn bytemuck_i8(bytes: &[u8]) -> &[i8] {
-    // SAFETY: u8 and i8 have the same size, alignment and validity (every bit pattern).
-    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<i8>(), bytes.len()) }
+fn dot_bytes(a: &[i8], b: &[u8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| i32::from(x) * i32::from(i8::from_ne_bytes([y])))
+        .sum()
 }
 
 /// The best `k` of a stream of scores.

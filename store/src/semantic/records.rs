@@ -123,6 +123,10 @@ impl Records {
         }
         // SAFETY: the file is only ever appended to, or a torn tail past every whole record
         // cut under the lock; this view reads only the whole records below its length.
+        #[expect(
+            unsafe_code,
+            reason = "mapping a file: it is only appended to, or cut past the whole records this view reads"
+        )]
         let map = unsafe { Mmap::map(&file) }.map_err(Error::io("map", path))?;
         if map.len() < HEADER_LEN as usize {
             // A crash while the header was written: nothing was ever stored.

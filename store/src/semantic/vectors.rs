@@ -99,6 +99,10 @@ impl Vectors {
         };
         // SAFETY: rows are only appended, and a rewrite replaces the file by rename, so the
         // rows below the length seen here do not change under this view.
+        #[expect(
+            unsafe_code,
+            reason = "mapping a file: rows are only appended, and a rewrite replaces the file by rename"
+        )]
         let map = unsafe { Mmap::map(&file) }.map_err(Error::io("map", path))?;
         if map.len() < HEADER_LEN || map[0..HEADER_LEN] != header(tag, dim)? {
             v.stale = Some(if map.len() >= 56 && &map[0..8] == MAGIC {
