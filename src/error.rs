@@ -315,6 +315,8 @@ fn store_hint(e: &StoreError) -> Option<&'static str> {
         StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
         StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",
         StoreError::MemoryVersion { .. } => "this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "the disk is full: free space and run the command again; what was acknowledged before is kept (`axocoatl fsck` checks, `axocoatl fsck --repair` removes leftovers)",
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => "a file size limit was reached (`ulimit -f`): raise it and run the command again; what was acknowledged before is kept (`axocoatl fsck` checks)",
         _ => return None,
     })
 }
@@ -346,5 +348,29 @@ fn attach_hints(e: &AttachError) -> Vec<String> {
         AttachError::Binary { reference, .. } => vec![format!(
             "redirect it: axocoatl attach cat {reference} > FILE"
         )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io_error(kind: std::io::ErrorKind) -> RuntimeError {
+        RuntimeError::Store(StoreError::Io {
+            op: "write",
+            path: "x".into(),
+            source: std::io::Error::from(kind),
+        })
+    }
+
+    #[test]
+    fn a_full_disk_and_a_file_size_limit_say_what_to_do() {
+        let full = io_error(std::io::ErrorKind::StorageFull).hints();
+        assert!(full[0].starts_with("the disk is full"), "{full:?}");
+        let big = io_error(std::io::ErrorKind::FileTooLarge).hints();
+        assert!(big[0].contains("ulimit -f"), "{big:?}");
+        assert!(io_error(std::io::ErrorKind::PermissionDenied)
+            .hints()
+            .is_empty());
     }
 }

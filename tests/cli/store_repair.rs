@@ -123,6 +123,10 @@ fn a_file_size_limit_is_an_error_with_the_path() {
     );
     assert!(stderr.contains("ledger/v1/000000000001.seg"), "{stderr}");
     assert!(stderr.contains("File too large"), "{stderr}");
+    assert!(
+        stderr.contains("hint: a file size limit was reached (`ulimit -f`)"),
+        "{stderr}"
+    );
     // Nothing half-written is left behind.
     let fsck = env.run(&["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stdout);
