@@ -74,11 +74,8 @@ enum Ending {
     Stopped,
 }
 
-/// Runs `command`; `stop` is asked every [`POLL`] whether to end it.
-#[expect(
-    unsafe_code,
-    reason = "pre_exec runs the sandbox's system calls in the child"
-)]
+/// Runs `command`; `stop` is asked every [`POLL`] whether to end it. The steps: confine,
+/// spawn, wait (exit, stop or timeout), end the group, collect the output, summarize.
 pub fn run(
     cx: &Context<'_>,
     command: &str,
@@ -89,10 +86,49 @@ pub fn run(
         Ok(t) => t,
         Err(e) => return ToolOutput::err(format!("cannot create a temporary directory: {e}")),
     };
+    let confinement = match confinement(cx, tmp.path()) {
+        Ok(c) => c,
+        Err(refused) => return refused,
+    };
+    let started = Instant::now();
+    let Spawned {
+        mut child,
+        captured,
+        reading,
+    } = match spawn(cx, command, tmp.path(), confinement) {
+        Ok(s) => s,
+        Err(failed) => return failed,
+    };
+    let pid = child.id() as libc::pid_t;
+    let ending = wait_for(pid, started + timeout, stop);
+    end_group(pid, ending);
+    let status = child.wait();
+    let mut text = collect_output(&reading, &captured);
+    let (exit_code, signal) = match &status {
+        Ok(s) => (s.code(), s.signal()),
+        Err(_) => (None, None),
+    };
+    text.push_str(&format!(
+        "[{}]",
+        summary(ending, exit_code, signal, timeout)
+    ));
+    ToolOutput {
+        text,
+        is_error: ending != Ending::Exited || exit_code != Some(0),
+        exit_code,
+        stopped: ending == Ending::Stopped,
+    }
+}
+
+/// The sandbox of the agent's mode, or the refusal to run without one.
+fn confinement(
+    cx: &Context<'_>,
+    tmp: &std::path::Path,
+) -> Result<Option<sandbox::Confinement>, ToolOutput> {
     let workspace = cx.root.dir();
     let confinement = match cx.sandbox {
         SandboxMode::FullAccess => None,
-        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp.path()], &[])),
+        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp], &[])),
         SandboxMode::WorkspaceWrite => {
             // The repository inside the workspace stays read-only (Landlock alone cannot
             // take a subdirectory out of a writable one).
@@ -102,33 +138,48 @@ pub fn run(
             } else {
                 &[]
             };
-            Some(sandbox::confine(&[workspace, tmp.path()], protected))
+            Some(sandbox::confine(&[workspace, tmp], protected))
         }
     };
-    let confinement = match confinement.transpose() {
-        Ok(c) => c,
-        Err(why) => {
-            return ToolOutput::err(format!(
-                "run_command refused: {why}. Commands never run unconfined in a {} sandbox; an agent with `sandbox: full-access` runs them without confinement.",
-                cx.sandbox.as_str()
-            ))
-        }
-    };
-    let (reader, writer) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::err(format!("cannot create a pipe: {e}")),
-    };
-    let writer2 = match writer.try_clone() {
-        Ok(w) => w,
-        Err(e) => return ToolOutput::err(format!("cannot create a pipe: {e}")),
-    };
+    confinement.transpose().map_err(|why| {
+        ToolOutput::err(format!(
+            "run_command refused: {why}. Commands never run unconfined in a {} sandbox; an agent with `sandbox: full-access` runs them without confinement.",
+            cx.sandbox.as_str()
+        ))
+    })
+}
+
+/// A started command and the thread reading its output.
+struct Spawned {
+    child: std::process::Child,
+    captured: Arc<Mutex<Capture>>,
+    reading: std::thread::JoinHandle<()>,
+}
+
+/// Starts `/bin/sh -c command` in the workspace, in its own process group, without
+/// credentials in its environment, confined when `confinement` is given.
+#[expect(
+    unsafe_code,
+    reason = "pre_exec runs the sandbox's system calls in the child"
+)]
+fn spawn(
+    cx: &Context<'_>,
+    command: &str,
+    tmp: &std::path::Path,
+    confinement: Option<sandbox::Confinement>,
+) -> Result<Spawned, ToolOutput> {
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| ToolOutput::err(format!("cannot create a pipe: {e}")))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| ToolOutput::err(format!("cannot create a pipe: {e}")))?;
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(workspace)
+        .current_dir(cx.root.dir())
         .env_clear()
         .envs(std::env::vars_os().filter(|(k, _)| !is_secret(&k.to_string_lossy())))
-        .env("TMPDIR", tmp.path())
+        .env("TMPDIR", tmp)
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2)
@@ -139,43 +190,51 @@ pub fn run(
             cmd.pre_exec(move || c.apply());
         }
     }
-    let started = Instant::now();
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return ToolOutput::err(format!(
-                "run_command could not start the command{}: {e}",
-                if cx.sandbox == SandboxMode::FullAccess {
-                    ""
-                } else {
-                    " in its sandbox"
-                }
-            ))
-        }
-    };
+    let child = cmd.spawn().map_err(|e| {
+        ToolOutput::err(format!(
+            "run_command could not start the command{}: {e}",
+            if cx.sandbox == SandboxMode::FullAccess {
+                ""
+            } else {
+                " in its sandbox"
+            }
+        ))
+    })?;
     drop(cmd); // closes our copies of the pipe's write end
     let captured = Arc::new(Mutex::new(Capture::default()));
     let reading = {
         let captured = captured.clone();
         std::thread::spawn(move || read_all(reader, &captured))
     };
-    let pid = child.id() as libc::pid_t;
-    let deadline = started + timeout;
+    Ok(Spawned {
+        child,
+        captured,
+        reading,
+    })
+}
+
+/// Waits until the command exits, the turn is stopped or the deadline passes.
+fn wait_for(pid: libc::pid_t, deadline: Instant, stop: &dyn Fn() -> bool) -> Ending {
     // Short commands are the common case: look again after 0.25 ms, then back off to POLL.
     let mut pause = Duration::from_micros(250);
-    let ending = loop {
+    loop {
         if exited(pid) {
-            break Ending::Exited;
+            return Ending::Exited;
         }
         if stop() {
-            break Ending::Stopped;
+            return Ending::Stopped;
         }
         if Instant::now() >= deadline {
-            break Ending::TimedOut;
+            return Ending::TimedOut;
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(POLL);
-    };
+    }
+}
+
+/// SIGTERM to a group that did not exit by itself, [`GRACE`] to end, then SIGKILL to
+/// whatever is left in the group (stragglers, background jobs) in every case.
+fn end_group(pid: libc::pid_t, ending: Ending) {
     if ending != Ending::Exited {
         signal_group(pid, libc::SIGTERM);
         let grace_end = Instant::now() + GRACE;
@@ -183,9 +242,11 @@ pub fn run(
             std::thread::sleep(POLL);
         }
     }
-    // Whatever is left in the group (stragglers, background jobs) ends now.
     signal_group(pid, libc::SIGKILL);
-    let status = child.wait();
+}
+
+/// The output kept, with notes on what was not kept.
+fn collect_output(reading: &std::thread::JoinHandle<()>, captured: &Mutex<Capture>) -> String {
     // The output ends when every process holding the pipe is gone; a process that left the
     // group (setsid) could hold it open, so the wait is bounded.
     let read_end = Instant::now() + GRACE;
@@ -209,11 +270,17 @@ pub fn run(
     if incomplete {
         text.push_str("[a process that left the command's process group kept its output open; output after the command ended is not included]\n");
     }
-    let (exit_code, signal) = match &status {
-        Ok(s) => (s.code(), s.signal()),
-        Err(_) => (None, None),
-    };
-    let summary = match ending {
+    text
+}
+
+/// The last line the model reads: how the command ended.
+fn summary(
+    ending: Ending,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timeout: Duration,
+) -> String {
+    match ending {
         Ending::TimedOut => format!(
             "timed out after {} s: the command and everything it started were killed",
             timeout.as_secs()
@@ -226,13 +293,6 @@ pub fn run(
             (None, Some(sig)) => format!("killed by signal {sig}"),
             (None, None) => "the exit status is unknown".into(),
         },
-    };
-    text.push_str(&format!("[{summary}]"));
-    ToolOutput {
-        text,
-        is_error: ending != Ending::Exited || exit_code != Some(0),
-        exit_code,
-        stopped: ending == Ending::Stopped,
     }
 }
 
