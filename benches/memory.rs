@@ -9,9 +9,14 @@
 //!    one read of the same bytes from memory.
 //! 3. Embedding throughput against onnxruntime on the same model file and sentences, one
 //!    thread each (and onnxruntime on every core), when scripts/ort-venv.sh can make its venv.
-//! 4. What semantic memory adds to one `send` on a 10k-record store: loading the embedder
-//!    (once per process), opening the store, one search.
+//! 4. What semantic memory adds to one `send` on a 10k-record store: in-process (loading the
+//!    embedder, opening the store, one search), and as a whole-process `send` with passive
+//!    recall against the same `send` without it, on the neural and the lexical path.
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+#[path = "../tests/cli/common/fake_http.rs"]
+#[allow(dead_code)]
+mod fake_http;
 
 use std::io::Write;
 use std::path::Path;
@@ -265,6 +270,8 @@ fn throughput(embedder: &'static Embedder) {
     }
 }
 
+/// What semantic memory costs one `send` in-process: loading the embedder (once per
+/// process), opening a 10k-record store and one top-5 search (query embedded).
 fn send_cost(files: &ModelFiles) {
     let start = Instant::now();
     let embedder = Embedder::load(files).expect("load");
@@ -279,6 +286,92 @@ fn send_cost(files: &ModelFiles) {
     });
     println!("  loading the embedder (once per process): {load:.0} ms");
     println!("  open a 10k-record store + one top-5 search: median {med:.2} ms");
+}
+
+/// Median and quartiles (ms) of `runs` whole-process `send`s of `agent`.
+fn send_times(work: &Path, agent: &str, runs: usize, embed_dir: &Path) -> (f64, f64, f64) {
+    let mut t: Vec<f64> = (0..runs)
+        .map(|i| {
+            let start = Instant::now();
+            let status = Command::new(env!("CARGO_BIN_EXE_axocoatl"))
+                .args(["send", "--no-stdin", "-a", agent, "-s", "main"])
+                .arg(format!(
+                    "which backup check does the garden server need? ({i})"
+                ))
+                .current_dir(work)
+                .env("AXOCOATL_EMBED_DIR", embed_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run axocoatl");
+            assert!(status.success(), "send failed");
+            ms(start.elapsed())
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    (t[runs / 4], t[runs / 2], t[3 * runs / 4])
+}
+
+/// What passive recall adds to a whole-process `send` (against a loopback Ollama server that
+/// answers at once): agent `on` injects the top 5 of its 10k-record store before the model
+/// call, agent `off` has the same store and `passive_inject: false`. The neural path runs
+/// with the fetched model, the lexical one with `AXOCOATL_EMBED_DIR` naming an empty
+/// directory. The stores' vectors are random unit vectors (embedding 20k texts would take
+/// minutes): the search costs the same, the hits are not meaningful.
+fn send_overhead(files: &ModelFiles) {
+    let runs = 15;
+    let n = 10_000;
+    let model_dir = files.model.parent().expect("model directory").to_owned();
+    for (path, lexical) in [("neural", false), ("lexical", true)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let work = dir.path();
+        let root = repo::init(work).expect("init");
+        let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
+        synthetic_store(&repo, "main:on", n);
+        synthetic_store(&repo, "main:off", n);
+        let done = r#"{"model":"m","created_at":"2026-01-02T03:04:05Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}"#;
+        let line = r#"{"model":"m","created_at":"2026-01-02T03:04:05Z","message":{"role":"assistant","content":"ok"},"done":false}"#;
+        let server = fake_http::FakeServer::start();
+        for _ in 0..2 * runs + 2 {
+            server.push(fake_http::Reply::ndjson(&format!("{line}\n{done}\n")));
+        }
+        std::fs::write(
+            work.join("axocoatl.yaml"),
+            format!(
+                "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: on\n    provider: llm\n    model: m\n    memory: {{recall: {{passive_inject: true, top_k: 5, min_score: 0.0}}}}\n  - id: off\n    provider: llm\n    model: m\n    memory: {{recall: {{passive_inject: false}}}}\n",
+                server.url()
+            ),
+        )
+        .expect("config");
+        let empty = work.join("no-model");
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        let embed_dir = if lexical {
+            empty.as_path()
+        } else {
+            model_dir.as_path()
+        };
+        // One send each first: the lexical path builds its index on first use.
+        send_times(work, "on", 1, embed_dir);
+        send_times(work, "off", 1, embed_dir);
+        let (on1, on, on3) = send_times(work, "on", runs, embed_dir);
+        let (off1, off, off3) = send_times(work, "off", runs, embed_dir);
+        let injected = server
+            .requests()
+            .iter()
+            .filter(|r| r.body_text().contains("<recalled_memory>"))
+            .count();
+        if injected == 0 {
+            println!(
+                "  {path:<7} no request carried a recall section: passive recall is not wired into `send` in this build (the in-process figures above are its cost)"
+            );
+            continue;
+        }
+        println!(
+            "  {path:<7} send with passive recall over {n} records: median {on:.1} ms ({on1:.1}-{on3:.1}); without: {off:.1} ms ({off1:.1}-{off3:.1}); overhead {:.1} ms; {injected} of {} requests carried the recall section",
+            on - off,
+            server.request_count()
+        );
+    }
 }
 
 fn main() {
@@ -298,6 +391,8 @@ fn main() {
     search_speed(embedder);
     println!("embedding throughput:");
     throughput(embedder);
-    println!("per-send cost of semantic memory:");
+    println!("per-send cost of semantic memory, in-process:");
     send_cost(&files);
+    println!("send overhead of passive recall (whole process, loopback provider):");
+    send_overhead(&files);
 }
