@@ -523,7 +523,9 @@ pub fn how_read(kind: InputKind) -> &'static str {
         InputKind::CoreMemory => "read while memory/core/v1/ has no file for this agent",
         InputKind::SharedCoreMemory => "read while memory/core/shared/v1/ has no file for this label",
         InputKind::DailyLog => "merged into daily log reads (appends go to memory/daily_log/v1/)",
-        InputKind::SemanticMemory => "not read by this build (semantic memory is not built yet)",
+        InputKind::SemanticMemory => {
+            "records read while memory/semantic/v1/ has none for this agent; the first write copies them there"
+        }
         InputKind::AutomationRuns => {
             "records copied into automation/runs-v1/ when the automation runs, is listed or imported"
         }

@@ -196,7 +196,7 @@ impl SemanticStore {
 
     fn open_source(repo: &Repo, agent_id: &str, source: EmbedderSource) -> Result<SemanticStore> {
         let dir = SemanticDir::new(repo, agent_id);
-        let records = Records::open(&dir.file(RECORDS_FILE)).map_err(store_err)?;
+        let records = Records::open(&dir.records_path()).map_err(store_err)?;
         Ok(SemanticStore {
             agent_id: agent_id.to_owned(),
             dir,
@@ -237,7 +237,7 @@ impl SemanticStore {
     }
 
     fn refresh(&mut self) -> Result<()> {
-        self.records = Records::open(&self.dir.file(RECORDS_FILE)).map_err(store_err)?;
+        self.records = Records::open(&self.dir.records_path()).map_err(store_err)?;
         self.vectors = OnceLock::new();
         Ok(())
     }
@@ -299,6 +299,8 @@ impl SemanticStore {
             Err(_) => None,
         };
         let lock = self.dir.lock().map_err(store_err)?;
+        // A pre-1.0 store of this Agent id becomes the start of the current one.
+        self.dir.adopt_legacy().map_err(store_err)?;
         let path = self.dir.file(RECORDS_FILE);
         let first = Records::append(&path, &stored).map_err(store_err)?;
         if let Some(vectors) = vectors {

@@ -238,3 +238,44 @@ fn concurrent_writers_lose_nothing() {
         }
     }
 }
+
+#[test]
+fn a_pre_1_0_store_is_read_while_the_current_one_is_absent_and_never_written() {
+    let (_d, repo) = repo();
+    // A store written at the pre-1.0 path of main:coder (same format, no v1 directory).
+    let old = repo.path("memory/semantic").join("main%3acoder");
+    {
+        let mut s = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+        let facts: Vec<NewRecord> = FACTS.iter().map(|f| added(f)).collect();
+        s.add(&facts).expect("add");
+        let current = repo.path("memory/semantic/v1").join("main%3acoder");
+        std::fs::create_dir_all(&old).expect("mkdir");
+        std::fs::rename(current.join("records"), old.join("records")).expect("move");
+        std::fs::remove_dir_all(&current).expect("rm");
+    }
+    let before = std::fs::read(old.join("records")).expect("read");
+    let mut s = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+    assert_eq!(s.len(), FACTS.len() as u64);
+    let hits = s
+        .search("what is the cabin wifi password?", 1)
+        .expect("search");
+    assert_eq!(hits[0].text, FACTS[3]);
+    // The first write starts the current store from the old records.
+    assert_eq!(
+        s.add(&[added("The boat is called Ingrid.")]).expect("add"),
+        vec![5]
+    );
+    let current = repo.path("memory/semantic/v1/main%3acoder/records");
+    assert!(current.is_file());
+    assert_eq!(std::fs::read(old.join("records")).expect("read"), before);
+    let mut s = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+    assert_eq!(s.len(), 6);
+    assert_eq!(s.search("boat name", 1).expect("search")[0].id, 5);
+    // Another agent id does not see it; a symbolic link at the old path is not followed.
+    let other = SemanticStore::open_with(&repo, "main:other", lexical_only()).expect("open");
+    assert!(other.is_empty());
+    std::os::unix::fs::symlink(&old, repo.path("memory/semantic").join("main%3alinked"))
+        .expect("symlink");
+    let linked = SemanticStore::open_with(&repo, "main:linked", lexical_only()).expect("open");
+    assert!(linked.is_empty());
+}

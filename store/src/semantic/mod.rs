@@ -38,19 +38,57 @@ pub const LOCK_FILE: &str = "lock";
 #[derive(Clone, Debug)]
 pub struct SemanticDir {
     dir: PathBuf,
+    /// The pre-1.0 `records` of the same Agent id (`memory/semantic/<component>/records`),
+    /// read while the current one is absent; never written.
+    legacy: Option<PathBuf>,
 }
 
 impl SemanticDir {
     pub fn new(repo: &Repo, agent_id: &str) -> SemanticDir {
         SemanticDir {
             dir: repo.path(SEMANTIC_DIR).join(component(agent_id)),
+            legacy: Some(crate::legacy::semantic_dir(repo.root(), agent_id).join(RECORDS_FILE)),
         }
     }
 
     pub fn at(dir: &Path) -> SemanticDir {
         SemanticDir {
             dir: dir.to_owned(),
+            legacy: None,
         }
+    }
+
+    /// The pre-1.0 records file when it is the one to read: the current one is absent and it
+    /// is a regular file in a plain directory (symbolic links are never followed).
+    fn legacy_records(&self) -> Option<&Path> {
+        let legacy = self.legacy.as_deref()?;
+        if self.file(RECORDS_FILE).exists() {
+            return None;
+        }
+        let plain = legacy.parent().is_some_and(crate::legacy::is_plain_dir);
+        (plain && crate::legacy::is_regular_file(legacy)).then_some(legacy)
+    }
+
+    /// The records file to read: the current one, or while it is absent the pre-1.0 one of
+    /// the same Agent id when there is one. Record ids are the same in both (a copy).
+    pub fn records_path(&self) -> PathBuf {
+        match self.legacy_records() {
+            Some(legacy) => legacy.to_owned(),
+            None => self.file(RECORDS_FILE),
+        }
+    }
+
+    /// Before the first append (under [`lock`](Self::lock)): when only the pre-1.0 records
+    /// exist, copies them to the current file (written atomically, fsynced), so the current
+    /// store starts from them. The old file is left as it is. Returns whether it copied.
+    pub fn adopt_legacy(&self) -> Result<bool> {
+        let Some(legacy) = self.legacy_records() else {
+            return Ok(false);
+        };
+        let bytes = std::fs::read(legacy).map_err(crate::Error::io("read", legacy))?;
+        create_dir_private(&self.dir)?;
+        write_atomic(&self.file(RECORDS_FILE), &bytes, Durability::Durable)?;
+        Ok(true)
     }
 
     pub fn path(&self) -> &Path {
