@@ -13,7 +13,9 @@ use crate::provider::{Message, Role, ToolCall};
 /// completed, or stopped with some output (the partial answer is what the user saw). Failed
 /// and interrupted turns are left out.
 pub fn retained(t: &TurnView) -> bool {
+    // A consolidation pass is recorded as a turn, but it is no part of the conversation.
     !t.superseded
+        && t.mode != crate::turn::MODE_CONSOLIDATION
         && match t.state {
             ViewState::Completed => true,
             ViewState::Stopped => !t.output.is_empty(),
@@ -242,13 +244,21 @@ impl Conversation {
     }
 }
 
-/// The newest whole turns within `max` messages (what is sent; the checkpoint keeps more).
+/// The newest whole turns within `max` messages (what is sent; the checkpoint keeps more),
+/// and always the whole current turn (`max_session_messages` never cuts the request being
+/// answered or its tool rounds).
 pub fn trim_to(messages: &[Message], max: usize) -> Vec<Message> {
     if messages.len() <= max {
         return messages.to_vec();
     }
-    let mut start = messages.len() - max;
-    while start < messages.len() && messages[start].role != Role::User {
+    // The current turn (its user message and the tool rounds after it) is always sent
+    // whole: `max` bounds the earlier conversation, never the request being answered.
+    let current = messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(0);
+    let mut start = (messages.len() - max).min(current);
+    while start < current && messages[start].role != Role::User {
         start += 1;
     }
     messages[start..].to_vec()
@@ -284,4 +294,43 @@ pub fn write(
     keep: usize,
 ) -> bool {
     checkpoint::write(repo, session, agent, &conversation.snapshot(seq), keep).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(roles: &str) -> Vec<Message> {
+        roles
+            .chars()
+            .enumerate()
+            .map(|(i, r)| {
+                let role = match r {
+                    'u' => Role::User,
+                    'a' => Role::Assistant,
+                    _ => Role::Tool,
+                };
+                Message::new(role, i.to_string())
+            })
+            .collect()
+    }
+
+    fn kept(roles: &str, max: usize) -> String {
+        trim_to(&msgs(roles), max)
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    #[test]
+    fn trim_keeps_the_newest_whole_turns_and_the_whole_current_turn() {
+        assert_eq!(kept("uaua", 10), "0,1,2,3");
+        // Whole turns only: a cut inside a turn moves to the next user message.
+        assert_eq!(kept("uauau", 3), "2,3,4");
+        assert_eq!(kept("uauau", 2), "4");
+        // The current turn's tool rounds are sent even past the bound.
+        assert_eq!(kept("uauatat", 3), "2,3,4,5,6");
+        assert_eq!(kept("uatat", 1), "0,1,2,3,4");
+    }
 }

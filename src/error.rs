@@ -97,6 +97,10 @@ pub enum MemoryError {
     },
     #[error("the text to replace is empty")]
     EmptyOld,
+    /// Memory could not record part of a turn (the daily log, the semantic exchange): a
+    /// warning of the turn, never its failure.
+    #[error("{0}")]
+    NotRecorded(String),
     #[error(transparent)]
     Store(#[from] axocoatl_store::Error),
 }
@@ -215,6 +219,7 @@ impl RuntimeError {
                 | MemoryError::Ambiguous { .. } => NotFound,
                 MemoryError::Limit { .. } => Refused,
                 MemoryError::EmptyOld => Usage,
+                MemoryError::NotRecorded(_) => Failure,
             },
             RuntimeError::Config(_)
             | RuntimeError::NoConfig { .. }
@@ -276,7 +281,9 @@ impl RuntimeError {
                 MemoryError::UnknownBlock { .. } => one("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),
                 MemoryError::NotFound { .. } => one("`axocoatl memory core show LABEL` prints the block"),
                 MemoryError::Limit { .. } => one("shorten the text, or raise the block's limit under memory.core.blocks in axocoatl.yaml"),
-                MemoryError::Ambiguous { .. } | MemoryError::EmptyOld => Vec::new(),
+                MemoryError::Ambiguous { .. }
+                | MemoryError::EmptyOld
+                | MemoryError::NotRecorded(_) => Vec::new(),
             },
             RuntimeError::AgentRole { .. }
             | RuntimeError::Provider(_)

@@ -8,6 +8,10 @@ use axocoatl_store::ledger::record::{AttachmentPin, Millis, TurnState, Usage};
 use crate::error::Result;
 use crate::provider::Message;
 
+/// `TurnBegun.mode` of a memory consolidation pass: a turn in the ledger (begun, ended,
+/// stoppable, its usage counted) that is no part of the agent's conversation.
+pub const MODE_CONSOLIDATION: &str = "consolidation";
+
 /// What a running turn reports to its caller, in order.
 #[derive(Clone, Copy, Debug)]
 pub enum TurnEvent<'a> {
@@ -123,6 +127,8 @@ pub trait ContextSource: Send {
 pub struct Exchange<'a> {
     pub turn: &'a str,
     pub scope: &'a str,
+    /// The user's request of this turn.
+    pub request: &'a str,
     /// The assistant message, then the tool results that answered its calls, if any.
     pub messages: &'a [Message],
 }
@@ -139,6 +145,11 @@ pub struct TurnSummary<'a> {
 /// Watches a conversing agent's turns: the daily log and semantic writes plug in here.
 /// An error fails nothing: the engine records it as a warning of the turn.
 pub trait TurnObserver: Send {
+    /// Before the turn's first model call (the daily log records the request here).
+    fn before_turn(&mut self, _request: &RequestInfo<'_>) -> Result<()> {
+        Ok(())
+    }
+
     /// After each model response (and its tool results), before the next call.
     fn after_exchange(&mut self, _exchange: &Exchange<'_>) -> Result<()> {
         Ok(())

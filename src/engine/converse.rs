@@ -17,6 +17,7 @@ use crate::clock;
 use crate::config::{AgentConfig, TokenBudget};
 use crate::conversation;
 use crate::error::{Result, RuntimeError};
+use crate::memory::turn::{MemoryRecorder, PassiveRecall};
 use crate::memory::AgentMemory;
 use crate::provider::{
     Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role, Sampling,
@@ -59,7 +60,8 @@ pub struct InFlight {
 
 impl<'a> Conversant<'a> {
     /// An autonomous agent of `session`, as configured, whose tools see the workspace
-    /// `dir`: its toolbox, and its core memory as a context section.
+    /// `dir`: its toolbox; its core memory and passive recall as context sections; its
+    /// daily log and semantic memory as an observer.
     pub fn for_agent(
         repo: &Repo,
         agent: &'a AgentConfig,
@@ -83,11 +85,14 @@ impl<'a> Conversant<'a> {
         }
         Ok(Conversant {
             agent,
-            context: vec![Box::new(CoreMemory(memory.clone()))],
+            context: vec![
+                Box::new(CoreMemory(memory.clone())),
+                Box::new(PassiveRecall::new(memory.clone())),
+            ],
+            observers: vec![Box::new(MemoryRecorder::new(memory.clone()))],
             memory,
             root,
             toolbox: Toolbox::new(&agent.tools, agent.sandbox),
-            observers: Vec::new(),
             model: model.to_owned(),
             sampling,
             budget: agent.token_budget.clone(),
@@ -201,6 +206,16 @@ pub fn converse(
     } else {
         Vec::new()
     };
+    let info = RequestInfo {
+        turn: cx.turn,
+        scope: &conv.memory.id,
+        request: cx.request,
+    };
+    for observer in conv.observers.iter_mut() {
+        if let Err(e) = observer.before_turn(&info) {
+            cx.recorder().warn(sink, "memory", e.to_string())?;
+        }
+    }
     for step in 0..conv.max_steps {
         if cx.cancel.is_cancelled() {
             return Err(TurnError::Provider(ProviderError::Cancelled));
@@ -500,6 +515,7 @@ fn observe_exchange(
     let exchange = Exchange {
         turn: cx.turn,
         scope: &conv.memory.id,
+        request: cx.request,
         messages,
     };
     for observer in conv.observers.iter_mut() {

@@ -36,7 +36,7 @@ use super::AgentMemory;
 /// The request recorded for a consolidation turn (its `TurnBegun.request`).
 pub const REQUEST: &str = "Consolidate memory: promote durable facts from recent semantic records into core memory blocks.";
 /// `TurnBegun.mode` of a consolidation pass.
-pub const MODE: &str = "consolidation";
+pub const MODE: &str = crate::turn::MODE_CONSOLIDATION;
 /// At most this many recent records are read by one pass.
 pub const MAX_RECORDS: usize = 50;
 /// At most this many edits of one answer are applied.
@@ -532,10 +532,7 @@ fn take_lock(ws: &Workspace, session: &str) -> Result<Lock> {
 /// The semantic records retained after `since` (all when `None`), oldest first, at most
 /// [`MAX_RECORDS`] (the newest).
 fn recent_records(store: &mut SemanticStore, since: Option<Millis>) -> Result<Vec<Hit>> {
-    let _ = (store, since);
-    Err(RuntimeError::NotSupported(
-        "reading recent semantic records for consolidation".into(),
-    ))
+    store.recent(since, MAX_RECORDS)
 }
 
 #[cfg(test)]

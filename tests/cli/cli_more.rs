@@ -198,9 +198,10 @@ fn fsck_checks_core_memory_files() {
     assert_eq!(env.run(&["send", "remember"]).code, 0);
     let clean = env.run(&["fsck", "--json"]);
     assert_eq!(clean.code, 0, "{}", clean.stdout);
-    // The core memory file and the daily log that recorded the edit.
+    // The core memory file, the daily log that recorded the edit and the semantic records
+    // that retained the turn's exchange.
     assert!(
-        clean.stdout.contains("\"memory_files\":2"),
+        clean.stdout.contains("\"memory_files\":3"),
         "{}",
         clean.stdout
     );

@@ -23,6 +23,7 @@ mod ledger_index;
 mod legacy;
 mod local_model;
 mod memory;
+mod memory_turns;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;

@@ -379,6 +379,25 @@ impl SemanticStore {
             .collect()
     }
 
+    /// The records retained after `since` (every record when `None`), oldest first: at most
+    /// `max`, the newest. Their `score` is 0 (no query ranked them). Consolidation reads
+    /// these.
+    pub fn recent(&self, since: Option<Millis>, max: usize) -> Result<Vec<Hit>> {
+        let mut out = Vec::new();
+        for id in (0..self.records.len()).rev() {
+            if out.len() == max {
+                break;
+            }
+            let r = self.records.get(id).map_err(store_err)?;
+            if since.is_some_and(|t| r.at <= t) {
+                break;
+            }
+            out.push(hit_of(id, 0.0, r));
+        }
+        out.reverse();
+        Ok(out)
+    }
+
     fn search_lexical(&mut self, query: &str, top_k: usize) -> Result<Vec<(u64, f32)>> {
         let n = self.records.len();
         if self.lexical.is_none() {

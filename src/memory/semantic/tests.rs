@@ -279,3 +279,34 @@ fn a_pre_1_0_store_is_read_while_the_current_one_is_absent_and_never_written() {
     let linked = SemanticStore::open_with(&repo, "main:linked", lexical_only()).expect("open");
     assert!(linked.is_empty());
 }
+
+#[test]
+fn recent_records_are_the_newest_after_a_time_oldest_first() {
+    let (_dir, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:a", lexical_only()).expect("open");
+    for (i, at) in [10, 20, 30, 40].into_iter().enumerate() {
+        s.add(&[NewRecord {
+            text: format!("fact {i}"),
+            source: Source {
+                turn: None,
+                kind: SourceKind::Added,
+                at,
+            },
+        }])
+        .expect("add");
+    }
+    let texts = |hits: Vec<Hit>| hits.into_iter().map(|h| h.text).collect::<Vec<_>>();
+    assert_eq!(
+        texts(s.recent(None, 10).expect("all")),
+        ["fact 0", "fact 1", "fact 2", "fact 3"]
+    );
+    assert_eq!(
+        texts(s.recent(None, 2).expect("newest")),
+        ["fact 2", "fact 3"]
+    );
+    assert_eq!(
+        texts(s.recent(Some(20), 10).expect("since")),
+        ["fact 2", "fact 3"]
+    );
+    assert!(s.recent(Some(40), 10).expect("none").is_empty());
+}
