@@ -183,6 +183,35 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
             x.output.as_deref().unwrap_or("(no result)").trim_end()
         );
     }
+    for a in &t.activation {
+        let _ = writeln!(o, "**Activation** `{}`: {}\n", a.agent, a.reason);
+    }
+    if let Some(plan) = &t.plan {
+        let _ = writeln!(o, "**Plan ({})**\n", plan.method);
+        for s in &plan.subtasks {
+            let role = s.role.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+            let deps = if s.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!(", after {}", s.depends_on.join(", "))
+            };
+            let _ = writeln!(o, "- `{}`: {}{role}{deps}: {}", s.id, s.worker, s.task);
+        }
+        for r in &plan.rejected {
+            let _ = writeln!(o, "- rejected proposal: {r}");
+        }
+        let _ = writeln!(o);
+    }
+    for s in &t.subtasks {
+        let _ = writeln!(
+            o,
+            "**Subtask** `{}` ({}, {})\n\n{}\n",
+            s.subtask,
+            s.worker,
+            s.state.as_str(),
+            s.error.as_deref().unwrap_or(&s.output)
+        );
+    }
     if !output.is_empty() {
         let _ = writeln!(o, "**Response**\n\n{output}\n");
     }

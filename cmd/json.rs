@@ -67,6 +67,37 @@ pub enum SendEvent<'a> {
     },
     #[serde(rename = "warning")]
     Warning { turn: &'a str, message: &'a str },
+    /// A coordinator's plan: how it was made and its subtasks.
+    #[serde(rename = "plan")]
+    Plan {
+        turn: &'a str,
+        method: &'a str,
+        subtasks: &'a [axocoatl_store::ledger::record::PlannedSubtask],
+    },
+    #[serde(rename = "subtask.started")]
+    SubtaskStarted {
+        turn: &'a str,
+        subtask: &'a str,
+        worker: &'a str,
+        /// Always `running`.
+        state: &'a str,
+    },
+    #[serde(rename = "subtask.ended")]
+    SubtaskEnded {
+        turn: &'a str,
+        subtask: &'a str,
+        worker: &'a str,
+        /// `completed`, `failed` or `stopped`.
+        state: &'a str,
+        error: Option<&'a str>,
+    },
+    /// In a multi-agent session: the next agent answering, and why.
+    #[serde(rename = "agent.answering")]
+    Answering {
+        turn: &'a str,
+        agent: &'a str,
+        reason: &'a str,
+    },
     #[serde(rename = "turn.ended")]
     TurnEnded {
         turn: &'a str,
@@ -120,6 +151,16 @@ pub struct TurnJson<'a> {
     pub attachments: Vec<PinJson<'a>>,
     pub tools: &'a [ToolEvent],
     pub warnings: &'a [String],
+    /// A coordinator's plan: `method`, `subtasks` (`id`, `worker`, `role`, `task`,
+    /// `depends_on`), `rejected`. Only for coordinator turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<&'a axocoatl::history::PlanView>,
+    /// A coordinator's subtasks as they ran. Only for coordinator turns.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub subtasks: &'a [axocoatl::history::SubtaskView],
+    /// A multi-agent turn: each agent's activation and why it answered or not.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub activation: &'a [axocoatl_store::ledger::record::AgentActivation],
 }
 
 impl<'a> TurnJson<'a> {
@@ -162,6 +203,9 @@ impl<'a> TurnJson<'a> {
                 .collect(),
             tools: &t.tools,
             warnings: &t.warnings,
+            plan: t.plan.as_ref(),
+            subtasks: &t.subtasks,
+            activation: &t.activation,
         }
     }
 }

@@ -258,6 +258,34 @@ impl Printer<'_> {
                 duration_ms,
             },
             TurnEvent::Warning(message) => SendEvent::Warning { turn, message },
+            TurnEvent::Planned { method, subtasks } => SendEvent::Plan {
+                turn,
+                method,
+                subtasks,
+            },
+            TurnEvent::SubtaskStarted { subtask, worker } => SendEvent::SubtaskStarted {
+                turn,
+                subtask,
+                worker,
+                state: "running",
+            },
+            TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => SendEvent::SubtaskEnded {
+                turn,
+                subtask,
+                worker,
+                state: state.as_str(),
+                error,
+            },
+            TurnEvent::Answering { agent, reason } => SendEvent::Answering {
+                turn,
+                agent,
+                reason,
+            },
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
             | TurnEvent::Waiting { .. } => return Ok(()),
@@ -312,6 +340,40 @@ impl Printer<'_> {
                 writeln!(ui.err, "tool {name} {status}: {first}")?;
             }
             TurnEvent::Warning(message) => ui.warn(&safe(message))?,
+            TurnEvent::Planned { method, subtasks } => writeln!(
+                ui.err,
+                "plan ({method}): {}",
+                subtasks
+                    .iter()
+                    .map(|s| format!("{} [{}]", s.id, s.worker))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?,
+            TurnEvent::SubtaskStarted { subtask, worker } => {
+                writeln!(ui.err, "subtask {subtask} [{worker}] started")?
+            }
+            TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => match error {
+                Some(e) => writeln!(
+                    ui.err,
+                    "subtask {subtask} [{worker}] {}: {}",
+                    state.as_str(),
+                    crate::fmt::first_line(&safe(e), 120)
+                )?,
+                None => writeln!(ui.err, "subtask {subtask} [{worker}] {}", state.as_str())?,
+            },
+            TurnEvent::Answering { agent, reason } => {
+                if !self.ended_with_newline {
+                    writeln!(ui.out)?;
+                    self.ended_with_newline = true;
+                }
+                writeln!(ui.err, "{agent} answers ({})", safe(reason))?;
+                ui.err.flush()?;
+            }
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
             | TurnEvent::Waiting { .. } => {}

@@ -134,6 +134,7 @@ fn body(o: &mut String, t: &TurnView, output: &str) {
             );
         }
     }
+    team(o, t);
     let whole = t.output_object.is_some();
     for (agent, text) in &t.outputs {
         let label = if t.outputs.len() > 1 {
@@ -159,6 +160,61 @@ fn body(o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "\nusage: {}", usage_text(u));
+    }
+}
+
+/// A coordinator's plan and each worker's subtask with its output; a multi-agent turn's
+/// activations and why each agent answered or not.
+fn team(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    if !t.activation.is_empty() {
+        let _ = writeln!(o, "\nactivation:");
+        for a in &t.activation {
+            let _ = writeln!(o, "  - {}: {}", a.agent, safe(&a.reason));
+        }
+    }
+    if let Some(plan) = &t.plan {
+        let _ = writeln!(o, "\nplan ({}):", plan.method);
+        for s in &plan.subtasks {
+            let worker = match &s.role {
+                Some(role) => format!("{} \"{}\"", s.worker, crate::fmt::first_line(&safe(role), 60)),
+                None => s.worker.clone(),
+            };
+            let deps = if s.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!(" after {}", s.depends_on.join(", "))
+            };
+            let _ = writeln!(
+                o,
+                "  - {} [{worker}]{deps}: {}",
+                s.id,
+                crate::fmt::first_line(&safe(&s.task), 100)
+            );
+        }
+        for r in &plan.rejected {
+            let _ = writeln!(o, "  rejected proposal: {}", safe(r));
+        }
+    }
+    for s in &t.subtasks {
+        let usage = s
+            .usage
+            .as_ref()
+            .map(|u| format!(", {}", usage_text(u)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "\nsubtask {} [{}] {}{usage}:",
+            s.subtask,
+            s.worker,
+            s.state.as_str()
+        );
+        if let Some(e) = &s.error {
+            let _ = writeln!(o, "  error: {}", safe(e));
+        }
+        if !s.output.is_empty() {
+            let _ = writeln!(o, "{}", indent(&safe(&s.output)));
+        }
     }
 }
 

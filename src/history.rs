@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AttachmentPin, Bounded, InlineContext, Millis, ModelCall, ToolFinished, ToolResult,
-    ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
+    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlannedSubtask,
+    ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
 };
+use axocoatl_store::ledger::record::Kind;
 use axocoatl_store::ledger::{Damaged, Entry, Position, Record, Walked};
 use axocoatl_store::Repo;
 use serde::Serialize;
@@ -88,6 +89,33 @@ pub struct CallView {
     pub finish_reason: Option<String>,
 }
 
+/// The plan of a coordinator's turn.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanView {
+    /// `model`, `model-repaired` or `fallback`.
+    pub method: String,
+    pub subtasks: Vec<PlannedSubtask>,
+    /// Why each rejected proposal was rejected.
+    pub rejected: Vec<String>,
+}
+
+/// One subtask of a coordinator's turn as it ran.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SubtaskView {
+    pub subtask: String,
+    pub worker: String,
+    /// `running` (no end recorded), `completed`, `failed`, `stopped`; `interrupted` when the
+    /// turn ended without the subtask's end.
+    pub state: ViewState,
+    pub error: Option<String>,
+    /// The worker's output (its first 64 KiB when `output_object` is set).
+    pub output: String,
+    pub output_object: Option<String>,
+    pub usage: Option<Usage>,
+    pub started_at: Millis,
+    pub ended_at: Option<Millis>,
+}
+
 /// One turn, whole.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TurnView {
@@ -117,6 +145,12 @@ pub struct TurnView {
     pub retry_of: Option<String>,
     /// The automation occurrence that started the turn (none: a person sent it).
     pub origin: Option<OriginView>,
+    /// A coordinator's plan.
+    pub plan: Option<PlanView>,
+    /// A coordinator's subtasks, in the order they started.
+    pub subtasks: Vec<SubtaskView>,
+    /// A multi-agent turn: each agent's activation and why it answered or not.
+    pub activation: Vec<AgentActivation>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -170,6 +204,8 @@ pub struct Projection {
     pub unknown_kinds: u64,
     /// Attachment references and their state.
     pub attachments: crate::relations::Attachments,
+    /// The agents of each multi-agent session.
+    pub session_agents: BTreeMap<String, Vec<String>>,
     index: HashMap<String, usize>,
 }
 
@@ -366,6 +402,9 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
         );
         rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
     }
+    let damaged = workers_usage(repo, session, &mut rows)?;
+    let mut problems = summaries.damaged;
+    problems.extend(damaged);
     Ok(UsageList {
         rows: rows
             .into_iter()
@@ -377,8 +416,46 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
                 usage,
             })
             .collect(),
-        problems: summaries.damaged,
+        problems,
     })
+}
+
+/// Moves the usage of coordinators' workers out of their coordinators' rows into rows of
+/// their own (`adhoc` for ad-hoc workers), from the `SubtaskEnded` records (one walk that
+/// decodes nothing else). A worker's turns are the turns it ran a subtask in; its day is the
+/// day the subtask ended.
+fn workers_usage(
+    repo: &Repo,
+    session: Option<&str>,
+    rows: &mut BTreeMap<(String, String, i64), (u64, Usage)>,
+) -> Result<Vec<Damaged>> {
+    let walked = repo.ledger().walk(&mut |view| {
+        view.kind() == Some(Kind::SubtaskEnded)
+            && session.is_none_or(|s| view.session() == Some(s.as_bytes()))
+    })?;
+    let mut counted: std::collections::HashSet<(String, String)> = Default::default();
+    for e in walked.entries {
+        let Some(Record::SubtaskEnded(s)) = e.record else {
+            continue;
+        };
+        let day = axocoatl_store::ledger::day_of(s.at);
+        if let Some(row) = rows.get_mut(&(s.session.clone(), s.coordinator.clone(), day)) {
+            row.1.prompt_tokens = row.1.prompt_tokens.saturating_sub(s.usage.prompt_tokens);
+            row.1.completion_tokens = row
+                .1
+                .completion_tokens
+                .saturating_sub(s.usage.completion_tokens);
+            row.1.calls = row.1.calls.saturating_sub(s.usage.calls);
+        }
+        let row = rows
+            .entry((s.session, s.worker.clone(), day))
+            .or_insert((0, Usage::ZERO));
+        if counted.insert((s.turn, s.worker)) {
+            row.0 += 1;
+        }
+        row.1.add(&s.usage);
+    }
+    Ok(walked.damaged)
 }
 
 /// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
@@ -419,6 +496,7 @@ fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
                 }
             } else {
                 t.state = ViewState::Interrupted;
+                t.settle_subtasks();
             }
         }
     }
@@ -495,6 +573,50 @@ fn apply(p: &mut Projection, entry: Entry) {
             }
         }
         Record::RewindBoundary(r) => supersede(p, &r.session, &r.target),
+        Record::PlanMade(m) => {
+            if let Some(t) = turn_mut(p, &m.turn) {
+                t.plan = Some(PlanView {
+                    method: m.method,
+                    subtasks: m.subtasks,
+                    rejected: m.rejected,
+                });
+            }
+        }
+        Record::SubtaskStarted(s) => {
+            if let Some(t) = turn_mut(p, &s.turn) {
+                t.subtasks.push(SubtaskView {
+                    subtask: s.subtask,
+                    worker: s.worker,
+                    state: ViewState::Running,
+                    error: None,
+                    output: String::new(),
+                    output_object: None,
+                    usage: None,
+                    started_at: s.at,
+                    ended_at: None,
+                });
+            }
+        }
+        Record::SubtaskEnded(e) => {
+            if let Some(t) = turn_mut(p, &e.turn) {
+                if let Some(s) = t.subtasks.iter_mut().rev().find(|s| s.subtask == e.subtask) {
+                    s.state = e.state.into();
+                    s.error = e.error;
+                    s.output = bounded_text(&e.output);
+                    s.output_object = e.output.object;
+                    s.usage = Some(e.usage);
+                    s.ended_at = Some(e.at);
+                }
+            }
+        }
+        Record::ActivationDecided(a) => {
+            if let Some(t) = turn_mut(p, &a.turn) {
+                t.activation = a.agents;
+            }
+        }
+        Record::SessionAgents(s) => {
+            p.session_agents.insert(s.session, s.agents);
+        }
         Record::SessionCreated(_)
         | Record::AttachmentAdded(_)
         | Record::AttachmentRemoved(_)
@@ -548,6 +670,9 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         warnings: Vec::new(),
         retry_of: b.retry_of,
         origin: None,
+        plan: None,
+        subtasks: Vec::new(),
+        activation: Vec::new(),
         stop_requested: false,
         superseded: false,
         started_at: b.at,
@@ -585,6 +710,16 @@ impl TurnView {
             self.error = e.error;
             self.usage = Some(e.usage);
             self.ended_at = Some(e.at);
+            self.settle_subtasks();
+        }
+    }
+
+    /// A subtask without its end when the turn ended did not survive it.
+    fn settle_subtasks(&mut self) {
+        for s in self.subtasks.iter_mut() {
+            if s.state == ViewState::Running {
+                s.state = ViewState::Interrupted;
+            }
         }
     }
 

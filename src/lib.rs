@@ -11,9 +11,11 @@
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
-//! - `engine` (the turn pipeline: see its module documentation for the seams wave-2
-//!   features plug into), `control` (stop), and what commands call: `sessions`, `usage`,
-//!   `query`.
+//! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
+//!   turn pipeline: see its module documentation for the seams wave-2 features plug into),
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
+//! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
+//!   clears.
 
 pub mod attach;
 pub mod automation;
@@ -31,6 +33,7 @@ pub mod history;
 pub mod ids;
 pub mod legacy;
 pub mod memory;
+pub mod orchestration;
 pub mod provider;
 pub mod query;
 pub mod relations;
@@ -39,6 +42,7 @@ pub mod schedule;
 pub mod search;
 pub mod session;
 pub mod sessions;
+pub mod team;
 pub mod tools;
 pub mod turn;
 pub mod usage;

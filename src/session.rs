@@ -180,7 +180,12 @@ pub fn interrupt_if_open(repo: &Repo, note: &ActiveNote) -> Result<bool> {
         },
         at: clock::now(),
     });
-    Ok(append_if_open(repo, note, &[record])?.is_ok())
+    let appended = append_if_open(repo, note, &[record])?.is_ok();
+    if appended {
+        // The terminal state clears a coordinator's private orchestration state.
+        crate::orchestration::clear_session(repo, &note.session)?;
+    }
+    Ok(appended)
 }
 
 /// Appends `records` only while the turn of `note` is open: begun (at or after the note's

@@ -3,7 +3,7 @@
 //! through the registry in `crate::tools`). The engine (`crate::engine`) runs turns; these types sit
 //! below it so that a feature implementing them never depends on the engine.
 
-use axocoatl_store::ledger::record::{AttachmentPin, Millis, TurnState, Usage};
+use axocoatl_store::ledger::record::{AttachmentPin, Millis, PlannedSubtask, TurnState, Usage};
 
 use crate::error::Result;
 use crate::provider::Message;
@@ -60,6 +60,22 @@ pub enum TurnEvent<'a> {
     },
     /// Something the user should know; also recorded in the ledger.
     Warning(&'a str),
+    /// A coordinator's plan is recorded: the method that made it and its subtasks.
+    Planned {
+        method: &'a str,
+        subtasks: &'a [PlannedSubtask],
+    },
+    /// A subtask of a coordinator's pass started on its worker.
+    SubtaskStarted { subtask: &'a str, worker: &'a str },
+    /// A subtask ended (`completed`, `failed` or `stopped`).
+    SubtaskEnded {
+        subtask: &'a str,
+        worker: &'a str,
+        state: TurnState,
+        error: Option<&'a str>,
+    },
+    /// In a multi-agent session, an agent starts its answer (why: the activation rule).
+    Answering { agent: &'a str, reason: &'a str },
 }
 
 /// How a turn ended.

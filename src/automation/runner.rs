@@ -204,9 +204,7 @@ pub fn run_manual(
             id: id.to_owned(),
             known: config.automations.iter().map(|a| a.id.clone()).collect(),
         })?;
-    if let Target::Workflow(flow) = target_of(auto) {
-        return Err(workflow_unsupported(&flow));
-    }
+    agent_of(config, auto)?;
     let runs = Runs::new(ws.repo());
     let Some(run_lock) = runs.run_lock(&auto.id, wait)? else {
         return Err(RuntimeError::AutomationBusy {
@@ -352,10 +350,21 @@ fn run_state(state: TurnState) -> RunState {
     }
 }
 
-fn workflow_unsupported(flow: &str) -> RuntimeError {
-    RuntimeError::NotSupported(format!(
-        "running workflow {flow:?} (coordinator-led workflows)"
-    ))
+/// The agent an automation's turns go to: its `agent:`, or the coordinator leading its
+/// `workflow:` (a turn to a coordinator runs its workflow).
+fn agent_of(config: &crate::config::Config, auto: &AutomationConfig) -> Result<String> {
+    match target_of(auto) {
+        Target::Agent(agent) => Ok(agent),
+        Target::Workflow(flow) => config
+            .workflows
+            .iter()
+            .find(|w| w.id == flow)
+            .map(|w| w.entry_point.clone())
+            .ok_or_else(|| RuntimeError::Invalid {
+                message: format!("automation {:?}: workflow {flow:?} is not defined", auto.id),
+                hint: "run `axocoatl validate`".into(),
+            }),
+    }
 }
 
 /// Runs a claimed occurrence's turn under the run lock and records how it ended.
@@ -375,9 +384,9 @@ fn execute(
         record.runner.pid
     ))?;
     let mut update_error = None;
-    let result = match target_of(auto) {
-        Target::Workflow(flow) => Err(workflow_unsupported(&flow)),
-        Target::Agent(agent) => {
+    let result = match agent_of(ws.config()?, auto) {
+        Err(e) => Err(e),
+        Ok(agent) => {
             let opts = SendOptions {
                 session: session_of(auto),
                 agent: Some(agent),

@@ -88,7 +88,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         | "script" => "an entry of `providers:`",
         "idle_threshold_secs" | "interval_secs" => "consolidation",
         "schedule" | "request" => "an entry of `automations:`",
-        "entry_point" | "workers" | "members" => "an entry of `workflows:`",
+        "entry_point" | "workers" | "members" | "max_parallel" => "an entry of `workflows:`",
         "policy" | "keep" => "checkpoint",
         _ => return None,
     })

@@ -173,6 +173,13 @@ fn workflows(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>) {
                 format!("set `role: coordinator` on agent `{}`, or choose a coordinator", flow.entry_point),
             ),
         }
+        if flow.max_parallel == Some(0) {
+            c.error(
+                c.value(at!["workflows", w, "max_parallel"]),
+                format!("workflow `{}`: max_parallel is 0, so no subtask could run", flow.id),
+                "give how many subtasks may run at once (default 4), at least 1",
+            );
+        }
         let list = if c.has(at!["workflows", w, "members"]) {
             "members"
         } else {
@@ -291,15 +298,7 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
                 }
             }
             (None, Some(flow)) => {
-                if config.workflows.iter().any(|f| &f.id == flow) {
-                    if auto.enabled {
-                        c.warning(
-                        c.value(at!["automations", i, "workflow"]),
-                        format!("automation `{id}`: running workflow `{flow}` (coordinator-led workflows) is not supported yet; each occurrence will be recorded failed"),
-                        "target an autonomous agent with `agent: <id>` until workflows can run",
-                    );
-                    }
-                } else {
+                if !config.workflows.iter().any(|f| &f.id == flow) {
                     c.error(
                         c.value(at!["automations", i, "workflow"]),
                         format!("automation `{id}`: workflow `{flow}` is not defined"),

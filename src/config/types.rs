@@ -310,6 +310,18 @@ pub struct WorkflowConfig {
     pub workers: Vec<String>,
     #[serde(default)]
     pub description: Option<String>,
+    /// How many subtasks of one pass run at once (default [`DEFAULT_MAX_PARALLEL`]).
+    #[serde(default)]
+    pub max_parallel: Option<u32>,
+}
+
+/// Subtasks of a coordinator's pass that run at once when a workflow sets no `max_parallel`.
+pub const DEFAULT_MAX_PARALLEL: u32 = 4;
+
+impl WorkflowConfig {
+    pub fn max_parallel(&self) -> usize {
+        self.max_parallel.unwrap_or(DEFAULT_MAX_PARALLEL).max(1) as usize
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

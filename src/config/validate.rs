@@ -574,11 +574,4 @@ fn not_run_yet(c: &mut Checker<'_>, config: &Config) {
             "run `axocoatl memory consolidate` meanwhile (one pass on demand), or set `enabled: false` to silence this",
         );
     }
-    if !config.workflows.is_empty() {
-        c.warning(
-            c.key(at!["workflows"]),
-            "coordinator-led workflows are not supported yet: `workflows:` is checked but not run",
-            "send to an autonomous agent meanwhile; the workflows take effect when coordinators land",
-        );
-    }
 }

@@ -69,11 +69,24 @@ impl<'a> Conversant<'a> {
         model: &str,
         dir: &Path,
     ) -> Result<Self> {
+        let scope = crate::memory::agent_id(session, &agent.id);
+        Conversant::in_scope(repo, agent, &scope, model, dir)
+    }
+
+    /// An agent whose memory tiers live under the runtime id `scope` (a declared worker's
+    /// `{session}:{coordinator}:worker:{worker}`), otherwise as [`Conversant::for_agent`].
+    pub fn in_scope(
+        repo: &Repo,
+        agent: &'a AgentConfig,
+        scope: &str,
+        model: &str,
+        dir: &Path,
+    ) -> Result<Self> {
         let root = Root::new(dir, repo.root()).map_err(|e| RuntimeError::Invalid {
             message: format!("workspace {}: {e}", dir.display()),
             hint: "fix `workspace:` in the configuration".into(),
         })?;
-        let memory = AgentMemory::open(repo, session, agent);
+        let memory = AgentMemory::for_id(repo, scope, &agent.memory);
         let mut sampling = Sampling {
             temperature: agent.sampling.temperature,
             top_p: agent.sampling.top_p,
@@ -180,6 +193,8 @@ impl Default for Tally {
 pub enum TurnError {
     Provider(ProviderError),
     Budget(String),
+    /// A coordinator's subtask failed (or the plan could not run to its end).
+    Subtask(String),
     Runtime(RuntimeError),
 }
 

@@ -10,7 +10,8 @@ use super::prepare::Prepared;
 use super::record::Recorder;
 use super::watcher;
 use crate::clock;
-use crate::config::CheckpointPolicy;
+use super::coordinate;
+use crate::config::{AgentRole, CheckpointPolicy};
 use crate::conversation::Conversation;
 use crate::error::Result;
 use crate::provider::{self, Cancel, ProviderError};
@@ -57,14 +58,25 @@ pub(crate) fn run(
         cancel: &cancel,
     };
     let mut conv = None;
-    let end = provider::open(&p.provider)
+    let end = if p.agent.role == AgentRole::Coordinator {
+        let config_dir = ws.config_dir();
+        let pass = coordinate::Pass {
+            config,
+            p: &p,
+            dir: &dir,
+            config_dir: &config_dir,
+        };
+        coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
+    } else {
+        provider::open(&p.provider)
         .map_err(TurnError::Provider)
         .and_then(|mut model| {
             let model_name = &p.provider.model;
             let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
             let c = conv.insert(Conversant { in_flight, ..c });
             converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
-        });
+        })
+    };
     finish(ws, p, &begun, conv, transcript, tally, end)
 }
 
@@ -74,7 +86,9 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
         Ok(()) => (TurnState::Completed, None),
         Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),
         Err(TurnError::Provider(e)) => (TurnState::Failed, Some(e.to_string())),
-        Err(TurnError::Budget(msg)) => (TurnState::Failed, Some(msg)),
+        Err(TurnError::Budget(msg)) | Err(TurnError::Subtask(msg)) => {
+            (TurnState::Failed, Some(msg))
+        }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
     }
 }
@@ -110,6 +124,13 @@ fn finish(
         }),
     ])?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+    if p.agent.role == AgentRole::Coordinator {
+        // Any terminal state clears the private orchestration state: the next turn
+        // decomposes fresh.
+        if let Err(e) = crate::orchestration::clear(repo, &p.session, &p.agent.id) {
+            rec.note("orchestration", e.to_string())?;
+        }
+    }
     let after =
         p.conversation
             .after_turn(&begun.turn, state, transcript, &tally.output, &tally.usage);

@@ -54,6 +54,7 @@
 //!   the one begin/finish of the turn.
 
 mod begin;
+mod coordinate;
 pub mod converse;
 mod finish;
 mod prepare;
@@ -127,10 +128,13 @@ pub fn resolve_agent<'a>(config: &'a Config, explicit: Option<&str>) -> Result<&
             reason: "a worker runs only inside its coordinator's workflow; send to the coordinator"
                 .into(),
         }),
-        AgentRole::Coordinator => Err(RuntimeError::NotSupported(format!(
-            "sending to coordinator {:?} (coordinator-led workflows)",
-            agent.id
-        ))),
+        AgentRole::Coordinator => match crate::team::plan::workflow_of(config, &agent.id) {
+            Some(_) => Ok(agent),
+            None => Err(RuntimeError::AgentRole {
+                id: agent.id.clone(),
+                reason: "a coordinator runs only as the entry_point of a workflow, and none names it (run `axocoatl validate`)".into(),
+            }),
+        },
     }
 }
 

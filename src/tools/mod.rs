@@ -105,6 +105,22 @@ impl Toolbox {
         Toolbox { tools, sandbox }
     }
 
+    /// This toolbox without the memory tools (for a coordinator's own calls, which advertise
+    /// no Tier 2-4 memory tools, and for ad-hoc workers, which own no memory).
+    pub fn without_memory(mut self) -> Toolbox {
+        self.tools
+            .retain(|t| t.access != crate::catalog::Access::Memory);
+        self
+    }
+
+    /// A toolbox with no tools at all.
+    pub fn empty(sandbox: SandboxMode) -> Toolbox {
+        Toolbox {
+            tools: Vec::new(),
+            sandbox,
+        }
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.tools.iter().map(|t| t.name)
     }

@@ -31,4 +31,5 @@ mod store_faults;
 mod store_fixture;
 mod store_props;
 mod store_repair;
+mod teams;
 mod tools;

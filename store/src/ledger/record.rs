@@ -301,6 +301,95 @@ pub struct LegacyImportEnded {
     pub at: Millis,
 }
 
+/// One subtask of a coordinator's plan, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedSubtask {
+    pub id: String,
+    /// A declared worker's agent id, or `adhoc`.
+    pub worker: String,
+    /// The role description of an ad-hoc worker.
+    pub role: Option<String>,
+    pub task: String,
+    pub depends_on: Vec<String>,
+}
+
+/// The plan a coordinator's turn runs, and which decomposition method produced it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanMade {
+    pub turn: String,
+    pub coordinator: String,
+    /// `model` (the model's plan, valid at once), `model-repaired` (valid after the repair
+    /// round) or `fallback` (one subtask per declared worker).
+    pub method: String,
+    pub subtasks: Vec<PlannedSubtask>,
+    /// Why each rejected proposal was rejected (one entry per rejected proposal, its
+    /// validation errors joined by `; `).
+    pub rejected: Vec<String>,
+    pub at: Millis,
+}
+
+/// A subtask of a coordinator's turn started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskStarted {
+    pub turn: String,
+    pub subtask: String,
+    /// The declared worker, or `adhoc`.
+    pub worker: String,
+    pub at: Millis,
+}
+
+/// A subtask ended: its state, the worker's output (per-Agent output) and its usage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskEnded {
+    pub turn: String,
+    /// The session and coordinator of the turn (so usage can count workers without
+    /// decoding the turn's other records).
+    pub session: String,
+    pub coordinator: String,
+    pub subtask: String,
+    pub worker: String,
+    pub state: TurnState,
+    pub error: Option<String>,
+    pub output: Bounded,
+    pub usage: Usage,
+    pub at: Millis,
+}
+
+/// One agent's activation in a turn of a multi-agent session (values in thousandths).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentActivation {
+    pub agent: String,
+    /// Its activation carried from the previous turn, after this turn's decay.
+    pub decayed: i64,
+    /// The relevance of this turn's request to it.
+    pub relevance: i64,
+    /// The request mentions it as `@agent`.
+    pub mentioned: bool,
+    /// Its activation for this turn.
+    pub activation: i64,
+    pub threshold: i64,
+    pub answered: bool,
+    /// Why it answered or not, for people.
+    pub reason: String,
+}
+
+/// How the lattice activation rule chose who answers a turn of a multi-agent session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivationDecided {
+    pub turn: String,
+    pub session: String,
+    pub agents: Vec<AgentActivation>,
+    pub at: Millis,
+}
+
+/// The agents of a multi-agent session (`sessions new NAME --agents a,b,c`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionAgents {
+    pub session: String,
+    pub agents: Vec<String>,
+    pub at: Millis,
+}
+
 /// Free-form bytes, for tests and tools that exercise the ledger itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
@@ -431,6 +520,11 @@ records! {
     20 => AgentOutputBounded [Turn],
     30 => ToolFinished [Turn],
     40 => TurnOrigin [Turn, Session],
+    45 => PlanMade [Turn],
+    46 => SubtaskStarted [Turn],
+    47 => SubtaskEnded [Turn, Session],
+    48 => ActivationDecided [Turn, Session],
+    49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
     56 => LegacyImportEnded [Session],
 }
@@ -537,8 +631,13 @@ impl Record {
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
+            Record::PlanMade(r) => Some(&r.turn),
+            Record::SubtaskStarted(r) => Some(&r.turn),
+            Record::SubtaskEnded(r) => Some(&r.turn),
+            Record::ActivationDecided(r) => Some(&r.turn),
             Record::Warning(r) => r.turn.as_deref(),
-            Record::SessionCreated(_)
+            Record::SessionAgents(_)
+            | Record::SessionCreated(_)
             | Record::RewindBoundary(_)
             | Record::AttachmentAdded(_)
             | Record::AttachmentRemoved(_)
@@ -569,6 +668,11 @@ impl Record {
             Record::TurnOrigin(x) => Some(x.at),
             Record::LegacyImportBegun(x) => Some(x.at),
             Record::LegacyImportEnded(x) => Some(x.at),
+            Record::PlanMade(x) => Some(x.at),
+            Record::SubtaskStarted(x) => Some(x.at),
+            Record::SubtaskEnded(x) => Some(x.at),
+            Record::ActivationDecided(x) => Some(x.at),
+            Record::SessionAgents(x) => Some(x.at),
             Record::Note(_) => None,
         }
     }
@@ -588,7 +692,12 @@ impl Record {
             Record::TurnOrigin(r) => Some(&r.session),
             Record::LegacyImportBegun(r) => Some(&r.session),
             Record::LegacyImportEnded(r) => Some(&r.session),
+            Record::ActivationDecided(r) => Some(&r.session),
+            Record::SessionAgents(r) => Some(&r.session),
+            Record::SubtaskEnded(r) => Some(&r.session),
             Record::AgentOutput(_)
+            | Record::PlanMade(_)
+            | Record::SubtaskStarted(_)
             | Record::AgentOutputBounded(_)
             | Record::ToolStarted(_)
             | Record::ToolResult(_)
@@ -769,6 +878,58 @@ mod tests {
                 digest: "d".into(),
                 turns: 2,
                 at: 16,
+            }),
+            Record::PlanMade(PlanMade {
+                turn: t.clone(),
+                coordinator: "lead".into(),
+                method: "model-repaired".into(),
+                subtasks: vec![PlannedSubtask {
+                    id: "s1".into(),
+                    worker: "adhoc".into(),
+                    role: Some("critic".into()),
+                    task: "check".into(),
+                    depends_on: vec!["s0".into()],
+                }],
+                rejected: vec!["unknown worker `x`".into()],
+                at: 15,
+            }),
+            Record::SubtaskStarted(SubtaskStarted {
+                turn: t.clone(),
+                subtask: "s1".into(),
+                worker: "w".into(),
+                at: 16,
+            }),
+            Record::SubtaskEnded(SubtaskEnded {
+                turn: t.clone(),
+                session: s.clone(),
+                coordinator: "lead".into(),
+                subtask: "s1".into(),
+                worker: "w".into(),
+                state: TurnState::Stopped,
+                error: None,
+                output: bounded("partial"),
+                usage: Usage::ZERO,
+                at: 17,
+            }),
+            Record::ActivationDecided(ActivationDecided {
+                turn: t.clone(),
+                session: s.clone(),
+                agents: vec![AgentActivation {
+                    agent: "b".into(),
+                    decayed: 250,
+                    relevance: -1,
+                    mentioned: true,
+                    activation: 2000,
+                    threshold: 500,
+                    answered: true,
+                    reason: "mentioned".into(),
+                }],
+                at: 18,
+            }),
+            Record::SessionAgents(SessionAgents {
+                session: s.clone(),
+                agents: vec!["a".into(), "b".into()],
+                at: 19,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

@@ -195,8 +195,13 @@ impl Recorded {
     }
 }
 
+/// Computes the reply to a request from the request itself.
+type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 struct Shared {
     queue: Mutex<VecDeque<Reply>>,
+    /// When set, answers every request the queue has no reply for.
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<Recorded>>,
     shutdown: AtomicBool,
     /// Body bytes written to clients so far.
@@ -220,6 +225,7 @@ impl FakeServer {
         let addr = listener.local_addr().expect("local address");
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             sent: AtomicU64::new(0),
@@ -248,6 +254,14 @@ impl FakeServer {
         for reply in replies {
             server.push(reply);
         }
+        server
+    }
+
+    /// A server whose replies depend on the request: `respond` computes each (for requests
+    /// that arrive in any order, e.g. from parallel workers).
+    pub fn responding(respond: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> FakeServer {
+        let server = FakeServer::start();
+        *lock(&server.shared.responder) = Some(Arc::new(respond));
         server
     }
 
@@ -317,8 +331,10 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
             return;
         };
         let label = format!("{} {}", request.method, request.path);
-        lock(&shared.requests).push(request);
-        let reply = lock(&shared.queue).pop_front().unwrap_or_else(|| {
+        lock(&shared.requests).push(request.clone());
+        let queued = lock(&shared.queue).pop_front();
+        let responder = lock(&shared.responder).clone();
+        let reply = queued.or_else(|| responder.map(|r| r(&request))).unwrap_or_else(|| {
             Reply::json(
                 500,
                 &format!(r#"{{"error":"fake_http: no canned reply left for {label}"}}"#),

@@ -1,0 +1,559 @@
+//! Step 3 for a coordinator: its workflow. Decompose (HTN methods of `crate::team::plan`,
+//! tried in order) → run the subtasks in dependency order, independent ones in parallel up
+//! to the workflow's `max_parallel`, each as a worker converse with its own provider,
+//! model, sampling, budget, tools and memory scope → aggregate (the coordinator answers from
+//! the results). Runs inside the one begin/finish of the turn.
+//!
+//! Records (between `TurnBegun` and `TurnEnded`): `PlanMade` (the method and subtasks),
+//! `SubtaskStarted` and `SubtaskEnded` (state, the worker's whole output, its usage) for
+//! each subtask, and the `ModelCall`s and tool records of every agent under its own id.
+//! The private orchestration state (`crate::orchestration`) follows the pass and is
+//! cleared by the turn's terminal state.
+//!
+//! The coordinator's own calls (plan and aggregate) advertise no Tier 2-4 memory tools and
+//! inject no core memory: a coordinator keeps only its conversation. Declared workers own
+//! their tiers under `{session}:{coordinator}:worker:{worker}`; ad-hoc workers run with
+//! the coordinator's provider, no memory tools and no memory section, so they leave nothing
+//! durable but their records.
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use axocoatl_store::ledger::record::{
+    PlanMade, PlannedSubtask, SubtaskEnded, SubtaskStarted, TurnState,
+};
+use axocoatl_store::ledger::Record;
+
+use super::converse::{self, Conversant, Tally, TurnCx, TurnError};
+use super::prepare::Prepared;
+use super::watcher;
+use crate::clock;
+use crate::config::{AgentConfig, AgentRole, Config, ResolvedProvider, ResponseFormat};
+use crate::error::{Result, RuntimeError};
+use crate::memory::worker_id;
+use crate::orchestration::{self, SubtaskState};
+use crate::provider::{self, Message, Provider, ProviderError, Role};
+use crate::team::plan::{self, Method, Progress, Step, Subtask};
+use crate::tools::Toolbox;
+use crate::turn::{ContextSection, ContextSource, RequestInfo, TurnEvent};
+
+type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
+
+/// Fixed text as a section of the system prompt (the planning instructions).
+struct Fixed(&'static str, String);
+
+impl ContextSource for Fixed {
+    fn section(&mut self, _request: &RequestInfo<'_>) -> Result<Option<ContextSection>> {
+        Ok(Some(ContextSection {
+            label: self.0.to_owned(),
+            text: self.1.clone(),
+            warnings: Vec::new(),
+        }))
+    }
+}
+
+/// What every part of one pass reads.
+pub(crate) struct Pass<'a> {
+    pub config: &'a Config,
+    pub p: &'a Prepared<'a>,
+    /// The workspace the agents' tools see.
+    pub dir: &'a Path,
+    /// The directory of the configuration file (relative provider paths).
+    pub config_dir: &'a Path,
+}
+
+/// Runs the coordinator's workflow. Appends the coordinator's answer to `transcript` and
+/// every agent's usage to `tally`; the aggregated answer streams as the turn's output.
+pub(crate) fn run(
+    pass: &Pass<'_>,
+    transcript: &mut Vec<Message>,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<(), TurnError> {
+    let p = pass.p;
+    let (flow, workers) = plan::workflow_of(pass.config, &p.agent.id).ok_or_else(|| {
+        TurnError::Runtime(RuntimeError::AgentRole {
+            id: p.agent.id.clone(),
+            reason: "no workflow names it as its entry_point".into(),
+        })
+    })?;
+    let mut model = provider::open(&p.provider).map_err(TurnError::Provider)?;
+    let (subtasks, method, rejected) =
+        decompose(pass, &workers, model.as_mut(), transcript, tally, cx, sink)?;
+    let recorded: Vec<PlannedSubtask> = subtasks.iter().map(planned).collect();
+    cx.recorder().lazy(&[Record::PlanMade(PlanMade {
+        turn: cx.turn.to_owned(),
+        coordinator: p.agent.id.clone(),
+        method: method.as_str().to_owned(),
+        subtasks: recorded.clone(),
+        rejected,
+        at: clock::now(),
+    })])?;
+    sink(TurnEvent::Planned {
+        method: method.as_str(),
+        subtasks: &recorded,
+    });
+    let mut progress = Progress::new(subtasks);
+    let results = run_subtasks(pass, method, flow.max_parallel(), &mut progress, tally, cx, sink)?;
+    aggregate(pass, &results, model.as_mut(), transcript, tally, cx, sink)
+}
+
+fn planned(s: &Subtask) -> PlannedSubtask {
+    PlannedSubtask {
+        id: s.id.clone(),
+        worker: s.worker.clone(),
+        role: s.role.clone(),
+        task: s.task.clone(),
+        depends_on: s.depends_on.clone(),
+    }
+}
+
+/// The coordinator as a conversant: its provider, model and sampling, no memory section and
+/// no memory tools.
+fn coordinator<'a>(
+    pass: &Pass<'a>,
+    cx: &TurnCx<'_>,
+) -> std::result::Result<Conversant<'a>, TurnError> {
+    let p = pass.p;
+    let mut c = Conversant::for_agent(cx.repo, p.agent, &p.session, &p.provider.model, pass.dir)?;
+    c.context.clear();
+    c.toolbox = c.toolbox.without_memory();
+    Ok(c)
+}
+
+/// HTN decomposition: the model's plan (with one repair round), else the fallback method.
+/// Returns the plan (in dependency order), its method and why proposals were rejected.
+fn decompose(
+    pass: &Pass<'_>,
+    workers: &[&AgentConfig],
+    model: &mut dyn Provider,
+    transcript: &[Message],
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<(Vec<Subtask>, Method, Vec<String>), TurnError> {
+    let names: Vec<&str> = workers.iter().map(|w| w.id.as_str()).collect();
+    let mut conv = coordinator(pass, cx)?;
+    conv.toolbox = Toolbox::empty(conv.toolbox.sandbox());
+    conv.context = vec![Box::new(Fixed("plan", plan::instructions(workers)))];
+    conv.sampling.response_format = Some(ResponseFormat::Json);
+    conv.max_steps = 1;
+    let mut messages = transcript.to_vec();
+    let mut rejected = Vec::new();
+    for method in [Method::Model, Method::ModelRepaired] {
+        let reply = propose(&mut conv, model, &mut messages, tally, cx, sink)?;
+        match plan::parse(&reply, &names) {
+            Ok(subtasks) => return Ok((plan::order(subtasks), method, rejected)),
+            Err(errors) => {
+                rejected.push(errors.join("; "));
+                messages.push(Message::new(Role::User, plan::repair_request(&errors)));
+            }
+        }
+    }
+    Ok((plan::fallback(workers, &pass.p.request), Method::Fallback, rejected))
+}
+
+/// One plan call: its text is the plan, not output (no deltas reach the caller).
+fn propose(
+    conv: &mut Conversant<'_>,
+    model: &mut dyn Provider,
+    messages: &mut Vec<Message>,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<String, TurnError> {
+    let mut call = Tally {
+        budget_used: tally.budget_used,
+        ..Tally::default()
+    };
+    let mut quiet = |ev: TurnEvent<'_>| {
+        if !matches!(ev, TurnEvent::Delta(_)) {
+            sink(ev)
+        }
+    };
+    let end = converse::converse(conv, model, messages, &mut call, cx, &mut quiet);
+    tally.usage.add(&call.usage);
+    tally.budget_used = call.budget_used;
+    end.map(|()| call.output)
+}
+
+/// What a worker thread tells the scheduler.
+enum Msg {
+    Warning(String),
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
+    Done(usize, Tally, std::result::Result<(), TurnError>),
+}
+
+/// A finished subtask's result, for its dependents and the aggregate.
+#[derive(Clone, Debug)]
+struct Result_ {
+    subtask: Subtask,
+    output: String,
+}
+
+/// Runs the plan: starts each subtask once its dependencies are done, at most
+/// `max_parallel` at once. A stop stops every running worker (each recorded `stopped`) and
+/// starts no more; a failed subtask starts no more and fails the turn once the running ones
+/// end.
+fn run_subtasks(
+    pass: &Pass<'_>,
+    method: Method,
+    max_parallel: usize,
+    progress: &mut Progress,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<Vec<Result_>, TurnError> {
+    let n = progress.subtasks.len();
+    let mut outputs: Vec<Option<String>> = vec![None; n];
+    let mut failure: Option<String> = None;
+    let mut step = 0u64;
+    let rec = cx.recorder();
+    save_state(pass, method, progress, cx, sink, &mut step)?;
+    std::thread::scope(|scope| -> std::result::Result<(), TurnError> {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        loop {
+            let stopping = cx.cancel.is_cancelled();
+            if failure.is_none() && !stopping {
+                for i in progress.ready() {
+                    if progress.running() >= max_parallel {
+                        break;
+                    }
+                    progress.state[i] = Step::Running;
+                    let sub = progress.subtasks[i].clone();
+                    rec.lazy(&[Record::SubtaskStarted(SubtaskStarted {
+                        turn: cx.turn.to_owned(),
+                        subtask: sub.id.clone(),
+                        worker: sub.worker.clone(),
+                        at: clock::now(),
+                    })])?;
+                    sink(TurnEvent::SubtaskStarted {
+                        subtask: &sub.id,
+                        worker: &sub.worker,
+                    });
+                    let deps: Vec<Result_> = sub
+                        .depends_on
+                        .iter()
+                        .filter_map(|d| {
+                            let j = progress.index(d)?;
+                            Some(Result_ {
+                                subtask: progress.subtasks[j].clone(),
+                                output: outputs[j].clone().unwrap_or_default(),
+                            })
+                        })
+                        .collect();
+                    let tx = tx.clone();
+                    scope.spawn(move || {
+                        let events = tx.clone();
+                        let mut forward = move |ev: TurnEvent<'_>| {
+                            let msg = match ev {
+                                TurnEvent::Warning(w) => Msg::Warning(w.to_owned()),
+                                TurnEvent::ToolStarted {
+                                    call_id,
+                                    name,
+                                    arguments,
+                                } => Msg::ToolStarted {
+                                    call_id: call_id.to_owned(),
+                                    name: name.to_owned(),
+                                    arguments: arguments.to_owned(),
+                                },
+                                TurnEvent::ToolResult {
+                                    call_id,
+                                    name,
+                                    output,
+                                    is_error,
+                                    exit_code,
+                                    duration_ms,
+                                } => Msg::ToolResult {
+                                    call_id: call_id.to_owned(),
+                                    name: name.to_owned(),
+                                    output: output.to_owned(),
+                                    is_error,
+                                    exit_code,
+                                    duration_ms,
+                                },
+                                // A worker's text is its subtask's result, not the turn's output.
+                                _ => return,
+                            };
+                            let _ = events.send(msg);
+                        };
+                        let (worker_tally, end) = run_worker(pass, &sub, &deps, cx, &mut forward);
+                        let _ = tx.send(Msg::Done(i, worker_tally, end));
+                    });
+                    save_state(pass, method, progress, cx, sink, &mut step)?;
+                }
+            }
+            if progress.running() == 0 {
+                return Ok(());
+            }
+            let msg = match rx.recv_timeout(watcher::POLL) {
+                Ok(msg) => msg,
+                // Looking runs the stop probe while every worker waits on its model.
+                Err(_) => continue,
+            };
+            match msg {
+                Msg::Warning(w) => sink(TurnEvent::Warning(&w)),
+                Msg::ToolStarted {
+                    call_id,
+                    name,
+                    arguments,
+                } => sink(TurnEvent::ToolStarted {
+                    call_id: &call_id,
+                    name: &name,
+                    arguments: &arguments,
+                }),
+                Msg::ToolResult {
+                    call_id,
+                    name,
+                    output,
+                    is_error,
+                    exit_code,
+                    duration_ms,
+                } => sink(TurnEvent::ToolResult {
+                    call_id: &call_id,
+                    name: &name,
+                    output: &output,
+                    is_error,
+                    exit_code,
+                    duration_ms,
+                }),
+                Msg::Done(i, worker_tally, end) => {
+                    let sub = progress.subtasks[i].clone();
+                    let (state, error) = match end {
+                        Ok(()) => (TurnState::Completed, None),
+                        Err(TurnError::Provider(ProviderError::Cancelled)) => {
+                            (TurnState::Stopped, None)
+                        }
+                        Err(e) => (TurnState::Failed, Some(describe(e))),
+                    };
+                    tally.usage.add(&worker_tally.usage);
+                    rec.lazy(&[Record::SubtaskEnded(SubtaskEnded {
+                        turn: cx.turn.to_owned(),
+                        session: cx.session.to_owned(),
+                        coordinator: pass.p.agent.id.clone(),
+                        subtask: sub.id.clone(),
+                        worker: sub.worker.clone(),
+                        state,
+                        error: error.clone(),
+                        output: rec.bound(&worker_tally.output)?,
+                        usage: worker_tally.usage,
+                        at: clock::now(),
+                    })])?;
+                    sink(TurnEvent::SubtaskEnded {
+                        subtask: &sub.id,
+                        worker: &sub.worker,
+                        state,
+                        error: error.as_deref(),
+                    });
+                    progress.state[i] = if state == TurnState::Completed {
+                        outputs[i] = Some(worker_tally.output);
+                        Step::Done
+                    } else {
+                        Step::Ended
+                    };
+                    if state == TurnState::Failed && failure.is_none() {
+                        failure = Some(format!(
+                            "subtask {} ({}) failed: {}",
+                            sub.id,
+                            sub.worker,
+                            error.unwrap_or_default()
+                        ));
+                    }
+                    save_state(pass, method, progress, cx, sink, &mut step)?;
+                }
+            }
+        }
+    })?;
+    if cx.cancel.is_cancelled() {
+        return Err(TurnError::Provider(ProviderError::Cancelled));
+    }
+    if let Some(f) = failure {
+        return Err(TurnError::Subtask(f));
+    }
+    if !progress.all_done() {
+        return Err(TurnError::Subtask(
+            "the plan could not run to its end".to_owned(),
+        ));
+    }
+    Ok(progress
+        .subtasks
+        .iter()
+        .zip(outputs)
+        .map(|(s, o)| Result_ {
+            subtask: s.clone(),
+            output: o.unwrap_or_default(),
+        })
+        .collect())
+}
+
+fn describe(e: TurnError) -> String {
+    match e {
+        TurnError::Provider(e) => e.to_string(),
+        TurnError::Budget(m) | TurnError::Subtask(m) => m,
+        TurnError::Runtime(e) => e.to_string(),
+    }
+}
+
+/// Writes the private orchestration state (a cache: a failure is a warning).
+fn save_state(
+    pass: &Pass<'_>,
+    method: Method,
+    progress: &Progress,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+    step: &mut u64,
+) -> std::result::Result<(), TurnError> {
+    *step += 1;
+    let state = orchestration::State {
+        turn: cx.turn.to_owned(),
+        coordinator: pass.p.agent.id.clone(),
+        method: method.as_str().to_owned(),
+        subtasks: progress
+            .subtasks
+            .iter()
+            .zip(&progress.state)
+            .map(|(s, st)| SubtaskState {
+                id: s.id.clone(),
+                worker: s.worker.clone(),
+                state: match st {
+                    Step::Pending => "pending",
+                    Step::Running => "running",
+                    Step::Done => "completed",
+                    Step::Ended => "ended",
+                }
+                .to_owned(),
+            })
+            .collect(),
+    };
+    if let Err(e) = orchestration::write(cx.repo, cx.session, &state, *step) {
+        cx.recorder()
+            .warn(sink, "orchestration", format!("orchestration state not written: {e}"))?;
+    }
+    Ok(())
+}
+
+/// An ad-hoc worker: the coordinator's provider, model, sampling (without its JSON format),
+/// tools and sandbox, with `role` as its system prompt.
+fn adhoc_agent(coordinator: &AgentConfig, sub: &Subtask) -> AgentConfig {
+    let mut a = coordinator.clone();
+    a.id = format!("adhoc:{}", sub.id);
+    a.name = None;
+    a.role = AgentRole::Worker;
+    a.system_prompt = sub.role.clone();
+    a.depends_on = Vec::new();
+    a.sampling.response_format = None;
+    a.memory = crate::config::MemoryConfig::default();
+    a
+}
+
+/// One subtask on its worker: returns what it produced and how it ended.
+fn run_worker(
+    pass: &Pass<'_>,
+    sub: &Subtask,
+    deps: &[Result_],
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> (Tally, std::result::Result<(), TurnError>) {
+    let mut tally = Tally::default();
+    let end = (|| {
+        let p = pass.p;
+        let adhoc;
+        let (agent, resolved, scope): (&AgentConfig, ResolvedProvider, String) = if sub.is_adhoc()
+        {
+            adhoc = adhoc_agent(p.agent, sub);
+            let scope = format!("{}:{}:adhoc:{}", p.session, p.agent.id, sub.id);
+            (&adhoc, p.provider.clone(), scope)
+        } else {
+            let agent = pass.config.agent(&sub.worker).ok_or_else(|| {
+                TurnError::Runtime(RuntimeError::UnknownAgent {
+                    id: sub.worker.clone(),
+                    known: pass.config.agents.iter().map(|a| a.id.clone()).collect(),
+                })
+            })?;
+            let env = |k: &str| std::env::var(k).ok();
+            let resolved = pass
+                .config
+                .resolve_provider(agent, &env, pass.config_dir)
+                .map_err(|message| {
+                    TurnError::Runtime(RuntimeError::Invalid {
+                        message,
+                        hint: format!("check the provider of worker {:?}", agent.id),
+                    })
+                })?;
+            let scope = worker_id(&p.session, &p.agent.id, &agent.id);
+            (agent, resolved, scope)
+        };
+        let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;
+        let mut conv = Conversant::in_scope(cx.repo, agent, &scope, &resolved.model, pass.dir)?;
+        if sub.is_adhoc() {
+            conv.context.clear();
+            conv.observers.clear();
+            conv.toolbox = conv.toolbox.without_memory();
+        }
+        let mut transcript = vec![Message::new(Role::User, worker_request(&p.request, sub, deps))];
+        let wcx = TurnCx {
+            repo: cx.repo,
+            turn: cx.turn,
+            session: cx.session,
+            request: &sub.task,
+            cancel: cx.cancel,
+        };
+        converse::converse(&mut conv, model.as_mut(), &mut transcript, &mut tally, &wcx, sink)
+    })();
+    (tally, end)
+}
+
+/// What a worker is asked: its subtask, the user's request it serves, and the results of
+/// the subtasks it depends on.
+fn worker_request(request: &str, sub: &Subtask, deps: &[Result_]) -> String {
+    let mut text = format!("Subtask {}: {}\n\nThe user's request it serves:\n{request}", sub.id, sub.task);
+    for d in deps {
+        text.push_str(&format!(
+            "\n\nResult of subtask {} ({}):\n{}",
+            d.subtask.id, d.subtask.worker, d.output
+        ));
+    }
+    text
+}
+
+/// The coordinator answers the request from the subtasks' results; its answer streams as
+/// the turn's output and joins its conversation.
+fn aggregate(
+    pass: &Pass<'_>,
+    results: &[Result_],
+    model: &mut dyn Provider,
+    transcript: &mut Vec<Message>,
+    tally: &mut Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<(), TurnError> {
+    let mut conv = coordinator(pass, cx)?;
+    let mut text = String::from(
+        "Your workers finished their subtasks. Answer the user's request from their results:",
+    );
+    for r in results {
+        text.push_str(&format!(
+            "\n\nSubtask {} ({}): {}\nResult:\n{}",
+            r.subtask.id, r.subtask.worker, r.subtask.task, r.output
+        ));
+    }
+    let mut messages = transcript.clone();
+    messages.push(Message::new(Role::User, text));
+    let from = messages.len();
+    let end = converse::converse(&mut conv, model, &mut messages, tally, cx, sink);
+    transcript.extend(messages.drain(from..));
+    end
+}
