@@ -189,7 +189,11 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
     if let Some(plan) = &t.plan {
         let _ = writeln!(o, "**Plan ({})**\n", plan.method);
         for s in &plan.subtasks {
-            let role = s.role.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+            let role = s
+                .role
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
             let deps = if s.depends_on.is_empty() {
                 String::new()
             } else {

@@ -19,6 +19,7 @@ use crate::ui::Ui;
 /// Examples:
 ///   axocoatl sessions
 ///   axocoatl sessions new review-42
+///   axocoatl sessions new panel --agents critic,coder,tester
 ///   axocoatl sessions switch main
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
@@ -40,7 +41,16 @@ pub enum SessionsCommand {
         create: bool,
     },
     /// Create session NAME and make it current.
-    New { name: String },
+    ///
+    /// With --agents, a multi-agent session: each user turn goes to the agents the lattice
+    /// activation rule picks (an `@agent` mention always does), in `depends_on` order,
+    /// each seeing the earlier answers (see README, Teams).
+    New {
+        name: String,
+        /// The autonomous agents of a multi-agent session, comma-separated (at least two).
+        #[arg(long, value_delimiter = ',', value_name = "A,B,...")]
+        agents: Vec<String>,
+    },
 }
 
 pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
@@ -88,8 +98,8 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             sessions::switch(&ws, &name, create)?;
             report(ui, args.json, &name, "switched")
         }
-        Some(SessionsCommand::New { name }) => {
-            sessions::create(&ws, &name)?;
+        Some(SessionsCommand::New { name, agents }) => {
+            sessions::create_with(&ws, &name, &agents)?;
             report(ui, args.json, &name, "created")
         }
     }

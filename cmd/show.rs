@@ -177,7 +177,11 @@ fn team(o: &mut String, t: &TurnView) {
         let _ = writeln!(o, "\nplan ({}):", plan.method);
         for s in &plan.subtasks {
             let worker = match &s.role {
-                Some(role) => format!("{} \"{}\"", s.worker, crate::fmt::first_line(&safe(role), 60)),
+                Some(role) => format!(
+                    "{} \"{}\"",
+                    s.worker,
+                    crate::fmt::first_line(&safe(role), 60)
+                ),
                 None => s.worker.clone(),
             };
             let deps = if s.depends_on.is_empty() {

@@ -2770,12 +2770,16 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__sessions__subcmd__new)
-            opts="-C -h -V --repo --config --color --help --version"
+            opts="-C -h -V --agents --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --agents)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 -C)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -194,13 +194,14 @@ never\t''"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s c -l create -d 'Create the session if it does not exist'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s h -l help -d 'Print help'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from switch" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l agents -d 'The autonomous agents of a multi-agent session, comma-separated (at least two)' -r
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from new" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "switch" -d 'Make NAME the current session (HEAD)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand sessions; and __fish_seen_subcommand_from help" -f -a "new" -d 'Create session NAME and make it current'

@@ -181,6 +181,20 @@ pub fn load(repo: &Repo, session: &str, agent: &str, turns: &[&TurnView]) -> Res
     Ok(conversation)
 }
 
+/// The shared conversation of a multi-agent session, rebuilt from the ledger: every retained
+/// turn of `turns` (each turn's answer is the answers of all the agents that gave one).
+pub fn group(repo: &Repo, turns: &[&TurnView]) -> Result<Conversation> {
+    let kept: Vec<&TurnView> = turns.iter().copied().filter(|t| retained(t)).collect();
+    let mut conversation = Conversation {
+        usage: Usage::ZERO,
+        rebuilt: true,
+        ..Conversation::default()
+    };
+    conversation.extend(repo, &kept)?;
+    conversation.messages = checkpoint::project_within(conversation.messages, PROJECTION_LIMIT);
+    Ok(conversation)
+}
+
 impl Conversation {
     /// Appends retained turns rebuilt from the ledger.
     fn extend(&mut self, repo: &Repo, turns: &[&TurnView]) -> Result<()> {

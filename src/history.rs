@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use axocoatl_store::ledger::record::Kind;
 use axocoatl_store::ledger::record::{
     AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlannedSubtask,
     ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
 };
-use axocoatl_store::ledger::record::Kind;
 use axocoatl_store::ledger::{Damaged, Entry, Position, Record, Walked};
 use axocoatl_store::Repo;
 use serde::Serialize;

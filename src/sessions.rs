@@ -6,7 +6,7 @@
 //! configuration names one.
 
 use axocoatl_store::layout::check_session_name;
-use axocoatl_store::ledger::record::SessionCreated;
+use axocoatl_store::ledger::record::{SessionAgents, SessionCreated};
 use axocoatl_store::ledger::{Damaged, Record};
 
 use crate::clock;
@@ -67,19 +67,76 @@ pub fn switch(ws: &Workspace, name: &str, create: bool) -> Result<()> {
 
 /// Creates session `name` (a ledger record) and makes it current.
 pub fn create(ws: &Workspace, name: &str) -> Result<()> {
+    create_with(ws, name, &[])
+}
+
+/// Creates session `name` and makes it current; with `agents` (two or more autonomous
+/// agents, each once), a multi-agent session whose turns the lattice activation rule
+/// routes (recorded as `SessionAgents` with the session's creation).
+pub fn create_with(ws: &Workspace, name: &str, agents: &[String]) -> Result<()> {
     check_session_name(name)?;
+    if !agents.is_empty() {
+        check_members(ws, agents)?;
+    }
     if exists(ws, name)? {
         return Err(RuntimeError::SessionExists {
             name: name.to_owned(),
         });
     }
-    ws.repo()
-        .ledger()
-        .append(&[Record::SessionCreated(SessionCreated {
+    let at = clock::now();
+    let mut records = vec![Record::SessionCreated(SessionCreated {
+        session: name.to_owned(),
+        at,
+    })];
+    if !agents.is_empty() {
+        records.push(Record::SessionAgents(SessionAgents {
             session: name.to_owned(),
-            at: clock::now(),
-        })])?;
+            agents: agents.to_vec(),
+            at,
+        }));
+    }
+    ws.repo().ledger().append(&records)?;
     Ok(ws.repo().set_head(name)?)
+}
+
+/// The agents of a multi-agent session: at least two, each an autonomous agent, once.
+fn check_members(ws: &Workspace, agents: &[String]) -> Result<()> {
+    let config = ws.config()?;
+    let hint =
+        "name two or more autonomous agents of the configuration, e.g. `--agents critic,coder`"
+            .to_owned();
+    if agents.len() < 2 {
+        return Err(RuntimeError::Invalid {
+            message: "a multi-agent session needs at least two agents".into(),
+            hint,
+        });
+    }
+    for (i, id) in agents.iter().enumerate() {
+        let agent = config.agent(id).ok_or_else(|| RuntimeError::UnknownAgent {
+            id: id.clone(),
+            known: config.agents.iter().map(|a| a.id.clone()).collect(),
+        })?;
+        if agent.role != crate::config::AgentRole::Autonomous {
+            return Err(RuntimeError::Invalid {
+                message: format!(
+                    "agent {id:?} is a {}; a multi-agent session is made of autonomous agents",
+                    if agent.role == crate::config::AgentRole::Worker {
+                        "worker"
+                    } else {
+                        "coordinator"
+                    }
+                ),
+                hint,
+            });
+        }
+        if agents[..i].contains(id) {
+            return Err(RuntimeError::Invalid {
+                message: format!("agent {id:?} is listed twice"),
+                hint,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn exists(ws: &Workspace, name: &str) -> Result<bool> {

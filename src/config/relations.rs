@@ -176,7 +176,10 @@ fn workflows(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>) {
         if flow.max_parallel == Some(0) {
             c.error(
                 c.value(at!["workflows", w, "max_parallel"]),
-                format!("workflow `{}`: max_parallel is 0, so no subtask could run", flow.id),
+                format!(
+                    "workflow `{}`: max_parallel is 0, so no subtask could run",
+                    flow.id
+                ),
                 "give how many subtasks may run at once (default 4), at least 1",
             );
         }

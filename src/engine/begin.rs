@@ -10,6 +10,7 @@ use crate::clock;
 use crate::error::Result;
 use crate::ids;
 use crate::session::ActiveNote;
+use crate::team::lattice;
 use crate::turn::TurnEvent;
 use crate::workspace::Workspace;
 
@@ -52,7 +53,7 @@ pub(crate) fn begin(
         turn: turn.clone(),
         session: p.session.clone(),
         agent: p.agent.id.clone(),
-        mode: "single".into(),
+        mode: if p.multi.is_some() { "multi" } else { "single" }.into(),
         request: p.request.clone(),
         inline_context: std::mem::take(&mut p.inline),
         attachments: p.attachments.clone(),
@@ -69,6 +70,27 @@ pub(crate) fn begin(
             trigger: origin.trigger.clone(),
             runner: origin.runner.clone(),
             pid: std::process::id(),
+            at: now,
+        }));
+    }
+    if let Some(multi) = &p.multi {
+        records.push(Record::ActivationDecided(record::ActivationDecided {
+            turn: turn.clone(),
+            session: p.session.clone(),
+            agents: multi
+                .decisions
+                .iter()
+                .map(|d| record::AgentActivation {
+                    agent: d.agent.clone(),
+                    decayed: lattice::to_milli(d.decayed),
+                    relevance: lattice::to_milli(d.relevance),
+                    mentioned: d.mentioned,
+                    activation: lattice::to_milli(d.activation),
+                    threshold: lattice::to_milli(d.threshold),
+                    answered: d.order.is_some(),
+                    reason: d.reason.clone(),
+                })
+                .collect(),
             at: now,
         }));
     }

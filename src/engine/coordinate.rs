@@ -95,7 +95,15 @@ pub(crate) fn run(
         subtasks: &recorded,
     });
     let mut progress = Progress::new(subtasks);
-    let results = run_subtasks(pass, method, flow.max_parallel(), &mut progress, tally, cx, sink)?;
+    let results = run_subtasks(
+        pass,
+        method,
+        flow.max_parallel(),
+        &mut progress,
+        tally,
+        cx,
+        sink,
+    )?;
     aggregate(pass, &results, model.as_mut(), transcript, tally, cx, sink)
 }
 
@@ -151,7 +159,11 @@ fn decompose(
             }
         }
     }
-    Ok((plan::fallback(workers, &pass.p.request), Method::Fallback, rejected))
+    Ok((
+        plan::fallback(workers, &pass.p.request),
+        Method::Fallback,
+        rejected,
+    ))
 }
 
 /// One plan call: its text is the plan, not output (no deltas reach the caller).
@@ -439,8 +451,11 @@ fn save_state(
             .collect(),
     };
     if let Err(e) = orchestration::write(cx.repo, cx.session, &state, *step) {
-        cx.recorder()
-            .warn(sink, "orchestration", format!("orchestration state not written: {e}"))?;
+        cx.recorder().warn(
+            sink,
+            "orchestration",
+            format!("orchestration state not written: {e}"),
+        )?;
     }
     Ok(())
 }
@@ -471,8 +486,7 @@ fn run_worker(
     let end = (|| {
         let p = pass.p;
         let adhoc;
-        let (agent, resolved, scope): (&AgentConfig, ResolvedProvider, String) = if sub.is_adhoc()
-        {
+        let (agent, resolved, scope): (&AgentConfig, ResolvedProvider, String) = if sub.is_adhoc() {
             adhoc = adhoc_agent(p.agent, sub);
             let scope = format!("{}:{}:adhoc:{}", p.session, p.agent.id, sub.id);
             (&adhoc, p.provider.clone(), scope)
@@ -503,7 +517,10 @@ fn run_worker(
             conv.observers.clear();
             conv.toolbox = conv.toolbox.without_memory();
         }
-        let mut transcript = vec![Message::new(Role::User, worker_request(&p.request, sub, deps))];
+        let mut transcript = vec![Message::new(
+            Role::User,
+            worker_request(&p.request, sub, deps),
+        )];
         let wcx = TurnCx {
             repo: cx.repo,
             turn: cx.turn,
@@ -511,7 +528,14 @@ fn run_worker(
             request: &sub.task,
             cancel: cx.cancel,
         };
-        converse::converse(&mut conv, model.as_mut(), &mut transcript, &mut tally, &wcx, sink)
+        converse::converse(
+            &mut conv,
+            model.as_mut(),
+            &mut transcript,
+            &mut tally,
+            &wcx,
+            sink,
+        )
     })();
     (tally, end)
 }
@@ -519,7 +543,10 @@ fn run_worker(
 /// What a worker is asked: its subtask, the user's request it serves, and the results of
 /// the subtasks it depends on.
 fn worker_request(request: &str, sub: &Subtask, deps: &[Result_]) -> String {
-    let mut text = format!("Subtask {}: {}\n\nThe user's request it serves:\n{request}", sub.id, sub.task);
+    let mut text = format!(
+        "Subtask {}: {}\n\nThe user's request it serves:\n{request}",
+        sub.id, sub.task
+    );
     for d in deps {
         text.push_str(&format!(
             "\n\nResult of subtask {} ({}):\n{}",

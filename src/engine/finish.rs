@@ -6,11 +6,11 @@ use axocoatl_store::ledger::Record;
 
 use super::begin::Begun;
 use super::converse::{self, Conversant, InFlight, Tally, TurnCx, TurnError};
+use super::coordinate;
 use super::prepare::Prepared;
 use super::record::Recorder;
 use super::watcher;
 use crate::clock;
-use super::coordinate;
 use crate::config::{AgentRole, CheckpointPolicy};
 use crate::conversation::Conversation;
 use crate::error::Result;
@@ -58,7 +58,19 @@ pub(crate) fn run(
         cancel: &cancel,
     };
     let mut conv = None;
-    let end = if p.agent.role == AgentRole::Coordinator {
+    let mut answers = Vec::new();
+    let end = if p.multi.is_some() {
+        let config_dir = ws.config_dir();
+        let pass = coordinate::Pass {
+            config,
+            p: &p,
+            dir: &dir,
+            config_dir: &config_dir,
+        };
+        let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
+        answers = given;
+        end
+    } else if p.agent.role == AgentRole::Coordinator {
         let config_dir = ws.config_dir();
         let pass = coordinate::Pass {
             config,
@@ -69,15 +81,15 @@ pub(crate) fn run(
         coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
     } else {
         provider::open(&p.provider)
-        .map_err(TurnError::Provider)
-        .and_then(|mut model| {
-            let model_name = &p.provider.model;
-            let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
-            let c = conv.insert(Conversant { in_flight, ..c });
-            converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
-        })
+            .map_err(TurnError::Provider)
+            .and_then(|mut model| {
+                let model_name = &p.provider.model;
+                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
+                let c = conv.insert(Conversant { in_flight, ..c });
+                converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
+            })
     };
-    finish(ws, p, &begun, conv, transcript, tally, end)
+    finish(ws, p, &begun, conv, transcript, tally, answers, end)
 }
 
 /// The terminal state a converse's end gives the turn.
@@ -95,6 +107,10 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
 
 /// Appends the output and the terminal record (one fsync), writes the checkpoint, tells
 /// the observers and clears the lock note.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the turn's whole end: what was prepared and begun, who conversed, what they said and how it ended"
+)]
 fn finish(
     ws: &Workspace,
     mut p: Prepared<'_>,
@@ -102,6 +118,7 @@ fn finish(
     conv: Option<Conversant<'_>>,
     transcript: Vec<crate::provider::Message>,
     tally: Tally,
+    answers: Vec<(String, String)>,
     end: Result<(), TurnError>,
 ) -> Result<(TurnOutcome, Conversation)> {
     let repo = ws.repo();
@@ -111,18 +128,24 @@ fn finish(
         session: &p.session,
     };
     let (state, error) = terminal(end);
-    let output = output_record(&rec, &p.agent.id, &tally.output)?;
-    let ended = repo.ledger().append(&[
-        output,
-        Record::TurnEnded(TurnEnded {
-            turn: begun.turn.clone(),
-            session: p.session.clone(),
-            state,
-            error: error.clone(),
-            usage: tally.usage,
-            at: clock::now(),
-        }),
-    ])?;
+    // A multi-agent turn records each agent's answer; others the agent's output.
+    let mut records = if p.multi.is_some() {
+        answers
+            .iter()
+            .map(|(agent, text)| output_record(&rec, agent, text))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        vec![output_record(&rec, &p.agent.id, &tally.output)?]
+    };
+    records.push(Record::TurnEnded(TurnEnded {
+        turn: begun.turn.clone(),
+        session: p.session.clone(),
+        state,
+        error: error.clone(),
+        usage: tally.usage,
+        at: clock::now(),
+    }));
+    let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
     if p.agent.role == AgentRole::Coordinator {
         // Any terminal state clears the private orchestration state: the next turn
@@ -135,7 +158,8 @@ fn finish(
         p.conversation
             .after_turn(&begun.turn, state, transcript, &tally.output, &tally.usage);
     let config = ws.config()?;
-    if config.checkpoint.policy != CheckpointPolicy::Never {
+    // A multi-agent session's conversation is rebuilt from the ledger: no one agent's cache.
+    if config.checkpoint.policy != CheckpointPolicy::Never && p.multi.is_none() {
         // The final snapshot matches what a rebuild from the ledger would retain.
         let snap = after.snapshot(seq);
         let keep = config.checkpoint.keep;

@@ -54,9 +54,10 @@
 //!   the one begin/finish of the turn.
 
 mod begin;
-mod coordinate;
 pub mod converse;
+mod coordinate;
 mod finish;
+mod multi;
 mod prepare;
 mod record;
 mod watcher;

@@ -15,6 +15,7 @@ use crate::error::{size_text, Result, RuntimeError};
 use crate::history::TurnView;
 use crate::provider::Message;
 use crate::session::{self, ActiveNote, Wait};
+use crate::team::lattice;
 use crate::turn::{TurnEvent, TurnOrigin};
 use crate::workspace::Workspace;
 
@@ -42,6 +43,16 @@ pub(crate) struct Prepared<'w> {
     pub retry_of: Option<String>,
     /// The automation occurrence that started it.
     pub origin: Option<TurnOrigin>,
+    /// A turn of a multi-agent session: who answers, and why.
+    pub multi: Option<Multi<'w>>,
+}
+
+/// A turn of a multi-agent session, as the lattice activation rule decided it.
+pub(crate) struct Multi<'w> {
+    /// Every agent's verdict, in the session's listing order.
+    pub decisions: Vec<lattice::Decision>,
+    /// The agents that answer, in order, with why.
+    pub answering: Vec<(&'w AgentConfig, String)>,
 }
 
 /// Prepares the turn `opts` asks for, from `held` when an actor keeps the conversation.
@@ -53,13 +64,22 @@ pub(crate) fn prepare<'w>(
 ) -> Result<Prepared<'w>> {
     check_request(&opts.message)?;
     check_session_name(&opts.session)?;
-    let (agent, provider) = target(ws, opts.agent.as_deref())?;
+    // An explicit agent of a multi-agent session is checked against its members below.
+    let (mut agent, mut provider) = target(ws, opts.agent.as_deref())?;
     let mut lock = lock_session(ws, &opts.session, opts.wait, sink)?;
     // We hold the lock, so any turn its note names has lost its owner.
     if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
         session::interrupt_if_open(ws.repo(), &orphan)?;
     }
-    let state = load_session(ws, &opts, agent, held)?;
+    let projection = crate::history::project_session(ws.repo(), &opts.session)?;
+    let multi = match projection.session_agents.get(&opts.session) {
+        Some(members) => Some(decide(ws, &opts, members, &projection)?),
+        None => None,
+    };
+    if let Some((first, _)) = multi.as_ref().and_then(|m| m.answering.first()) {
+        (agent, provider) = target(ws, Some(&first.id))?;
+    }
+    let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
     warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
     let user = attach::user_message(
         ws.repo(),
@@ -95,6 +115,109 @@ pub(crate) fn prepare<'w>(
         once: state.once,
         retry_of: opts.retry_of,
         origin: opts.origin,
+        multi,
+    })
+}
+
+/// Applies the lattice activation rule (`crate::team::lattice`) to a turn of a
+/// multi-agent session: each member's previous activation (from the session's last
+/// decision), its threshold and decay, and the request's relevance to its id, name, prompt
+/// and latest outputs. `send -a` picks one member to answer alone.
+fn decide<'w>(
+    ws: &'w Workspace,
+    opts: &SendOptions,
+    members: &[String],
+    projection: &crate::history::Projection,
+) -> Result<Multi<'w>> {
+    let config = ws.config()?;
+    let turns: Vec<&TurnView> = projection.session_turns(&opts.session).collect();
+    let previous = turns
+        .iter()
+        .rev()
+        .find(|t| !t.activation.is_empty())
+        .map(|t| t.activation.clone())
+        .unwrap_or_default();
+    let mut agents = Vec::with_capacity(members.len());
+    let mut candidates = Vec::with_capacity(members.len());
+    for id in members {
+        let agent = config.agent(id).ok_or_else(|| RuntimeError::Invalid {
+            message: format!(
+                "agent {id:?} of multi-agent session {:?} is no longer in the configuration",
+                opts.session
+            ),
+            hint: format!(
+                "add agent {id:?} back to {}, or start a new session",
+                ws.config_path().display()
+            ),
+        })?;
+        let mut profile = format!(
+            "{} {} {}",
+            agent.id,
+            agent.name.as_deref().unwrap_or(""),
+            agent.system_prompt.as_deref().unwrap_or("")
+        );
+        let recent = turns
+            .iter()
+            .rev()
+            .flat_map(|t| t.outputs.iter())
+            .filter(|(a, _)| a == id);
+        for (_, text) in recent.take(3) {
+            profile.push('\n');
+            profile.push_str(text);
+        }
+        candidates.push(lattice::Candidate {
+            agent: id.clone(),
+            depends_on: agent.depends_on.clone(),
+            threshold: agent
+                .activation_threshold
+                .unwrap_or(lattice::DEFAULT_THRESHOLD),
+            decay: agent.activation_decay.unwrap_or(lattice::DEFAULT_DECAY),
+            previous: previous
+                .iter()
+                .find(|a| &a.agent == id)
+                .map(|a| lattice::from_milli(a.activation))
+                .unwrap_or(0.0),
+            relevance: lattice::relevance(&opts.message, &profile),
+        });
+        agents.push(agent);
+    }
+    let mut decisions = lattice::decide(&candidates, &opts.message);
+    if let Some(chosen) = opts.agent.as_deref() {
+        if !members.iter().any(|m| m == chosen) {
+            return Err(RuntimeError::Invalid {
+                message: format!(
+                    "agent {chosen:?} is not an agent of multi-agent session {:?} ({})",
+                    opts.session,
+                    members.join(", ")
+                ),
+                hint:
+                    "leave out -a to let the activation rule choose, or mention an agent as @agent"
+                        .into(),
+            });
+        }
+        for d in decisions.iter_mut() {
+            let picked = d.agent == chosen;
+            d.order = picked.then_some(0);
+            d.reason = if picked {
+                "answered: chosen with -a".into()
+            } else {
+                "did not answer: another agent was chosen with -a".into()
+            };
+        }
+    }
+    let mut order: Vec<(usize, usize)> = decisions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.order.map(|o| (o, i)))
+        .collect();
+    order.sort_unstable();
+    let answering = order
+        .into_iter()
+        .map(|(_, i)| (agents[i], decisions[i].reason.clone()))
+        .collect();
+    Ok(Multi {
+        decisions,
+        answering,
     })
 }
 
@@ -172,11 +295,18 @@ fn load_session(
     opts: &SendOptions,
     agent: &AgentConfig,
     held: Option<Conversation>,
+    projection: crate::history::Projection,
+    multi: bool,
 ) -> Result<SessionState> {
     let repo = ws.repo();
-    let projection = crate::history::project_session(repo, &opts.session)?;
     let turns: Vec<&TurnView> = projection.session_turns(&opts.session).collect();
-    let conversation = conversation::current(repo, &opts.session, &agent.id, &turns, held)?;
+    let conversation = if multi {
+        // The session's shared conversation: every retained turn, each with the answers of
+        // all its agents.
+        conversation::group(repo, &turns)?
+    } else {
+        conversation::current(repo, &opts.session, &agent.id, &turns, held)?
+    };
     let attachments = match &opts.attachments {
         Attachments::Selection => projection.attachments.selection(&opts.session),
         Attachments::Pinned(pins) => pins.clone(),
@@ -184,7 +314,7 @@ fn load_session(
     // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
     let once = attach::check_selection(&projection.attachments, &opts.session, &attachments)?;
     let config = ws.config()?;
-    if conversation.rebuilt && config.checkpoint.policy != CheckpointPolicy::Never {
+    if !multi && conversation.rebuilt && config.checkpoint.policy != CheckpointPolicy::Never {
         // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
         // ledger before serving.
         let (seq, _) = repo.ledger().head()?;

@@ -57,7 +57,11 @@ pub fn mentions(request: &str, agents: &[String]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (i, _) in request.match_indices('@') {
         // `name@host` is an address, not a mention.
-        if request[..i].chars().next_back().is_some_and(char::is_alphanumeric) {
+        if request[..i]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+        {
             continue;
         }
         let rest = &request[i + 1..];
@@ -125,7 +129,11 @@ fn reason(d: &Decision, fallback: bool) -> String {
         d.activation,
         d.decayed,
         d.relevance,
-        if d.mentioned { ", raised by @mention" } else { "" },
+        if d.mentioned {
+            ", raised by @mention"
+        } else {
+            ""
+        },
         d.threshold
     );
     match (d.order, d.mentioned, fallback) {
@@ -144,15 +152,29 @@ fn by_dependencies(candidates: &[Candidate], chosen: &[usize]) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::with_capacity(left.len());
     while !left.is_empty() {
         let next = left.iter().position(|&i| {
-            candidates[i].depends_on.iter().all(|d| {
-                !left
-                    .iter()
-                    .any(|&j| j != i && candidates[j].agent == *d)
-            })
+            candidates[i]
+                .depends_on
+                .iter()
+                .all(|d| !left.iter().any(|&j| j != i && candidates[j].agent == *d))
         });
         out.push(left.remove(next.unwrap_or(0)));
     }
     out
+}
+
+/// The relevance of `request` to an agent described by `profile`, in 0..1: the cosine of
+/// their embeddings when the memory embedder's model is available, else
+/// [`lexical_relevance`].
+pub fn relevance(request: &str, profile: &str) -> f64 {
+    if let Ok(embedder) = crate::memory::embed::Embedder::shared() {
+        if let Ok(v) = embedder.embed(&[request, profile]) {
+            if let [a, b] = v.as_slice() {
+                let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+                return f64::from(dot).clamp(0.0, 1.0);
+            }
+        }
+    }
+    lexical_relevance(request, profile)
 }
 
 /// The lexical fallback of relevance: the share of the request's words (lowercased letters
@@ -172,8 +194,8 @@ const STOP: &[&str] = &[
     "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one",
     "our", "out", "has", "have", "had", "his", "how", "its", "may", "new", "now", "see", "who",
     "did", "get", "let", "say", "she", "too", "use", "that", "this", "with", "what", "from",
-    "they", "will", "would", "there", "their", "about", "which", "when", "make", "like",
-    "into", "than", "them", "then", "these", "some", "your", "please", "could", "should",
+    "they", "will", "would", "there", "their", "about", "which", "when", "make", "like", "into",
+    "than", "them", "then", "these", "some", "your", "please", "could", "should",
 ];
 
 fn words(text: &str) -> BTreeSet<String> {
@@ -223,7 +245,11 @@ mod tests {
         );
         assert_eq!(answering(&d), ["b"]);
         assert!(d[1].mentioned && d[1].activation >= 1.5);
-        assert!(d[1].reason.starts_with("answered: mentioned as @b"), "{}", d[1].reason);
+        assert!(
+            d[1].reason.starts_with("answered: mentioned as @b"),
+            "{}",
+            d[1].reason
+        );
         assert!(d[0].reason.starts_with("did not answer"));
     }
 
@@ -265,7 +291,10 @@ mod tests {
 
     #[test]
     fn lexical_relevance_is_the_share_of_request_words_found() {
-        let r = lexical_relevance("Review the Rust code please", "A careful Rust code reviewer");
+        let r = lexical_relevance(
+            "Review the Rust code please",
+            "A careful Rust code reviewer",
+        );
         assert!((r - 2.0 / 3.0).abs() < 1e-9, "{r}");
         assert_eq!(lexical_relevance("", "x"), 0.0);
     }

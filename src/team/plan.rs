@@ -227,7 +227,10 @@ pub fn validate(subtasks: &[Subtask], workers: &[&str]) -> Vec<String> {
     }
     if errors.is_empty() {
         if let Some(cycle) = cycle(subtasks) {
-            errors.push(format!("the dependencies form a cycle: {}", cycle.join(" -> ")));
+            errors.push(format!(
+                "the dependencies form a cycle: {}",
+                cycle.join(" -> ")
+            ));
         }
     }
     errors
@@ -305,11 +308,9 @@ pub fn order(subtasks: Vec<Subtask>) -> Vec<Subtask> {
     let mut left = subtasks;
     let mut out: Vec<Subtask> = Vec::with_capacity(left.len());
     while !left.is_empty() {
-        let ready = left.iter().position(|s| {
-            s.depends_on
-                .iter()
-                .all(|d| out.iter().any(|o| &o.id == d))
-        });
+        let ready = left
+            .iter()
+            .position(|s| s.depends_on.iter().all(|d| out.iter().any(|o| &o.id == d)));
         match ready {
             Some(i) => out.push(left.remove(i)),
             None => {
@@ -437,16 +438,22 @@ mod tests {
         let errors = validate(&plan, &["w"]);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("a -> c -> b -> a"), "{errors:?}");
-        assert!(parse("not json", &["w"]).unwrap_err()[0].contains("not a JSON object"));
+        assert!(parse("not json", &["w"]).expect_err("not json")[0].contains("not a JSON object"));
     }
 
     #[test]
     fn the_fallback_orders_declared_workers_by_depends_on() {
         let mk = |id: &str, deps: &[&str]| -> AgentConfig {
-            serde_json::from_value(json!({"id": id, "provider": "p", "role": "worker", "depends_on": deps}))
-                .expect("agent")
+            serde_json::from_value(
+                json!({"id": id, "provider": "p", "role": "worker", "depends_on": deps}),
+            )
+            .expect("agent")
         };
-        let (w, r, x) = (mk("writer", &["researcher", "elsewhere"]), mk("researcher", &[]), mk("x", &[]));
+        let (w, r, x) = (
+            mk("writer", &["researcher", "elsewhere"]),
+            mk("researcher", &[]),
+            mk("x", &[]),
+        );
         let plan = fallback(&[&w, &r, &x], "the request");
         let ids: Vec<&str> = plan.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["researcher", "writer", "x"]);

@@ -493,29 +493,38 @@ fn a_manual_run_is_recorded_as_manual_and_carries_its_origin() {
     snap!("run_unknown", env.snap(&unknown));
 }
 
+const TEAM_REPLIES: &str = r#"replies:
+  - match: "Your workers finished"
+    text: "Weekly research done."
+  - match: "Subtask dig"
+    text: "dug"
+  - match: "Research."
+    text: '{"subtasks":[{"id":"dig","worker":"helper","task":"dig","depends_on":[]}]}'
+"#;
+
 #[test]
-fn a_workflow_target_is_not_supported_yet() {
+fn a_workflow_target_runs_its_coordinator() {
     let env = TestEnv::with_config(
         "providers:\n  replay:\n    kind: script\n    script: replies.yaml\nagents:\n  - id: lead\n    provider: replay\n    role: coordinator\n  - id: helper\n    provider: replay\n    role: worker\nworkflows:\n  - id: research\n    entry_point: lead\n    workers: [helper]\nautomations:\n  - id: weekly\n    schedule: \"* * * * *\"\n    workflow: research\n    request: Research.\n",
     );
-    env.write("replies.yaml", REPLIES);
+    env.write("replies.yaml", TEAM_REPLIES);
     let validate = env.run(&["validate"]);
     assert_eq!(validate.code, 0, "{}", validate.stderr);
     assert!(
-        validate.stderr.contains("is not supported yet"),
+        !validate.stderr.contains("not supported yet"),
         "{}",
         validate.stderr
     );
     let manual = env.run(&["automations", "run", "weekly"]);
     snap!("run_workflow", env.snap(&manual));
     let r = at(&env, "2026-01-02T03:04:05.000Z", &["automations", "tick"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("failed: running workflow \"research\" (coordinator-led workflows) is not supported yet"),
-        "{}",
-        r.stdout
-    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("completed"), "{}", r.stdout);
+    let shown = turns(&env);
+    assert_eq!(shown.len(), 2);
+    assert!(shown
+        .iter()
+        .all(|t| t["agent"] == "lead" && t["output"] == "Weekly research done."));
 }
 
 #[test]

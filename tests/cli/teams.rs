@@ -121,7 +121,11 @@ workflows:
     }
 }
 
-fn respond(r: &Recorded, script: &(Mutex<Script>, Condvar), seen: &(Mutex<Vec<String>>, Condvar)) -> Reply {
+fn respond(
+    r: &Recorded,
+    script: &(Mutex<Script>, Condvar),
+    seen: &(Mutex<Vec<String>>, Condvar),
+) -> Reply {
     let body = r.json();
     let model = body["model"].as_str().unwrap_or("").to_owned();
     {
@@ -130,7 +134,11 @@ fn respond(r: &Recorded, script: &(Mutex<Script>, Condvar), seen: &(Mutex<Vec<St
         seen.1.notify_all();
     }
     let msgs = contents(&body);
-    let all: String = msgs.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>().join("\n");
+    let all: String = msgs
+        .iter()
+        .map(|(_, c)| c.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
     let last_user = msgs
         .iter()
         .rev()
@@ -157,7 +165,11 @@ fn respond(r: &Recorded, script: &(Mutex<Script>, Condvar), seen: &(Mutex<Vec<St
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut s = seen.0.lock().expect("seen");
         while !s.iter().any(|m| m == other) && Instant::now() < deadline {
-            s = seen.1.wait_timeout(s, Duration::from_millis(50)).expect("wait").0;
+            s = seen
+                .1
+                .wait_timeout(s, Duration::from_millis(50))
+                .expect("wait")
+                .0;
         }
     };
     match model.as_str() {
@@ -256,19 +268,37 @@ fn a_coordinator_plans_runs_both_workers_in_parallel_and_aggregates() {
     let r = env.run(&["send", "--json", "-a", "lead", "Write a report"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let events = json_lines(&r.stdout);
-    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(kinds.first(), Some(&"turn.begun"));
     assert!(kinds.contains(&"plan"), "{kinds:?}");
-    let started: Vec<&Value> = events.iter().filter(|e| e["type"] == "subtask.started").collect();
-    let ended: Vec<&Value> = events.iter().filter(|e| e["type"] == "subtask.ended").collect();
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "subtask.started")
+        .collect();
+    let ended: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "subtask.ended")
+        .collect();
     assert_eq!(started.len(), 2, "{kinds:?}");
     assert!(started.iter().all(|e| e["state"] == "running"));
     assert!(ended.iter().all(|e| e["state"] == "completed"), "{ended:?}");
-    let workers: HashSet<&str> = ended.iter().map(|e| e["worker"].as_str().unwrap_or("")).collect();
+    let workers: HashSet<&str> = ended
+        .iter()
+        .map(|e| e["worker"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(workers, HashSet::from(["researcher", "writer"]));
     // Both started before either ended: they ran at once (each waited for the other).
-    let first_end = kinds.iter().position(|k| *k == "subtask.ended").expect("end");
-    let last_start = kinds.iter().rposition(|k| *k == "subtask.started").expect("start");
+    let first_end = kinds
+        .iter()
+        .position(|k| *k == "subtask.ended")
+        .expect("end");
+    let last_start = kinds
+        .iter()
+        .rposition(|k| *k == "subtask.started")
+        .expect("start");
     assert!(last_start < first_end, "{kinds:?}");
     let end = events.last().expect("turn.ended");
     assert_eq!(end["type"], "turn.ended");
@@ -281,11 +311,23 @@ fn a_coordinator_plans_runs_both_workers_in_parallel_and_aggregates() {
     assert_eq!(shown["plan"]["method"], "model");
     let subtasks = shown["subtasks"].as_array().expect("subtasks");
     assert_eq!(subtasks.len(), 2);
-    let latest_start = subtasks.iter().map(|s| s["started_at"].as_i64().expect("t")).max();
-    let earliest_end = subtasks.iter().map(|s| s["ended_at"].as_i64().expect("t")).min();
+    let latest_start = subtasks
+        .iter()
+        .map(|s| s["started_at"].as_i64().expect("t"))
+        .max();
+    let earliest_end = subtasks
+        .iter()
+        .map(|s| s["ended_at"].as_i64().expect("t"))
+        .min();
     assert!(latest_start <= earliest_end, "{subtasks:?}");
-    let outputs: Vec<&str> = subtasks.iter().map(|s| s["output"].as_str().unwrap_or("")).collect();
-    assert!(outputs.contains(&"R-RESULT") && outputs.contains(&"W-RESULT"), "{outputs:?}");
+    let outputs: Vec<&str> = subtasks
+        .iter()
+        .map(|s| s["output"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        outputs.contains(&"R-RESULT") && outputs.contains(&"W-RESULT"),
+        "{outputs:?}"
+    );
 
     // Each worker's request has its own model and sampling; the plan call asks for JSON.
     let r_req = &team.requests("r-m")[0];
@@ -296,14 +338,22 @@ fn a_coordinator_plans_runs_both_workers_in_parallel_and_aggregates() {
     let lead = team.requests("lead-m");
     assert_eq!(lead.len(), 2);
     assert_eq!(lead[0]["format"], "json");
-    assert!(contents(&lead[0])[0].1.contains("\"subtasks\""), "the schema is in the plan prompt");
+    assert!(
+        contents(&lead[0])[0].1.contains("\"subtasks\""),
+        "the schema is in the plan prompt"
+    );
     assert_eq!(lead[0]["options"]["temperature"], 0.3);
     assert!(lead[1].get("format").is_none());
 
     // usage --by agent counts each worker.
     let u = env.run(&["usage", "--json", "--by", "agent"]);
     let rows = json_lines(&u.stdout);
-    let row = |agent: &str| rows.iter().find(|r| r["agent"] == agent).cloned().unwrap_or_else(|| panic!("{agent}: {}", u.stdout));
+    let row = |agent: &str| {
+        rows.iter()
+            .find(|r| r["agent"] == agent)
+            .cloned()
+            .unwrap_or_else(|| panic!("{agent}: {}", u.stdout))
+    };
     assert_eq!(row("researcher")["calls"], 1);
     assert_eq!(row("writer")["calls"], 1);
     assert_eq!(row("lead")["calls"], 2);
@@ -311,7 +361,10 @@ fn a_coordinator_plans_runs_both_workers_in_parallel_and_aggregates() {
     let total = rows.last().expect("total");
     assert_eq!(total["calls"], 4);
     assert_eq!(total["prompt_tokens"], 40);
-    assert!(orchestration_files(&env).is_empty(), "cleared by the terminal state");
+    assert!(
+        orchestration_files(&env).is_empty(),
+        "cleared by the terminal state"
+    );
 }
 
 #[test]
@@ -334,22 +387,52 @@ fn dependencies_pass_results_and_the_text_output_shows_the_pass() {
     // The writer saw the researcher's result; the ad-hoc worker ran on the coordinator's
     // model with its role as system prompt.
     let w = &team.requests("w-m")[0];
-    assert!(contents(w).iter().any(|(_, c)| c.contains("Result of subtask facts (researcher):\nR-RESULT")));
+    assert!(contents(w)
+        .iter()
+        .any(|(_, c)| c.contains("Result of subtask facts (researcher):\nR-RESULT")));
     let lead = team.requests("lead-m");
-    let adhoc = lead.iter().find(|b| contents(b).iter().any(|(_, c)| c.starts_with("Subtask check"))).expect("adhoc call");
-    assert_eq!(contents(adhoc)[0], ("system".to_owned(), "You check facts.".to_owned()));
+    let adhoc = lead
+        .iter()
+        .find(|b| {
+            contents(b)
+                .iter()
+                .any(|(_, c)| c.starts_with("Subtask check"))
+        })
+        .expect("adhoc call");
+    assert_eq!(
+        contents(adhoc)[0],
+        ("system".to_owned(), "You check facts.".to_owned())
+    );
     let hist = env.run(&["history", "--json"]);
-    let turn = json_lines(&hist.stdout)[0]["turn"].as_str().expect("turn").to_owned();
+    let turn = json_lines(&hist.stdout)[0]["turn"]
+        .as_str()
+        .expect("turn")
+        .to_owned();
     let shown = env.run(&["show", &turn]);
-    for needle in ["plan (model):", "facts", "researcher", "R-RESULT", "adhoc", "ADHOC-RESULT"] {
-        assert!(shown.stdout.contains(needle), "{needle} in {}", shown.stdout);
+    for needle in [
+        "plan (model):",
+        "facts",
+        "researcher",
+        "R-RESULT",
+        "adhoc",
+        "ADHOC-RESULT",
+    ] {
+        assert!(
+            shown.stdout.contains(needle),
+            "{needle} in {}",
+            shown.stdout
+        );
     }
     let md = env.run(&["export", "--format", "markdown"]);
     for needle in ["Plan (model)", "R-RESULT", "W-RESULT after R-RESULT"] {
         assert!(md.stdout.contains(needle), "{needle} in {}", md.stdout);
     }
-    let js: Value = serde_json::from_str(&env.run(&["export", "--format", "json"]).stdout).expect("export json");
-    assert_eq!(js["turns"][0]["plan"]["subtasks"].as_array().map(Vec::len), Some(3));
+    let js: Value = serde_json::from_str(&env.run(&["export", "--format", "json"]).stdout)
+        .expect("export json");
+    assert_eq!(
+        js["turns"][0]["plan"]["subtasks"].as_array().map(Vec::len),
+        Some(3)
+    );
     assert_eq!(js["turns"][0]["subtasks"][0]["output"], "R-RESULT");
 }
 
@@ -358,25 +441,41 @@ fn an_invalid_plan_is_repaired_once_then_the_fallback_runs_and_each_is_recorded(
     let team = Team::start();
     {
         let mut s = team.script();
-        s.plans.push_back(r#"{"subtasks":[{"id":"a","worker":"ghost","task":"t","depends_on":[]}]}"#.to_owned());
+        s.plans.push_back(
+            r#"{"subtasks":[{"id":"a","worker":"ghost","task":"t","depends_on":[]}]}"#.to_owned(),
+        );
         s.plans.push_back(PLAN_BOTH.to_owned());
         s.plans.push_back("not json at all".to_owned());
-        s.plans.push_back(r#"{"subtasks":[{"id":"a","worker":"writer","task":"t","depends_on":["a"]}]}"#.to_owned());
+        s.plans.push_back(
+            r#"{"subtasks":[{"id":"a","worker":"writer","task":"t","depends_on":["a"]}]}"#
+                .to_owned(),
+        );
     }
     let env = team.env();
     // Turn 1: invalid, then repaired.
     let r = env.run(&["send", "--json", "-a", "lead", "first"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let events = json_lines(&r.stdout);
-    let plan = events.iter().find(|e| e["type"] == "plan").expect("plan event");
+    let plan = events
+        .iter()
+        .find(|e| e["type"] == "plan")
+        .expect("plan event");
     assert_eq!(plan["method"], "model-repaired");
     let turn1 = events[0]["turn"].as_str().expect("turn").to_owned();
     let lead = team.requests("lead-m");
     let repair = contents(&lead[1]);
     let (role, said) = repair.last().expect("repair message");
     assert_eq!(role, "user");
-    assert!(said.contains("That plan is invalid") && said.contains("`ghost` is not a worker"), "{said}");
-    assert!(repair.iter().any(|(r, c)| r == "assistant" && c.contains("ghost")), "the model sees its own plan");
+    assert!(
+        said.contains("That plan is invalid") && said.contains("`ghost` is not a worker"),
+        "{said}"
+    );
+    assert!(
+        repair
+            .iter()
+            .any(|(r, c)| r == "assistant" && c.contains("ghost")),
+        "the model sees its own plan"
+    );
 
     // Turn 2: invalid twice: the fallback method, one subtask per declared worker.
     let r = env.run(&["send", "--json", "-a", "lead", "second"]);
@@ -389,16 +488,37 @@ fn an_invalid_plan_is_repaired_once_then_the_fallback_runs_and_each_is_recorded(
     assert_eq!(s2["plan"]["method"], "fallback");
     let rejected = s2["plan"]["rejected"].as_array().expect("rejected");
     assert_eq!(rejected.len(), 2);
-    assert!(rejected[0].as_str().unwrap_or("").contains("not a JSON object"));
-    assert!(rejected[1].as_str().unwrap_or("").contains("depends on itself"));
-    let ids: Vec<&str> = s2["plan"]["subtasks"].as_array().expect("s").iter().map(|s| s["id"].as_str().unwrap_or("")).collect();
+    assert!(rejected[0]
+        .as_str()
+        .unwrap_or("")
+        .contains("not a JSON object"));
+    assert!(rejected[1]
+        .as_str()
+        .unwrap_or("")
+        .contains("depends on itself"));
+    let ids: Vec<&str> = s2["plan"]["subtasks"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .map(|s| s["id"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(ids, ["researcher", "writer"]);
-    assert!(s2["plan"]["subtasks"].as_array().expect("s").iter().all(|s| s["task"] == "second"));
+    assert!(s2["plan"]["subtasks"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .all(|s| s["task"] == "second"));
     assert_eq!(s2["output"], "FINAL[R-RESULT+W-RESULT]");
 }
 
 /// Spawns `send --json` to the coordinator and reads its events until both subtasks started.
-fn spawn_pass(env: &TestEnv) -> (std::process::Child, BufReader<std::process::ChildStdout>, String) {
+fn spawn_pass(
+    env: &TestEnv,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+    String,
+) {
     let mut child = env
         .cmd(&["send", "--json", "-a", "lead", "long job"])
         .stdout(Stdio::piped())
@@ -411,7 +531,10 @@ fn spawn_pass(env: &TestEnv) -> (std::process::Child, BufReader<std::process::Ch
     let mut line = String::new();
     while started < 2 {
         line.clear();
-        assert!(out.read_line(&mut line).expect("read") > 0, "send ended early");
+        assert!(
+            out.read_line(&mut line).expect("read") > 0,
+            "send ended early"
+        );
         let ev: Value = serde_json::from_str(&line).expect("event");
         if ev["type"] == "turn.begun" {
             turn = ev["turn"].as_str().expect("turn").to_owned();
@@ -424,7 +547,8 @@ fn spawn_pass(env: &TestEnv) -> (std::process::Child, BufReader<std::process::Ch
 }
 
 #[test]
-fn kill_9_mid_pass_interrupts_the_turn_clears_the_orchestration_state_and_the_next_turn_plans_fresh() {
+fn kill_9_mid_pass_interrupts_the_turn_clears_the_orchestration_state_and_the_next_turn_plans_fresh(
+) {
     let team = Team::start();
     team.script().stall.insert("w-m".into());
     let env = team.env();
@@ -435,28 +559,46 @@ fn kill_9_mid_pass_interrupts_the_turn_clears_the_orchestration_state_and_the_ne
         let files = orchestration_files(&env);
         let done = files.iter().any(|f| {
             std::fs::read(env.repo().join("checkpoints/v1").join(f))
-                .map(|b| String::from_utf8_lossy(&b).contains(r#""id":"research","worker":"researcher","state":"completed""#))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .contains(r#""id":"research","worker":"researcher","state":"completed""#)
+                })
                 .unwrap_or(false)
         });
         if done {
             break;
         }
-        assert!(Instant::now() < deadline, "the orchestration state never showed research done: {files:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the orchestration state never showed research done: {files:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
-    assert!(!orchestration_files(&env).is_empty(), "written during the pass");
+    assert!(
+        !orchestration_files(&env).is_empty(),
+        "written during the pass"
+    );
 
     // The next command recovers the orphan: interrupted, and the private state is gone.
     let shown = show(&env, &turn);
     assert_eq!(shown["state"], "interrupted");
-    assert!(orchestration_files(&env).is_empty(), "{:?}", orchestration_files(&env));
+    assert!(
+        orchestration_files(&env).is_empty(),
+        "{:?}",
+        orchestration_files(&env)
+    );
     let states: Vec<(&str, &str)> = shown["subtasks"]
         .as_array()
         .expect("subtasks")
         .iter()
-        .map(|s| (s["subtask"].as_str().unwrap_or(""), s["state"].as_str().unwrap_or("")))
+        .map(|s| {
+            (
+                s["subtask"].as_str().unwrap_or(""),
+                s["state"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     assert!(states.contains(&("research", "completed")), "{states:?}");
     assert!(states.contains(&("draft", "interrupted")), "{states:?}");
@@ -468,9 +610,25 @@ fn kill_9_mid_pass_interrupts_the_turn_clears_the_orchestration_state_and_the_ne
     assert_eq!(r.code, 0, "{}", r.stderr);
     let events = json_lines(&r.stdout);
     assert_eq!(events.iter().filter(|e| e["type"] == "plan").count(), 1);
-    assert_eq!(events.iter().filter(|e| e["type"] == "subtask.ended" && e["state"] == "completed").count(), 2);
-    assert_eq!(team.requests("r-m").len(), before + 1, "the finished subtask ran again");
-    assert_eq!(team.requests("lead-m").iter().filter(|b| b["format"] == "json").count(), 2);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "subtask.ended" && e["state"] == "completed")
+            .count(),
+        2
+    );
+    assert_eq!(
+        team.requests("r-m").len(),
+        before + 1,
+        "the finished subtask ran again"
+    );
+    assert_eq!(
+        team.requests("lead-m")
+            .iter()
+            .filter(|b| b["format"] == "json")
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -487,17 +645,26 @@ fn stop_mid_pass_stops_every_running_worker_and_the_turn() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     drop(out);
     let done = child.wait_with_output().expect("wait");
-    assert_eq!(done.status.code(), Some(4), "{}", String::from_utf8_lossy(&done.stderr));
+    assert_eq!(
+        done.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     let shown = show(&env, &turn);
     assert_eq!(shown["state"], "stopped");
     let subtasks = shown["subtasks"].as_array().expect("subtasks");
     assert_eq!(subtasks.len(), 2);
-    assert!(subtasks.iter().all(|s| s["state"] == "stopped"), "{subtasks:?}");
+    assert!(
+        subtasks.iter().all(|s| s["state"] == "stopped"),
+        "{subtasks:?}"
+    );
     assert!(orchestration_files(&env).is_empty());
 }
 
 #[test]
-fn memory_scopes_a_worker_edits_its_own_scope_the_coordinator_sees_no_memory_tools_adhoc_leaves_nothing() {
+fn memory_scopes_a_worker_edits_its_own_scope_the_coordinator_sees_no_memory_tools_adhoc_leaves_nothing(
+) {
     let team = Team::start();
     {
         let mut s = team.script();
@@ -510,20 +677,289 @@ fn memory_scopes_a_worker_edits_its_own_scope_the_coordinator_sees_no_memory_too
     let memory = files_under(&env.repo().join("memory"));
     let core: Vec<&String> = memory.iter().filter(|f| f.starts_with("core/")).collect();
     assert_eq!(core.len(), 1, "{memory:?}");
-    assert!(core[0].contains("main%3alead%3aworker%3aresearcher"), "{memory:?}");
+    assert!(
+        core[0].contains("main%3alead%3aworker%3aresearcher"),
+        "{memory:?}"
+    );
     let text = std::fs::read_to_string(env.repo().join("memory").join(core[0])).expect("core file");
     assert!(text.contains("researcher-note"));
     assert!(!memory.iter().any(|f| f.contains("adhoc")), "{memory:?}");
     // `memory` of the worker shows the block in its scope.
     let m = env.run(&["memory", "core", "show", "-a", "researcher"]);
-    assert!(m.stdout.contains("researcher-note"), "{}\n{}", m.stdout, m.stderr);
+    assert!(
+        m.stdout.contains("researcher-note"),
+        "{}\n{}",
+        m.stdout,
+        m.stderr
+    );
     // The worker was offered its memory tools; the coordinator's calls and the ad-hoc
     // worker's were offered none.
     assert!(tool_names(&team.requests("r-m")[0]).contains(&"core_memory_append".to_owned()));
     for b in team.requests("lead-m") {
         let names = tool_names(&b);
-        assert!(!names.iter().any(|n| n.starts_with("core_memory") || n.starts_with("recall")), "{names:?}");
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.starts_with("core_memory") || n.starts_with("recall")),
+            "{names:?}"
+        );
         let system = &contents(&b)[0].1;
-        assert!(!system.contains("<core_memory") && !system.contains("persona"), "{system}");
+        assert!(
+            !system.contains("<core_memory") && !system.contains("persona"),
+            "{system}"
+        );
     }
+}
+
+/// A repository with three autonomous agents on their own models; `a` depends on `b`.
+fn panel() -> (FakeServer, TestEnv) {
+    let server = FakeServer::responding(|r: &Recorded| {
+        let body = r.json();
+        let all: String = contents(&body)
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect::<Vec<_>>()
+            .join("\n");
+        match body["model"].as_str().unwrap_or("") {
+            "a-m" if all.contains("B-ANSWER") => text("A-ANSWER after B"),
+            "a-m" => text("A-ANSWER"),
+            "b-m" => text("B-ANSWER"),
+            "c-m" => text("C-ANSWER"),
+            _ => Reply::json(500, r#"{"error":"unknown model"}"#),
+        }
+    });
+    let env = TestEnv::with_config(&format!(
+        "providers:
+  llm: {{kind: ollama, base_url: \"{}\"}}
+agents:
+  - id: a
+    provider: llm
+    model: a-m
+    system_prompt: You review Rust code.
+    depends_on: [b]
+  - id: b
+    provider: llm
+    model: b-m
+    system_prompt: You write poetry.
+  - id: c
+    provider: llm
+    model: c-m
+    system_prompt: You plan trips.
+    activation_threshold: 0.9
+  - id: lead
+    provider: llm
+    model: lead-m
+    role: coordinator
+  - id: w
+    provider: llm
+    model: w-m
+    role: worker
+workflows:
+  - id: crew
+    entry_point: lead
+    workers: [w]
+",
+        server.url()
+    ));
+    (server, env)
+}
+
+fn models(server: &FakeServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|r| r.json()["model"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn last_turn(env: &TestEnv) -> Value {
+    let h = env.run(&["history", "--json"]);
+    let turns = json_lines(&h.stdout);
+    let id = turns.last().expect("a turn")["turn"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    show(env, &id)
+}
+
+/// `(agent, activation in thousandths, answered)` of a turn.
+fn activations(t: &Value) -> Vec<(String, i64, bool)> {
+    t["activation"]
+        .as_array()
+        .expect("activation")
+        .iter()
+        .map(|a| {
+            (
+                a["agent"].as_str().unwrap_or("").to_owned(),
+                a["activation"].as_i64().expect("activation"),
+                a["answered"].as_bool().expect("answered"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sessions_new_with_agents_checks_its_members() {
+    let (_server, env) = panel();
+    let one = env.run(&["sessions", "new", "solo", "--agents", "a"]);
+    assert_eq!(one.code, 2, "{}", one.stderr);
+    assert!(one.stderr.contains("at least two agents"), "{}", one.stderr);
+    let ghost = env.run(&["sessions", "new", "p", "--agents", "a,ghost"]);
+    assert_eq!(ghost.code, 7, "{}", ghost.stderr);
+    let worker = env.run(&["sessions", "new", "p", "--agents", "a,w"]);
+    assert!(
+        worker.stderr.contains("\"w\" is a worker"),
+        "{}",
+        worker.stderr
+    );
+    let twice = env.run(&["sessions", "new", "p", "--agents", "a,b,a"]);
+    assert!(twice.stderr.contains("listed twice"), "{}", twice.stderr);
+    let ok = env.run(&["sessions", "new", "panel", "--agents", "a,b,c"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(ok.stdout, "Created session panel (now current)\n");
+}
+
+#[test]
+fn a_mention_routes_to_that_agent_and_show_says_why() {
+    let (server, env) = panel();
+    assert_eq!(
+        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    let r = env.run(&["send", "@b what rhymes with moon?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "B-ANSWER\n");
+    assert!(
+        r.stderr.contains("b answers (answered: mentioned as @b"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(models(&server), ["b-m"]);
+    let t = last_turn(&env);
+    assert_eq!(t["agent"], "b");
+    let shown = env.run(&["show", t["turn"].as_str().expect("id")]);
+    for line in [
+        "activation:",
+        "  - a: did not answer: below its threshold",
+        "  - b: answered: mentioned as @b",
+    ] {
+        assert!(shown.stdout.contains(line), "{line} in {}", shown.stdout);
+    }
+    // Rewind stays refused, with the seed's reason.
+    let rw = env.run(&["rewind", t["turn"].as_str().expect("id"), "--yes"]);
+    assert_eq!(rw.code, 11, "{}", rw.stderr);
+    assert!(
+        rw.stderr
+            .contains("cannot currently be rewound because child checkpoints"),
+        "{}",
+        rw.stderr
+    );
+    // -a picks one member; a non-member is refused.
+    let picked = env.run(&["send", "-a", "c", "anything"]);
+    assert_eq!(picked.stdout, "C-ANSWER\n", "{}", picked.stderr);
+    let outsider = env.run(&["send", "-a", "lead", "anything"]);
+    assert!(
+        outsider
+            .stderr
+            .contains("not an agent of multi-agent session"),
+        "{}",
+        outsider.stderr
+    );
+}
+
+#[test]
+fn those_above_threshold_answer_in_depends_on_order_seeing_earlier_answers() {
+    let (server, env) = panel();
+    assert_eq!(
+        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    let r = env.run(&["send", "--json", "@a and @b, compare notes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let order: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "agent.answering")
+        .map(|e| e["agent"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(order, ["b", "a"], "a depends on b");
+    assert_eq!(models(&server), ["b-m", "a-m"]);
+    let end = events.last().expect("end");
+    assert_eq!(end["output"], "B-ANSWER\nA-ANSWER after B");
+    let t = last_turn(&env);
+    let outputs: Vec<(String, String)> =
+        env.run(&["export", "--format", "json"]).stdout.pipe_json()["turns"][0]["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .filter(|r| r["kind"] == "AgentOutput")
+            .map(|r| {
+                (
+                    r["agent"].as_str().unwrap_or("").to_owned(),
+                    r["text"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+    assert_eq!(
+        outputs,
+        [
+            ("b".to_owned(), "B-ANSWER".to_owned()),
+            ("a".to_owned(), "A-ANSWER after B".to_owned())
+        ],
+        "one output record per agent"
+    );
+    assert_eq!(t["state"], "completed");
+    // Relevance: in a fresh session, a request about Rust code raises `a` over its
+    // threshold alone.
+    assert_eq!(
+        env.run(&["sessions", "new", "fresh", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    let r = env.run(&["send", "Review this Rust code"]);
+    assert_eq!(r.stdout, "A-ANSWER\n", "{}", r.stderr);
+}
+
+trait PipeJson {
+    fn pipe_json(&self) -> Value;
+}
+
+impl PipeJson for String {
+    fn pipe_json(&self) -> Value {
+        serde_json::from_str(self).expect("json")
+    }
+}
+
+#[test]
+fn activation_decays_per_user_turn_as_documented() {
+    let (_server, env) = panel();
+    assert_eq!(
+        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    // Turn 1: the mention lifts `a` to max(0, 0.5) + 1 = 1.5.
+    assert_eq!(env.run(&["send", "@a zzz"]).stdout, "A-ANSWER\n");
+    let t1 = activations(&last_turn(&env));
+    assert_eq!(t1[0], ("a".to_owned(), 1500, true));
+    // Turn 2 (nothing relevant): 1.5 decays by half to 0.75, still over 0.5: `a` answers.
+    assert_eq!(env.run(&["send", "zzz"]).stdout, "A-ANSWER\n");
+    let t2 = activations(&last_turn(&env));
+    assert_eq!(t2[0], ("a".to_owned(), 750, true));
+    // Turn 3: 0.375, below; no one reaches a threshold: the most activated answers.
+    assert_eq!(env.run(&["send", "zzz"]).stdout, "A-ANSWER\n");
+    let t3 = last_turn(&env);
+    assert_eq!(activations(&t3)[0], ("a".to_owned(), 375, true));
+    assert!(t3["activation"][0]["reason"]
+        .as_str()
+        .unwrap_or("")
+        .contains("most activated"));
+    // Turn 4: a mention of `b` wins; `a` keeps decaying (0.1875).
+    assert_eq!(env.run(&["send", "@b zzz"]).stdout, "B-ANSWER\n");
+    let t4 = activations(&last_turn(&env));
+    assert_eq!(t4[0], ("a".to_owned(), 188, false));
+    assert_eq!(t4[1], ("b".to_owned(), 1500, true));
+    assert_eq!(t4[2], ("c".to_owned(), 0, false));
 }

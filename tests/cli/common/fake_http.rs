@@ -334,12 +334,14 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         lock(&shared.requests).push(request.clone());
         let queued = lock(&shared.queue).pop_front();
         let responder = lock(&shared.responder).clone();
-        let reply = queued.or_else(|| responder.map(|r| r(&request))).unwrap_or_else(|| {
-            Reply::json(
-                500,
-                &format!(r#"{{"error":"fake_http: no canned reply left for {label}"}}"#),
-            )
-        });
+        let reply = queued
+            .or_else(|| responder.map(|r| r(&request)))
+            .unwrap_or_else(|| {
+                Reply::json(
+                    500,
+                    &format!(r#"{{"error":"fake_http: no canned reply left for {label}"}}"#),
+                )
+            });
         if reply.silent {
             wait_for_shutdown(shared);
             return;
