@@ -97,7 +97,9 @@ fn send(work: &Path, session: &str, message: &str) -> Duration {
 /// One model call's time on the instant server: a whole loopback request and its streamed
 /// reply, from this process.
 fn raw_call(addr: &str) -> Duration {
-    let body = json!({"model": "w-m", "messages": [{"role": "user", "content": "do it"}], "stream": true}).to_string();
+    let body =
+        json!({"model": "w-m", "messages": [{"role": "user", "content": "do it"}], "stream": true})
+            .to_string();
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
@@ -148,11 +150,20 @@ fn main() {
     println!("coordinator turn, whole `axocoatl send` (median of {runs}), max_parallel 1:");
     let med: Vec<f64> = times.into_iter().map(|v| ms(median(v))).collect();
     for (n, t) in sizes.iter().zip(&med) {
-        println!("  {n} subtask{}: {t:.1} ms ({} model calls)", if *n == 1 { " " } else { "s" }, n + 2);
+        println!(
+            "  {n} subtask{}: {t:.1} ms ({} model calls)",
+            if *n == 1 { " " } else { "s" },
+            n + 2
+        );
     }
     let slope = (med[3] - med[0]) / 7.0;
-    println!("  8 subtasks, max_parallel 4: {:.1} ms", ms(median(parallel8)));
-    println!("one model call on the instant server (loopback request + streamed reply): {raw:.2} ms");
+    println!(
+        "  8 subtasks, max_parallel 4: {:.1} ms",
+        ms(median(parallel8))
+    );
+    println!(
+        "one model call on the instant server (loopback request + streamed reply): {raw:.2} ms"
+    );
     println!(
         "per subtask: {slope:.2} ms in all; orchestration overhead beyond model time: {:.2} ms",
         slope - raw
