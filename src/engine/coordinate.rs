@@ -125,7 +125,9 @@ fn coordinator<'a>(
 ) -> std::result::Result<Conversant<'a>, TurnError> {
     let p = pass.p;
     let mut c = Conversant::for_agent(cx.repo, p.agent, &p.session, &p.provider.model, pass.dir)?;
+    // No core memory, no recall, no daily log or semantic writes: Tier 1 only.
     c.context.clear();
+    c.observers.clear();
     c.toolbox = c.toolbox.without_memory();
     Ok(c)
 }
