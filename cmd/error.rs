@@ -109,7 +109,10 @@ impl From<RuntimeError> for CliError {
         CliError {
             kind: e.kind(),
             message: e.to_string(),
-            causes: causes_of(&e),
+            causes: match &e {
+                RuntimeError::Remote(r) => r.causes.clone(),
+                _ => causes_of(&e),
+            },
             hints: e.hints(),
             details: e.details(),
             broken_pipe: false,

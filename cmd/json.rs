@@ -521,3 +521,27 @@ pub enum CheckpointJson<'a> {
         reason: &'a str,
     },
 }
+
+/// `agents list --json`, `agents status --json`: one line per actor, then (status) one
+/// per automation of serve's schedule.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type")]
+pub enum AgentsLine<'a> {
+    #[serde(rename = "actor")]
+    Actor {
+        agent: &'a str,
+        session: &'a str,
+        state: &'a str,
+        pid: Option<u32>,
+        restarts: u32,
+        last_error: Option<&'a str>,
+        last_turn: Option<&'a str>,
+    },
+    #[serde(rename = "automation")]
+    Automation {
+        automation: &'a str,
+        enabled: bool,
+        schedule: &'a str,
+        next: Option<&'a str>,
+    },
+}

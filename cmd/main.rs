@@ -8,6 +8,7 @@ mod fmt;
 mod json;
 mod ui;
 
+mod agents;
 mod attach;
 mod automations;
 mod export;
@@ -19,6 +20,7 @@ mod memory;
 mod retry;
 mod rewind;
 mod send;
+mod serve;
 mod sessions;
 mod show;
 mod stop;
@@ -80,6 +82,9 @@ pub enum Command {
     Fsck(fsck::FsckArgs),
     Import(import::ImportArgs),
     Memory(memory::MemoryArgs),
+    #[command(alias = "dev")]
+    Serve(serve::ServeArgs),
+    Agents(agents::AgentsArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
 }
@@ -141,6 +146,8 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "fsck" => fsck::FsckArgs::augment_args(sub),
         "import" => import::ImportArgs::augment_args(sub),
         "memory" => memory::MemoryArgs::augment_args(sub),
+        "serve" | "dev" => serve::ServeArgs::augment_args(sub),
+        "agents" => agents::AgentsArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
     };
@@ -170,6 +177,8 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Fsck(args) => fsck::run(args, g, ui),
         Command::Import(args) => import::run(args, g, ui),
         Command::Memory(args) => memory::run(args, g, ui),
+        Command::Serve(args) => serve::run(args, g, ui),
+        Command::Agents(args) => agents::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }
 }

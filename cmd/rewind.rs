@@ -3,7 +3,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use axocoatl::engine::SendOptions;
-use axocoatl::{rewind, ErrorKind};
+use axocoatl::ErrorKind;
 use clap::Args;
 
 use crate::ctx::GlobalArgs;
@@ -75,12 +75,7 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             return Ok(exit::REFUSED);
         }
     }
-    let o = rewind::rewind(
-        ws.repo(),
-        ws.config().ok(),
-        &args.turn,
-        args.session.as_deref(),
-    )?;
+    let o = axocoatl::serve::client::rewind(&ws, &args.turn, args.session.as_deref())?;
     if args.json {
         ui.json_line(&RewindJson {
             session: &o.session,

@@ -2,7 +2,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 
-use axocoatl::engine::{self, Attachments, SendOptions, TurnEvent, TurnOutcome};
+use axocoatl::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use axocoatl::provider::Cancel;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
@@ -135,7 +135,7 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
         ended_with_newline: true,
         io_error: None,
     };
-    let outcome = engine::send(ws, opts, &cancel, &mut |ev| printer.event(ev))?;
+    let outcome = axocoatl::serve::client::send(ws, opts, &cancel, &mut |ev| printer.event(ev))?;
     if let Some(e) = printer.io_error.take() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());

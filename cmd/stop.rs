@@ -38,7 +38,7 @@ pub struct StopArgs {
 
 pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
-    let accepted = control::stop(&ws, &args.turn)?;
+    let accepted = axocoatl::serve::client::stop(&ws, &args.turn)?;
     let final_state = if args.wait {
         control::wait_for_end(&ws, &accepted.turn, None)?
     } else {

@@ -54,6 +54,19 @@ pub enum UtilCommand {
     LedgerDump,
     /// Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines.
     Checkpoints { session: String, agent: String },
+    /// An actor of `axocoatl serve` (started by serve only: its configuration comes as one
+    /// JSON line on stdin; `ready` or `error JSON` on stdout).
+    Actor {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        socket: PathBuf,
+        /// The pid of the serve that starts it.
+        #[arg(long)]
+        parent: u32,
+    },
 }
 
 pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
@@ -73,6 +86,12 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             )?;
             Ok(exit::OK)
         }
+        UtilCommand::Actor {
+            session,
+            agent,
+            socket,
+            parent,
+        } => actor(g, ui, session, agent, socket, parent),
         UtilCommand::LedgerAppend {
             count,
             size,
@@ -198,4 +217,46 @@ fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
 
 fn write(path: &Path, bytes: &[u8]) -> CliResult<()> {
     std::fs::write(path, bytes).map_err(|e| CliError::io("write", path, e))
+}
+
+fn actor(
+    g: &GlobalArgs,
+    ui: &mut Ui,
+    session: String,
+    agent: String,
+    socket: PathBuf,
+    parent: u32,
+) -> CliResult {
+    use axocoatl::serve::{actor, wire};
+    let started = (|| -> axocoatl::Result<()> {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(axocoatl::RuntimeError::io("read", "standard input"))?;
+        let config = serde_json::from_str(&line).map_err(|e| axocoatl::RuntimeError::Invalid {
+            message: format!("the configuration from serve does not parse: {e}"),
+            hint: "actors are started by `axocoatl serve` only".into(),
+        })?;
+        let ws = g.open().map_err(|e| axocoatl::RuntimeError::Invalid {
+            message: e.message,
+            hint: e.hints.join("; "),
+        })?;
+        let args = actor::ActorArgs {
+            session,
+            agent,
+            socket,
+            parent,
+        };
+        actor::run(ws, config, args, &mut ui.out)
+    })();
+    match started {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => {
+            let line = wire::line(&wire::WireError::from(&e));
+            ui.out.write_all(b"error ")?;
+            ui.out.write_all(&line)?;
+            ui.out.flush()?;
+            Ok(exit::ERROR)
+        }
+    }
 }

@@ -168,6 +168,21 @@ pub enum RuntimeError {
     Memory(#[from] MemoryError),
     #[error("{0} is not supported yet")]
     NotSupported(String),
+    /// `serve`: another `serve` holds the repository's serve lock.
+    #[error("axocoatl serve is already running on this repository{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    ServeRunning { pid: Option<u32> },
+    /// `agents`: no `serve` holds the repository's serve lock.
+    #[error("no axocoatl serve is running for {}", repo.display())]
+    ServeNotRunning { repo: PathBuf },
+    /// `serve`: the agent's actor failed to start five times in a row.
+    #[error("agent {id:?} is down: {error}")]
+    AgentDown { id: String, error: String },
+    /// The connection to `serve` ended before its answer did.
+    #[error("the connection to axocoatl serve ended early: {detail}")]
+    ServeLost { detail: String },
+    /// An error that happened in `serve` (or one of its actors), as it was reported there.
+    #[error("{}", .0.message)]
+    Remote(RemoteError),
     #[error("cannot {op} {}", path.display())]
     Io {
         op: &'static str,
@@ -175,6 +190,39 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// An error of another process (`serve`, an actor), carried whole over the control socket
+/// so that a command prints it and exits exactly as if it had happened in process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub causes: Vec<String>,
+    pub hints: Vec<String>,
+    pub details: Vec<String>,
+}
+
+impl RemoteError {
+    /// `e` as it is printed: message, causes, hints and details.
+    pub fn of(e: &RuntimeError) -> RemoteError {
+        if let RuntimeError::Remote(r) = e {
+            return r.clone();
+        }
+        let mut causes = Vec::new();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            causes.push(s.to_string());
+            source = s.source();
+        }
+        RemoteError {
+            kind: e.kind(),
+            message: e.to_string(),
+            causes,
+            hints: e.hints(),
+            details: e.details(),
+        }
+    }
 }
 
 pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
@@ -198,7 +246,11 @@ impl RuntimeError {
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
             | RuntimeError::SessionExists { .. } => Refused,
-            RuntimeError::Busy { .. } | RuntimeError::AutomationBusy { .. } => Busy,
+            RuntimeError::Busy { .. }
+            | RuntimeError::AutomationBusy { .. }
+            | RuntimeError::ServeRunning { .. } => Busy,
+            RuntimeError::ServeNotRunning { .. } => NoRepository,
+            RuntimeError::Remote(r) => r.kind,
             RuntimeError::NotActive { .. } => NotActive,
             RuntimeError::Invalid { .. } => Usage,
             RuntimeError::Attach(e) => match e {
@@ -226,6 +278,8 @@ impl RuntimeError {
             | RuntimeError::NoAgent
             | RuntimeError::Provider(_)
             | RuntimeError::NotSupported(_)
+            | RuntimeError::AgentDown { .. }
+            | RuntimeError::ServeLost { .. }
             | RuntimeError::Io { .. } => Failure,
         }
     }
@@ -285,6 +339,21 @@ impl RuntimeError {
                 | MemoryError::EmptyOld
                 | MemoryError::NotRecorded(_) => Vec::new(),
             },
+            RuntimeError::ServeRunning { pid } => vec![format!(
+                "stop it first ({}), or leave it running: commands reach its agents through run/serve.sock",
+                pid.map(|p| format!("kill -TERM {p}"))
+                    .unwrap_or_else(|| "Ctrl-C in its terminal".into())
+            )],
+            RuntimeError::ServeNotRunning { .. } => {
+                one("start it with `axocoatl serve` (alias `dev`); it runs in the foreground")
+            }
+            RuntimeError::AgentDown { id, .. } => vec![format!(
+                "fix its configuration (`axocoatl validate`), then `axocoatl agents restart {id}`"
+            )],
+            RuntimeError::ServeLost { .. } => one(
+                "`axocoatl history` shows how the turn ended; the next command records it interrupted if serve died",
+            ),
+            RuntimeError::Remote(r) => r.hints.clone(),
             RuntimeError::AgentRole { .. }
             | RuntimeError::Provider(_)
             | RuntimeError::NotSupported(_)
@@ -296,6 +365,7 @@ impl RuntimeError {
     pub fn details(&self) -> Vec<String> {
         match self {
             RuntimeError::Config(diags) => diags.iter().map(|d| d.to_string()).collect(),
+            RuntimeError::Remote(r) => r.details.clone(),
             _ => Vec::new(),
         }
     }

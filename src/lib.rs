@@ -40,6 +40,7 @@ pub mod relations;
 pub mod rewind;
 pub mod schedule;
 pub mod search;
+pub mod serve;
 pub mod session;
 pub mod sessions;
 pub mod team;

@@ -133,6 +133,26 @@ impl Workspace {
         self.loaded().map(|l| &l.config)
     }
 
+    /// Uses `config` instead of reading the file (an actor runs with its `serve`'s
+    /// configuration, patches included).
+    pub fn set_config(&mut self, config: Config) {
+        self.config = OnceLock::from(Ok(Loaded {
+            config,
+            path: self.config_path.clone(),
+            warnings: Vec::new(),
+        }));
+    }
+
+    /// Changes the configuration in memory only (`serve`'s `agents set`): the file is not
+    /// touched.
+    pub fn patch_config(&mut self, patch: impl FnOnce(&mut Config)) -> Result<()> {
+        self.loaded()?;
+        if let Some(Ok(loaded)) = self.config.get_mut() {
+            patch(&mut loaded.config);
+        }
+        Ok(())
+    }
+
     /// The directory relative config paths are resolved against.
     pub fn config_dir(&self) -> PathBuf {
         self.config_path

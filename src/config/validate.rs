@@ -140,9 +140,6 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
     }
     relations::check(&mut c, config);
     other_sections(&mut c, config);
-    if !c.out.iter().any(|d| d.severity == Severity::Error) {
-        not_run_yet(&mut c, config);
-    }
     c.out
 }
 
@@ -560,18 +557,5 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
                 "create it, or give the directory agents work in, relative to this file (default: this file's directory)",
             );
         }
-    }
-}
-
-/// Warns about configuration that is valid but that this build does not run yet, instead of
-/// accepting it silently (only once the rest is valid, so they do not bury errors). Each
-/// warning goes away when its feature lands.
-fn not_run_yet(c: &mut Checker<'_>, config: &Config) {
-    if config.consolidation.enabled {
-        c.warning(
-            c.value(at!["consolidation", "enabled"]),
-            "the sleep-time consolidation loop is not supported yet: `consolidation.enabled: true` is accepted but no background loop runs it",
-            "run `axocoatl memory consolidate` meanwhile (one pass on demand), or set `enabled: false` to silence this",
-        );
     }
 }

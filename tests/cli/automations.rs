@@ -169,9 +169,43 @@ fn list_shows_the_next_occurrence_in_local_and_utc_time() {
     assert_eq!(list[2]["next_utc"], Value::Null);
 }
 
-/// Starts a runner of automations as of `now`. Today: `tick`; when `serve` exists, its
-/// scheduler joins the same race (add it to `RUNNERS`).
+/// Starts a runner of automations as of `now`: `tick`, or `serve`'s scheduler.
 type Runner = fn(&TestEnv, &str) -> Child;
+
+/// `serve` until its scheduler's first pass is done, then SIGTERM: a child that exits by
+/// itself (0 when serve stopped cleanly), like a tick.
+const SERVE_ONCE: &str = r#"log=$(mktemp)
+"$1" serve 2>"$log" &
+pid=$!
+until grep -q "automations pass done" "$log"; do
+  if ! kill -0 "$pid" 2>/dev/null; then cat "$log" >&2; rm -f "$log"; exit 1; fi
+  sleep 0.05
+done
+kill -TERM "$pid"
+wait "$pid"
+code=$?
+rm -f "$log"
+exit $code"#;
+
+fn serve_runner(env: &TestEnv, now: &str) -> Child {
+    let c = cmd_at(env, now, &["serve"]);
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(SERVE_ONCE)
+        .arg("sh")
+        .arg(crate::common::env::bin())
+        .current_dir(&env.work)
+        .env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    sh.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve")
+}
 
 fn tick_runner(env: &TestEnv, now: &str) -> Child {
     cmd_at(env, now, &["automations", "tick"])
@@ -181,10 +215,16 @@ fn tick_runner(env: &TestEnv, now: &str) -> Child {
         .expect("spawn tick")
 }
 
-const RUNNERS: &[Runner] = &[tick_runner, tick_runner, tick_runner, tick_runner];
+const RUNNERS: &[Runner] = &[
+    serve_runner,
+    tick_runner,
+    tick_runner,
+    tick_runner,
+    tick_runner,
+];
 
 #[test]
-fn fifty_occurrences_four_racing_runners_each_run_exactly_once() {
+fn fifty_occurrences_serve_and_four_ticks_racing_each_run_exactly_once() {
     let env = env_with(
         "  - id: minutely\n    schedule: \"* * * * *\"\n    agent: assistant\n    request: Summarize the minute.\n    catch_up: all\n    overlap: queue\n",
     );
@@ -224,11 +264,19 @@ fn fifty_occurrences_four_racing_runners_each_run_exactly_once() {
     for t in &turns {
         assert_eq!(t["origin"]["automation"], "minutely");
         assert_eq!(t["origin"]["trigger"], "schedule");
-        assert_eq!(t["origin"]["runner"], "tick");
+        assert!(
+            t["origin"]["runner"] == "tick" || t["origin"]["runner"] == "serve",
+            "{t}"
+        );
         let occ = t["origin"]["occurrence"].as_str().expect("occ").to_owned();
         *per_occurrence.entry(occ).or_default() += 1;
     }
     assert_eq!(turns.len(), 50);
+    let by_serve = turns
+        .iter()
+        .filter(|t| t["origin"]["runner"] == "serve")
+        .count();
+    eprintln!("serve ran {by_serve} of the 50 occurrences, tick the others");
     assert!(
         per_occurrence.values().all(|&n| n == 1),
         "{per_occurrence:?}"

@@ -27,6 +27,7 @@ mod memory_turns;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod serve;
 mod store_faults;
 mod store_fixture;
 mod store_props;

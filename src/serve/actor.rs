@@ -1,0 +1,261 @@
+//! An actor: the process that keeps one (session, agent)'s conversation in memory while
+//! `serve` runs. `serve` starts it as `axocoatl util actor …` with the configuration it
+//! loaded (plus `agents set` patches) on stdin; it dies with `serve` (`PR_SET_PDEATHSIG`).
+//!
+//! At start it checks that the agent's provider opens (a missing script or model file fails
+//! the start, which `serve` counts), restores the conversation from the latest valid
+//! checkpoint (or the ledger), listens on its own socket under `run/actors/`, and writes
+//! `ready` on stdout. Each connection carries one request, handled on a thread of its own:
+//! a turn runs through [`crate::engine::send_held`] with the conversation held here (used
+//! only while it is current, so a turn run by anyone else is never forked: the ledger and
+//! the session lock decide), and its events go back as they happen. SIGTERM stops its
+//! active turns (recorded `stopped`) and ends the process once they have.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, ActorInfo, Reply, Request, WireError, WireEvent};
+use crate::config::Config;
+use crate::conversation::Conversation;
+use crate::engine;
+use crate::error::{Result, RuntimeError};
+use crate::history::TurnView;
+use crate::provider::Cancel;
+use crate::workspace::Workspace;
+
+/// What an actor is started for.
+#[derive(Clone, Debug)]
+pub struct ActorArgs {
+    pub session: String,
+    pub agent: String,
+    pub socket: PathBuf,
+    /// The `serve` that started it: the actor ends if it is already gone.
+    pub parent: u32,
+}
+
+struct Shared {
+    held: Mutex<Option<Conversation>>,
+    active: Mutex<Vec<(u64, Cancel)>>,
+    last_turn: Mutex<Option<String>>,
+    last_end: Mutex<Instant>,
+    next: Mutex<u64>,
+}
+
+/// Asks the kernel to kill this process when its parent dies, then checks the parent is
+/// still `parent` (it may have died before the request).
+fn die_with_parent(parent: u32) -> Result<()> {
+    #[expect(
+        unsafe_code,
+        reason = "prctl(PR_SET_PDEATHSIG) takes integers only and touches no memory of ours"
+    )]
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    if rc != 0 {
+        return Err(RuntimeError::io(
+            "set the parent-death signal of",
+            "the actor",
+        )(std::io::Error::last_os_error()));
+    }
+    #[expect(unsafe_code, reason = "getppid has no arguments and cannot fail")]
+    let now = unsafe { libc::getppid() };
+    if now as u32 != parent {
+        return Err(RuntimeError::ServeLost {
+            detail: format!("serve (pid {parent}) ended before its actor started"),
+        });
+    }
+    Ok(())
+}
+
+/// Runs the actor until SIGTERM. `config` is serve's configuration; `ready` is where the
+/// first line (`ready`, or nothing when the start fails: the error goes to the caller) goes.
+pub fn run(
+    mut ws: Workspace,
+    config: Config,
+    args: ActorArgs,
+    ready: &mut dyn Write,
+) -> Result<()> {
+    die_with_parent(args.parent)?;
+    ws.set_config(config);
+    let ws = Arc::new(ws);
+    let config = ws.config()?;
+    let agent = engine::resolve_agent(config, Some(&args.agent))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let resolved = config
+        .resolve_provider(agent, &env, &ws.config_dir())
+        .map_err(|message| RuntimeError::Invalid {
+            message,
+            hint: format!(
+                "check the provider of agent {:?} in {}",
+                agent.id,
+                ws.config_path().display()
+            ),
+        })?;
+    // The provider must be able to start (its model or script file is there): a start
+    // that fails here is what `serve` counts towards `down`.
+    drop(crate::provider::open(&resolved)?);
+    let repo = ws.repo();
+    let projection = crate::history::project_session(repo, &args.session)?;
+    let turns: Vec<&TurnView> = projection.session_turns(&args.session).collect();
+    let conversation = crate::conversation::current(repo, &args.session, &agent.id, &turns, None)?;
+    let shared = Arc::new(Shared {
+        held: Mutex::new(Some(conversation)),
+        active: Mutex::new(Vec::new()),
+        last_turn: Mutex::new(turns.last().map(|t| t.turn.clone())),
+        last_end: Mutex::new(Instant::now()),
+        next: Mutex::new(0),
+    });
+    drop(turns);
+    drop(projection);
+    let _ = std::fs::remove_file(&args.socket);
+    let listener =
+        UnixListener::bind(&args.socket).map_err(RuntimeError::io("listen on", &args.socket))?;
+    super::owner_only(&args.socket)?;
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone())
+            .map_err(RuntimeError::io("handle signals in", "the actor"))?;
+    }
+    {
+        let shared = shared.clone();
+        let socket = args.socket.clone();
+        std::thread::spawn(move || watch_term(&term, &shared, &socket));
+    }
+    writeln!(ready, "ready").map_err(RuntimeError::io("write to", "serve"))?;
+    ready
+        .flush()
+        .map_err(RuntimeError::io("write to", "serve"))?;
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let ws = ws.clone();
+        let shared = shared.clone();
+        let args = args.clone();
+        std::thread::spawn(move || handle(&ws, &shared, &args, stream));
+    }
+    Ok(())
+}
+
+/// On SIGTERM: stop every active turn, wait for them to end (they record `stopped`), exit.
+fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path) {
+    while !term.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let active = shared.active.lock().map(|a| a.clone()).unwrap_or_default();
+        if active.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        for (_, cancel) in &active {
+            cancel.cancel();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Let the last outcome reach its client before the process ends.
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = std::fs::remove_file(socket);
+    std::process::exit(0);
+}
+
+fn handle(ws: &Workspace, shared: &Shared, args: &ActorArgs, stream: UnixStream) {
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut out = stream;
+    let mut registered = None;
+    let reply = match serde_json::from_str::<Request>(&line) {
+        Ok(Request::Ping) => Reply::Pong(info(shared)),
+        Ok(Request::Send(w)) => {
+            let (reply, id) = turn(ws, shared, args, w.into_options(), &mut out);
+            registered = id;
+            reply
+        }
+        Ok(other) => Reply::Error(WireError::from(&RuntimeError::NotSupported(format!(
+            "{other:?} sent to an actor"
+        )))),
+        Err(e) => Reply::Error(WireError::from(&RuntimeError::Invalid {
+            message: format!("a request that does not parse: {e}"),
+            hint: "the client and serve must be the same axocoatl build".into(),
+        })),
+    };
+    let _ = out.write_all(&wire::line(&reply));
+    let _ = out.flush();
+    // Only once its outcome is on its way is a turn no longer active (SIGTERM waits for it).
+    if let (Some(id), Ok(mut active)) = (registered, shared.active.lock()) {
+        active.retain(|(n, _)| *n != id);
+    }
+}
+
+fn info(shared: &Shared) -> ActorInfo {
+    ActorInfo {
+        pid: std::process::id(),
+        active: shared.active.lock().map(|a| a.len()).unwrap_or(0),
+        last_turn: shared.last_turn.lock().ok().and_then(|t| t.clone()),
+        idle_ms: shared
+            .last_end
+            .lock()
+            .map(|t| t.elapsed().as_millis() as u64)
+            .unwrap_or(0),
+    }
+}
+
+fn turn(
+    ws: &Workspace,
+    shared: &Shared,
+    args: &ActorArgs,
+    mut opts: engine::SendOptions,
+    out: &mut UnixStream,
+) -> (Reply, Option<u64>) {
+    if opts.session != args.session {
+        let reply = Reply::Error(WireError::from(&RuntimeError::Invalid {
+            message: format!(
+                "this actor keeps session {:?}, not {:?}",
+                args.session, opts.session
+            ),
+            hint: "serve routes each turn to the actor of its session".into(),
+        }));
+        return (reply, None);
+    }
+    opts.agent = Some(args.agent.clone());
+    let cancel = Cancel::new();
+    let id = {
+        let mut next = shared.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next += 1;
+        *next
+    };
+    if let Ok(mut active) = shared.active.lock() {
+        active.push((id, cancel.clone()));
+    }
+    let held = shared.held.lock().ok().and_then(|mut h| h.take());
+    let mut sink = |ev: engine::TurnEvent<'_>| {
+        let line = wire::line(&Reply::Event(WireEvent::of(&ev)));
+        if out.write_all(&line).and_then(|()| out.flush()).is_err() {
+            // The client is gone (killed): nobody waits for this turn any more.
+            cancel.cancel();
+        }
+    };
+    let result = engine::send_held(ws, opts, held, &cancel, &mut sink);
+    if let Ok(mut t) = shared.last_end.lock() {
+        *t = Instant::now();
+    }
+    let reply = match result {
+        Ok((outcome, conversation)) => {
+            if let Ok(mut h) = shared.held.lock() {
+                *h = Some(conversation);
+            }
+            if let Ok(mut t) = shared.last_turn.lock() {
+                *t = Some(outcome.turn.clone());
+            }
+            Reply::Outcome(outcome.into())
+        }
+        Err(e) => Reply::Error(WireError::from(&e)),
+    };
+    (reply, Some(id))
+}

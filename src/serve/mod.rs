@@ -1,0 +1,50 @@
+//! `axocoatl serve`: the one long-lived mode. It holds `run/serve.lock`, keeps one actor
+//! process per live (session, autonomous agent) with its conversation in memory, routes
+//! `send`, `retry`, `rewind` and `stop` of the repository through an owner-only control
+//! socket (`run/serve.sock`), supervises the actors (liveness every 5 s, restart from the
+//! latest valid checkpoint, `down` after 5 consecutive failures), and runs sleep-time
+//! consolidation and the automation schedule.
+//!
+//! - [`wire`]: the socket's JSON Lines protocol;
+//! - [`client`]: what one-shot commands use (no runtime: a `stat` when no serve runs);
+//! - [`actor`]: the actor process (`axocoatl util actor`, hidden);
+//! - [`daemon`]: serve itself (tokio: the socket, the actors' processes, timers, signals);
+//! - [`patch`]: `agents set`, in memory only.
+
+pub mod actor;
+pub mod client;
+mod daemon;
+pub mod patch;
+pub mod wire;
+
+pub use daemon::{run, ServeOptions};
+
+use std::path::Path;
+
+use crate::error::{Result, RuntimeError};
+
+/// The control socket, relative to the repository.
+pub const SOCKET: &str = "run/serve.sock";
+/// Where actors listen (`<n>.sock`, numbered by serve: short paths, as sockets need).
+pub const ACTORS_DIR: &str = "run/actors";
+/// How often serve checks that each actor answers.
+pub const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Consecutive failed starts after which an agent stays down.
+pub const MAX_FAILURES: u32 = 5;
+
+/// The seed's reason a worker is never started or restarted on its own.
+pub fn worker_refusal(agent: &str) -> RuntimeError {
+    RuntimeError::Refused {
+        message: format!(
+            "agent {agent:?} has `role: worker`: a worker cannot be started or restarted directly"
+        ),
+        hint: "edit its YAML and restart its coordinator".into(),
+    }
+}
+
+/// Makes a socket file owner-only (its directory `run/` already is).
+fn owner_only(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(RuntimeError::io("set the permissions of", path))
+}

@@ -1,0 +1,482 @@
+//! The control socket's protocol: JSON Lines over a Unix stream. A client writes one
+//! [`Request`] line; `serve` (or the actor it hands the connection to) answers with
+//! [`Reply`] lines: a turn's events as they happen, then exactly one final line (an outcome,
+//! an answer or an error). Every type here is owned, so it crosses a process boundary
+//! whole; conversions to and from the runtime's types keep the output of a command the
+//! same whether it ran in process or through `serve`.
+
+use std::path::PathBuf;
+
+use axocoatl_store::ledger::record::{TurnState, Usage};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
+use crate::error::{ErrorKind, RemoteError, RuntimeError};
+use crate::rewind::RewindOutcome;
+
+/// What a client asks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// A turn (`send`, `retry`, `rewind --edit`), run by the actor of its session and agent.
+    Send(WireSend),
+    /// `stop TURN`.
+    Stop { turn: String },
+    /// `rewind TURN`.
+    Rewind {
+        turn: String,
+        session: Option<String>,
+    },
+    /// `agents list|status`.
+    Status { agent: Option<String> },
+    /// `agents restart ID`.
+    Restart { agent: String },
+    /// `agents set ID KEY=VALUE`.
+    Set {
+        agent: String,
+        key: String,
+        value: String,
+    },
+    /// Liveness (serve → actor).
+    Ping,
+}
+
+/// [`SendOptions`] without what cannot cross: attachments are the session's selection or
+/// none, files to attach are absolute paths.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WireSend {
+    pub session: String,
+    pub agent: Option<String>,
+    pub message: String,
+    pub inline_context: Vec<(String, String)>,
+    pub selection: bool,
+    pub attach_files: Vec<PathBuf>,
+    pub retry_of: Option<String>,
+    pub wait: bool,
+}
+
+impl WireSend {
+    /// `None` when `opts` cannot go over the socket (pinned attachments or an automation
+    /// origin: only serve's own runners make those, in process).
+    pub fn from_options(opts: &SendOptions) -> Option<WireSend> {
+        let selection = match &opts.attachments {
+            Attachments::Selection => true,
+            Attachments::Pinned(p) if p.is_empty() => false,
+            Attachments::Pinned(_) => return None,
+        };
+        if opts.origin.is_some() {
+            return None;
+        }
+        Some(WireSend {
+            session: opts.session.clone(),
+            agent: opts.agent.clone(),
+            message: opts.message.clone(),
+            inline_context: opts.inline_context.clone(),
+            selection,
+            attach_files: opts
+                .attach_files
+                .iter()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
+            retry_of: opts.retry_of.clone(),
+            wait: opts.wait,
+        })
+    }
+
+    pub fn into_options(self) -> SendOptions {
+        SendOptions {
+            session: self.session,
+            agent: self.agent,
+            message: self.message,
+            inline_context: self.inline_context,
+            attachments: if self.selection {
+                Attachments::Selection
+            } else {
+                Attachments::Pinned(Vec::new())
+            },
+            attach_files: self.attach_files,
+            retry_of: self.retry_of,
+            wait: self.wait,
+            origin: None,
+        }
+    }
+}
+
+/// One line of an answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    Event(WireEvent),
+    Outcome(WireOutcome),
+    Error(WireError),
+    Stopped {
+        turn: String,
+        session: String,
+    },
+    Rewound(WireRewind),
+    Status(StatusReport),
+    /// A sentence for the user (`agents restart`, `agents set`).
+    Done {
+        message: String,
+    },
+    Pong(ActorInfo),
+}
+
+/// What an actor says about itself when pinged.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ActorInfo {
+    pub pid: u32,
+    /// Turns running now.
+    pub active: usize,
+    /// The newest turn it ran.
+    pub last_turn: Option<String>,
+    /// Milliseconds since its last turn ended (or it started).
+    pub idle_ms: u64,
+}
+
+/// `agents status`: the actors and the automation schedule.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub pid: u32,
+    pub actors: Vec<ActorStatus>,
+    pub automations: Vec<ScheduleEntry>,
+    /// Agents patched with `agents set` (in memory only): id, key, value.
+    pub patches: Vec<(String, String, String)>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ActorStatus {
+    pub agent: String,
+    pub session: String,
+    /// `running` (a turn is active), `idle`, `restarting`, `down`.
+    pub state: String,
+    pub pid: Option<u32>,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    pub last_turn: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleEntry {
+    pub automation: String,
+    pub enabled: bool,
+    pub schedule: String,
+    /// RFC 3339 UTC.
+    pub next: Option<String>,
+}
+
+/// A [`TurnEvent`], owned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WireEvent {
+    AttachmentTruncated {
+        name: String,
+        text_len: usize,
+    },
+    AttachmentWithdrawn {
+        reference: String,
+        name: String,
+        error: Option<String>,
+    },
+    Waiting {
+        session: String,
+        turn: Option<String>,
+    },
+    Begun {
+        turn: String,
+        session: String,
+        agent: String,
+        agent_name: Option<String>,
+        attachments: Vec<axocoatl_store::ledger::record::AttachmentPin>,
+    },
+    Delta {
+        text: String,
+    },
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
+    Warning {
+        message: String,
+    },
+}
+
+impl WireEvent {
+    pub fn of(ev: &TurnEvent<'_>) -> WireEvent {
+        let s = |x: &str| x.to_owned();
+        match *ev {
+            TurnEvent::AttachmentTruncated { name, text_len } => WireEvent::AttachmentTruncated {
+                name: s(name),
+                text_len,
+            },
+            TurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error,
+            } => WireEvent::AttachmentWithdrawn {
+                reference: s(reference),
+                name: s(name),
+                error: error.map(s),
+            },
+            TurnEvent::Waiting { session, turn } => WireEvent::Waiting {
+                session: s(session),
+                turn: turn.map(s),
+            },
+            TurnEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name,
+                attachments,
+            } => WireEvent::Begun {
+                turn: s(turn),
+                session: s(session),
+                agent: s(agent),
+                agent_name: agent_name.map(s),
+                attachments: attachments.to_vec(),
+            },
+            TurnEvent::Delta(text) => WireEvent::Delta { text: s(text) },
+            TurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            } => WireEvent::ToolStarted {
+                call_id: s(call_id),
+                name: s(name),
+                arguments: s(arguments),
+            },
+            TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => WireEvent::ToolResult {
+                call_id: s(call_id),
+                name: s(name),
+                output: s(output),
+                is_error,
+                exit_code,
+                duration_ms,
+            },
+            TurnEvent::Warning(m) => WireEvent::Warning { message: s(m) },
+        }
+    }
+
+    /// The event as the runtime reports it, borrowing from `self`.
+    pub fn as_event(&self) -> TurnEvent<'_> {
+        match self {
+            WireEvent::AttachmentTruncated { name, text_len } => TurnEvent::AttachmentTruncated {
+                name,
+                text_len: *text_len,
+            },
+            WireEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error,
+            } => TurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error: error.as_deref(),
+            },
+            WireEvent::Waiting { session, turn } => TurnEvent::Waiting {
+                session,
+                turn: turn.as_deref(),
+            },
+            WireEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name,
+                attachments,
+            } => TurnEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name: agent_name.as_deref(),
+                attachments,
+            },
+            WireEvent::Delta { text } => TurnEvent::Delta(text),
+            WireEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            } => TurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            },
+            WireEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error: *is_error,
+                exit_code: *exit_code,
+                duration_ms: *duration_ms,
+            },
+            WireEvent::Warning { message } => TurnEvent::Warning(message),
+        }
+    }
+}
+
+/// A [`TurnOutcome`], owned and serializable.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WireOutcome {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub agent_name: Option<String>,
+    pub state: TurnState,
+    pub output: String,
+    pub error: Option<String>,
+    pub usage: Usage,
+}
+
+impl From<TurnOutcome> for WireOutcome {
+    fn from(o: TurnOutcome) -> WireOutcome {
+        WireOutcome {
+            turn: o.turn,
+            session: o.session,
+            agent: o.agent,
+            agent_name: o.agent_name,
+            state: o.state,
+            output: o.output,
+            error: o.error,
+            usage: o.usage,
+        }
+    }
+}
+
+impl From<WireOutcome> for TurnOutcome {
+    fn from(o: WireOutcome) -> TurnOutcome {
+        TurnOutcome {
+            turn: o.turn,
+            session: o.session,
+            agent: o.agent,
+            agent_name: o.agent_name,
+            state: o.state,
+            output: o.output,
+            error: o.error,
+            usage: o.usage,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WireRewind {
+    pub session: String,
+    pub agent: String,
+    pub target: String,
+    pub superseded: Vec<String>,
+    pub prefill: String,
+    pub checkpoint_written: bool,
+}
+
+impl From<RewindOutcome> for WireRewind {
+    fn from(o: RewindOutcome) -> WireRewind {
+        WireRewind {
+            session: o.session,
+            agent: o.agent,
+            target: o.target,
+            superseded: o.superseded,
+            prefill: o.prefill,
+            checkpoint_written: o.checkpoint_written,
+        }
+    }
+}
+
+impl From<WireRewind> for RewindOutcome {
+    fn from(o: WireRewind) -> RewindOutcome {
+        RewindOutcome {
+            session: o.session,
+            agent: o.agent,
+            target: o.target,
+            superseded: o.superseded,
+            prefill: o.prefill,
+            checkpoint_written: o.checkpoint_written,
+        }
+    }
+}
+
+/// A [`RuntimeError`] as it is printed, with its kind (so the exit code is the same).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WireError {
+    pub kind: String,
+    pub message: String,
+    pub causes: Vec<String>,
+    pub hints: Vec<String>,
+    pub details: Vec<String>,
+}
+
+const KINDS: &[(ErrorKind, &str)] = &[
+    (ErrorKind::Failure, "failure"),
+    (ErrorKind::Usage, "usage"),
+    (ErrorKind::NotActive, "not_active"),
+    (ErrorKind::NotFound, "not_found"),
+    (ErrorKind::Busy, "busy"),
+    (ErrorKind::NoRepository, "no_repository"),
+    (ErrorKind::Refused, "refused"),
+];
+
+impl From<&RuntimeError> for WireError {
+    fn from(e: &RuntimeError) -> WireError {
+        let r = RemoteError::of(e);
+        WireError {
+            kind: KINDS
+                .iter()
+                .find(|(k, _)| *k == r.kind)
+                .map(|(_, name)| (*name).to_owned())
+                .unwrap_or_else(|| "failure".into()),
+            message: r.message,
+            causes: r.causes,
+            hints: r.hints,
+            details: r.details,
+        }
+    }
+}
+
+impl From<WireError> for RuntimeError {
+    fn from(w: WireError) -> RuntimeError {
+        RuntimeError::Remote(RemoteError {
+            kind: KINDS
+                .iter()
+                .find(|(_, name)| *name == w.kind)
+                .map(|(k, _)| *k)
+                .unwrap_or(ErrorKind::Failure),
+            message: w.message,
+            causes: w.causes,
+            hints: w.hints,
+            details: w.details,
+        })
+    }
+}
+
+/// One line of JSON, newline included.
+pub fn line<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(value).unwrap_or_else(|e| {
+        // Every type here serializes; say so rather than panic if one ever does not.
+        format!(
+            "{{\"type\":\"error\",\"kind\":\"failure\",\"message\":\"cannot encode a reply: {e}\",\"causes\":[],\"hints\":[],\"details\":[]}}"
+        )
+        .into_bytes()
+    });
+    bytes.push(b'\n');
+    bytes
+}
