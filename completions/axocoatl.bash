@@ -16,6 +16,9 @@ _axocoatl() {
             ",$1")
                 cmd="axocoatl"
                 ;;
+            axocoatl,agents)
+                cmd="axocoatl__subcmd__agents"
+                ;;
             axocoatl,attach)
                 cmd="axocoatl__subcmd__attach"
                 ;;
@@ -52,6 +55,9 @@ _axocoatl() {
             axocoatl,send)
                 cmd="axocoatl__subcmd__send"
                 ;;
+            axocoatl,serve)
+                cmd="axocoatl__subcmd__serve"
+                ;;
             axocoatl,sessions)
                 cmd="axocoatl__subcmd__sessions"
                 ;;
@@ -69,6 +75,36 @@ _axocoatl() {
                 ;;
             axocoatl,validate)
                 cmd="axocoatl__subcmd__validate"
+                ;;
+            axocoatl__subcmd__agents,help)
+                cmd="axocoatl__subcmd__agents__subcmd__help"
+                ;;
+            axocoatl__subcmd__agents,list)
+                cmd="axocoatl__subcmd__agents__subcmd__list"
+                ;;
+            axocoatl__subcmd__agents,restart)
+                cmd="axocoatl__subcmd__agents__subcmd__restart"
+                ;;
+            axocoatl__subcmd__agents,set)
+                cmd="axocoatl__subcmd__agents__subcmd__set"
+                ;;
+            axocoatl__subcmd__agents,status)
+                cmd="axocoatl__subcmd__agents__subcmd__status"
+                ;;
+            axocoatl__subcmd__agents__subcmd__help,help)
+                cmd="axocoatl__subcmd__agents__subcmd__help__subcmd__help"
+                ;;
+            axocoatl__subcmd__agents__subcmd__help,list)
+                cmd="axocoatl__subcmd__agents__subcmd__help__subcmd__list"
+                ;;
+            axocoatl__subcmd__agents__subcmd__help,restart)
+                cmd="axocoatl__subcmd__agents__subcmd__help__subcmd__restart"
+                ;;
+            axocoatl__subcmd__agents__subcmd__help,set)
+                cmd="axocoatl__subcmd__agents__subcmd__help__subcmd__set"
+                ;;
+            axocoatl__subcmd__agents__subcmd__help,status)
+                cmd="axocoatl__subcmd__agents__subcmd__help__subcmd__status"
                 ;;
             axocoatl__subcmd__attach,add)
                 cmd="axocoatl__subcmd__attach__subcmd__add"
@@ -130,6 +166,9 @@ _axocoatl() {
             axocoatl__subcmd__automations__subcmd__help,tick)
                 cmd="axocoatl__subcmd__automations__subcmd__help__subcmd__tick"
                 ;;
+            axocoatl__subcmd__help,agents)
+                cmd="axocoatl__subcmd__help__subcmd__agents"
+                ;;
             axocoatl__subcmd__help,attach)
                 cmd="axocoatl__subcmd__help__subcmd__attach"
                 ;;
@@ -166,6 +205,9 @@ _axocoatl() {
             axocoatl__subcmd__help,send)
                 cmd="axocoatl__subcmd__help__subcmd__send"
                 ;;
+            axocoatl__subcmd__help,serve)
+                cmd="axocoatl__subcmd__help__subcmd__serve"
+                ;;
             axocoatl__subcmd__help,sessions)
                 cmd="axocoatl__subcmd__help__subcmd__sessions"
                 ;;
@@ -183,6 +225,18 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help,validate)
                 cmd="axocoatl__subcmd__help__subcmd__validate"
+                ;;
+            axocoatl__subcmd__help__subcmd__agents,list)
+                cmd="axocoatl__subcmd__help__subcmd__agents__subcmd__list"
+                ;;
+            axocoatl__subcmd__help__subcmd__agents,restart)
+                cmd="axocoatl__subcmd__help__subcmd__agents__subcmd__restart"
+                ;;
+            axocoatl__subcmd__help__subcmd__agents,set)
+                cmd="axocoatl__subcmd__help__subcmd__agents__subcmd__set"
+                ;;
+            axocoatl__subcmd__help__subcmd__agents,status)
+                cmd="axocoatl__subcmd__help__subcmd__agents__subcmd__status"
                 ;;
             axocoatl__subcmd__help__subcmd__attach,add)
                 cmd="axocoatl__subcmd__help__subcmd__attach__subcmd__add"
@@ -246,6 +300,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help__subcmd__sessions,switch)
                 cmd="axocoatl__subcmd__help__subcmd__sessions__subcmd__switch"
+                ;;
+            axocoatl__subcmd__help__subcmd__util,actor)
+                cmd="axocoatl__subcmd__help__subcmd__util__subcmd__actor"
                 ;;
             axocoatl__subcmd__help__subcmd__util,checkpoints)
                 cmd="axocoatl__subcmd__help__subcmd__util__subcmd__checkpoints"
@@ -367,6 +424,9 @@ _axocoatl() {
             axocoatl__subcmd__sessions__subcmd__help,switch)
                 cmd="axocoatl__subcmd__sessions__subcmd__help__subcmd__switch"
                 ;;
+            axocoatl__subcmd__util,actor)
+                cmd="axocoatl__subcmd__util__subcmd__actor"
+                ;;
             axocoatl__subcmd__util,checkpoints)
                 cmd="axocoatl__subcmd__util__subcmd__checkpoints"
                 ;;
@@ -381,6 +441,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__util,ledger-dump)
                 cmd="axocoatl__subcmd__util__subcmd__ledger__subcmd__dump"
+                ;;
+            axocoatl__subcmd__util__subcmd__help,actor)
+                cmd="axocoatl__subcmd__util__subcmd__help__subcmd__actor"
                 ;;
             axocoatl__subcmd__util__subcmd__help,checkpoints)
                 cmd="axocoatl__subcmd__util__subcmd__help__subcmd__checkpoints"
@@ -404,8 +467,242 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents)
+            opts="-C -h -V --repo --config --color --help --version list status restart set help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help)
+            opts="list status restart set help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help__subcmd__set)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__list)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__restart)
+            opts="-C -h -V --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__set)
+            opts="-C -h -V --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__agents__subcmd__status)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1006,8 +1303,78 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help"
+            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__agents)
+            opts="list status restart set"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__agents__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__agents__subcmd__restart)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__agents__subcmd__set)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__agents__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1453,6 +1820,20 @@ _axocoatl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        axocoatl__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         axocoatl__subcmd__help__subcmd__sessions)
             opts="switch new"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1538,8 +1919,22 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__util)
-            opts="generate ledger-append ledger-dump checkpoints"
+            opts="generate ledger-append ledger-dump checkpoints actor"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__util__subcmd__actor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2683,6 +3078,40 @@ _axocoatl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        axocoatl__subcmd__serve)
+            opts="-C -h -V --log-format --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         axocoatl__subcmd__sessions)
             opts="-C -h -V --json --repo --config --color --help --version switch new help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -2936,12 +3365,58 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util)
-            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump checkpoints help"
+            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump checkpoints actor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__util__subcmd__actor)
+            opts="-C -h -V --session --agent --socket --parent --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --session)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --agent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --socket)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --parent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 -C)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -3030,8 +3505,22 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util__subcmd__help)
-            opts="generate ledger-append ledger-dump checkpoints help"
+            opts="generate ledger-append ledger-dump checkpoints actor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__util__subcmd__help__subcmd__actor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -48,6 +48,8 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "automations" -d '
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "import" -d 'Import pre-1.0 state: the transcripts of 0.1.x checkpoints into session history.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "serve" -d 'Run the agents as long-lived supervised actors, in the foreground.'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "agents" -d 'See and steer the agents of the running `axocoatl serve`.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "util" -d 'Maintenance commands'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand init" -s C -d 'Run as if started in DIR' -r -F
@@ -445,19 +447,82 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_see
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "reindex" -d 'Rebuild the search data of semantic memory from its records\' text.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "consolidate" -d 'Promote durable facts from recent semantic memory into core blocks (sleep-time consolidation).'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand memory; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -l color -d 'When to color output' -r -f -a "auto\t''
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -l log-format -d 'The format of the logs on stderr' -r -f -a "text\t'One line per event, for people'
+json\t'One JSON object per line, for log collectors'"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s h -l help -d 'Print help'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand serve" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -f -a "list" -d 'One line per actor: agent, session, state, pid, restarts, last turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -f -a "status" -d 'Each actor (of agent ID, or all) with its last error, and serve\'s automation schedule.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -f -a "restart" -d 'Restart agent ID\'s actors from their latest checkpoints (also brings a down agent back).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -f -a "set" -d 'Patch agent ID in serve\'s memory and restart it: KEY is a field of the agent as in axocoatl.yaml (dotted for nested ones). The YAML file is not changed.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and not __fish_seen_subcommand_from list status restart set help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -l json -d 'One JSON object per actor'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -l json -d 'One JSON object per actor (`type: actor`), then per automation (`type: automation`)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from restart" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from set" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from help" -f -a "list" -d 'One line per actor: agent, session, state, pid, restarts, last turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from help" -f -a "status" -d 'Each actor (of agent ID, or all) with its last error, and serve\'s automation schedule.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from help" -f -a "restart" -d 'Restart agent ID\'s actors from their latest checkpoints (also brings a down agent back).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from help" -f -a "set" -d 'Patch agent ID in serve\'s memory and restart it: KEY is a field of the agent as in axocoatl.yaml (dotted for nested ones). The YAML file is not changed.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand agents; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l out -d 'The directory that receives man/ and completions/' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
@@ -496,29 +561,44 @@ always\t''
 never\t''"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s h -l help -d 'Print help'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l session -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l agent -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l socket -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l parent -d 'The pid of the serve that starts it' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "import" -d 'Import pre-1.0 state: the transcripts of 0.1.x checkpoints into session history.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "util" -d 'Maintenance commands'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "init" -d 'Create a repository: DIR/.axocoatl/ and a starter DIR/axocoatl.yaml.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "validate" -d 'Check a configuration file and report every problem at once.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "send" -d 'Send a message to an agent: one durable turn, streamed to stdout.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "attach" -d 'Attach files as context: immutable references that go along with turns.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "stop" -d 'Stop one exact active turn, by its durable id.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "retry" -d 'Send the request of an earlier turn again, as a new turn linked to it.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "rewind" -d 'Move a session\'s conversation head back to just before TURN.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "import" -d 'Import pre-1.0 state: the transcripts of 0.1.x checkpoints into session history.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "memory" -d 'Inspect and edit agent memory: core blocks, the daily log, semantic recall.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "serve" -d 'Run the agents as long-lived supervised actors, in the foreground.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "agents" -d 'See and steer the agents of the running `axocoatl serve`.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "util" -d 'Maintenance commands'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "add" -d 'Attach files to a session; prints one reference id per file.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "list" -d 'List the references selected for the next turn of a session.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from attach" -f -a "rm" -d 'Remove a reference from future selection.'
@@ -536,7 +616,12 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "status" -d 'Show what memory holds and which recall path (neural or lexical) is in use, and why.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "reindex" -d 'Rebuild the search data of semantic memory from its records\' text.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from memory" -f -a "consolidate" -d 'Promote durable facts from recent semantic memory into core blocks (sleep-time consolidation).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from agents" -f -a "list" -d 'One line per actor: agent, session, state, pid, restarts, last turn.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from agents" -f -a "status" -d 'Each actor (of agent ID, or all) with its last error, and serve\'s automation schedule.'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from agents" -f -a "restart" -d 'Restart agent ID\'s actors from their latest checkpoints (also brings a down agent back).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from agents" -f -a "set" -d 'Patch agent ID in serve\'s memory and restart it: KEY is a field of the agent as in axocoatl.yaml (dotted for nested ones). The YAML file is not changed.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
