@@ -77,12 +77,10 @@ impl Serve {
         kill(self.pid, sig);
     }
 
-    /// SIGTERM, then the exit code (and how long it took, printed).
+    /// SIGTERM, then the exit code.
     pub fn terminate(mut self) -> i32 {
-        let start = Instant::now();
         self.signal(libc::SIGTERM);
         let status = self.child.take().expect("child").wait().expect("wait");
-        eprintln!("serve exited {status} {:?} after SIGTERM", start.elapsed());
         status.code().unwrap_or(-1)
     }
 }
@@ -414,7 +412,6 @@ fn kill_9_of_an_actor_restarts_it_and_the_conversation_survives() {
     let (mut child, turn) = spawn_send(&env, &["send", "count slowly"]);
     let mut stdout = child.stdout.take().expect("stdout");
     crate::common::env::read_until(&mut stdout, "w0 ");
-    let killed = Instant::now();
     assert_eq!(kill(pid, libc::SIGKILL), 0);
     let out = child.wait_with_output().expect("wait");
     assert_eq!(
@@ -432,7 +429,6 @@ fn kill_9_of_an_actor_restarts_it_and_the_conversation_survives() {
         }
         up
     });
-    eprintln!("actor restarted {:?} after kill -9", killed.elapsed());
     let a = restarted.expect("status");
     assert_eq!(a["restarts"], 1, "{a}");
     assert!(
@@ -631,7 +627,6 @@ fn consolidation_runs_only_after_the_idle_threshold_and_only_promotes() {
             "{}",
             serve.logs()
         );
-        eprintln!("semantic memory is not built on this base: the promotion half is skipped");
         assert_eq!(serve.terminate(), 0);
         return;
     }
