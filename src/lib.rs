@@ -30,6 +30,7 @@ pub mod error;
 pub mod history;
 pub mod ids;
 pub mod legacy;
+pub mod mcp;
 pub mod memory;
 pub mod provider;
 pub mod query;
