@@ -15,6 +15,7 @@ mod fsck;
 mod history;
 mod import;
 mod init;
+mod mcp;
 mod memory;
 mod retry;
 mod rewind;
@@ -80,6 +81,7 @@ pub enum Command {
     Fsck(fsck::FsckArgs),
     Import(import::ImportArgs),
     Memory(memory::MemoryArgs),
+    Mcp(mcp::McpArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
 }
@@ -141,6 +143,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "fsck" => fsck::FsckArgs::augment_args(sub),
         "import" => import::ImportArgs::augment_args(sub),
         "memory" => memory::MemoryArgs::augment_args(sub),
+        "mcp" => mcp::McpArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
     };
@@ -170,6 +173,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Fsck(args) => fsck::run(args, g, ui),
         Command::Import(args) => import::run(args, g, ui),
         Command::Memory(args) => memory::run(args, g, ui),
+        Command::Mcp(args) => mcp::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }
 }
@@ -267,6 +271,8 @@ mod tests {
             ],
             &["memory", "-s", "main", "log", "--from", "2026-01-01"],
             &["init", "dir"],
+            &["mcp", "list", "--json"],
+            &["-C", "/tmp", "mcp", "serve", "--read-only"],
             &["validate", "x.yaml", "--json"],
             &["send", "--bogus"],
             &["attach"],

@@ -8,12 +8,15 @@
 //!
 //! `--slow-start SECS` waits that long before reading anything (a server that never starts
 //! in time); `--tools a,b` offers only those tools. With `PEER_LOG` set, what happened is
-//! appended to that file: `started <sorted environment variable names>`, `call <tool>`,
+//! appended to that file: `started <sorted environment variable names>`, `pid <its process id>`, `call <tool>`,
 //! `cancelled <tool>`, `eof`.
 //!
 //! Run: `cargo run --example mcp_peer`, then type JSON-RPC lines.
 
-#![expect(clippy::print_stderr, reason = "a test program says why it fails on stderr")]
+#![expect(
+    clippy::print_stderr,
+    reason = "a test program says why it fails on stderr"
+)]
 
 use std::io::Write as _;
 use std::pin::Pin;
@@ -58,19 +61,27 @@ fn all_tools() -> Vec<Tool> {
         Tool::new(
             "echo",
             "Echo the text back.",
-            schema(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})),
+            schema(
+                json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            ),
         ),
         Tool::new(
             "add",
             "Add two integers.",
-            schema(json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})),
+            schema(
+                json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
+            ),
         ),
         Tool::new(
             "slow",
             "Wait `millis` milliseconds, then answer.",
             schema(json!({"type": "object", "properties": {"millis": {"type": "integer"}}})),
         ),
-        Tool::new("crash", "Exit in the middle of the call.", schema(json!({"type": "object"}))),
+        Tool::new(
+            "crash",
+            "Exit in the middle of the call.",
+            schema(json!({"type": "object"})),
+        ),
         Tool::new(
             "malformed",
             "Answer with a malformed result.",
@@ -262,6 +273,7 @@ async fn main() {
     let mut keys: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
     keys.sort();
     log(&format!("started {}", keys.join(",")));
+    log(&format!("pid {}", std::process::id()));
     tokio::time::sleep(Duration::from_secs(slow_start)).await;
     let out = Out {
         inner: tokio::io::stdout(),

@@ -342,7 +342,9 @@ fn mcp_server_entry(c: &mut Checker<'_>, name: &str, server: &McpServerConfig) {
     if !name_ok {
         c.error(
             c.key(at!["mcp_servers", name]),
-            format!("MCP server name `{name}` is not valid: its tools are named `mcp__{name}__<tool>`"),
+            format!(
+                "MCP server name `{name}` is not valid: its tools are named `mcp__{name}__<tool>`"
+            ),
             "use only letters, digits, `-` and single `_` (no `__`)",
         );
     }
@@ -354,7 +356,10 @@ fn mcp_server_entry(c: &mut Checker<'_>, name: &str, server: &McpServerConfig) {
         );
     }
     for (key, zero) in [
-        ("startup_timeout_secs", server.startup_timeout_secs == Some(0)),
+        (
+            "startup_timeout_secs",
+            server.startup_timeout_secs == Some(0),
+        ),
         ("tool_timeout_secs", server.tool_timeout_secs == Some(0)),
     ] {
         if zero {
@@ -367,7 +372,9 @@ fn mcp_server_entry(c: &mut Checker<'_>, name: &str, server: &McpServerConfig) {
     }
     for var in server.env.keys() {
         let is_name = var.starts_with(|ch: char| ch.is_ascii_alphabetic() || ch == '_')
-            && var.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+            && var
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
         if !is_name {
             c.error(
                 c.key(at!["mcp_servers", name, "env", var.as_str()]),

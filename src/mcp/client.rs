@@ -42,15 +42,20 @@ async fn cancelled(cancel: &Cancel) {
     }
 }
 
+/// "1 line to stdout that is not an MCP message", "3 lines … that are not MCP messages".
+fn noise(n: u64) -> String {
+    if n == 1 {
+        "1 line to stdout that is not an MCP message".to_owned()
+    } else {
+        format!("{n} lines to stdout that are not MCP messages")
+    }
+}
+
 /// Why a server is not usable: the reason, with what its stdout and stderr add.
 fn explain(name: &str, what: String, tap: &Tap, stderr: &StderrTail) -> String {
     let mut msg = format!("MCP server `{name}` {what}");
     if let Some((n, first)) = tap.take_garbage() {
-        msg.push_str(&format!(
-            "; it wrote {n} line{} to stdout that {} not MCP messages, the first: `{first}`",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "is" } else { "are" },
-        ));
+        msg.push_str(&format!("; it wrote {}, the first: `{first}`", noise(n)));
     }
     if let Some(tail) = stderr.summary() {
         msg.push_str(&format!("; its stderr ends: {tail}"));
@@ -135,6 +140,7 @@ impl Server {
                     _ => what,
                 };
                 proc.terminate(Duration::ZERO).await;
+                stderr.settled(EXIT_WAIT).await;
                 Err(explain(name, what, &tap, &stderr))
             }
         }
@@ -233,7 +239,8 @@ impl Server {
                 // The server hears the cancellation first; then its process group ends.
                 let _ = handle.cancel(Some("the turn was stopped".into())).await;
                 let _ = tokio::time::timeout(process::GRACE, self.service.close()).await;
-                self.proc.terminate(Duration::ZERO).await;
+                // A server that exits on its closed stdin is given the moment to do so.
+                self.proc.terminate(EXIT_WAIT).await;
                 let result = CallResult {
                     text: "stopped: the turn was stopped, so the call was cancelled and the MCP server's processes were terminated (effects so far are not rolled back)".to_owned(),
                     is_error: true,
@@ -256,10 +263,17 @@ impl Server {
                     ..CallResult::default()
                 }
             }
-            Ok(Ok(Ok(other))) => CallResult::failure(format!(
-                "MCP server `{name}` answered the call of `{tool}` with something other than a tool result: {}",
-                cut(&serde_json::to_string(&other).unwrap_or_default(), 200)
-            )),
+            // The SDK takes a misshapen result for some other kind of result; the tap
+            // knows what is wrong with it.
+            Ok(Ok(Ok(other))) => CallResult::failure(match self.tap.bad_answer(&id) {
+                Some(why) => format!(
+                    "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
+                ),
+                None => format!(
+                    "MCP server `{name}` answered the call of `{tool}` with something other than a tool result: {}",
+                    cut(&serde_json::to_string(&other).unwrap_or_default(), 200)
+                ),
+            }),
             Ok(Ok(Err(ServiceError::McpError(e)))) => CallResult::error(format!(
                 "MCP server `{name}` refused the call of `{tool}`: {} (JSON-RPC error {})",
                 e.message, e.code.0
@@ -286,9 +300,8 @@ impl Server {
         };
         if let Some((n, first)) = self.tap.take_garbage() {
             result.warnings.push(format!(
-                "MCP server `{name}` wrote {n} line{} to stdout that {} not MCP messages (ignored), the first: `{first}`",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "is" } else { "are" },
+                "MCP server `{name}` wrote {} (ignored), the first: `{first}`",
+                noise(n)
             ));
         }
         (result, true)
@@ -297,6 +310,7 @@ impl Server {
     /// The answer for a call the server did not live through.
     async fn gone(&mut self, tool: &str, when: &str) -> (CallResult, bool) {
         let how = self.proc.terminate(EXIT_WAIT).await;
+        self.stderr.settled(EXIT_WAIT).await;
         let text = explain(
             &self.name,
             format!("exited {when} of `{tool}` ({how})"),

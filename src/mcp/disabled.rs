@@ -10,7 +10,8 @@ use super::Prepared;
 use crate::config::McpServerConfig;
 use crate::provider::Cancel;
 
-const WHY: &str = "MCP servers are not supported by this build of axocoatl (built without the `mcp` feature)";
+const WHY: &str =
+    "MCP servers are not supported by this build of axocoatl (built without the `mcp` feature)";
 
 #[derive(Debug)]
 pub struct Hub;
@@ -26,5 +27,21 @@ impl Hub {
 
     pub fn call(&self, _server: &str, _tool: &str, _args: &Value, _cancel: &Cancel) -> CallResult {
         CallResult::error(WHY.to_owned())
+    }
+}
+
+/// `axocoatl mcp serve` without the `mcp` feature.
+pub mod serve {
+    use crate::error::{Result, RuntimeError};
+    use crate::workspace::Locator;
+
+    pub fn tool_names(_read_only: bool) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    pub fn serve_stdio(_locator: Locator, _read_only: bool) -> Result<()> {
+        Err(RuntimeError::NotSupported(
+            "`axocoatl mcp serve` in a build without the `mcp` feature".into(),
+        ))
     }
 }

@@ -98,7 +98,10 @@ impl Hub {
             while let Some(joined) = set.join_next().await {
                 match joined {
                     Ok(x) => out.push(x),
-                    Err(e) => out.push((String::new(), Err(format!("an MCP server start failed: {e}")))),
+                    Err(e) => out.push((
+                        String::new(),
+                        Err(format!("an MCP server start failed: {e}")),
+                    )),
                 }
             }
             out

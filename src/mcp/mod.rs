@@ -28,13 +28,15 @@ mod hub;
 #[cfg(feature = "mcp")]
 mod process;
 #[cfg(feature = "mcp")]
+pub mod serve;
+#[cfg(feature = "mcp")]
 mod tap;
 
 use serde::Serialize;
 use serde_json::Value;
 
 #[cfg(not(feature = "mcp"))]
-pub use disabled::Hub;
+pub use disabled::{serve, Hub};
 #[cfg(feature = "mcp")]
 pub use hub::Hub;
 
@@ -150,7 +152,10 @@ pub fn content_text(content: &[Value], structured: Option<&Value>) -> String {
                     .get("mimeType")
                     .and_then(Value::as_str)
                     .unwrap_or("unknown type"),
-                block.get("data").and_then(Value::as_str).map_or(0, str::len)
+                block
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len)
             ),
             "resource" => {
                 let r = block.get("resource").unwrap_or(&Value::Null);

@@ -9,6 +9,7 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,12 +23,22 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// The end of a server's stderr.
 #[derive(Clone, Default)]
-pub struct StderrTail(Arc<Mutex<Vec<u8>>>);
+pub struct StderrTail {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    /// The pipe reached its end (every process holding it has exited).
+    closed: Arc<AtomicBool>,
+}
 
 impl StderrTail {
+    /// Waits up to `limit` for the whole of the stderr of a server that has ended, so what
+    /// it said last is in messages about its end.
+    pub async fn settled(&self, limit: Duration) {
+        until(|| self.closed.load(Ordering::Acquire), limit).await;
+    }
+
     /// Its last few lines on one line, or `None` when it wrote nothing.
     pub fn summary(&self) -> Option<String> {
-        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let bytes = self.bytes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<&str> = text
             .lines()
@@ -111,17 +122,18 @@ fn keep_tail(mut stderr: std::process::ChildStderr, tail: &StderrTail) {
     let mut buf = [0u8; 4096];
     loop {
         match stderr.read(&mut buf) {
-            Ok(0) => return,
+            Ok(0) => break,
             Ok(n) => {
-                let mut kept = tail.0.lock().unwrap_or_else(|p| p.into_inner());
+                let mut kept = tail.bytes.lock().unwrap_or_else(|p| p.into_inner());
                 kept.extend_from_slice(&buf[..n]);
                 let excess = kept.len().saturating_sub(STDERR_KEPT);
                 kept.drain(..excess);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+            Err(_) => break,
         }
     }
+    tail.closed.store(true, Ordering::Release);
 }
 
 /// "exit status 3", "killed by signal 9": the state of an ended, unreaped child.
@@ -149,7 +161,10 @@ fn exit_status(pid: libc::pid_t) -> Option<String> {
     })
 }
 
-#[expect(unsafe_code, reason = "kill of a process group: libc has no safe wrapper")]
+#[expect(
+    unsafe_code,
+    reason = "kill of a process group: libc has no safe wrapper"
+)]
 fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
     // SAFETY: signals the process group we created; ESRCH (nothing left) is fine.
     unsafe {
@@ -277,7 +292,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut vars = Vec::new();
         while Instant::now() < deadline {
-            let text = String::from_utf8_lossy(&s.stderr.0.lock().expect("lock")).into_owned();
+            let text = String::from_utf8_lossy(&s.stderr.bytes.lock().expect("lock")).into_owned();
             vars = text
                 .lines()
                 .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_owned()))
@@ -300,7 +315,8 @@ mod tests {
     #[test]
     fn the_stderr_tail_is_its_last_lines() {
         let t = StderrTail::default();
-        t.0.lock()
+        t.bytes
+            .lock()
             .expect("lock")
             .extend_from_slice(b"one\ntwo\n\nthree\nfour\n");
         assert_eq!(t.summary().as_deref(), Some("two | three | four"));
