@@ -112,7 +112,7 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         return Ok(exit::OK);
     }
     let hub = Hub::new(&config.mcp_servers, &ws.config_dir())
-        .map_err(|why| CliError::new(exit::ERROR, why))?;
+        .map_err(|why| CliError::new(axocoatl::ErrorKind::Failure, why))?;
     let prepared = hub.prepare(&names, &Cancel::new());
     drop(hub);
     for w in &prepared.warnings {

@@ -66,7 +66,11 @@ pub(crate) fn run(
                 configs: config.mcp_servers.clone(),
                 dir: ws.config_dir(),
             });
-            let c = conv.insert(Conversant { in_flight, mcp, ..c });
+            let c = conv.insert(Conversant {
+                in_flight,
+                mcp,
+                ..c
+            });
             converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
         });
     finish(ws, p, &begun, conv, transcript, tally, end)

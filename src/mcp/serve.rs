@@ -99,10 +99,10 @@ pub fn serve_stdio(locator: Locator, read_only: bool) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| RuntimeError::Io {
-            what: "cannot start the runtime `mcp serve` needs".into(),
-            source: e,
-        })?;
+        .map_err(RuntimeError::io(
+            "start",
+            "the async runtime of `mcp serve`",
+        ))?;
     let handler = Handler {
         locator: Arc::new(locator),
         read_only,
@@ -259,6 +259,7 @@ impl Handler {
                 message,
                 inline_context: Vec::new(),
                 attachments: Attachments::Selection,
+                attach_files: Vec::new(),
                 retry_of: None,
                 wait,
                 origin: None,
