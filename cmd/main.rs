@@ -16,6 +16,7 @@ mod fsck;
 mod history;
 mod import;
 mod init;
+mod mcp;
 mod memory;
 mod retry;
 mod rewind;
@@ -85,6 +86,7 @@ pub enum Command {
     #[command(alias = "dev")]
     Serve(serve::ServeArgs),
     Agents(agents::AgentsArgs),
+    Mcp(mcp::McpArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
 }
@@ -148,6 +150,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "memory" => memory::MemoryArgs::augment_args(sub),
         "serve" | "dev" => serve::ServeArgs::augment_args(sub),
         "agents" => agents::AgentsArgs::augment_args(sub),
+        "mcp" => mcp::McpArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
     };
@@ -179,6 +182,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Memory(args) => memory::run(args, g, ui),
         Command::Serve(args) => serve::run(args, g, ui),
         Command::Agents(args) => agents::run(args, g, ui),
+        Command::Mcp(args) => mcp::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }
 }
@@ -276,6 +280,8 @@ mod tests {
             ],
             &["memory", "-s", "main", "log", "--from", "2026-01-01"],
             &["init", "dir"],
+            &["mcp", "list", "--json"],
+            &["-C", "/tmp", "mcp", "serve", "--read-only"],
             &["validate", "x.yaml", "--json"],
             &["send", "--bogus"],
             &["attach"],

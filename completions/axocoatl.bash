@@ -43,6 +43,9 @@ _axocoatl() {
             axocoatl,init)
                 cmd="axocoatl__subcmd__init"
                 ;;
+            axocoatl,mcp)
+                cmd="axocoatl__subcmd__mcp"
+                ;;
             axocoatl,memory)
                 cmd="axocoatl__subcmd__memory"
                 ;;
@@ -193,6 +196,9 @@ _axocoatl() {
             axocoatl__subcmd__help,init)
                 cmd="axocoatl__subcmd__help__subcmd__init"
                 ;;
+            axocoatl__subcmd__help,mcp)
+                cmd="axocoatl__subcmd__help__subcmd__mcp"
+                ;;
             axocoatl__subcmd__help,memory)
                 cmd="axocoatl__subcmd__help__subcmd__memory"
                 ;;
@@ -262,6 +268,12 @@ _axocoatl() {
             axocoatl__subcmd__help__subcmd__automations,tick)
                 cmd="axocoatl__subcmd__help__subcmd__automations__subcmd__tick"
                 ;;
+            axocoatl__subcmd__help__subcmd__mcp,list)
+                cmd="axocoatl__subcmd__help__subcmd__mcp__subcmd__list"
+                ;;
+            axocoatl__subcmd__help__subcmd__mcp,serve)
+                cmd="axocoatl__subcmd__help__subcmd__mcp__subcmd__serve"
+                ;;
             axocoatl__subcmd__help__subcmd__memory,add)
                 cmd="axocoatl__subcmd__help__subcmd__memory__subcmd__add"
                 ;;
@@ -315,6 +327,24 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help__subcmd__util,ledger-dump)
                 cmd="axocoatl__subcmd__help__subcmd__util__subcmd__ledger__subcmd__dump"
+                ;;
+            axocoatl__subcmd__mcp,help)
+                cmd="axocoatl__subcmd__mcp__subcmd__help"
+                ;;
+            axocoatl__subcmd__mcp,list)
+                cmd="axocoatl__subcmd__mcp__subcmd__list"
+                ;;
+            axocoatl__subcmd__mcp,serve)
+                cmd="axocoatl__subcmd__mcp__subcmd__serve"
+                ;;
+            axocoatl__subcmd__mcp__subcmd__help,help)
+                cmd="axocoatl__subcmd__mcp__subcmd__help__subcmd__help"
+                ;;
+            axocoatl__subcmd__mcp__subcmd__help,list)
+                cmd="axocoatl__subcmd__mcp__subcmd__help__subcmd__list"
+                ;;
+            axocoatl__subcmd__mcp__subcmd__help,serve)
+                cmd="axocoatl__subcmd__mcp__subcmd__help__subcmd__serve"
                 ;;
             axocoatl__subcmd__memory,add)
                 cmd="axocoatl__subcmd__memory__subcmd__add"
@@ -467,7 +497,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents mcp util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1303,7 +1333,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents util help"
+            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents mcp util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1599,6 +1629,48 @@ _axocoatl() {
         axocoatl__subcmd__help__subcmd__init)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__mcp)
+            opts="list serve"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__mcp__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__mcp__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2095,6 +2167,152 @@ _axocoatl() {
         axocoatl__subcmd__init)
             opts="-C -h -V --json --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp)
+            opts="-C -h -V --repo --config --color --help --version list serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__help)
+            opts="list serve help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__list)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__mcp__subcmd__serve)
+            opts="-C -h -V --read-only --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

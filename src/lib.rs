@@ -32,6 +32,11 @@ pub mod error;
 pub mod history;
 pub mod ids;
 pub mod legacy;
+pub mod mcp;
+/// `axocoatl mcp serve`: this repository as an MCP server (apart from `mcp`, the client side
+/// the engine uses, so that the engine and the server side do not import each other).
+#[cfg(feature = "mcp")]
+pub mod mcp_serve;
 pub mod memory;
 pub mod orchestration;
 pub mod provider;

@@ -90,6 +90,9 @@ fn home_of(key: &str) -> Option<&'static str> {
         "schedule" | "request" => "an entry of `automations:`",
         "entry_point" | "workers" | "members" | "max_parallel" => "an entry of `workflows:`",
         "policy" | "keep" => "checkpoint",
+        "command" | "args" | "env" | "startup_timeout_secs" | "tool_timeout_secs" => {
+            "an entry of `mcp_servers:`"
+        }
         _ => return None,
     })
 }
@@ -142,6 +145,7 @@ impl de::Error for DeError {
             "schedule" => "add a cron schedule, e.g. `schedule: \"0 9 * * 1-5\"`, to this entry".to_string(),
             "request" => "add `request: <what to ask on each run>` to this entry".to_string(),
             "label" => "add `label: <name>` to this block".to_string(),
+            "command" => "add `command: <program>` (and `args: [...]`) to this MCP server: the program that speaks MCP on its stdin and stdout".to_string(),
             _ => format!("add `{field}:` to this entry"),
         };
         DeError::new(format!("missing required key `{field}`"), Some(hint))

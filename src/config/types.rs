@@ -28,6 +28,58 @@ pub struct Config {
     /// directory).
     #[serde(default)]
     pub workspace: Option<PathBuf>,
+    /// MCP servers by name, whose tools agents that list them may use.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// Seconds an MCP server has to start and list its tools when `startup_timeout_secs` is unset.
+pub const DEFAULT_MCP_STARTUP_TIMEOUT_SECS: u64 = 10;
+/// Seconds one MCP tool call may take when `tool_timeout_secs` is unset.
+pub const DEFAULT_MCP_TOOL_TIMEOUT_SECS: u64 = 60;
+
+/// An MCP server started as a child process speaking MCP over its stdin and stdout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program: a name looked up in `PATH`, or a path (relative to the config file).
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The server's whole environment besides `PATH` and `HOME`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub startup_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub tool_timeout_secs: Option<u64>,
+}
+
+/// How an MCP server's tool is named to models and in `tools:` allowlists.
+pub const MCP_TOOL_PREFIX: &str = "mcp__";
+
+/// `mcp__<server>__<tool>`.
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("{MCP_TOOL_PREFIX}{server}__{tool}")
+}
+
+/// `mcp__<server>__<tool>` → `(server, tool)`; server names never contain `__`. `None` for
+/// other names; `Some((server, ""))` or `Some(("", …))` for malformed MCP names.
+pub fn split_mcp_tool_name(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(MCP_TOOL_PREFIX)?;
+    Some(rest.split_once("__").unwrap_or((rest, "")))
+}
+
+impl McpServerConfig {
+    pub fn startup_timeout_secs(&self) -> u64 {
+        self.startup_timeout_secs
+            .unwrap_or(DEFAULT_MCP_STARTUP_TIMEOUT_SECS)
+    }
+
+    pub fn tool_timeout_secs(&self) -> u64 {
+        self.tool_timeout_secs
+            .unwrap_or(DEFAULT_MCP_TOOL_TIMEOUT_SECS)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +126,9 @@ pub struct AgentConfig {
     /// Model calls per turn before the turn fails (default [`DEFAULT_MAX_STEPS`]).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// The entries of `mcp_servers:` whose tools this agent may see.
+    #[serde(default)]
+    pub mcp_servers: Vec<String>,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.

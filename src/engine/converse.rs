@@ -47,6 +47,9 @@ pub struct Conversant<'a> {
     pub observers: Vec<Box<dyn TurnObserver>>,
     /// Set: a checkpoint is written after each response that calls tools.
     pub in_flight: Option<InFlight>,
+    /// The MCP servers it may use, started when its converse begins with a model that
+    /// calls tools (then `None`).
+    pub mcp: Option<crate::mcp::ServerSet>,
 }
 
 /// The in-flight checkpoint policy of a conversant.
@@ -112,6 +115,7 @@ impl<'a> Conversant<'a> {
             max_messages: agent.memory.max_session_messages.max(1) as usize,
             max_steps: agent.max_steps(),
             in_flight: None,
+            mcp: None,
         })
     }
 
@@ -206,6 +210,31 @@ impl From<RuntimeError> for TurnError {
 
 type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
 
+/// Starts the MCP servers of `conv` its toolbox needs (here, at the first turn that needs
+/// them; they end with the toolbox) and adds their tools. A server that does not start is
+/// a warning, never a failed turn.
+fn start_mcp(conv: &mut Conversant<'_>, cx: &TurnCx<'_>, sink: &mut Sink<'_>) -> Result<()> {
+    let Some(set) = conv.mcp.take() else {
+        return Ok(());
+    };
+    if conv.agent.mcp_servers.is_empty() {
+        return Ok(());
+    }
+    let warnings = match crate::mcp::Hub::new(&set.configs, &set.dir) {
+        Ok(hub) => conv.toolbox.add_mcp(
+            std::sync::Arc::new(hub),
+            &conv.agent.mcp_servers,
+            &conv.agent.tools,
+            cx.cancel,
+        ),
+        Err(why) => vec![why],
+    };
+    for w in warnings {
+        cx.recorder().warn(sink, "mcp", w)?;
+    }
+    Ok(())
+}
+
 /// Runs `conv` over `transcript` (every message so far, this turn's user message last)
 /// until the model answers without tool calls. Appends to `transcript` and `tally`.
 pub fn converse(
@@ -217,6 +246,7 @@ pub fn converse(
     sink: &mut Sink<'_>,
 ) -> Result<(), TurnError> {
     let schemas = if provider.supports_tools() {
+        start_mcp(conv, cx, sink)?;
         conv.toolbox.schemas(&conv.tool_context(cx))
     } else {
         Vec::new()
@@ -486,10 +516,14 @@ fn run_tools(
             tools::Call {
                 output: tools::ToolOutput::err("not run: the turn was stopped"),
                 duration: Duration::ZERO,
+                warnings: Vec::new(),
             }
         } else {
             conv.toolbox.call(&tool_cx, &call.name, &call.arguments)
         };
+        for w in done.warnings {
+            rec.warn(sink, "mcp", w)?;
+        }
         let out = done.output;
         let duration_ms = done.duration.as_millis() as u64;
         rec.lazy(&[Record::ToolFinished(ToolFinished {

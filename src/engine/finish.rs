@@ -85,7 +85,15 @@ pub(crate) fn run(
             .and_then(|mut model| {
                 let model_name = &p.provider.model;
                 let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
-                let c = conv.insert(Conversant { in_flight, ..c });
+                let mcp = Some(crate::mcp::ServerSet {
+                    configs: config.mcp_servers.clone(),
+                    dir: ws.config_dir(),
+                });
+                let c = conv.insert(Conversant {
+                    in_flight,
+                    mcp,
+                    ..c
+                });
                 converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
             })
     };

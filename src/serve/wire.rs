@@ -208,6 +208,24 @@ pub enum WireEvent {
     Warning {
         message: String,
     },
+    Planned {
+        method: String,
+        subtasks: Vec<axocoatl_store::ledger::record::PlannedSubtask>,
+    },
+    SubtaskStarted {
+        subtask: String,
+        worker: String,
+    },
+    SubtaskEnded {
+        subtask: String,
+        worker: String,
+        state: TurnState,
+        error: Option<String>,
+    },
+    Answering {
+        agent: String,
+        reason: String,
+    },
 }
 
 impl WireEvent {
@@ -270,6 +288,29 @@ impl WireEvent {
                 duration_ms,
             },
             TurnEvent::Warning(m) => WireEvent::Warning { message: s(m) },
+            TurnEvent::Planned { method, subtasks } => WireEvent::Planned {
+                method: s(method),
+                subtasks: subtasks.to_vec(),
+            },
+            TurnEvent::SubtaskStarted { subtask, worker } => WireEvent::SubtaskStarted {
+                subtask: s(subtask),
+                worker: s(worker),
+            },
+            TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => WireEvent::SubtaskEnded {
+                subtask: s(subtask),
+                worker: s(worker),
+                state,
+                error: error.map(s),
+            },
+            TurnEvent::Answering { agent, reason } => WireEvent::Answering {
+                agent: s(agent),
+                reason: s(reason),
+            },
         }
     }
 
@@ -332,6 +373,22 @@ impl WireEvent {
                 duration_ms: *duration_ms,
             },
             WireEvent::Warning { message } => TurnEvent::Warning(message),
+            WireEvent::Planned { method, subtasks } => TurnEvent::Planned { method, subtasks },
+            WireEvent::SubtaskStarted { subtask, worker } => {
+                TurnEvent::SubtaskStarted { subtask, worker }
+            }
+            WireEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state: *state,
+                error: error.as_deref(),
+            },
+            WireEvent::Answering { agent, reason } => TurnEvent::Answering { agent, reason },
         }
     }
 }

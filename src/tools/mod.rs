@@ -1,6 +1,7 @@
 //! The tools an agent may call: the workspace tools (read_file, list_dir, find_files, grep,
 //! write_file, edit_file, run_command) and the memory tools, all dispatched through one
-//! table ([`registry::TOOLS`]).
+//! table ([`registry::TOOLS`]), and the tools of the agent's MCP servers (`crate::mcp`),
+//! named `mcp__<server>__<tool>`.
 //!
 //! An agent's `tools:` list, when empty, gives the baseline of its sandbox; when non-empty
 //! it is the exact allowlist of what is advertised and dispatched. A call to anything else,
@@ -17,11 +18,13 @@ pub mod sandbox;
 mod schema;
 mod search;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::config::SandboxMode;
+use crate::config::{split_mcp_tool_name, SandboxMode};
+use crate::mcp::{Hub, McpTool};
 use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
@@ -72,11 +75,22 @@ pub struct Context<'a> {
     pub turn: Option<&'a str>,
 }
 
-/// The tools of one agent: its allowlist, or the baseline of its sandbox.
+/// The tools of one agent: its allowlist, or the baseline of its sandbox, and the tools of
+/// its MCP servers.
 #[derive(Clone, Debug)]
 pub struct Toolbox {
     tools: Vec<&'static ToolSpec>,
     sandbox: SandboxMode,
+    mcp: Option<McpTools>,
+}
+
+/// The MCP part of a toolbox: the servers' tools it offers, and the servers that are down.
+#[derive(Clone, Debug)]
+struct McpTools {
+    hub: Arc<Hub>,
+    tools: Vec<McpTool>,
+    /// Servers the agent lists that are not running, and why.
+    down: Vec<(String, String)>,
 }
 
 /// A finished call.
@@ -84,6 +98,8 @@ pub struct Toolbox {
 pub struct Call {
     pub output: ToolOutput,
     pub duration: Duration,
+    /// What the user should be told besides the result (an MCP server that died, …).
+    pub warnings: Vec<String>,
 }
 
 impl Toolbox {
@@ -102,7 +118,11 @@ impl Toolbox {
                 .filter(|t| t.access.permitted(sandbox))
                 .collect()
         };
-        Toolbox { tools, sandbox }
+        Toolbox {
+            tools,
+            sandbox,
+            mcp: None,
+        }
     }
 
     /// This toolbox without the memory tools (for a coordinator's own calls, which advertise
@@ -118,11 +138,81 @@ impl Toolbox {
         Toolbox {
             tools: Vec::new(),
             sandbox,
+            mcp: None,
         }
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.tools.iter().map(|t| t.name)
+    /// Adds the tools of the MCP servers `servers` (an agent's `mcp_servers:`), starting
+    /// those that are not running through `hub`: every tool of each server when `allowlist`
+    /// is empty, else exactly the `mcp__<server>__<tool>` names it lists (a server none of
+    /// whose tools it names is not started). Returns what the user should be told: servers
+    /// that did not start (their tools are left out), allowlisted tools no server has.
+    pub fn add_mcp(
+        &mut self,
+        hub: Arc<Hub>,
+        servers: &[String],
+        allowlist: &[String],
+        cancel: &Cancel,
+    ) -> Vec<String> {
+        let needed: Vec<String> = servers
+            .iter()
+            .filter(|s| {
+                allowlist.is_empty()
+                    || allowlist
+                        .iter()
+                        .any(|a| split_mcp_tool_name(a).is_some_and(|(server, _)| server == *s))
+            })
+            .cloned()
+            .collect();
+        if needed.is_empty() {
+            return Vec::new();
+        }
+        let prepared = hub.prepare(&needed, cancel);
+        let mut warnings = prepared.warnings.clone();
+        let mut tools = Vec::new();
+        let mut down = Vec::new();
+        for report in &prepared.servers {
+            if let Some(why) = &report.error {
+                warnings.push(format!("{why}; its tools are left out of this turn"));
+                down.push((report.server.clone(), why.clone()));
+                continue;
+            }
+            for t in &report.tools {
+                if allowlist.is_empty() || allowlist.contains(&t.qualified) {
+                    tools.push(t.clone());
+                }
+            }
+        }
+        for name in allowlist {
+            let Some((server, tool)) = split_mcp_tool_name(name) else {
+                continue;
+            };
+            let Some(report) = prepared
+                .servers
+                .iter()
+                .find(|r| r.server == server && r.error.is_none())
+            else {
+                continue;
+            };
+            if !report.tools.iter().any(|t| &t.qualified == name) {
+                let theirs: Vec<&str> = report.tools.iter().map(|t| t.name.as_str()).collect();
+                warnings.push(format!(
+                    "`tools:` lists `{name}`, but MCP server `{server}` has no tool `{tool}` (its tools: {})",
+                    if theirs.is_empty() { "none".to_owned() } else { theirs.join(", ") }
+                ));
+            }
+        }
+        self.mcp = Some(McpTools { hub, tools, down });
+        warnings
+    }
+
+    /// Every tool name it offers, the MCP ones last.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        let mcp = self.mcp.iter().flat_map(|m| m.tools.iter());
+        self.tools
+            .iter()
+            .map(|t| t.name)
+            .chain(mcp.map(|t| t.qualified.as_str()))
     }
 
     pub fn sandbox(&self) -> SandboxMode {
@@ -131,6 +221,7 @@ impl Toolbox {
 
     /// What is advertised to the model.
     pub fn schemas(&self, cx: &Context<'_>) -> Vec<ToolSchema> {
+        let mcp = self.mcp.iter().flat_map(|m| m.tools.iter());
         self.tools
             .iter()
             .map(|t| ToolSchema {
@@ -138,31 +229,68 @@ impl Toolbox {
                 description: t.description.to_owned(),
                 parameters: (t.schema)(cx),
             })
+            .chain(mcp.map(|t| ToolSchema {
+                name: t.qualified.clone(),
+                description: t.description.clone(),
+                parameters: t.input_schema.clone(),
+            }))
             .collect()
     }
 
     /// Runs one call. Tools outside the toolbox are refused with an error result.
     pub fn call(&self, cx: &Context<'_>, name: &str, args: &Value) -> Call {
         let started = Instant::now();
-        let output = match self.tools.iter().find(|t| t.name == name) {
-            Some(tool) => (tool.run)(cx, args.clone()),
-            None => {
-                let available: Vec<&str> = self.names().collect();
-                let why = match spec(name) {
-                    Some(t) if !t.access.permitted(self.sandbox) => format!(
-                        "tool {name:?} is refused: this agent's sandbox is {}",
-                        self.sandbox.as_str()
-                    ),
-                    Some(_) => format!("tool {name:?} is not in this agent's tools"),
-                    None => format!("there is no tool {name:?}"),
-                };
-                ToolOutput::err(format!("{why}; available: {}", available.join(", ")))
+        let mut warnings = Vec::new();
+        let output = if let Some(tool) = self.tools.iter().find(|t| t.name == name) {
+            (tool.run)(cx, args.clone())
+        } else if let Some((mcp, tool)) = self.mcp_tool(name) {
+            let r = mcp.hub.call(&tool.server, &tool.name, args, cx.cancel);
+            warnings = r.warnings;
+            ToolOutput {
+                text: r.text,
+                is_error: r.is_error,
+                exit_code: None,
+                stopped: r.stopped,
             }
+        } else {
+            ToolOutput::err(self.refusal(name))
         };
         Call {
             output,
             duration: started.elapsed(),
+            warnings,
         }
+    }
+
+    fn mcp_tool(&self, name: &str) -> Option<(&McpTools, &McpTool)> {
+        let mcp = self.mcp.as_ref()?;
+        mcp.tools
+            .iter()
+            .find(|t| t.qualified == name)
+            .map(|t| (mcp, t))
+    }
+
+    /// Why `name` is not called.
+    fn refusal(&self, name: &str) -> String {
+        let available: Vec<&str> = self.names().collect();
+        let down = split_mcp_tool_name(name).and_then(|(server, _)| {
+            self.mcp
+                .as_ref()?
+                .down
+                .iter()
+                .find(|(s, _)| s == server)
+                .map(|(_, why)| why.clone())
+        });
+        let why = match (spec(name), down) {
+            (_, Some(why)) => format!("tool {name:?} is unavailable: {why}"),
+            (Some(t), _) if !t.access.permitted(self.sandbox) => format!(
+                "tool {name:?} is refused: this agent's sandbox is {}",
+                self.sandbox.as_str()
+            ),
+            (Some(_), _) => format!("tool {name:?} is not in this agent's tools"),
+            (None, _) => format!("there is no tool {name:?}"),
+        };
+        format!("{why}; available: {}", available.join(", "))
     }
 }
 

@@ -22,6 +22,7 @@ mod ledger_crash;
 mod ledger_index;
 mod legacy;
 mod local_model;
+mod mcp;
 mod memory;
 mod memory_turns;
 mod provider_ollama;

@@ -1,0 +1,460 @@
+//! `axocoatl mcp serve`: the repository as an MCP server over stdio, so other agents
+//! (Claude Code, Codex, …) can delegate turns to its durable, budgeted agents and search
+//! their history.
+//!
+//! Tools: `send`, `stop` (not with `read_only`), `history_search`, `show_turn`,
+//! `memory_search`. Each call opens the repository afresh on a blocking thread (the turn
+//! engine is synchronous), so the configuration is read as it is at the call, and a call
+//! never holds the repository between calls. A `send` whose request the client cancels is
+//! stopped like `axocoatl stop` would.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Map, Value};
+
+use crate::clock;
+use crate::engine::{self, Attachments, SendOptions};
+use crate::error::{Result, RuntimeError};
+use crate::history::TurnView;
+use crate::memory::AgentMemory;
+use crate::provider::Cancel;
+use crate::workspace::{Locator, Workspace};
+
+/// How many turns `history_search` returns when the caller does not say.
+const DEFAULT_LIMIT: usize = 20;
+/// How much of a turn's request and answer `history_search` shows (`show_turn` has all).
+const EXCERPT: usize = 400;
+
+/// The tools a server offers.
+pub fn tool_names(read_only: bool) -> Vec<&'static str> {
+    tools(read_only)
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect()
+}
+
+fn tools(read_only: bool) -> Vec<(&'static str, &'static str, Value)> {
+    let mut out = Vec::new();
+    if !read_only {
+        out.push((
+            "send",
+            "Send a message to an agent of this axocoatl repository: one durable, budgeted turn. Returns the turn id, its state and the agent's answer.",
+            json!({"type": "object", "properties": {
+                "message": {"type": "string", "description": "What to ask the agent."},
+                "agent": {"type": "string", "description": "The agent id (default: the repository's default agent)."},
+                "session": {"type": "string", "description": "The session (default: the repository's current session); a new name creates it."},
+                "wait": {"type": "boolean", "description": "Queue behind an active turn of the session instead of failing (default false)."}
+            }, "required": ["message"]}),
+        ));
+        out.push((
+            "stop",
+            "Stop an active turn by its id (or a unique prefix of at least 4 characters). Effects already made are not rolled back.",
+            json!({"type": "object", "properties": {
+                "turn": {"type": "string", "description": "The turn id or a unique prefix."}
+            }, "required": ["turn"]}),
+        ));
+    }
+    out.push((
+        "history_search",
+        "Search the durable history of turns (requests, answers, errors, tool calls) for a literal, case-insensitive text. Returns the newest matching turns, oldest first.",
+        json!({"type": "object", "properties": {
+            "text": {"type": "string", "description": "The text to find."},
+            "session": {"type": "string", "description": "Only this session (default: every session)."},
+            "limit": {"type": "integer", "minimum": 1, "description": "At most this many turns, the newest (default 20)."}
+        }, "required": ["text"]}),
+    ));
+    out.push((
+        "show_turn",
+        "Show one turn whole: request, context, answer, tool calls, state, usage.",
+        json!({"type": "object", "properties": {
+            "turn": {"type": "string", "description": "The turn id or a unique prefix."}
+        }, "required": ["turn"]}),
+    ));
+    out.push((
+        "memory_search",
+        "Search an agent's semantic memory for records close in meaning to a query.",
+        json!({"type": "object", "properties": {
+            "query": {"type": "string", "description": "What to look for, in your own words."},
+            "agent": {"type": "string", "description": "The agent id (default: the repository's default agent)."},
+            "session": {"type": "string", "description": "The session (default: the current session)."},
+            "top_k": {"type": "integer", "minimum": 1, "description": "How many records (default: the agent's memory.recall.top_k)."}
+        }, "required": ["query"]}),
+    ));
+    out
+}
+
+/// Serves the repository `locator` points at on stdin and stdout until the client closes
+/// stdin. Runs a current-thread runtime of its own.
+pub fn serve_stdio(locator: Locator, read_only: bool) -> Result<()> {
+    // The repository and its configuration must open now: a client is told at once.
+    let ws = Workspace::open(&locator)?;
+    ws.config()?;
+    drop(ws);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RuntimeError::io(
+            "start",
+            "the async runtime of `mcp serve`",
+        ))?;
+    let handler = Handler {
+        locator: Arc::new(locator),
+        read_only,
+    };
+    rt.block_on(async move {
+        let running = handler
+            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .await
+            .map_err(|e| RuntimeError::Invalid {
+                message: format!("the MCP client's handshake failed: {e}"),
+                hint: "run `axocoatl mcp serve` from an MCP client (it speaks JSON-RPC on stdin and stdout)".into(),
+            })?;
+        let _ = running.waiting().await;
+        Ok(())
+    })
+}
+
+struct Handler {
+    locator: Arc<Locator>,
+    read_only: bool,
+}
+
+fn schema(v: Value) -> Arc<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+fn done(result: CallToolResult) -> std::result::Result<CallToolResponse, ErrorData> {
+    Ok(CallToolResponse::Complete(result))
+}
+
+/// A result whose text is `value` as JSON, also given as structured content.
+fn structured(value: Value, is_error: bool) -> CallToolResult {
+    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    let mut r = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    r.structured_content = Some(value);
+    r
+}
+
+fn failure(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// The error as a caller can act on it: the message, what it lists, and the hint.
+fn describe(e: &RuntimeError) -> String {
+    match e {
+        RuntimeError::Config(diags) => {
+            let mut s = "the repository's configuration is not valid:".to_owned();
+            for d in diags {
+                s.push_str(&format!(
+                    "\n  {}:{}:{}: {}",
+                    d.file.display(),
+                    d.line,
+                    d.column,
+                    d.message
+                ));
+            }
+            s.push_str("\n(run `axocoatl validate` there)");
+            s
+        }
+        RuntimeError::UnknownAgent { id, known } => {
+            format!("unknown agent {id:?}; the agents are: {}", known.join(", "))
+        }
+        RuntimeError::Refused { message, hint } | RuntimeError::Invalid { message, hint } => {
+            format!("{message} (hint: {hint})")
+        }
+        RuntimeError::Busy { .. } => {
+            format!("{e} (hint: call again with \"wait\": true to queue behind it, or use another session)")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn string_arg(args: &Map<String, Value>, key: &str) -> std::result::Result<Option<String>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+    }
+}
+
+fn required(args: &Map<String, Value>, key: &str) -> std::result::Result<String, String> {
+    match string_arg(args, key)? {
+        Some(s) if !s.trim().is_empty() => Ok(s),
+        _ => Err(format!("`{key}` is required and must not be empty")),
+    }
+}
+
+fn count_arg(args: &Map<String, Value>, key: &str) -> std::result::Result<Option<usize>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok(Some(n as usize)),
+            _ => Err(format!("`{key}` must be a positive integer, not {v}")),
+        },
+    }
+}
+
+/// `s` cut to about `max` bytes, with `…`.
+fn excerpt(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn summary(t: &TurnView) -> Value {
+    json!({
+        "turn": t.turn,
+        "session": t.session,
+        "agent": t.agent,
+        "state": t.state.as_str(),
+        "superseded": t.superseded,
+        "started_at": clock::rfc3339(t.started_at),
+        "request": excerpt(&t.request, EXCERPT),
+        "answer": excerpt(&t.output, EXCERPT),
+        "error": t.error,
+    })
+}
+
+impl Handler {
+    fn send(&self, args: &Map<String, Value>, cancel: &Cancel) -> CallToolResult {
+        let parsed = (|| {
+            let message = required(args, "message")?;
+            let agent = string_arg(args, "agent")?;
+            let session = string_arg(args, "session")?;
+            let wait = match args.get("wait") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => return Err(format!("`wait` must be true or false, not {other}")),
+            };
+            Ok((message, agent, session, wait))
+        })();
+        let (message, agent, session, wait) = match parsed {
+            Ok(x) => x,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<engine::TurnOutcome> {
+            let ws = Workspace::open(&self.locator)?;
+            let session = ws.session_or_head(session.as_deref())?;
+            let opts = SendOptions {
+                session,
+                agent,
+                message,
+                inline_context: Vec::new(),
+                attachments: Attachments::Selection,
+                attach_files: Vec::new(),
+                retry_of: None,
+                wait,
+                origin: None,
+            };
+            engine::send(&ws, opts, cancel, &mut |_| {})
+        };
+        match run() {
+            Ok(o) => structured(
+                json!({
+                    "turn": o.turn,
+                    "session": o.session,
+                    "agent": o.agent,
+                    "state": o.state.as_str(),
+                    "answer": o.output,
+                    "error": o.error,
+                    "usage": {
+                        "prompt_tokens": o.usage.prompt_tokens,
+                        "completion_tokens": o.usage.completion_tokens,
+                        "calls": o.usage.calls,
+                    },
+                }),
+                o.state != axocoatl_store::ledger::record::TurnState::Completed,
+            ),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn stop(&self, args: &Map<String, Value>) -> CallToolResult {
+        let turn = match required(args, "turn") {
+            Ok(t) => t,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<Value> {
+            let ws = Workspace::open(&self.locator)?;
+            let accepted = crate::control::stop(&ws, &turn)?;
+            Ok(json!({"turn": accepted.turn, "session": accepted.session, "stop_requested": true}))
+        };
+        match run() {
+            Ok(v) => structured(v, false),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn history_search(&self, args: &Map<String, Value>) -> CallToolResult {
+        let parsed = (|| {
+            Ok::<_, String>((
+                required(args, "text")?,
+                string_arg(args, "session")?,
+                count_arg(args, "limit")?.unwrap_or(DEFAULT_LIMIT),
+            ))
+        })();
+        let (text, session, limit) = match parsed {
+            Ok(x) => x,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<Value> {
+            let ws = Workspace::open(&self.locator)?;
+            let listing =
+                crate::query::history(ws.repo(), session.as_deref(), Some(&text), Some(limit))?;
+            let problems: Vec<String> = listing.problems.iter().map(|p| p.to_string()).collect();
+            Ok(json!({
+                "turns": listing.turns.iter().map(summary).collect::<Vec<_>>(),
+                "matched": listing.matched,
+                "problems": problems,
+            }))
+        };
+        match run() {
+            Ok(v) => structured(v, false),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn show_turn(&self, args: &Map<String, Value>) -> CallToolResult {
+        let turn = match required(args, "turn") {
+            Ok(t) => t,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<Value> {
+            let ws = Workspace::open(&self.locator)?;
+            let t = crate::query::show(ws.repo(), &turn)?;
+            let mut v = serde_json::to_value(&t).unwrap_or(Value::Null);
+            v["started_at"] = clock::rfc3339(t.started_at).into();
+            v["ended_at"] = t.ended_at.map(clock::rfc3339).into();
+            Ok(v)
+        };
+        match run() {
+            Ok(v) => structured(v, false),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn memory_search(&self, args: &Map<String, Value>) -> CallToolResult {
+        let parsed = (|| {
+            Ok::<_, String>((
+                required(args, "query")?,
+                string_arg(args, "agent")?,
+                string_arg(args, "session")?,
+                count_arg(args, "top_k")?,
+            ))
+        })();
+        let (query, agent, session, top_k) = match parsed {
+            Ok(x) => x,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<Value> {
+            let ws = Workspace::open(&self.locator)?;
+            let (memory, agent) = AgentMemory::resolve(&ws, session.as_deref(), agent.as_deref())?;
+            let top_k = top_k.unwrap_or(agent.memory.recall.top_k as usize).max(1);
+            let mut store = memory.semantic(ws.repo())?;
+            let hits = store.search(&query, top_k)?;
+            let records: Vec<Value> = hits
+                .iter()
+                .map(|h| {
+                    json!({
+                        "score": h.score,
+                        "text": h.text,
+                        "kind": h.source.kind.as_str(),
+                        "turn": h.source.turn,
+                        "at": clock::rfc3339(h.source.at),
+                    })
+                })
+                .collect();
+            Ok(json!({"agent": memory.id, "records": records}))
+        };
+        match run() {
+            Ok(v) => structured(v, false),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn call(&self, name: &str, args: &Map<String, Value>, cancel: &Cancel) -> CallToolResult {
+        match name {
+            "send" | "stop" if self.read_only => failure(format!(
+                "`{name}` is refused: this server runs with --read-only (it offers history_search, show_turn and memory_search)"
+            )),
+            "send" => self.send(args, cancel),
+            "stop" => self.stop(args),
+            "history_search" => self.history_search(args),
+            "show_turn" => self.show_turn(args),
+            "memory_search" => self.memory_search(args),
+            other => failure(format!(
+                "there is no tool {other:?}; the tools are: {}",
+                tool_names(self.read_only).join(", ")
+            )),
+        }
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("axocoatl", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "axocoatl: durable, budgeted LLM agents with a searchable history. `send` runs one turn of an agent and returns its answer and turn id; `history_search` and `show_turn` read past turns.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, ErrorData> {
+        let tools = tools(self.read_only)
+            .into_iter()
+            .map(|(name, description, input)| Tool::new(name, description, schema(input)))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = request.arguments.unwrap_or_default();
+        let cancel = Cancel::new();
+        let handler = Handler {
+            locator: self.locator.clone(),
+            read_only: self.read_only,
+        };
+        let for_call = cancel.clone();
+        let mut call = tokio::task::spawn_blocking(move || handler.call(&name, &args, &for_call));
+        // A cancelled request stops its turn; the call still ends through the engine, which
+        // records the turn as stopped.
+        let joined = tokio::select! {
+            r = &mut call => r,
+            _ = context.ct.cancelled() => {
+                cancel.cancel();
+                call.await
+            }
+        };
+        match joined {
+            Ok(result) => done(result),
+            Err(e) => done(failure(format!("the call failed: {e}"))),
+        }
+    }
+}
