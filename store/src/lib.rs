@@ -6,6 +6,7 @@
 
 pub mod automation;
 pub mod checkpoint;
+pub mod civil;
 pub mod error;
 pub mod failpoint;
 pub mod fsck;
