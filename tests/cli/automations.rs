@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::env::{Run, TestEnv};
+use crate::common::procs::json_lines;
 
 const REPLIES: &str = r#"replies:
   - match: "slow"
@@ -46,13 +47,6 @@ fn at(env: &TestEnv, now: &str, args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
-}
-
-fn json_lines(s: &str) -> Vec<Value> {
-    s.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
 }
 
 /// Every run record, oldest first.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::env::TestEnv;
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::procs::json_lines;
 use serde_json::Value;
 
 const MIB: usize = 1024 * 1024;
@@ -41,12 +42,6 @@ fn script_env() -> TestEnv {
     put_fixture(&env, "pixel.png");
     put_fixture(&env, "hello.pdf");
     env
-}
-
-fn json_lines(s: &str) -> Vec<Value> {
-    s.lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect()
 }
 
 /// `attach add ARGS`, asserting success; the reference ids it printed.

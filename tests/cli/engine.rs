@@ -7,6 +7,7 @@ use std::process::Stdio;
 
 use crate::common::env::{read_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::procs::json_lines;
 
 fn line(content: &str, done: bool) -> String {
     let mut v = serde_json::json!({
@@ -44,12 +45,6 @@ fn script_env(replies: &str) -> TestEnv {
     );
     env.write("replies.yaml", replies);
     env
-}
-
-fn json_lines(text: &str) -> Vec<serde_json::Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
 }
 
 /// Runs `line` in a pseudo-terminal (util-linux `script`): stdout and stderr are a terminal.

@@ -15,6 +15,7 @@ use axocoatl_store::memory::{LogKind, LogRecord};
 
 use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::procs::json_lines as lines;
 
 /// 2025-01-01T10:00:00Z: when the 0.1.x checkpoints were saved.
 const SAVED_AT: i64 = 1_735_725_600_000;
@@ -224,12 +225,6 @@ fn legacy_bytes(env: &TestEnv) -> BTreeMap<String, Vec<u8>> {
     fixture_files()
         .into_keys()
         .filter_map(|rel| Some((rel.clone(), std::fs::read(env.repo().join(&rel)).ok()?)))
-        .collect()
-}
-
-fn lines(s: &str) -> Vec<serde_json::Value> {
-    s.lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
         .collect()
 }
 

@@ -5,110 +5,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::env::{wait_until, Run, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
-
-/// A running `serve` whose stderr (its logs) is collected line by line.
-pub struct Serve {
-    child: Option<Child>,
-    pub pid: u32,
-    logs: Arc<Mutex<Vec<String>>>,
-}
-
-impl Serve {
-    pub fn start(env: &TestEnv) -> Serve {
-        Serve::start_with(env, &["serve"])
-    }
-
-    pub fn start_with(env: &TestEnv, args: &[&str]) -> Serve {
-        let mut child = env
-            .cmd(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn serve");
-        let pid = child.id();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("stderr");
-        {
-            let logs = logs.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    logs.lock().expect("logs").push(line);
-                }
-            });
-        }
-        let serve = Serve {
-            child: Some(child),
-            pid,
-            logs,
-        };
-        serve.wait_log("serve started");
-        serve
-    }
-
-    pub fn logs(&self) -> String {
-        self.logs.lock().expect("logs").join("\n")
-    }
-
-    pub fn wait_log(&self, needle: &str) {
-        let start = Instant::now();
-        loop {
-            if self.logs().contains(needle) {
-                return;
-            }
-            let exited = self.logs().contains("serve stopped") || self.logs().contains("error:");
-            assert!(
-                !exited && start.elapsed() < Duration::from_secs(60),
-                "serve did not log {needle:?}:\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn signal(&self, sig: i32) {
-        kill(self.pid, sig);
-    }
-
-    /// SIGTERM, then the exit code.
-    pub fn terminate(mut self) -> i32 {
-        self.signal(libc::SIGTERM);
-        let status = self.child.take().expect("child").wait().expect("wait");
-        status.code().unwrap_or(-1)
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-#[expect(
-    unsafe_code,
-    reason = "kill(2) to a process the test started (directly or through serve): libc has no safe wrapper"
-)]
-fn kill(pid: u32, sig: i32) -> i32 {
-    unsafe { libc::kill(pid as libc::pid_t, sig) }
-}
-
-/// Whether `pid` runs (a zombie does not: its parent, serve, is gone and nobody may reap it).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
-        .unwrap_or(false)
-}
+use crate::common::procs::{actor, agents_status as status, alive, kill, Serve};
 
 const SCRIPT: &str = r#"
 replies:
@@ -189,22 +92,6 @@ fn spawn_send(env: &TestEnv, args: &[&str]) -> (Child, String) {
         let _ = stderr.read_to_string(&mut rest);
     });
     (child, turn)
-}
-
-fn status(env: &TestEnv) -> Vec<Value> {
-    let r = env.run(&["agents", "status", "--json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    r.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect()
-}
-
-fn actor<'a>(lines: &'a [Value], agent: &str) -> &'a Value {
-    lines
-        .iter()
-        .find(|v| v["type"] == "actor" && v["agent"] == agent)
-        .unwrap_or_else(|| panic!("no actor {agent}: {lines:?}"))
 }
 
 /// Waits until `agent`'s actor is idle and returns its pid.

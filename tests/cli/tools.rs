@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::env::TestEnv;
+use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::procs::{advertised, gone, json_lines, tool_results as results};
 
 const CREATED: &str = "2026-01-02T03:04:05Z";
 
@@ -88,54 +89,8 @@ fn env_with(kind: &str, server: &FakeServer, agent: &str) -> TestEnv {
     ))
 }
 
-fn json_lines(s: &str) -> Vec<Value> {
-    s.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// The `tool.result` events of a `send --json`, in order.
-fn results(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "tool.result")
-        .collect()
-}
-
-/// The names of the tools a request advertised.
-fn advertised(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn turn_of(events: &[Value]) -> String {
     events[0]["turn"].as_str().expect("turn id").to_owned()
-}
-
-/// Whether a process is gone (a zombie waiting for init to reap it counts as gone).
-fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|s| s.trim_start().starts_with('Z')),
-    }
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn landlock() -> bool {

@@ -4,3 +4,4 @@
 #[macro_use]
 pub mod env;
 pub mod fake_http;
+pub mod procs;
