@@ -142,6 +142,7 @@ fn print_actors(ui: &mut Ui, report: &StatusReport, json: bool) -> CliResult<()>
                 restarts: a.restarts,
                 last_error: a.last_error.as_deref(),
                 last_turn: a.last_turn.as_deref(),
+                mcp_servers: &a.mcp_servers,
             })?;
         }
         return Ok(());
@@ -202,6 +203,20 @@ fn print_status(ui: &mut Ui, report: &StatusReport, json: bool) -> CliResult<()>
         )?;
         if let Some(e) = &a.last_error {
             writeln!(ui.out, "  last error: {e}")?;
+        }
+        for m in &a.mcp_servers {
+            writeln!(
+                ui.out,
+                "  mcp server {}: {}, pid {}, {} restart{}",
+                m.server,
+                m.state,
+                m.pid.map(|p| p.to_string()).unwrap_or("-".into()),
+                m.restarts,
+                if m.restarts == 1 { "" } else { "s" }
+            )?;
+            if let Some(e) = &m.last_error {
+                writeln!(ui.out, "    last error: {e}")?;
+            }
         }
     }
     for (agent, key, value) in &report.patches {

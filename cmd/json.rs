@@ -536,6 +536,9 @@ pub enum AgentsLine<'a> {
         restarts: u32,
         last_error: Option<&'a str>,
         last_turn: Option<&'a str>,
+        /// The agent's MCP servers the actor keeps: `server`, `state`, `pid`, `restarts`,
+        /// `last_error`.
+        mcp_servers: &'a [axocoatl::mcp::McpServerStatus],
     },
     #[serde(rename = "automation")]
     Automation {
@@ -544,4 +547,27 @@ pub enum AgentsLine<'a> {
         schedule: &'a str,
         next: Option<&'a str>,
     },
+}
+
+/// `mcp list --json`: one line per server.
+#[derive(Debug, Serialize)]
+pub struct McpServerLine<'a> {
+    pub server: &'a str,
+    /// `running` or `failed`.
+    pub state: &'static str,
+    pub error: Option<&'a str>,
+    /// The agents whose `mcp_servers` name it.
+    pub agents: &'a [&'a str],
+    pub tools: Vec<McpToolLine<'a>>,
+}
+
+/// One tool of [`McpServerLine`].
+#[derive(Debug, Serialize)]
+pub struct McpToolLine<'a> {
+    /// As the model sees it: `mcp__<server>__<tool>`.
+    pub name: &'a str,
+    /// Its name on its server.
+    pub server_name: &'a str,
+    pub description: &'a str,
+    pub input_schema: &'a serde_json::Value,
 }

@@ -2,10 +2,10 @@
 
 use std::io::Write;
 
+use crate::json::{McpServerLine, McpToolLine};
 use axocoatl::mcp::{Hub, ServerReport};
 use axocoatl::provider::Cancel;
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -139,19 +139,27 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     Ok(if failed { exit::ERROR } else { exit::OK })
 }
 
-fn server_json(s: &ServerReport, agents: &[&str]) -> serde_json::Value {
-    json!({
-        "server": s.server,
-        "state": if s.error.is_some() { "failed" } else { "running" },
-        "error": s.error,
-        "agents": agents,
-        "tools": s.tools.iter().map(|t| json!({
-            "name": t.qualified,
-            "server_name": t.name,
-            "description": t.description,
-            "input_schema": t.input_schema,
-        })).collect::<Vec<_>>(),
-    })
+fn server_json<'a>(s: &'a ServerReport, agents: &'a [&'a str]) -> McpServerLine<'a> {
+    McpServerLine {
+        server: &s.server,
+        state: if s.error.is_some() {
+            "failed"
+        } else {
+            "running"
+        },
+        error: s.error.as_deref(),
+        agents,
+        tools: s
+            .tools
+            .iter()
+            .map(|t| McpToolLine {
+                name: &t.qualified,
+                server_name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+            })
+            .collect(),
+    }
 }
 
 fn print_server(ui: &mut Ui, s: &ServerReport, agents: &[&str]) -> std::io::Result<()> {

@@ -47,14 +47,19 @@ pub enum LogFormat {
     Json,
 }
 
-pub fn run(args: ServeArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+/// Structured logs on stderr, for serve and its actors alike.
+pub fn init_logs(format: LogFormat, color: bool) {
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false);
-    match args.log_format {
+    match format {
         LogFormat::Json => builder.json().with_current_span(false).init(),
-        LogFormat::Text => builder.with_ansi(ui.err_color).init(),
+        LogFormat::Text => builder.with_ansi(color).init(),
     }
+}
+
+pub fn run(args: ServeArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    init_logs(args.log_format, ui.err_color);
     let ws = g.open()?;
     let exe = std::env::current_exe()
         .map_err(|e| CliError::io("find", std::path::Path::new("the axocoatl executable"), e))?;
@@ -63,6 +68,7 @@ pub fn run(args: ServeArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ServeOptions {
             exe,
             locator: g.locator()?,
+            log_json: args.log_format == LogFormat::Json,
         },
     )?;
     Ok(exit::OK)

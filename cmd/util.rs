@@ -66,6 +66,9 @@ pub enum UtilCommand {
         /// The pid of the serve that starts it.
         #[arg(long)]
         parent: u32,
+        /// Its logs (on stderr, shared with serve): serve's format.
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: crate::serve::LogFormat,
     },
 }
 
@@ -91,7 +94,11 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             agent,
             socket,
             parent,
-        } => actor(g, ui, session, agent, socket, parent),
+            log_format,
+        } => {
+            crate::serve::init_logs(log_format, ui.err_color);
+            actor(g, ui, session, agent, socket, parent)
+        }
         UtilCommand::LedgerAppend {
             count,
             size,

@@ -3613,7 +3613,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util__subcmd__actor)
-            opts="-C -h -V --session --agent --socket --parent --repo --config --color --help --version"
+            opts="-C -h -V --session --agent --socket --parent --log-format --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3633,6 +3633,10 @@ _axocoatl() {
                     ;;
                 --parent)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 -C)

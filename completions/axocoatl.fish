@@ -598,13 +598,15 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l agent -r
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l socket -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l parent -d 'The pid of the serve that starts it' -r
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l log-format -d 'Its logs (on stderr, shared with serve): serve\'s format' -r -f -a "text\t'One line per event, for people'
+json\t'One JSON object per line, for log collectors'"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from actor" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'

@@ -52,6 +52,8 @@ pub struct Workspace {
     config: OnceLock<std::result::Result<Loaded, Vec<Diagnostic>>>,
     /// Turns found orphaned at open and recorded as interrupted.
     pub recovered: Vec<String>,
+    /// MCP servers this process keeps across turns (an actor's).
+    mcp: Option<std::sync::Arc<crate::mcp::Hub>>,
 }
 
 pub fn open_options() -> OpenOptions {
@@ -92,6 +94,7 @@ impl Workspace {
             config_path,
             config: OnceLock::new(),
             recovered,
+            mcp: None,
         };
         // A rewind that died between its ledger boundary and its checkpoint: the ledger is
         // the authority, so the checkpoint is repaired before anything is served.
@@ -131,6 +134,17 @@ impl Workspace {
 
     pub fn config(&self) -> Result<&Config> {
         self.loaded().map(|l| &l.config)
+    }
+
+    /// Keeps the MCP servers of this process's turns in `hub` (an actor's): they outlive
+    /// each turn instead of ending with it.
+    pub fn keep_mcp(&mut self, hub: std::sync::Arc<crate::mcp::Hub>) {
+        self.mcp = Some(hub);
+    }
+
+    /// The hub set by [`Workspace::keep_mcp`], if any.
+    pub fn kept_mcp(&self) -> Option<std::sync::Arc<crate::mcp::Hub>> {
+        self.mcp.clone()
     }
 
     /// Uses `config` instead of reading the file (an actor runs with its `serve`'s

@@ -211,7 +211,7 @@ impl From<RuntimeError> for TurnError {
 type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
 
 /// Starts the MCP servers of `conv` its toolbox needs (here, at the first turn that needs
-/// them; they end with the toolbox) and adds their tools. A server that does not start is
+/// them; they end with the toolbox, unless an actor keeps them) and adds their tools. A server that does not start is
 /// a warning, never a failed turn.
 fn start_mcp(conv: &mut Conversant<'_>, cx: &TurnCx<'_>, sink: &mut Sink<'_>) -> Result<()> {
     let Some(set) = conv.mcp.take() else {
@@ -220,13 +220,14 @@ fn start_mcp(conv: &mut Conversant<'_>, cx: &TurnCx<'_>, sink: &mut Sink<'_>) ->
     if conv.agent.mcp_servers.is_empty() {
         return Ok(());
     }
-    let warnings = match crate::mcp::Hub::new(&set.configs, &set.dir) {
-        Ok(hub) => conv.toolbox.add_mcp(
-            std::sync::Arc::new(hub),
-            &conv.agent.mcp_servers,
-            &conv.agent.tools,
-            cx.cancel,
-        ),
+    let hub = match set.hub {
+        Some(kept) => Ok(kept),
+        None => crate::mcp::Hub::new(&set.configs, &set.dir).map(std::sync::Arc::new),
+    };
+    let warnings = match hub {
+        Ok(hub) => conv
+            .toolbox
+            .add_mcp(hub, &conv.agent.mcp_servers, &conv.agent.tools, cx.cancel),
         Err(why) => vec![why],
     };
     for w in warnings {

@@ -88,6 +88,7 @@ pub(crate) fn run(
                 let mcp = Some(crate::mcp::ServerSet {
                     configs: config.mcp_servers.clone(),
                     dir: ws.config_dir(),
+                    hub: ws.kept_mcp(),
                 });
                 let c = conv.insert(Conversant {
                     in_flight,

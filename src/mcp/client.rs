@@ -328,6 +328,11 @@ impl Server {
         self.proc.terminate(EXIT_WAIT).await;
     }
 
+    /// Its process's id (the leader of its process group).
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+
     /// Why it cannot take calls anymore, when its process has ended.
     pub fn exited(&mut self) -> Option<String> {
         self.proc.ended().map(|how| {

@@ -28,6 +28,16 @@ impl Hub {
     pub fn call(&self, _server: &str, _tool: &str, _args: &Value, _cancel: &Cancel) -> CallResult {
         CallResult::error(WHY.to_owned())
     }
+
+    pub fn revive(&self, _cancel: &Cancel) -> Vec<String> {
+        Vec::new()
+    }
+
+    pub fn status(&self) -> Vec<super::McpServerStatus> {
+        Vec::new()
+    }
+
+    pub fn shutdown(&self) {}
 }
 
 /// `axocoatl mcp serve` without the `mcp` feature.

@@ -30,7 +30,7 @@ mod process;
 #[cfg(feature = "mcp")]
 mod tap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[cfg(not(feature = "mcp"))]
@@ -46,6 +46,9 @@ pub use crate::config::{mcp_tool_name, split_mcp_tool_name, MCP_TOOL_PREFIX};
 pub struct ServerSet {
     pub configs: std::collections::BTreeMap<String, crate::config::McpServerConfig>,
     pub dir: std::path::PathBuf,
+    /// Servers that outlive the turn (an actor's); `None`: the turn starts its own and
+    /// they end with it.
+    pub hub: Option<std::sync::Arc<Hub>>,
 }
 
 /// The longest tool name models accept (OpenAI's function-name limit).
@@ -63,6 +66,20 @@ pub struct McpTool {
     pub description: String,
     /// The server's JSON Schema of the arguments.
     pub input_schema: Value,
+}
+
+/// One server of a hub that outlives turns (an actor's, under `serve`), as `agents status`
+/// shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerStatus {
+    pub server: String,
+    /// `running` or `down`.
+    pub state: String,
+    pub pid: Option<u32>,
+    /// Starts after the first (at a turn, or by the actor when it had died).
+    pub restarts: u32,
+    /// Why it last ended or failed to start.
+    pub last_error: Option<String>,
 }
 
 /// What became of one server when a hub was asked for it.

@@ -187,6 +187,10 @@ impl Proc {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// How it ended, if it has.
     pub fn ended(&self) -> Option<String> {
         match &self.reaped {

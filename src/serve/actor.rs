@@ -10,6 +10,11 @@
 //! only while it is current, so a turn run by anyone else is never forked: the ledger and
 //! the session lock decide), and its events go back as they happen. SIGTERM stops its
 //! active turns (recorded `stopped`) and ends the process once they have.
+//!
+//! The agent's MCP servers belong to the actor: started at the first turn that needs them,
+//! kept across turns, started again within [`MCP_WATCH_EVERY`] when one dies, shown by
+//! `agents status`, and ended with the actor (on SIGTERM; if the actor is killed, their stdin
+//! closes and an MCP server exits at end of input).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -24,6 +29,7 @@ use crate::conversation::Conversation;
 use crate::engine;
 use crate::error::{Result, RuntimeError};
 use crate::history::TurnView;
+use crate::mcp::Hub;
 use crate::provider::Cancel;
 use crate::workspace::Workspace;
 
@@ -37,12 +43,16 @@ pub struct ActorArgs {
     pub parent: u32,
 }
 
+/// How often the actor looks for MCP servers of its agent that died.
+pub const MCP_WATCH_EVERY: Duration = Duration::from_secs(1);
+
 struct Shared {
     held: Mutex<Option<Conversation>>,
     active: Mutex<Vec<(u64, Cancel)>>,
     last_turn: Mutex<Option<String>>,
     last_end: Mutex<Instant>,
     next: Mutex<u64>,
+    hub: Option<Arc<Hub>>,
 }
 
 /// Asks the kernel to kill this process when its parent dies, then checks the parent is
@@ -79,6 +89,7 @@ pub fn run(
 ) -> Result<()> {
     die_with_parent(args.parent)?;
     ws.set_config(config);
+    let hub = mcp_hub(&mut ws, &args.agent)?;
     let ws = Arc::new(ws);
     let config = ws.config()?;
     let agent = engine::resolve_agent(config, Some(&args.agent))?;
@@ -106,6 +117,7 @@ pub fn run(
         last_turn: Mutex::new(turns.last().map(|t| t.turn.clone())),
         last_end: Mutex::new(Instant::now()),
         next: Mutex::new(0),
+        hub: hub.clone(),
     });
     drop(turns);
     drop(projection);
@@ -119,9 +131,13 @@ pub fn run(
             .map_err(RuntimeError::io("handle signals in", "the actor"))?;
     }
     {
-        let shared = shared.clone();
+        let (shared, hub) = (shared.clone(), hub.clone());
         let socket = args.socket.clone();
-        std::thread::spawn(move || watch_term(&term, &shared, &socket));
+        std::thread::spawn(move || watch_term(&term, &shared, &socket, hub.as_deref()));
+    }
+    if let Some(hub) = hub {
+        let args = args.clone();
+        std::thread::spawn(move || keep_mcp_alive(&hub, &args));
     }
     writeln!(ready, "ready").map_err(RuntimeError::io("write to", "serve"))?;
     ready
@@ -137,8 +153,39 @@ pub fn run(
     Ok(())
 }
 
-/// On SIGTERM: stop every active turn, wait for them to end (they record `stopped`), exit.
-fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path) {
+/// The hub that keeps the agent's MCP servers across its turns (none when it uses none):
+/// set on the workspace, so every turn of this actor uses it.
+fn mcp_hub(ws: &mut Workspace, agent: &str) -> Result<Option<Arc<Hub>>> {
+    let config = ws.config()?;
+    let agent = engine::resolve_agent(config, Some(agent))?;
+    if agent.mcp_servers.is_empty() {
+        return Ok(None);
+    }
+    match Hub::new(&config.mcp_servers, &ws.config_dir()) {
+        Ok(hub) => {
+            let hub = Arc::new(hub);
+            ws.keep_mcp(hub.clone());
+            Ok(Some(hub))
+        }
+        // The build has no MCP: each turn says so as it does in process.
+        Err(_) => Ok(None),
+    }
+}
+
+/// Every [`MCP_WATCH_EVERY`], starts again the agent's MCP servers that died since they
+/// were last used (killed, crashed, ended mid-call), and logs each restart.
+fn keep_mcp_alive(hub: &Hub, args: &ActorArgs) {
+    loop {
+        std::thread::sleep(MCP_WATCH_EVERY);
+        for line in hub.revive(&Cancel::new()) {
+            tracing::warn!(agent = %args.agent, session = %args.session, "{line}");
+        }
+    }
+}
+
+/// On SIGTERM: stop every active turn, wait for them to end (they record `stopped`), end
+/// the MCP servers, exit.
+fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path, hub: Option<&Hub>) {
     while !term.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -156,6 +203,9 @@ fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path) {
     // Let the last outcome reach its client before the process ends.
     std::thread::sleep(Duration::from_millis(50));
     let _ = std::fs::remove_file(socket);
+    if let Some(hub) = hub {
+        hub.shutdown();
+    }
     std::process::exit(0);
 }
 
@@ -203,6 +253,7 @@ fn info(shared: &Shared) -> ActorInfo {
             .lock()
             .map(|t| t.elapsed().as_millis() as u64)
             .unwrap_or(0),
+        mcp: shared.hub.as_ref().map(|h| h.status()).unwrap_or_default(),
     }
 }
 
@@ -210,7 +261,7 @@ fn turn(
     ws: &Workspace,
     shared: &Shared,
     args: &ActorArgs,
-    mut opts: engine::SendOptions,
+    opts: engine::SendOptions,
     out: &mut UnixStream,
 ) -> (Reply, Option<u64>) {
     if opts.session != args.session {
@@ -223,7 +274,8 @@ fn turn(
         }));
         return (reply, None);
     }
-    opts.agent = Some(args.agent.clone());
+    // `opts.agent` stays as the client gave it: serve routed the turn here by the agent it
+    // resolves to, and in a multi-agent session none given means the lattice decides.
     let cancel = Cancel::new();
     let id = {
         let mut next = shared.next.lock().unwrap_or_else(|p| p.into_inner());

@@ -34,6 +34,8 @@ pub struct ServeOptions {
     /// Where the repository and configuration were found (actors and background passes
     /// open their own workspace from it).
     pub locator: Locator,
+    /// Logs as JSON lines (else text): actors log in the same format.
+    pub log_json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,11 +148,8 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     super::owner_only(&socket)?;
     let session = ws.session_or_head(None)?;
     let mut slots = Vec::new();
-    for agent in config
-        .agents
-        .iter()
-        .filter(|a| a.role == AgentRole::Autonomous)
-    {
+    // Workers are never actors of their own: their coordinator's actor runs them.
+    for agent in config.agents.iter().filter(|a| a.role != AgentRole::Worker) {
         slots.push(new_slot(&actors_dir, slots.len(), &session, &agent.id));
     }
     let automations = config.automations.iter().any(|a| a.enabled);
@@ -413,6 +412,8 @@ async fn start_actor(
         .arg(socket)
         .arg("--parent")
         .arg(std::process::id().to_string())
+        .arg("--log-format")
+        .arg(if d.opts.log_json { "json" } else { "text" })
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -675,10 +676,7 @@ fn check_agent(config: &Config, agent: &str) -> Result<()> {
         })?;
     match a.role {
         AgentRole::Worker => Err(super::worker_refusal(agent)),
-        AgentRole::Coordinator => Err(RuntimeError::NotSupported(format!(
-            "running coordinator {agent:?} under serve (coordinator-led workflows)"
-        ))),
-        AgentRole::Autonomous => Ok(()),
+        AgentRole::Coordinator | AgentRole::Autonomous => Ok(()),
     }
 }
 
@@ -810,6 +808,7 @@ async fn status(d: &Arc<Daemon>, agent: Option<&str>) -> Result<StatusReport> {
             restarts: s.restarts,
             last_error: s.last_error.clone(),
             last_turn: s.info.last_turn.clone(),
+            mcp_servers: s.info.mcp.clone(),
         })
         .collect();
     Ok(StatusReport {
@@ -830,7 +829,8 @@ async fn status(d: &Arc<Daemon>, agent: Option<&str>) -> Result<StatusReport> {
 
 /// Sleep-time consolidation: each autonomous agent's actor idle for `idle_threshold_secs`
 /// (no turn running, none routed) gets a promotion-only pass, at most once per
-/// `interval_secs`. Never for workers (they have no actors), never while a turn is active.
+/// `interval_secs`. Never for workers (they have no actors) or coordinators (their memory
+/// is the workflow's), never while a turn is active.
 async fn consolidate_loop(d: Arc<Daemon>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -842,19 +842,26 @@ async fn consolidate_loop(d: Arc<Daemon>) {
                 Duration::from_secs(st.config.consolidation.interval_secs),
             )
         };
-        let candidates: Vec<(usize, PathBuf)> = d
-            .state()
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| {
-                s.phase == Phase::Up
-                    && s.busy == 0
-                    && !s.consolidating
-                    && s.last_consolidation.is_none_or(|t| t.elapsed() >= interval)
-            })
-            .map(|(i, s)| (i, s.socket.clone()))
-            .collect();
+        let candidates: Vec<(usize, PathBuf)> = {
+            let st = d.state();
+            let autonomous = |agent: &str| {
+                st.config
+                    .agent(agent)
+                    .is_some_and(|a| a.role == AgentRole::Autonomous)
+            };
+            st.slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| {
+                    s.phase == Phase::Up
+                        && autonomous(&s.agent)
+                        && s.busy == 0
+                        && !s.consolidating
+                        && s.last_consolidation.is_none_or(|t| t.elapsed() >= interval)
+                })
+                .map(|(i, s)| (i, s.socket.clone()))
+                .collect()
+        };
         for (i, socket) in candidates {
             let Ok(Ok(Reply::Pong(info))) =
                 tokio::time::timeout(Duration::from_secs(3), ask(&socket, &Request::Ping)).await

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
+use crate::mcp::McpServerStatus;
 use crate::rewind::RewindOutcome;
 
 /// What a client asks.
@@ -132,6 +133,9 @@ pub struct ActorInfo {
     pub last_turn: Option<String>,
     /// Milliseconds since its last turn ended (or it started).
     pub idle_ms: u64,
+    /// The agent's MCP servers it keeps.
+    #[serde(default)]
+    pub mcp: Vec<McpServerStatus>,
 }
 
 /// `agents status`: the actors and the automation schedule.
@@ -154,6 +158,9 @@ pub struct ActorStatus {
     pub restarts: u32,
     pub last_error: Option<String>,
     pub last_turn: Option<String>,
+    /// The agent's MCP servers the actor keeps (started at its first turn that needs them).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerStatus>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

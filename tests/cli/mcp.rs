@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::env::{bin, TestEnv};
+use crate::common::env::{bin, wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::procs::{
+    actor, advertised, agents_status, gone, json_lines, kill, tool_results as results, Serve,
+};
 
 const CREATED: &str = "2026-01-02T03:04:05Z";
 
@@ -68,56 +71,12 @@ fn peer_log(env: &TestEnv) -> Vec<String> {
         .collect()
 }
 
-fn json_lines(s: &str) -> Vec<Value> {
-    s.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-fn results(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "tool.result")
-        .collect()
-}
-
 fn warnings(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e["type"] == "warning")
         .map(|e| e["message"].as_str().unwrap_or("").to_owned())
         .collect()
-}
-
-fn advertised(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether a process is gone (a zombie counts as gone).
-fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|s| s.trim_start().starts_with('Z')),
-    }
 }
 
 fn peer_pid(env: &TestEnv) -> String {
@@ -399,6 +358,94 @@ fn a_stop_reaches_a_running_mcp_call_and_ends_the_server() {
     assert_eq!(model.request_count(), 1, "no model call after the stop");
 }
 
+/// The pids the peer logged, one per start.
+fn peer_pids(env: &TestEnv) -> Vec<String> {
+    peer_log(env)
+        .iter()
+        .filter_map(|l| l.strip_prefix("pid ").map(str::to_owned))
+        .collect()
+}
+
+fn pid_of(logged: &str) -> u64 {
+    logged.parse().expect("a pid")
+}
+
+/// The `mcp_servers` entry of `coder`'s actor in `agents status --json`.
+fn served_peer(env: &TestEnv) -> Value {
+    let status = agents_status(env);
+    actor(&status, "coder")["mcp_servers"][0].clone()
+}
+
+#[test]
+fn under_serve_the_server_lives_with_the_agents_actor_and_is_started_again_when_it_dies() {
+    let model = FakeServer::with([
+        ollama_call("mcp__peer__add", json!({"a": 1, "b": 2})),
+        ollama_text("3."),
+        ollama_call("mcp__peer__add", json!({"a": 2, "b": 2})),
+        ollama_text("4."),
+        ollama_call("mcp__peer__add", json!({"a": 3, "b": 2})),
+        ollama_text("5."),
+    ]);
+    let env = env_with(&model, "", "", "");
+    let serve = Serve::start(&env);
+    serve.wait_log("actor ready");
+    let add = |question: &str, sum: &str| {
+        let r = env.run(&["send", "--json", question]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let events = json_lines(&r.stdout);
+        assert_eq!(results(&events)[0]["output"], sum, "{}", r.stdout);
+        assert_eq!(events.last().expect("end")["state"], "completed");
+    };
+
+    // The first turn starts the server; the second uses the same process (in one-shot
+    // commands each turn starts its own).
+    add("1 + 2?", "3");
+    add("2 + 2?", "4");
+    let first = peer_pids(&env);
+    assert_eq!(first.len(), 1, "{:?}", peer_log(&env));
+    assert!(!gone(&first[0]));
+    wait_until("agents status to show the server", || {
+        let m = served_peer(&env);
+        m["state"] == "running" && m["pid"] == pid_of(&first[0]) && m["restarts"] == 0
+    });
+
+    // Killed between turns: the actor starts it again by itself, says so, and status shows
+    // why and how often.
+    let pid: u32 = first[0].parse().expect("pid");
+    kill(pid, libc::SIGKILL);
+    wait_until("the actor to start the server again", || {
+        peer_pids(&env).len() == 2
+    });
+    serve.wait_log("started again");
+    let second = peer_pids(&env)[1].clone();
+    assert_ne!(second, first[0]);
+    let mut seen = Value::Null;
+    wait_until("agents status to show the restart", || {
+        seen = served_peer(&env);
+        seen["pid"] == pid_of(&second) && seen["restarts"] == 1
+    });
+    assert_eq!(seen["state"], "running");
+    let why = seen["last_error"].as_str().unwrap_or("");
+    assert!(why.contains("killed by signal 9"), "{seen}");
+    let text = env.run(&["agents", "status"]);
+    assert!(
+        text.stdout.contains(&format!(
+            "mcp server peer: running, pid {second}, 1 restart"
+        )),
+        "{}",
+        text.stdout
+    );
+
+    // The next turn uses the new process; nothing else starts.
+    add("3 + 2?", "5");
+    assert_eq!(peer_pids(&env).len(), 2, "{:?}", peer_log(&env));
+
+    // The server ends with its actor (stdin closed first: the peer logs eof).
+    assert_eq!(serve.terminate(), 0);
+    wait_until("the server to end with its actor", || gone(&second));
+    assert_eq!(peer_log(&env).last().map(String::as_str), Some("eof"));
+}
+
 #[test]
 fn mcp_list_starts_each_server_and_shows_its_tools() {
     let model = FakeServer::start();
@@ -636,6 +683,72 @@ fn mcp_serve_read_only_refuses_send() {
     assert_eq!(model.request_count(), 0, "no turn ran");
     let h = env.run(&["history"]);
     assert_eq!(h.stdout, "");
+}
+
+#[test]
+fn mcp_serve_memory_search_finds_what_an_agent_remembers_in_its_own_scope_only() {
+    let model = FakeServer::start();
+    let env = TestEnv::with_config(&format!(
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n  - id: other\n    provider: llm\n    model: m\n",
+        model.url()
+    ));
+    for fact in [
+        "The staging database listens on port 5433.",
+        "Deployments happen on Tuesdays after the standup.",
+    ] {
+        let r = env.run(&["memory", "add", "-a", "helper", fact]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let r = env.run(&[
+        "memory",
+        "add",
+        "-a",
+        "other",
+        "The staging database is called owl.",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Read-only servers offer it too.
+    let client = Client::start(&env, &["--read-only"]);
+    let found = client.call(
+        "memory_search",
+        json!({"query": "staging database port", "top_k": 1}),
+    );
+    assert_ne!(found.is_error, Some(true), "{}", text_of(&found));
+    let v = found.structured_content.clone().expect("structured");
+    assert_eq!(v["agent"], "main:helper", "{v}");
+    let records = v["records"].as_array().expect("records");
+    assert_eq!(records.len(), 1, "{v}");
+    assert_eq!(
+        records[0]["text"],
+        "The staging database listens on port 5433."
+    );
+    assert_eq!(records[0]["kind"], "added");
+    // Another agent's scope has its own records only.
+    let theirs = client.call(
+        "memory_search",
+        json!({"query": "staging database", "agent": "other"}),
+    );
+    let t = theirs.structured_content.clone().expect("structured");
+    let texts: Vec<&str> = t["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| r["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(texts, ["The staging database is called owl."], "{t}");
+    // Bad input is an error result saying what is wrong.
+    let missing = client.call("memory_search", json!({}));
+    assert_eq!(missing.is_error, Some(true));
+    assert!(text_of(&missing).contains("query"), "{}", text_of(&missing));
+    let nobody = client.call("memory_search", json!({"query": "x", "agent": "nobody"}));
+    assert_eq!(nobody.is_error, Some(true));
+    assert!(
+        text_of(&nobody).contains("unknown agent \"nobody\""),
+        "{}",
+        text_of(&nobody)
+    );
+    assert_eq!(client.close(), 0);
+    assert_eq!(model.request_count(), 0, "searching memory calls no model");
 }
 
 #[test]

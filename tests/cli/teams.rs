@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::common::env::wait_until;
 use crate::common::env::TestEnv;
 use crate::common::fake_http::{FakeServer, Recorded, Reply};
+use crate::common::procs::{actor, agents_status, json_lines, Serve};
 
 const CREATED: &str = "2026-01-02T03:04:05Z";
 
@@ -205,12 +207,6 @@ fn respond(
         }
         _ => Reply::json(500, r#"{"error":"unknown model"}"#),
     }
-}
-
-fn json_lines(s: &str) -> Vec<Value> {
-    s.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 fn show(env: &TestEnv, turn: &str) -> Value {
@@ -962,4 +958,100 @@ fn activation_decays_per_user_turn_as_documented() {
     assert_eq!(t4[0], ("a".to_owned(), 188, false));
     assert_eq!(t4[1], ("b".to_owned(), 1500, true));
     assert_eq!(t4[2], ("c".to_owned(), 0, false));
+}
+
+/// The types of a `send --json` run's events, sorted (parallel workers interleave freely).
+fn event_kinds(stdout: &str) -> Vec<String> {
+    let mut kinds: Vec<String> = json_lines(stdout)
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+#[test]
+fn a_coordinator_runs_through_serve_as_in_process_and_can_be_restarted_but_not_its_workers() {
+    let team = Team::start();
+    let env = team.env();
+    let in_process = env.run(&["send", "--json", "-a", "lead", "Write a report"]);
+    assert_eq!(in_process.code, 0, "{}", in_process.stderr);
+
+    let serve = Serve::start(&env);
+    // The coordinator gets an actor; its workers never do.
+    wait_until("the coordinator's actor", || {
+        actor(&agents_status(&env), "lead")["state"] == "idle"
+    });
+    let status = agents_status(&env);
+    assert!(
+        !status
+            .iter()
+            .any(|a| a["agent"] == "researcher" || a["agent"] == "writer"),
+        "{status:?}"
+    );
+    let through = env.run(&["send", "--json", "-a", "lead", "Write a report"]);
+    assert_eq!(through.code, 0, "{}", through.stderr);
+    assert_eq!(
+        event_kinds(&through.stdout),
+        event_kinds(&in_process.stdout)
+    );
+    let events = json_lines(&through.stdout);
+    let end = events.last().expect("turn.ended");
+    assert_eq!(end["state"], "completed");
+    assert_eq!(end["output"], "FINAL[R-RESULT+W-RESULT]");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "subtask.ended" && e["state"] == "completed")
+            .count(),
+        2
+    );
+
+    let restarted = env.run(&["agents", "restart", "lead"]);
+    assert_eq!(restarted.code, 0, "{}", restarted.stderr);
+    assert!(
+        restarted.stdout.contains("restarted agent lead"),
+        "{}",
+        restarted.stdout
+    );
+    let worker = env.run(&["agents", "restart", "researcher"]);
+    assert_eq!(worker.code, 11, "{}", worker.stderr);
+    assert!(
+        worker
+            .stderr
+            .contains("edit its YAML and restart its coordinator"),
+        "{}",
+        worker.stderr
+    );
+    // After the restart the coordinator's next turn plans and runs again.
+    let again = env.run(&["send", "-a", "lead", "Write a report"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.stdout.trim_end(), "FINAL[R-RESULT+W-RESULT]");
+    assert_eq!(serve.terminate(), 0);
+    assert!(orchestration_files(&env).is_empty());
+}
+
+#[test]
+fn a_multi_agent_session_routes_mentions_through_serve_as_in_process() {
+    let (server, env) = panel();
+    assert_eq!(
+        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    let serve = Serve::start(&env);
+    serve.wait_log("actor ready");
+    let r = env.run(&["send", "@b what rhymes with moon?"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "B-ANSWER\n");
+    assert!(
+        r.stderr.contains("b answers (answered: mentioned as @b"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(last_turn(&env)["agent"], "b");
+    let picked = env.run(&["send", "-a", "c", "anything"]);
+    assert_eq!(picked.stdout, "C-ANSWER\n", "{}", picked.stderr);
+    assert_eq!(models(&server), ["b-m", "c-m"]);
+    assert_eq!(serve.terminate(), 0);
 }
