@@ -37,6 +37,9 @@ pub mod mcp;
 /// the engine uses, so that the engine and the server side do not import each other).
 #[cfg(feature = "mcp")]
 pub mod mcp_serve;
+#[cfg(not(feature = "mcp"))]
+#[path = "mcp_serve_off.rs"]
+pub mod mcp_serve;
 pub mod memory;
 pub mod orchestration;
 pub mod provider;

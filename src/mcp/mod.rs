@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[cfg(not(feature = "mcp"))]
-pub use disabled::{serve, Hub};
+pub use disabled::Hub;
 #[cfg(feature = "mcp")]
 pub use hub::Hub;
 
