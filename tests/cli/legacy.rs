@@ -506,3 +506,65 @@ fn automation_runs_copies_only_records_whose_identity_matches_their_path() {
     assert_eq!(env.run(&["automations", "runs", "--json"]).stdout, r.stdout);
     assert_eq!(legacy_bytes(&env), before);
 }
+
+/// A kill inside a turn's append (its first records written, the rest not): the next
+/// command appends only what is missing.
+#[test]
+fn a_turn_cut_mid_append_is_completed_not_duplicated() {
+    use axocoatl_store::ledger::record::{LegacyImportBegun, ModelCall, TurnBegun};
+    use axocoatl_store::ledger::Record;
+    let server = FakeServer::start();
+    let reference = {
+        let env = legacy_env(&server, &["checkpoints/main"]);
+        assert_eq!(env.run(&["import"]).code, 0);
+        history(&env, "main")
+    };
+    let env = legacy_env(&server, &["checkpoints/main"]);
+    let source = "checkpoints/main%3aassistant/00000000000000000007.json";
+    let digest = blake3::hash(&std::fs::read(env.repo().join(source)).expect("read"))
+        .to_hex()
+        .to_string();
+    let turn = axocoatl::legacy::turn_id(&digest, 0);
+    let repo = axocoatl_store::Repo::open(&env.repo(), &Default::default()).expect("open");
+    repo.ledger()
+        .append(&[
+            Record::LegacyImportBegun(LegacyImportBegun {
+                session: "main".into(),
+                agent: "assistant".into(),
+                source: source.into(),
+                digest: digest.clone(),
+                format: "json".into(),
+                turns: 3,
+                at: SAVED_AT,
+            }),
+            Record::TurnBegun(TurnBegun {
+                turn: turn.clone(),
+                session: "main".into(),
+                agent: "assistant".into(),
+                mode: "single".into(),
+                request: "What is in notes.txt?".into(),
+                inline_context: vec![],
+                attachments: vec![],
+                retry_of: None,
+                pid: 1,
+                at: SAVED_AT,
+            }),
+            Record::ModelCall(ModelCall {
+                turn,
+                agent: "assistant".into(),
+                provider: "0.1.x".into(),
+                model: String::new(),
+                reserved_tokens: 0,
+                prompt_tokens: None,
+                completion_tokens: None,
+                finish_reason: None,
+                at: SAVED_AT,
+            }),
+        ])
+        .expect("append");
+    drop(repo);
+    assert_eq!(history(&env, "main"), reference);
+    assert_eq!(kinds(&env, "TurnBegun"), 3);
+    assert_eq!(kinds(&env, "ModelCall"), 3, "2 + 1 + 0: none twice");
+    assert_eq!(kinds(&env, "LegacyImportBegun"), 1);
+}
