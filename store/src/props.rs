@@ -171,6 +171,24 @@ pub(crate) fn samples() -> Vec<Record> {
             at: 0,
         }
         .into(),
+        LegacyImportBegun {
+            session: "main".into(),
+            agent: "a".into(),
+            source: "checkpoints/main%3aa/7.json".into(),
+            digest: "ab".repeat(32),
+            format: "json".into(),
+            turns: 3,
+            at: 0,
+        }
+        .into(),
+        LegacyImportEnded {
+            session: "main".into(),
+            agent: "a".into(),
+            digest: "ab".repeat(32),
+            turns: 3,
+            at: 0,
+        }
+        .into(),
         Note { text: "n".into() }.into(),
     ]
 }
@@ -429,6 +447,46 @@ proptest! {
         apply(&mut env, &mutations);
         if let Ok(p) = decode_envelope(&env) {
             prop_assert_eq!(encode_envelope(p), env.clone());
+        }
+    }
+
+    #[test]
+    fn props_legacy_checkpoints_decode_arbitrary_and_damaged_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        texts in proptest::collection::vec(("\\PC{0,12}", 0u8..4, proptest::option::of("[a-z0-9]{1,4}")), 0..5),
+        saved_at in any::<i64>(),
+        mutations in proptest::collection::vec(mutation(), 0..3),
+    ) {
+        use crate::legacy::checkpoint::{self as v0, Message, Role, ToolCall, Transcript};
+        let _ = v0::decode_json(&bytes);
+        let _ = v0::decode_postcard(&bytes);
+        let role = |r: u8| [Role::System, Role::User, Role::Assistant, Role::Tool][usize::from(r)];
+        let t = Transcript {
+            agent: "main:a".into(),
+            saved_at,
+            messages: texts
+                .into_iter()
+                .map(|(content, r, call)| Message {
+                    role: role(r),
+                    content,
+                    tool_calls: call
+                        .iter()
+                        .map(|id| ToolCall { id: id.clone(), name: "read_file".into(), arguments: "{}".into() })
+                        .collect(),
+                    tool_call_id: call,
+                    name: None,
+                })
+                .collect(),
+        };
+        let mut json = v0::encode_json(&t);
+        let mut postcard = v0::encode_postcard(&t);
+        prop_assert_eq!(v0::decode_json(&json), Ok(t.clone()));
+        prop_assert_eq!(v0::decode_postcard(&postcard), Ok(t));
+        apply(&mut json, &mutations);
+        apply(&mut postcard, &mutations);
+        let _ = v0::decode_json(&json);
+        if let Ok(t) = v0::decode_postcard(&postcard) {
+            prop_assert_eq!(v0::encode_postcard(&t), postcard);
         }
     }
 
