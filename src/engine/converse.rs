@@ -4,7 +4,6 @@
 //! Everything about the conversing agent comes in as a [`Conversant`], so the same loop
 //! serves an autonomous agent's turn and, later, each worker of a coordinator's turn.
 
-use std::path::Path;
 use std::time::Duration;
 
 use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, Usage};
@@ -23,7 +22,7 @@ use crate::provider::{
     Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role, Sampling,
     ToolCall, ToolSchema,
 };
-use crate::tools::{self, Root, Toolbox};
+use crate::tools::{self, Root, Toolbox, Workplace};
 use crate::turn::{ContextSection, ContextSource, Exchange, RequestInfo, TurnEvent, TurnObserver};
 
 /// The agent a converse runs as, with everything that is its own.
@@ -70,10 +69,10 @@ impl<'a> Conversant<'a> {
         agent: &'a AgentConfig,
         session: &str,
         model: &str,
-        dir: &Path,
+        place: &Workplace,
     ) -> Result<Self> {
         let scope = crate::memory::agent_id(session, &agent.id);
-        Conversant::in_scope(repo, agent, &scope, model, dir)
+        Conversant::in_scope(repo, agent, &scope, model, place)
     }
 
     /// An agent whose memory tiers live under the runtime id `scope` (a declared worker's
@@ -83,12 +82,14 @@ impl<'a> Conversant<'a> {
         agent: &'a AgentConfig,
         scope: &str,
         model: &str,
-        dir: &Path,
+        place: &Workplace,
     ) -> Result<Self> {
-        let root = Root::new(dir, repo.root()).map_err(|e| RuntimeError::Invalid {
-            message: format!("workspace {}: {e}", dir.display()),
-            hint: "fix `workspace:` in the configuration".into(),
-        })?;
+        let root = Root::new(&place.dir, repo.root())
+            .map_err(|e| RuntimeError::Invalid {
+                message: format!("workspace {}: {e}", place.dir.display()),
+                hint: "fix `workspace:` in the configuration".into(),
+            })?
+            .protecting(&place.config);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
         let mut sampling = Sampling {
             temperature: agent.sampling.temperature,

@@ -34,7 +34,7 @@ use crate::memory::worker_id;
 use crate::orchestration::{self, SubtaskState};
 use crate::provider::{self, Message, Provider, ProviderError, Role};
 use crate::team::plan::{self, Method, Progress, Step, Subtask};
-use crate::tools::Toolbox;
+use crate::tools::{Toolbox, Workplace};
 use crate::turn::{ContextSection, ContextSource, RequestInfo, TurnEvent};
 
 type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
@@ -57,7 +57,7 @@ pub(crate) struct Pass<'a> {
     pub config: &'a Config,
     pub p: &'a Prepared<'a>,
     /// The workspace the agents' tools see.
-    pub dir: &'a Path,
+    pub dir: &'a Workplace,
     /// The directory of the configuration file (relative provider paths).
     pub config_dir: &'a Path,
 }

@@ -35,9 +35,12 @@ pub(crate) fn run(
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
-    let dir = match &config.workspace {
-        Some(d) => ws.config_dir().join(d),
-        None => ws.config_dir(),
+    let dir = crate::tools::Workplace {
+        dir: match &config.workspace {
+            Some(d) => ws.config_dir().join(d),
+            None => ws.config_dir(),
+        },
+        config: ws.config_path().to_path_buf(),
     };
     let in_flight =
         (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {

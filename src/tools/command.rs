@@ -130,15 +130,15 @@ fn confinement(
         SandboxMode::FullAccess => None,
         SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp], &[])),
         SandboxMode::WorkspaceWrite => {
-            // The repository inside the workspace stays read-only (Landlock alone cannot
-            // take a subdirectory out of a writable one).
+            // The repository and the configuration file inside the workspace stay
+            // read-only (Landlock alone cannot take them out of a writable directory).
             let repo = cx.root.repo();
-            let protected: &[&std::path::Path] = if repo.starts_with(workspace) && repo.is_dir() {
-                &[repo]
-            } else {
-                &[]
-            };
-            Some(sandbox::confine(&[workspace, tmp], protected))
+            let mut protected: Vec<&std::path::Path> = Vec::new();
+            if repo.starts_with(workspace) && repo.is_dir() {
+                protected.push(repo);
+            }
+            protected.extend(cx.root.config_inside());
+            Some(sandbox::confine(&[workspace, tmp], &protected))
         }
     };
     confinement.transpose().map_err(|why| {

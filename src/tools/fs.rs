@@ -168,7 +168,7 @@ impl Handler for WriteFile {
         if let Some(refused) = refuse_read_only(cx, "write_file") {
             return refused;
         }
-        let path = match cx.root.resolve(&self.path) {
+        let path = match cx.root.resolve_for_write(&self.path) {
             Ok(p) => p,
             Err(e) => return ToolOutput::err(e),
         };
@@ -212,7 +212,7 @@ impl Handler for EditFile {
         if let Some(refused) = refuse_read_only(cx, "edit_file") {
             return refused;
         }
-        let path = match cx.root.resolve(&self.path) {
+        let path = match cx.root.resolve_for_write(&self.path) {
             Ok(p) => p,
             Err(e) => return ToolOutput::err(e),
         };

@@ -29,7 +29,7 @@ use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
 pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
-pub use path::Root;
+pub use path::{Root, Workplace};
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
 
 pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};

@@ -1,5 +1,7 @@
 //! Read-only places beneath a writable one, for `run_command`: a private mount namespace in
-//! which each such directory is bind-mounted onto itself read-only.
+//! which each such directory or file (the repository, the configuration file) is
+//! bind-mounted onto itself read-only; a mount point can be neither written, removed nor
+//! renamed over.
 //!
 //! Landlock grants access to whole hierarchies and cannot take a subdirectory back out of a
 //! writable one, so the repository (`.axocoatl/`, which normally lies inside the workspace)
@@ -21,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// One directory to be made read-only, with the flags of its mount that must be kept.
+/// One directory or file to be made read-only, with the flags of its mount that must be kept.
 #[derive(Debug)]
 struct Target {
     path: CString,
@@ -37,7 +39,8 @@ pub struct ReadOnlyBinds {
 }
 
 impl ReadOnlyBinds {
-    /// Prepares read-only binds of `dirs` (which must exist), or says why it cannot.
+    /// Prepares read-only binds of `dirs` (directories or files, which must exist), or says
+    /// why it cannot.
     pub fn new(dirs: &[&Path]) -> Result<ReadOnlyBinds, String> {
         if !available() {
             return Err("the kernel cannot enforce the sandbox: mount namespaces are not available to this process (neither unshare(CLONE_NEWNS) nor an unprivileged user namespace is permitted), so the repository inside the workspace cannot be kept read-only".into());

@@ -10,11 +10,22 @@ use std::path::{Component, Path, PathBuf};
 
 use axocoatl_store::layout::REPO_DIR as REPO_DIR_NAME;
 
-/// The workspace a tool works in, and the repository it must never reach.
+/// Where an agent's tools work: the workspace directory, and the configuration file, which
+/// no tool may change (an agent that could edit it could widen its own sandbox or tools).
+#[derive(Clone, Debug)]
+pub struct Workplace {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+}
+
+/// The workspace a tool works in, the repository it must never reach, and the configuration
+/// file it must never change.
 #[derive(Clone, Debug)]
 pub struct Root {
     dir: PathBuf,
     repo: PathBuf,
+    /// Canonical, when it exists.
+    config: Option<PathBuf>,
 }
 
 impl Root {
@@ -22,7 +33,37 @@ impl Root {
     pub fn new(workspace: &Path, repo: &Path) -> io::Result<Root> {
         let dir = workspace.canonicalize()?;
         let repo = repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf());
-        Ok(Root { dir, repo })
+        Ok(Root {
+            dir,
+            repo,
+            config: None,
+        })
+    }
+
+    /// The same root, with `config` (the configuration file) protected from writes.
+    pub fn protecting(mut self, config: &Path) -> Root {
+        self.config = config.canonicalize().ok();
+        self
+    }
+
+    /// The configuration file when it lies inside the workspace (so `run_command` must keep
+    /// it read-only).
+    pub fn config_inside(&self) -> Option<&Path> {
+        self.config
+            .as_deref()
+            .filter(|c| c.starts_with(&self.dir) && c.is_file())
+    }
+
+    /// [`Root::resolve`] for a tool that writes: the configuration file is refused too.
+    pub fn resolve_for_write(&self, input: &str) -> Result<PathBuf, String> {
+        let path = self.resolve(input)?;
+        let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if self.config.as_deref() == Some(real.as_path()) {
+            return Err(format!(
+                "path {input:?} refused: it is axocoatl's configuration file; tools never change it (a person edits it and runs `axocoatl validate`)"
+            ));
+        }
+        Ok(path)
     }
 
     /// The canonical workspace directory.

@@ -397,6 +397,68 @@ fn under_landlock_commands_write_only_the_workspace_and_reach_no_network() {
     );
 }
 
+/// An agent that could edit axocoatl.yaml could widen its own sandbox and tools: neither the
+/// file tools nor a command in workspace-write can change it, and reading it still works.
+#[test]
+fn an_agent_cannot_change_the_configuration_file() {
+    let server = FakeServer::with([
+        ollama_calls(&[
+            (
+                "write_file",
+                json!({"path": "axocoatl.yaml", "content": "agents: []"}),
+            ),
+            (
+                "edit_file",
+                json!({"path": "./axocoatl.yaml", "old": "workspace-write", "new": "full-access"}),
+            ),
+            ("read_file", json!({"path": "axocoatl.yaml"})),
+            (
+                "run_command",
+                json!({"command": "sed -i s/workspace-write/full-access/ axocoatl.yaml"}),
+            ),
+            ("run_command", json!({"command": "echo x >> axocoatl.yaml"})),
+            ("run_command", json!({"command": "rm -f axocoatl.yaml"})),
+            (
+                "run_command",
+                json!({"command": "mv axocoatl.yaml old.yaml; echo 'agents: []' > axocoatl.yaml"}),
+            ),
+            ("run_command", json!({"command": "echo ok > kept.txt"})),
+        ]),
+        ollama_text("Done."),
+    ]);
+    let env = env_with("ollama", &server, "    sandbox: workspace-write\n");
+    let config = std::fs::read(env.work.join("axocoatl.yaml")).expect("config");
+    let r = env.run(&["send", "--json", "loosen your own sandbox"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let res = results(&events);
+    assert_eq!(res.len(), 8, "{}", r.stdout);
+    for e in &res[..2] {
+        assert_eq!(e["is_error"], true, "{e}");
+        assert!(
+            e["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("configuration file; tools never change it")),
+            "{e}"
+        );
+    }
+    assert_eq!(res[2]["is_error"], false, "{}", res[2]);
+    assert!(res[2]["output"]
+        .as_str()
+        .is_some_and(|o| o.contains("workspace-write")));
+    if landlock() {
+        for e in &res[3..7] {
+            assert_eq!(e["is_error"], true, "{e}");
+        }
+        assert_eq!(res[7]["exit_code"], json!(0), "{}", res[7]);
+        assert!(!env.work.join("old.yaml").exists());
+    }
+    assert_eq!(
+        std::fs::read(env.work.join("axocoatl.yaml")).expect("config"),
+        config
+    );
+}
+
 /// Landlock cannot take `.axocoatl/` back out of the writable workspace; a private mount
 /// namespace keeps it read-only for the command, and the ledger stays whole.
 #[test]
