@@ -5,6 +5,8 @@
 
 use axocoatl_store::ledger::record::{AttachmentPin, Millis, PlannedSubtask, TurnState, Usage};
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::Result;
 use crate::provider::Message;
 
@@ -174,5 +176,238 @@ pub trait TurnObserver: Send {
     /// After the turn's terminal record is durable.
     fn after_turn(&mut self, _turn: &TurnSummary<'_>) -> Result<()> {
         Ok(())
+    }
+}
+
+/// A [`TurnEvent`], owned: sent between threads (a coordinator's workers) and over
+/// serve's control socket (as JSON: the `event` tag names the variant).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum OwnedTurnEvent {
+    AttachmentTruncated {
+        name: String,
+        text_len: usize,
+    },
+    AttachmentWithdrawn {
+        reference: String,
+        name: String,
+        error: Option<String>,
+    },
+    Waiting {
+        session: String,
+        turn: Option<String>,
+    },
+    Begun {
+        turn: String,
+        session: String,
+        agent: String,
+        agent_name: Option<String>,
+        attachments: Vec<axocoatl_store::ledger::record::AttachmentPin>,
+    },
+    Delta {
+        text: String,
+    },
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
+    Warning {
+        message: String,
+    },
+    Planned {
+        method: String,
+        subtasks: Vec<axocoatl_store::ledger::record::PlannedSubtask>,
+    },
+    SubtaskStarted {
+        subtask: String,
+        worker: String,
+    },
+    SubtaskEnded {
+        subtask: String,
+        worker: String,
+        state: TurnState,
+        error: Option<String>,
+    },
+    Answering {
+        agent: String,
+        reason: String,
+    },
+}
+
+impl OwnedTurnEvent {
+    pub fn of(ev: &TurnEvent<'_>) -> OwnedTurnEvent {
+        let s = |x: &str| x.to_owned();
+        match *ev {
+            TurnEvent::AttachmentTruncated { name, text_len } => {
+                OwnedTurnEvent::AttachmentTruncated {
+                    name: s(name),
+                    text_len,
+                }
+            }
+            TurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error,
+            } => OwnedTurnEvent::AttachmentWithdrawn {
+                reference: s(reference),
+                name: s(name),
+                error: error.map(s),
+            },
+            TurnEvent::Waiting { session, turn } => OwnedTurnEvent::Waiting {
+                session: s(session),
+                turn: turn.map(s),
+            },
+            TurnEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name,
+                attachments,
+            } => OwnedTurnEvent::Begun {
+                turn: s(turn),
+                session: s(session),
+                agent: s(agent),
+                agent_name: agent_name.map(s),
+                attachments: attachments.to_vec(),
+            },
+            TurnEvent::Delta(text) => OwnedTurnEvent::Delta { text: s(text) },
+            TurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            } => OwnedTurnEvent::ToolStarted {
+                call_id: s(call_id),
+                name: s(name),
+                arguments: s(arguments),
+            },
+            TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => OwnedTurnEvent::ToolResult {
+                call_id: s(call_id),
+                name: s(name),
+                output: s(output),
+                is_error,
+                exit_code,
+                duration_ms,
+            },
+            TurnEvent::Warning(m) => OwnedTurnEvent::Warning { message: s(m) },
+            TurnEvent::Planned { method, subtasks } => OwnedTurnEvent::Planned {
+                method: s(method),
+                subtasks: subtasks.to_vec(),
+            },
+            TurnEvent::SubtaskStarted { subtask, worker } => OwnedTurnEvent::SubtaskStarted {
+                subtask: s(subtask),
+                worker: s(worker),
+            },
+            TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => OwnedTurnEvent::SubtaskEnded {
+                subtask: s(subtask),
+                worker: s(worker),
+                state,
+                error: error.map(s),
+            },
+            TurnEvent::Answering { agent, reason } => OwnedTurnEvent::Answering {
+                agent: s(agent),
+                reason: s(reason),
+            },
+        }
+    }
+
+    /// The event as the runtime reports it, borrowing from `self`.
+    pub fn as_event(&self) -> TurnEvent<'_> {
+        match self {
+            OwnedTurnEvent::AttachmentTruncated { name, text_len } => {
+                TurnEvent::AttachmentTruncated {
+                    name,
+                    text_len: *text_len,
+                }
+            }
+            OwnedTurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error,
+            } => TurnEvent::AttachmentWithdrawn {
+                reference,
+                name,
+                error: error.as_deref(),
+            },
+            OwnedTurnEvent::Waiting { session, turn } => TurnEvent::Waiting {
+                session,
+                turn: turn.as_deref(),
+            },
+            OwnedTurnEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name,
+                attachments,
+            } => TurnEvent::Begun {
+                turn,
+                session,
+                agent,
+                agent_name: agent_name.as_deref(),
+                attachments,
+            },
+            OwnedTurnEvent::Delta { text } => TurnEvent::Delta(text),
+            OwnedTurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            } => TurnEvent::ToolStarted {
+                call_id,
+                name,
+                arguments,
+            },
+            OwnedTurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms,
+            } => TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error: *is_error,
+                exit_code: *exit_code,
+                duration_ms: *duration_ms,
+            },
+            OwnedTurnEvent::Warning { message } => TurnEvent::Warning(message),
+            OwnedTurnEvent::Planned { method, subtasks } => TurnEvent::Planned { method, subtasks },
+            OwnedTurnEvent::SubtaskStarted { subtask, worker } => {
+                TurnEvent::SubtaskStarted { subtask, worker }
+            }
+            OwnedTurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state,
+                error,
+            } => TurnEvent::SubtaskEnded {
+                subtask,
+                worker,
+                state: *state,
+                error: error.as_deref(),
+            },
+            OwnedTurnEvent::Answering { agent, reason } => TurnEvent::Answering { agent, reason },
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Step 2, begin: the turn becomes durable. From here on it ends with exactly one terminal
 //! record, written by this process or, if it dies, by whichever process finds the orphan.
 
-use axocoatl_store::ledger::record::{self, SessionCreated, TurnBegun};
+use axocoatl_store::ledger::record::{self, Millis, SessionCreated, TurnBegun};
 use axocoatl_store::ledger::{Position, Record};
 
 use super::prepare::Prepared;
@@ -42,6 +42,23 @@ pub(crate) fn begin(
         }
         .encode(),
     )?;
+    let records = begin_records(p, &turn, now);
+    let appended = repo.ledger().append(&records)?;
+    let pos = appended.last().map(|a| a.next).unwrap_or(head);
+    attach::consume(repo, &p.session, &turn, &p.once)?;
+    sink(TurnEvent::Begun {
+        turn: &turn,
+        session: &p.session,
+        agent: &p.agent.id,
+        agent_name: p.agent.name.as_deref(),
+        attachments: &p.attachments,
+    });
+    Ok(Begun { turn, pos })
+}
+
+/// The records that begin `turn`: the session (when new), the turn, what started it (an
+/// automation), and who answers a multi-agent turn and why.
+fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
     let mut records = Vec::with_capacity(2);
     if p.new_session {
         records.push(Record::SessionCreated(SessionCreated {
@@ -50,7 +67,7 @@ pub(crate) fn begin(
         }));
     }
     records.push(Record::TurnBegun(TurnBegun {
-        turn: turn.clone(),
+        turn: turn.to_owned(),
         session: p.session.clone(),
         agent: p.agent.id.clone(),
         mode: if p.multi.is_some() { "multi" } else { "single" }.into(),
@@ -63,7 +80,7 @@ pub(crate) fn begin(
     }));
     if let Some(origin) = &p.origin {
         records.push(Record::TurnOrigin(record::TurnOrigin {
-            turn: turn.clone(),
+            turn: turn.to_owned(),
             session: p.session.clone(),
             automation: origin.automation.clone(),
             occurrence: origin.occurrence,
@@ -75,7 +92,7 @@ pub(crate) fn begin(
     }
     if let Some(multi) = &p.multi {
         records.push(Record::ActivationDecided(record::ActivationDecided {
-            turn: turn.clone(),
+            turn: turn.to_owned(),
             session: p.session.clone(),
             agents: multi
                 .decisions
@@ -94,15 +111,5 @@ pub(crate) fn begin(
             at: now,
         }));
     }
-    let appended = repo.ledger().append(&records)?;
-    let pos = appended.last().map(|a| a.next).unwrap_or(head);
-    attach::consume(repo, &p.session, &turn, &p.once)?;
-    sink(TurnEvent::Begun {
-        turn: &turn,
-        session: &p.session,
-        agent: &p.agent.id,
-        agent_name: p.agent.name.as_deref(),
-        attachments: &p.attachments,
-    });
-    Ok(Begun { turn, pos })
+    records
 }

@@ -35,7 +35,7 @@ use crate::orchestration::{self, SubtaskState};
 use crate::provider::{self, Message, Provider, ProviderError, Role};
 use crate::team::plan::{self, Method, Progress, Step, Subtask};
 use crate::tools::{Toolbox, Workplace};
-use crate::turn::{ContextSection, ContextSource, RequestInfo, TurnEvent};
+use crate::turn::{ContextSection, ContextSource, OwnedTurnEvent, RequestInfo, TurnEvent};
 
 type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
 
@@ -192,22 +192,10 @@ fn propose(
     end.map(|()| call.output)
 }
 
-/// What a worker thread tells the scheduler.
+/// What a worker thread tells the pass.
 enum Msg {
-    Warning(String),
-    ToolStarted {
-        call_id: String,
-        name: String,
-        arguments: String,
-    },
-    ToolResult {
-        call_id: String,
-        name: String,
-        output: String,
-        is_error: bool,
-        exit_code: Option<i32>,
-        duration_ms: u64,
-    },
+    /// A worker's warning or tool event, for the turn's caller.
+    Event(OwnedTurnEvent),
     Done(usize, Tally, std::result::Result<(), TurnError>),
 }
 
@@ -216,6 +204,17 @@ enum Msg {
 struct Result_ {
     subtask: Subtask,
     output: String,
+}
+
+/// The subtasks' progress while the pass runs them.
+struct Board<'p> {
+    progress: &'p mut Progress,
+    /// Each completed subtask's output.
+    outputs: Vec<Option<String>>,
+    /// The first subtask that failed, said: no more start.
+    failure: Option<String>,
+    /// Orchestration-state writes so far.
+    step: u64,
 }
 
 /// Runs the plan: starts each subtask once its dependencies are done, at most
@@ -232,180 +231,166 @@ fn run_subtasks(
     sink: &mut Sink<'_>,
 ) -> std::result::Result<Vec<Result_>, TurnError> {
     let n = progress.subtasks.len();
-    let mut outputs: Vec<Option<String>> = vec![None; n];
-    let mut failure: Option<String> = None;
-    let mut step = 0u64;
-    let rec = cx.recorder();
-    save_state(pass, method, progress, cx, sink, &mut step)?;
+    let mut board = Board {
+        progress,
+        outputs: vec![None; n],
+        failure: None,
+        step: 0,
+    };
+    save_state(pass, method, board.progress, cx, sink, &mut board.step)?;
     std::thread::scope(|scope| -> std::result::Result<(), TurnError> {
         let (tx, rx) = mpsc::channel::<Msg>();
         loop {
-            let stopping = cx.cancel.is_cancelled();
-            if failure.is_none() && !stopping {
-                for i in progress.ready() {
-                    if progress.running() >= max_parallel {
+            if board.failure.is_none() && !cx.cancel.is_cancelled() {
+                for i in board.progress.ready() {
+                    if board.progress.running() >= max_parallel {
                         break;
                     }
-                    progress.state[i] = Step::Running;
-                    let sub = progress.subtasks[i].clone();
-                    rec.lazy(&[Record::SubtaskStarted(SubtaskStarted {
-                        turn: cx.turn.to_owned(),
-                        subtask: sub.id.clone(),
-                        worker: sub.worker.clone(),
-                        at: clock::now(),
-                    })])?;
-                    sink(TurnEvent::SubtaskStarted {
-                        subtask: &sub.id,
-                        worker: &sub.worker,
-                    });
-                    let deps: Vec<Result_> = sub
-                        .depends_on
-                        .iter()
-                        .filter_map(|d| {
-                            let j = progress.index(d)?;
-                            Some(Result_ {
-                                subtask: progress.subtasks[j].clone(),
-                                output: outputs[j].clone().unwrap_or_default(),
-                            })
-                        })
-                        .collect();
+                    let (sub, deps) = begin_subtask(&mut board, i, cx, sink)?;
                     let tx = tx.clone();
                     scope.spawn(move || {
-                        let events = tx.clone();
-                        let mut forward = move |ev: TurnEvent<'_>| {
-                            let msg = match ev {
-                                TurnEvent::Warning(w) => Msg::Warning(w.to_owned()),
-                                TurnEvent::ToolStarted {
-                                    call_id,
-                                    name,
-                                    arguments,
-                                } => Msg::ToolStarted {
-                                    call_id: call_id.to_owned(),
-                                    name: name.to_owned(),
-                                    arguments: arguments.to_owned(),
-                                },
-                                TurnEvent::ToolResult {
-                                    call_id,
-                                    name,
-                                    output,
-                                    is_error,
-                                    exit_code,
-                                    duration_ms,
-                                } => Msg::ToolResult {
-                                    call_id: call_id.to_owned(),
-                                    name: name.to_owned(),
-                                    output: output.to_owned(),
-                                    is_error,
-                                    exit_code,
-                                    duration_ms,
-                                },
-                                // A worker's text is its subtask's result, not the turn's output.
-                                _ => return,
-                            };
-                            let _ = events.send(msg);
-                        };
+                        let mut forward = forwarder(tx.clone());
                         let (worker_tally, end) = run_worker(pass, &sub, &deps, cx, &mut forward);
                         let _ = tx.send(Msg::Done(i, worker_tally, end));
                     });
-                    save_state(pass, method, progress, cx, sink, &mut step)?;
+                    save_state(pass, method, board.progress, cx, sink, &mut board.step)?;
                 }
             }
-            if progress.running() == 0 {
+            if board.progress.running() == 0 {
                 return Ok(());
             }
-            let msg = match rx.recv_timeout(watcher::POLL) {
-                Ok(msg) => msg,
-                // Looking runs the stop probe while every worker waits on its model.
-                Err(_) => continue,
-            };
-            match msg {
-                Msg::Warning(w) => sink(TurnEvent::Warning(&w)),
-                Msg::ToolStarted {
-                    call_id,
-                    name,
-                    arguments,
-                } => sink(TurnEvent::ToolStarted {
-                    call_id: &call_id,
-                    name: &name,
-                    arguments: &arguments,
-                }),
-                Msg::ToolResult {
-                    call_id,
-                    name,
-                    output,
-                    is_error,
-                    exit_code,
-                    duration_ms,
-                } => sink(TurnEvent::ToolResult {
-                    call_id: &call_id,
-                    name: &name,
-                    output: &output,
-                    is_error,
-                    exit_code,
-                    duration_ms,
-                }),
-                Msg::Done(i, worker_tally, end) => {
-                    let sub = progress.subtasks[i].clone();
-                    let (state, error) = match end {
-                        Ok(()) => (TurnState::Completed, None),
-                        Err(TurnError::Provider(ProviderError::Cancelled)) => {
-                            (TurnState::Stopped, None)
-                        }
-                        Err(e) => (TurnState::Failed, Some(describe(e))),
-                    };
+            match rx.recv_timeout(watcher::POLL) {
+                Ok(Msg::Event(ev)) => sink(ev.as_event()),
+                Ok(Msg::Done(i, worker_tally, end)) => {
                     tally.usage.add(&worker_tally.usage);
-                    rec.lazy(&[Record::SubtaskEnded(SubtaskEnded {
-                        turn: cx.turn.to_owned(),
-                        session: cx.session.to_owned(),
-                        coordinator: pass.p.agent.id.clone(),
-                        subtask: sub.id.clone(),
-                        worker: sub.worker.clone(),
-                        state,
-                        error: error.clone(),
-                        output: rec.bound(&worker_tally.output)?,
-                        usage: worker_tally.usage,
-                        at: clock::now(),
-                    })])?;
-                    sink(TurnEvent::SubtaskEnded {
-                        subtask: &sub.id,
-                        worker: &sub.worker,
-                        state,
-                        error: error.as_deref(),
-                    });
-                    progress.state[i] = if state == TurnState::Completed {
-                        outputs[i] = Some(worker_tally.output);
-                        Step::Done
-                    } else {
-                        Step::Ended
-                    };
-                    if state == TurnState::Failed && failure.is_none() {
-                        failure = Some(format!(
-                            "subtask {} ({}) failed: {}",
-                            sub.id,
-                            sub.worker,
-                            error.unwrap_or_default()
-                        ));
-                    }
-                    save_state(pass, method, progress, cx, sink, &mut step)?;
+                    end_subtask(pass, &mut board, i, worker_tally, end, cx, sink)?;
+                    save_state(pass, method, board.progress, cx, sink, &mut board.step)?;
                 }
+                // Looking runs the stop probe while every worker waits on its model.
+                Err(_) => {}
             }
         }
     })?;
+    results(board, cx)
+}
+
+/// Marks subtask `i` running, records its start, and gathers its dependencies' results.
+fn begin_subtask(
+    board: &mut Board<'_>,
+    i: usize,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<(Subtask, Vec<Result_>), TurnError> {
+    board.progress.state[i] = Step::Running;
+    let sub = board.progress.subtasks[i].clone();
+    cx.recorder()
+        .lazy(&[Record::SubtaskStarted(SubtaskStarted {
+            turn: cx.turn.to_owned(),
+            subtask: sub.id.clone(),
+            worker: sub.worker.clone(),
+            at: clock::now(),
+        })])?;
+    sink(TurnEvent::SubtaskStarted {
+        subtask: &sub.id,
+        worker: &sub.worker,
+    });
+    let deps = sub
+        .depends_on
+        .iter()
+        .filter_map(|d| {
+            let j = board.progress.index(d)?;
+            Some(Result_ {
+                subtask: board.progress.subtasks[j].clone(),
+                output: board.outputs[j].clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    Ok((sub, deps))
+}
+
+/// A worker's event sink: its warnings and tool events go to the pass; its text is its
+/// subtask's result, not the turn's output.
+fn forwarder(tx: mpsc::Sender<Msg>) -> impl FnMut(TurnEvent<'_>) {
+    move |ev: TurnEvent<'_>| {
+        if matches!(
+            ev,
+            TurnEvent::Warning(_) | TurnEvent::ToolStarted { .. } | TurnEvent::ToolResult { .. }
+        ) {
+            let _ = tx.send(Msg::Event(OwnedTurnEvent::of(&ev)));
+        }
+    }
+}
+
+/// Records how subtask `i` ended and keeps its output (or the failure that stops the plan).
+fn end_subtask(
+    pass: &Pass<'_>,
+    board: &mut Board<'_>,
+    i: usize,
+    worker_tally: Tally,
+    end: std::result::Result<(), TurnError>,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> std::result::Result<(), TurnError> {
+    let sub = board.progress.subtasks[i].clone();
+    let (state, error) = match end {
+        Ok(()) => (TurnState::Completed, None),
+        Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),
+        Err(e) => (TurnState::Failed, Some(describe(e))),
+    };
+    let rec = cx.recorder();
+    rec.lazy(&[Record::SubtaskEnded(SubtaskEnded {
+        turn: cx.turn.to_owned(),
+        session: cx.session.to_owned(),
+        coordinator: pass.p.agent.id.clone(),
+        subtask: sub.id.clone(),
+        worker: sub.worker.clone(),
+        state,
+        error: error.clone(),
+        output: rec.bound(&worker_tally.output)?,
+        usage: worker_tally.usage,
+        at: clock::now(),
+    })])?;
+    sink(TurnEvent::SubtaskEnded {
+        subtask: &sub.id,
+        worker: &sub.worker,
+        state,
+        error: error.as_deref(),
+    });
+    board.progress.state[i] = if state == TurnState::Completed {
+        board.outputs[i] = Some(worker_tally.output);
+        Step::Done
+    } else {
+        Step::Ended
+    };
+    if state == TurnState::Failed && board.failure.is_none() {
+        board.failure = Some(format!(
+            "subtask {} ({}) failed: {}",
+            sub.id,
+            sub.worker,
+            error.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+/// Every subtask's result once all ran; else why the plan did not run to its end.
+fn results(board: Board<'_>, cx: &TurnCx<'_>) -> std::result::Result<Vec<Result_>, TurnError> {
     if cx.cancel.is_cancelled() {
         return Err(TurnError::Provider(ProviderError::Cancelled));
     }
-    if let Some(f) = failure {
+    if let Some(f) = board.failure {
         return Err(TurnError::Subtask(f));
     }
-    if !progress.all_done() {
+    if !board.progress.all_done() {
         return Err(TurnError::Subtask(
             "the plan could not run to its end".to_owned(),
         ));
     }
-    Ok(progress
+    Ok(board
+        .progress
         .subtasks
         .iter()
-        .zip(outputs)
+        .zip(board.outputs)
         .map(|(s, o)| Result_ {
             subtask: s.clone(),
             output: o.unwrap_or_default(),

@@ -11,10 +11,11 @@ use super::prepare::Prepared;
 use super::record::Recorder;
 use super::watcher;
 use crate::clock;
-use crate::config::{AgentRole, CheckpointPolicy};
+use crate::config::{AgentRole, CheckpointPolicy, Config};
 use crate::conversation::Conversation;
 use crate::error::Result;
 use crate::provider::{self, Cancel, ProviderError};
+use crate::tools::Workplace;
 use crate::turn::{TurnEvent, TurnOutcome, TurnSummary};
 use crate::workspace::Workspace;
 
@@ -35,13 +36,7 @@ pub(crate) fn run(
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
-    let dir = crate::tools::Workplace {
-        dir: match &config.workspace {
-            Some(d) => ws.config_dir().join(d),
-            None => ws.config_dir(),
-        },
-        config: ws.config_path().to_path_buf(),
-    };
+    let place = workplace(ws, config);
     let in_flight =
         (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {
             keep: config.checkpoint.keep,
@@ -62,46 +57,57 @@ pub(crate) fn run(
     };
     let mut conv = None;
     let mut answers = Vec::new();
-    let end = if p.multi.is_some() {
+    let end = if p.multi.is_some() || p.agent.role == AgentRole::Coordinator {
         let config_dir = ws.config_dir();
         let pass = coordinate::Pass {
             config,
             p: &p,
-            dir: &dir,
+            dir: &place,
             config_dir: &config_dir,
         };
-        let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
-        answers = given;
-        end
-    } else if p.agent.role == AgentRole::Coordinator {
-        let config_dir = ws.config_dir();
-        let pass = coordinate::Pass {
-            config,
-            p: &p,
-            dir: &dir,
-            config_dir: &config_dir,
-        };
-        coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
+        if p.multi.is_some() {
+            let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
+            answers = given;
+            end
+        } else {
+            coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
+        }
     } else {
         provider::open(&p.provider)
             .map_err(TurnError::Provider)
             .and_then(|mut model| {
                 let model_name = &p.provider.model;
-                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &dir)?;
-                let mcp = Some(crate::mcp::ServerSet {
-                    configs: config.mcp_servers.clone(),
-                    dir: ws.config_dir(),
-                    hub: ws.kept_mcp(),
-                });
+                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &place)?;
                 let c = conv.insert(Conversant {
                     in_flight,
-                    mcp,
+                    mcp: Some(server_set(ws, config)),
                     ..c
                 });
                 converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
             })
     };
     finish(ws, p, &begun, conv, transcript, tally, answers, end)
+}
+
+/// Where the turn's tools work: the configured workspace (default: the configuration
+/// file's directory), with the configuration file kept out of their reach.
+fn workplace(ws: &Workspace, config: &Config) -> Workplace {
+    Workplace {
+        dir: match &config.workspace {
+            Some(d) => ws.config_dir().join(d),
+            None => ws.config_dir(),
+        },
+        config: ws.config_path().to_path_buf(),
+    }
+}
+
+/// The MCP servers an agent's turn may start (or the actor's, which outlive the turn).
+fn server_set(ws: &Workspace, config: &Config) -> crate::mcp::ServerSet {
+    crate::mcp::ServerSet {
+        configs: config.mcp_servers.clone(),
+        dir: ws.config_dir(),
+        hub: ws.kept_mcp(),
+    }
 }
 
 /// The terminal state a converse's end gives the turn.

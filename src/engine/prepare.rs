@@ -3,7 +3,9 @@
 //! and a checkpoint repair, which is a cache.
 
 use axocoatl_store::layout::check_session_name;
-use axocoatl_store::ledger::record::{AttachmentPin, AttachmentScope, InlineContext};
+use axocoatl_store::ledger::record::{
+    AgentActivation, AttachmentPin, AttachmentScope, InlineContext,
+};
 use axocoatl_store::ledger::{Damaged, MAX_PAYLOAD};
 use axocoatl_store::lock::Lock;
 
@@ -150,60 +152,12 @@ fn decide<'w>(
                 ws.config_path().display()
             ),
         })?;
-        let mut profile = format!(
-            "{} {} {}",
-            agent.id,
-            agent.name.as_deref().unwrap_or(""),
-            agent.system_prompt.as_deref().unwrap_or("")
-        );
-        let recent = turns
-            .iter()
-            .rev()
-            .flat_map(|t| t.outputs.iter())
-            .filter(|(a, _)| a == id);
-        for (_, text) in recent.take(3) {
-            profile.push('\n');
-            profile.push_str(text);
-        }
-        candidates.push(lattice::Candidate {
-            agent: id.clone(),
-            depends_on: agent.depends_on.clone(),
-            threshold: agent
-                .activation_threshold
-                .unwrap_or(lattice::DEFAULT_THRESHOLD),
-            decay: agent.activation_decay.unwrap_or(lattice::DEFAULT_DECAY),
-            previous: previous
-                .iter()
-                .find(|a| &a.agent == id)
-                .map(|a| lattice::from_milli(a.activation))
-                .unwrap_or(0.0),
-            relevance: lattice::relevance(&opts.message, &profile),
-        });
+        candidates.push(candidate(agent, &turns, &previous, &opts.message));
         agents.push(agent);
     }
     let mut decisions = lattice::decide(&candidates, &opts.message);
     if let Some(chosen) = opts.agent.as_deref() {
-        if !members.iter().any(|m| m == chosen) {
-            return Err(RuntimeError::Invalid {
-                message: format!(
-                    "agent {chosen:?} is not an agent of multi-agent session {:?} ({})",
-                    opts.session,
-                    members.join(", ")
-                ),
-                hint:
-                    "leave out -a to let the activation rule choose, or mention an agent as @agent"
-                        .into(),
-            });
-        }
-        for d in decisions.iter_mut() {
-            let picked = d.agent == chosen;
-            d.order = picked.then_some(0);
-            d.reason = if picked {
-                "answered: chosen with -a".into()
-            } else {
-                "did not answer: another agent was chosen with -a".into()
-            };
-        }
+        choose(&mut decisions, chosen, members, &opts.session)?;
     }
     let mut order: Vec<(usize, usize)> = decisions
         .iter()
@@ -219,6 +173,74 @@ fn decide<'w>(
         decisions,
         answering,
     })
+}
+
+/// `agent` as the lattice rule sees it for `message`: its activation before this turn and
+/// the request's relevance to its id, name, prompt and last three outputs.
+fn candidate(
+    agent: &AgentConfig,
+    turns: &[&TurnView],
+    previous: &[AgentActivation],
+    message: &str,
+) -> lattice::Candidate {
+    let mut profile = format!(
+        "{} {} {}",
+        agent.id,
+        agent.name.as_deref().unwrap_or(""),
+        agent.system_prompt.as_deref().unwrap_or("")
+    );
+    let recent = turns
+        .iter()
+        .rev()
+        .flat_map(|t| t.outputs.iter())
+        .filter(|(a, _)| *a == agent.id);
+    for (_, text) in recent.take(3) {
+        profile.push('\n');
+        profile.push_str(text);
+    }
+    lattice::Candidate {
+        agent: agent.id.clone(),
+        depends_on: agent.depends_on.clone(),
+        threshold: agent
+            .activation_threshold
+            .unwrap_or(lattice::DEFAULT_THRESHOLD),
+        decay: agent.activation_decay.unwrap_or(lattice::DEFAULT_DECAY),
+        previous: previous
+            .iter()
+            .find(|a| a.agent == agent.id)
+            .map(|a| lattice::from_milli(a.activation))
+            .unwrap_or(0.0),
+        relevance: lattice::relevance(message, &profile),
+    }
+}
+
+/// `-a chosen` in a multi-agent session: that member alone answers (a non-member is refused).
+fn choose(
+    decisions: &mut [lattice::Decision],
+    chosen: &str,
+    members: &[String],
+    session: &str,
+) -> Result<()> {
+    if !members.iter().any(|m| m == chosen) {
+        return Err(RuntimeError::Invalid {
+            message: format!(
+                "agent {chosen:?} is not an agent of multi-agent session {session:?} ({})",
+                members.join(", ")
+            ),
+            hint: "leave out -a to let the activation rule choose, or mention an agent as @agent"
+                .into(),
+        });
+    }
+    for d in decisions.iter_mut() {
+        let picked = d.agent == chosen;
+        d.order = picked.then_some(0);
+        d.reason = if picked {
+            "answered: chosen with -a".into()
+        } else {
+            "did not answer: another agent was chosen with -a".into()
+        };
+    }
+    Ok(())
 }
 
 /// Takes the session's turn lock: waiting up to `BUSY_WAIT`, or with `queue` for as long as

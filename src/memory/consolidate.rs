@@ -272,37 +272,7 @@ fn run_one(
             ),
         })?;
     let mut lock = take_lock(ws, session)?;
-    let turn = ids::new_id();
-    let (_, head) = repo.ledger().head()?;
-    lock.write_note(
-        &ActiveNote {
-            turn: turn.clone(),
-            session: session.to_owned(),
-            begin: head,
-            pid: std::process::id(),
-        }
-        .encode(),
-    )?;
-    let mut begin = Vec::with_capacity(2);
-    if !session_exists {
-        begin.push(Record::SessionCreated(SessionCreated {
-            session: session.to_owned(),
-            at: clock::now(),
-        }));
-    }
-    begin.push(Record::TurnBegun(TurnBegun {
-        turn: turn.clone(),
-        session: session.to_owned(),
-        agent: agent.id.clone(),
-        mode: MODE.into(),
-        request: REQUEST.into(),
-        inline_context: Vec::new(),
-        attachments: Vec::new(),
-        retry_of: None,
-        pid: std::process::id(),
-        at: clock::now(),
-    }));
-    repo.ledger().append(&begin)?;
+    let turn = begin(repo, &mut lock, session, session_exists, &agent.id)?;
 
     let request = ChatRequest {
         model: resolved.model.clone(),
@@ -362,23 +332,8 @@ fn run_one(
     repo.ledger().append(&end)?;
     lock.write_note("")?;
     drop(lock);
-    let done = applied
-        .iter()
-        .filter(|a| matches!(a, Applied::Done(_)))
-        .count();
-    let summary = format!(
-        "{}: read {} record{}, {done} edit{} applied, {} refused{}",
-        state.as_str(),
-        records.len(),
-        if records.len() == 1 { "" } else { "s" },
-        if done == 1 { "" } else { "s" },
-        applied.len() - done,
-        error
-            .as_deref()
-            .map(|e| format!(" ({e})"))
-            .unwrap_or_default()
-    );
     // The ledger holds the pass; the daily log line is activity memory (best effort).
+    let summary = summary(state, records.len(), &applied, error.as_deref());
     let _ = memory.log.append(&[LogRecord::new(
         clock::now(),
         LogKind::Consolidation,
@@ -398,6 +353,65 @@ fn run_one(
             usage,
         },
     })
+}
+
+/// Begins the pass as a turn of kind consolidation (the session too, when new) under the
+/// session lock `lock`; returns its id.
+fn begin(
+    repo: &Repo,
+    lock: &mut Lock,
+    session: &str,
+    session_exists: bool,
+    agent: &str,
+) -> Result<String> {
+    let turn = ids::new_id();
+    let (_, head) = repo.ledger().head()?;
+    lock.write_note(
+        &ActiveNote {
+            turn: turn.clone(),
+            session: session.to_owned(),
+            begin: head,
+            pid: std::process::id(),
+        }
+        .encode(),
+    )?;
+    let mut begin = Vec::with_capacity(2);
+    if !session_exists {
+        begin.push(Record::SessionCreated(SessionCreated {
+            session: session.to_owned(),
+            at: clock::now(),
+        }));
+    }
+    begin.push(Record::TurnBegun(TurnBegun {
+        turn: turn.clone(),
+        session: session.to_owned(),
+        agent: agent.to_owned(),
+        mode: MODE.into(),
+        request: REQUEST.into(),
+        inline_context: Vec::new(),
+        attachments: Vec::new(),
+        retry_of: None,
+        pid: std::process::id(),
+        at: clock::now(),
+    }));
+    repo.ledger().append(&begin)?;
+    Ok(turn)
+}
+
+/// "completed: read 3 records, 1 edit applied, 0 refused": the daily log's line of a pass.
+fn summary(state: TurnState, records: usize, applied: &[Applied], error: Option<&str>) -> String {
+    let done = applied
+        .iter()
+        .filter(|a| matches!(a, Applied::Done(_)))
+        .count();
+    format!(
+        "{}: read {records} record{}, {done} edit{} applied, {} refused{}",
+        state.as_str(),
+        if records == 1 { "" } else { "s" },
+        if done == 1 { "" } else { "s" },
+        applied.len() - done,
+        error.map(|e| format!(" ({e})")).unwrap_or_default()
+    )
 }
 
 enum CallFailed {
