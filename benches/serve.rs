@@ -31,13 +31,21 @@ fn median(mut v: Vec<Duration>) -> (f64, f64, f64) {
 }
 
 fn send(bin: &str, work: &Path, session: &str) -> Duration {
+    send_with(bin, work, session, None)
+}
+
+/// A send; with `embed_dir`, the neural embedder's model is looked for there (an empty
+/// directory: the lexical fallback, no model to load).
+fn send_with(bin: &str, work: &Path, session: &str, embed_dir: Option<&Path>) -> Duration {
     let start = Instant::now();
-    let out = Command::new(bin)
-        .args(["send", "--no-stdin", "-s", session, "hi"])
+    let mut cmd = Command::new(bin);
+    cmd.args(["send", "--no-stdin", "-s", session, "hi"])
         .current_dir(work)
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
+        .stderr(Stdio::null());
+    if let Some(d) = embed_dir {
+        cmd.env("AXOCOATL_EMBED_DIR", d);
+    }
+    let out = cmd.output().unwrap();
     let d = start.elapsed();
     assert!(out.status.success(), "send failed");
     d
@@ -71,7 +79,7 @@ fn main() {
     let done = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop", "prompt_eval_count": 3, "eval_count": 1});
     let line = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "ok"}, "done": false});
     let server = fake_http::FakeServer::start();
-    for _ in 0..3 * runs + 20 {
+    for _ in 0..4 * runs + 20 {
         server.push(fake_http::Reply::ndjson(&format!("{line}\n{done}\n")));
     }
     let base = tempfile::tempdir().unwrap();
@@ -90,6 +98,11 @@ fn main() {
     }
     let in_process: Vec<Duration> = (0..runs)
         .map(|i| send(bin, &work, sessions[i % 4]))
+        .collect();
+    let no_model = base.path().join("no-embedder");
+    std::fs::create_dir_all(&no_model).unwrap();
+    let in_process_lexical: Vec<Duration> = (0..runs)
+        .map(|i| send_with(bin, &work, sessions[i % 4], Some(&no_model)))
         .collect();
 
     let mut serve = Command::new(bin)
@@ -132,6 +145,11 @@ fn main() {
     println!(
         "send, whole process, instant loopback server ({runs} runs each, same run): in process median {m:.1} ms (quartiles {q1:.1}-{q3:.1}); through serve median {sm:.1} ms (quartiles {s1:.1}-{s3:.1}); difference {:+.1} ms",
         sm - m
+    );
+    let (l1, lm, l3) = median(in_process_lexical);
+    println!(
+        "  in process without the embedder model (lexical fallback, nothing to load): median {lm:.1} ms (quartiles {l1:.1}-{l3:.1}); serve's actor keeps the embedder loaded, so through serve the neural path costs {:+.1} ms against it",
+        sm - lm
     );
 
     let mut restarts = Vec::new();

@@ -108,8 +108,14 @@ fn raw_call(addr: &str) -> Duration {
         body.len()
     )
     .unwrap();
+    // The server keeps the connection alive: the reply ends with the last (empty) chunk.
     let mut reply = Vec::new();
-    s.read_to_end(&mut reply).unwrap();
+    let mut buf = [0u8; 4096];
+    while !reply.ends_with(b"0\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed before the reply's last chunk");
+        reply.extend_from_slice(&buf[..n]);
+    }
     assert!(reply.starts_with(b"HTTP/1.1 200"));
     t.elapsed()
 }

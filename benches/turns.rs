@@ -335,25 +335,41 @@ fn index_bench(base: &Path, bin: &str) {
         let (ms, _) = median_ms(bin, &work, args, &[], n);
         println!("{what}: {ms:.1} ms whole process (median of {n}; goal <= 20 ms)");
     }
-    // send beside 1M turns of other sessions.
-    let mut sends = Vec::new();
-    for i in 0..n {
-        let start = Instant::now();
-        let st = Command::new(bin)
-            .args(["send", "--no-stdin", "-s", &format!("fresh{i}"), "hi"])
+    // send beside 1M turns of other sessions: as installed (the neural embedder loads for
+    // semantic memory when its model is there), and with no embedder model (the lexical
+    // fallback: what the turn engine and the ledger cost alone).
+    let no_model = work.join("no-embedder");
+    std::fs::create_dir_all(&no_model).unwrap();
+    for (label, embed_dir) in [
+        ("as installed", None),
+        ("without the embedder model", Some(&no_model)),
+    ] {
+        let mut sends = Vec::new();
+        for i in 0..n {
+            let start = Instant::now();
+            let mut c = Command::new(bin);
+            c.args([
+                "send",
+                "--no-stdin",
+                "-s",
+                &format!("fresh{i}{}", embed_dir.map_or("", |_| "x")),
+                "hi",
+            ])
             .current_dir(&work)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success());
-        sends.push(start.elapsed());
+            .stdout(Stdio::null());
+            if let Some(d) = embed_dir {
+                c.env("AXOCOATL_EMBED_DIR", d);
+            }
+            assert!(c.status().unwrap().success());
+            sends.push(start.elapsed());
+        }
+        let send_ms = median_of(sends);
+        let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
+        println!(
+            "send to a fresh session beside {turns} turns of others, {label}: {send_ms:.1} ms (median of {n}); two fdatasyncs here {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} back to back); beyond them {:.1} ms (goal <= 5 ms)",
+            send_ms - in_rhythm
+        );
     }
-    let send_ms = median_of(sends);
-    let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
-    println!(
-        "send to a fresh session beside {turns} turns of others: {send_ms:.1} ms (median of {n}); two fdatasyncs here {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} back to back); beyond them {:.1} ms (goal <= 5 ms)",
-        send_ms - in_rhythm
-    );
     // 8 sends in 8 sessions, one after another and all at once.
     let (seq, conc) = eight(|i| {
         let mut c = Command::new(bin);
@@ -491,7 +507,7 @@ fn send_bench(base: &Path, bin: &str) {
     let done = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop", "prompt_eval_count": 3, "eval_count": 1});
     let line = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "ok"}, "done": false});
     let server = fake_http::FakeServer::start();
-    for _ in 0..runs + 1 {
+    for _ in 0..2 * runs + 1 {
         server.push(fake_http::Reply::ndjson(&format!("{line}\n{done}\n")));
     }
     let work = base.join("send");
@@ -502,29 +518,38 @@ fn send_bench(base: &Path, bin: &str) {
         format!("providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: a\n    provider: llm\n    model: m\n    tools: [core_memory_set]\n", server.url()),
     )
     .unwrap();
-    let mut times = Vec::new();
-    let mut rss = 0;
-    for i in 0..runs {
-        let (d, r) = peak_rss_kb(
-            Command::new(bin)
-                .args(["send", "--no-stdin", "-s", &format!("b{}", i % 4), "hi"])
-                .current_dir(&work),
+    let no_model = work.join("no-embedder");
+    std::fs::create_dir_all(&no_model).unwrap();
+    for (label, embed_dir) in [
+        ("as installed", None),
+        ("without the embedder model", Some(&no_model)),
+    ] {
+        let mut times = Vec::new();
+        let mut rss = 0;
+        for i in 0..runs {
+            let mut c = Command::new(bin);
+            c.args(["send", "--no-stdin", "-s", &format!("b{}", i % 4), "hi"])
+                .current_dir(&work);
+            if let Some(d) = embed_dir {
+                c.env("AXOCOATL_EMBED_DIR", d);
+            }
+            let (d, r) = peak_rss_kb(&mut c);
+            times.push(d);
+            rss = rss.max(r);
+        }
+        times.sort();
+        let ms = |i: usize| times[i].as_secs_f64() * 1e3;
+        let median = ms(runs / 2);
+        let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
+        println!(
+            "send against an instant loopback server, {label}: median {median:.1} ms (quartiles {:.1}-{:.1}); two fdatasyncs here: {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} ms back to back); overhead beyond them {:.1} ms (goal <= 3 ms; {:.1} ms against back-to-back flushes); peak RSS {} KB (goal <= 15360 KB)",
+            ms(runs / 4),
+            ms(3 * runs / 4),
+            median - in_rhythm,
+            median - back_to_back,
+            rss
         );
-        times.push(d);
-        rss = rss.max(r);
     }
-    times.sort();
-    let ms = |i: usize| times[i].as_secs_f64() * 1e3;
-    let median = ms(runs / 2);
-    let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
-    println!(
-        "send against an instant loopback server: median {median:.1} ms (quartiles {:.1}-{:.1}); two fdatasyncs here: {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} ms back to back); overhead beyond them {:.1} ms (goal <= 3 ms; {:.1} ms against back-to-back flushes); peak RSS {} KB (goal <= 15360 KB)",
-        ms(runs / 4),
-        ms(3 * runs / 4),
-        median - in_rhythm,
-        median - back_to_back,
-        rss
-    );
 }
 
 /// How long after `axocoatl stop` the stopped `send` exits (median of 10).

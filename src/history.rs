@@ -335,7 +335,7 @@ pub struct SessionList {
 /// Lists every session: turns begun, first and last activity, the active turn (an open
 /// turn whose owner is alive).
 pub fn sessions(repo: &Repo) -> Result<SessionList> {
-    let summaries = repo.ledger().summaries(None)?;
+    let summaries = repo.ledger().session_summaries()?;
     let mut sessions: BTreeMap<String, SessionView> = summaries
         .sessions
         .into_iter()
@@ -421,23 +421,29 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
 }
 
 /// Moves the usage of coordinators' workers out of their coordinators' rows into rows of
-/// their own (`adhoc` for ad-hoc workers), from the `SubtaskEnded` records (one walk that
-/// decodes nothing else). A worker's turns are the turns it ran a subtask in; its day is the
+/// their own (`adhoc` for ad-hoc workers), from the `SubtaskEnded` records. A worker's turns are the turns it ran a subtask in; its day is the
 /// day the subtask ended.
 fn workers_usage(
     repo: &Repo,
     session: Option<&str>,
     rows: &mut BTreeMap<(String, String, i64), (u64, Usage)>,
 ) -> Result<Vec<Damaged>> {
-    let walked = repo.ledger().walk(&mut |view| {
-        view.kind() == Some(Kind::SubtaskEnded)
-            && session.is_none_or(|s| view.session() == Some(s.as_bytes()))
-    })?;
+    // One session: its records, through the indexes (O(that session)); every session: one
+    // walk that decodes nothing but `SubtaskEnded`.
+    let walked = match session {
+        Some(s) => repo.ledger().read_session(s)?,
+        None => repo
+            .ledger()
+            .walk(&mut |view| view.kind() == Some(Kind::SubtaskEnded))?,
+    };
     let mut counted: std::collections::HashSet<(String, String)> = Default::default();
     for e in walked.entries {
         let Some(Record::SubtaskEnded(s)) = e.record else {
             continue;
         };
+        if session.is_some_and(|only| only != s.session) {
+            continue;
+        }
         let day = axocoatl_store::ledger::day_of(s.at);
         if let Some(row) = rows.get_mut(&(s.session.clone(), s.coordinator.clone(), day)) {
             row.1.prompt_tokens = row.1.prompt_tokens.saturating_sub(s.usage.prompt_tokens);

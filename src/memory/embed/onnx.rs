@@ -275,14 +275,26 @@ fn dequantize(q: &pb::TensorProto, s: &pb::TensorProto) -> Result<Vec<f32>, Stri
         s_strides[pad + k] = if sd == 1 { 0 } else { stride };
         stride *= sd;
     }
+    // Row by row (a row: the last dimension): the scale's offset is found once per row, and
+    // the row is one tight loop over either one scale or a matching run of scales. (Element
+    // by element, this took about 90 ms of every load.)
+    let inner = q_dims.last().copied().unwrap_or(1).max(1);
+    let inner_stride = s_strides.last().copied().unwrap_or(0);
+    let outer = &q_dims[..q_dims.len().saturating_sub(1)];
     let mut out = Vec::with_capacity(n);
-    let mut coord = vec![0usize; q_dims.len()];
-    for &v in &q_values {
-        let si: usize = coord.iter().zip(&s_strides).map(|(c, st)| c * st).sum();
-        out.push(f32::from(v) * s_values[si]);
+    let mut coord = vec![0usize; outer.len()];
+    for row in q_values.chunks_exact(inner) {
+        let base: usize = coord.iter().zip(&s_strides).map(|(c, st)| c * st).sum();
+        if inner_stride == 0 {
+            let scale = s_values[base];
+            out.extend(row.iter().map(|&v| f32::from(v) * scale));
+        } else {
+            let scales = &s_values[base..base + inner];
+            out.extend(row.iter().zip(scales).map(|(&v, &sc)| f32::from(v) * sc));
+        }
         for k in (0..coord.len()).rev() {
             coord[k] += 1;
-            if coord[k] < q_dims[k] {
+            if coord[k] < outer[k] {
                 break;
             }
             coord[k] = 0;

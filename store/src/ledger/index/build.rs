@@ -82,17 +82,35 @@ pub(crate) struct Builder {
     last: Option<(u64, u64, u32)>,
     /// Folded word → offsets of the records holding it (ascending, once each).
     terms: HashMap<Box<str>, Vec<u32>>,
+    /// Collect no terms: an index for session summaries only (the newest segment, read
+    /// whole by `sessions` and `usage`), never written or searched.
+    no_terms: bool,
 }
 
 impl Builder {
     /// Reads every frame of `seg`, verifying each, and collects them. `None` for a segment
     /// too large for 32-bit offsets (it is then always walked).
     pub fn from_segment(seg: &SegmentData) -> Option<Builder> {
+        Builder::collect(seg, Builder::default())
+    }
+
+    /// [`Builder::from_segment`] without the search terms (a third of the work): for
+    /// summaries of the newest segment, which are never written or searched.
+    pub fn summary_of(seg: &SegmentData) -> Option<Builder> {
+        Builder::collect(
+            seg,
+            Builder {
+                no_terms: true,
+                ..Builder::default()
+            },
+        )
+    }
+
+    fn collect(seg: &SegmentData, mut b: Builder) -> Option<Builder> {
         let end = seg.base + seg.bytes().len() as u64;
         if end > u64::from(u32::MAX) {
             return None;
         }
-        let mut b = Builder::default();
         if let Err(reason) = seg.header() {
             b.damaged.push((0, reason));
             return Some(b);
@@ -176,7 +194,7 @@ impl Builder {
         if let Record::TurnBegun(b) = &record {
             self.begin(b, entry.pos, entry.seq);
         }
-        if record.turn().is_some() {
+        if record.turn().is_some() && !self.no_terms {
             let terms = &mut self.terms;
             super::terms::searchable(&record, |text| {
                 super::terms::words(text, |w| match terms.get_mut(w) {

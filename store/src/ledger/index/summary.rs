@@ -33,7 +33,13 @@ pub struct Summaries {
 }
 
 impl Summaries {
-    fn add(&mut self, index: &Index, seg: &SegmentData, only: Option<&str>) -> Result<(), Stale> {
+    fn add(
+        &mut self,
+        index: &Index,
+        seg: &SegmentData,
+        only: Option<&str>,
+        with_usage: bool,
+    ) -> Result<(), Stale> {
         let rows: Vec<(String, SessionRow)> = match only {
             Some(name) => index
                 .session(name)?
@@ -43,19 +49,22 @@ impl Summaries {
             None => index.sessions()?,
         };
         let mut usage = Vec::new();
-        for (name, row) in &rows {
-            for u in index.usage(row)? {
-                usage.push((name.clone(), u));
+        if with_usage {
+            for (name, row) in &rows {
+                for u in index.usage(row)? {
+                    usage.push((name.clone(), u));
+                }
             }
         }
         for (name, row) in rows {
-            let s = self
-                .sessions
-                .entry(name.clone())
-                .or_insert_with(|| SessionSummary {
+            // Looked up before inserting: most sessions are in many segments.
+            let s = match self.sessions.get_mut(&name) {
+                Some(s) => s,
+                None => self.sessions.entry(name.clone()).or_insert(SessionSummary {
                     session: name,
                     ..SessionSummary::default()
-                });
+                }),
+            };
             s.turns += u64::from(row.turns);
             s.created_at = s.created_at.or(row.first_at);
             s.last_activity = match (s.last_activity, row.last_at) {
@@ -74,6 +83,15 @@ impl Ledger {
     /// The summaries of every session (`None`) or of one, from the indexes of the sealed
     /// segments and a reading of the newest.
     pub fn summaries(&self, only: Option<&str>) -> Result<Summaries> {
+        self.summarise(only, true)
+    }
+
+    /// [`Ledger::summaries`] of every session without their usage rows (`sessions`).
+    pub fn session_summaries(&self) -> Result<Summaries> {
+        self.summarise(None, false)
+    }
+
+    fn summarise(&self, only: Option<&str>, with_usage: bool) -> Result<Summaries> {
         let mut out = Summaries::default();
         for part in self.plan()? {
             let (seg, index) = match part {
@@ -85,17 +103,17 @@ impl Ledger {
                 }
             };
             if let Some(index) = &index {
-                if out.add(index, &seg, only).is_ok() {
+                if out.add(index, &seg, only, with_usage).is_ok() {
                     continue;
                 }
                 self.forget_index(seg.number);
             }
             // The newest segment, or a damaged index: summarise the segment itself.
-            let built = Builder::from_segment(&seg)
+            let built = Builder::summary_of(&seg)
                 .and_then(|b| Index::from_built(b.finish(&seg, &out.open).0));
             match built {
                 Some(index) => {
-                    let _ = out.add(&index, &seg, only);
+                    let _ = out.add(&index, &seg, only, with_usage);
                 }
                 None => out.damaged.push(Damaged {
                     path: seg.path.clone(),
