@@ -128,6 +128,10 @@ impl CallResult {
     }
 
     /// An error result that the user is warned about too.
+    #[cfg_attr(
+        not(feature = "mcp"),
+        expect(dead_code, reason = "only running servers fail this way")
+    )]
     fn failure(text: String) -> CallResult {
         CallResult {
             warnings: vec![text.clone()],
