@@ -82,8 +82,8 @@ pub(crate) struct Builder {
     last: Option<(u64, u64, u32)>,
     /// Folded word → offsets of the records holding it (ascending, once each).
     terms: HashMap<Box<str>, Vec<u32>>,
-    /// Collect no terms: an index for session summaries only (the newest segment, read
-    /// whole by `sessions` and `usage`), never written or searched.
+    /// Collect no terms and map no turn ids: an index for session summaries only (the newest
+    /// segment, read whole by `sessions` and `usage`), never written, searched or looked up.
     no_terms: bool,
 }
 
@@ -94,8 +94,8 @@ impl Builder {
         Builder::collect(seg, Builder::default())
     }
 
-    /// [`Builder::from_segment`] without the search terms (a third of the work): for
-    /// summaries of the newest segment, which are never written or searched.
+    /// [`Builder::from_segment`] without the search terms and the turn-id map: for summaries
+    /// of the newest segment, which are never written, searched or looked up by turn.
     pub fn summary_of(seg: &SegmentData) -> Option<Builder> {
         Builder::collect(
             seg,
@@ -397,7 +397,10 @@ impl Builder {
         let mut turns_fst = fst::MapBuilder::memory();
         let mut rows = Vec::new();
         for (i, (id, row)) in turn_rows.iter().enumerate() {
-            let _ = turns_fst.insert(id, i as u64);
+            // A summary never looks turns up by id: their map is left empty.
+            if !self.no_terms {
+                let _ = turns_fst.insert(id, i as u64);
+            }
             for v in row {
                 push_u32(&mut rows, *v);
             }
