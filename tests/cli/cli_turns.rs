@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::common::env::TestEnv;
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::ollama::{ollama_env, ollama_stream};
 
 const SCRIPT: &str = r#"
 replies:
@@ -27,38 +28,6 @@ fn script_env() -> TestEnv {
     );
     env.write("replies.yaml", SCRIPT);
     env
-}
-
-/// One Ollama /api/chat NDJSON stream answering `pieces`, byte for byte as the docs show.
-fn ollama_stream(pieces: &[&str]) -> String {
-    let mut body = String::new();
-    for p in pieces {
-        body.push_str(
-            &serde_json::json!({
-                "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
-                "message": {"role": "assistant", "content": p}, "done": false
-            })
-            .to_string(),
-        );
-        body.push('\n');
-    }
-    body.push_str(
-        &serde_json::json!({
-            "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
-            "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop",
-            "total_duration": 1000, "prompt_eval_count": 11, "eval_count": pieces.len()
-        })
-        .to_string(),
-    );
-    body.push('\n');
-    body
-}
-
-fn ollama_env(server: &FakeServer) -> TestEnv {
-    TestEnv::with_config(&format!(
-        "providers:\n  llm: {{kind: ollama, base_url: \"{}\", timeout_secs: 30}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n    system_prompt: Be brief.\n",
-        server.url()
-    ))
 }
 
 /// Starts `send` in the background and returns it with the turn id from its stderr.

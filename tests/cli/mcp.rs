@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::env::{bin, wait_until, TestEnv};
-use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::fake_http::FakeServer;
+use crate::common::ollama::{ollama_call, ollama_text};
 use crate::common::procs::{
     actor, advertised, agents_status, gone, json_lines, kill, tool_results as results, Serve,
 };
-
-const CREATED: &str = "2026-01-02T03:04:05Z";
 
 /// The peer server binary, built by `cargo test` (or `cargo build --examples`).
 fn peer() -> PathBuf {
@@ -29,19 +28,6 @@ fn peer() -> PathBuf {
         p.display()
     );
     p
-}
-
-fn ollama_call(name: &str, args: Value) -> Reply {
-    let calls = json!([{"function": {"name": name, "arguments": args}}]);
-    let first = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": "", "tool_calls": calls}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 20, "eval_count": 5});
-    Reply::ndjson(&format!("{first}\n{last}\n"))
-}
-
-fn ollama_text(text: &str) -> Reply {
-    let chunk = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": text}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 30, "eval_count": 4});
-    Reply::ndjson(&format!("{chunk}\n{last}\n"))
 }
 
 /// A repository whose agent `coder` talks to `model` and may use MCP server `peer`

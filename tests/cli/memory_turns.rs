@@ -6,21 +6,8 @@
 use serde_json::{json, Value};
 
 use crate::common::env::TestEnv;
-use crate::common::fake_http::{FakeServer, Reply};
-
-const CREATED: &str = "2026-01-02T03:04:05Z";
-
-fn ollama_text(text: &str) -> Reply {
-    let chunk = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": text}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 30, "eval_count": 4});
-    Reply::ndjson(&format!("{chunk}\n{last}\n"))
-}
-
-fn ollama_call(name: &str, args: Value) -> Reply {
-    let first = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": args}}]}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 20, "eval_count": 5});
-    Reply::ndjson(&format!("{first}\n{last}\n"))
-}
+use crate::common::fake_http::FakeServer;
+use crate::common::ollama::{ollama_call, ollama_text};
 
 /// The directory of the embedding model, where `scripts/fetch-model.sh` puts it (the tests
 /// run the binary with a clean environment, so it is passed explicitly).

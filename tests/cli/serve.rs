@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::common::env::{wait_until, Run, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::ollama::{ollama_env, ollama_stream};
 use crate::common::procs::{actor, agents_status as status, alive, kill, Serve};
 
 const SCRIPT: &str = r#"
@@ -33,41 +34,10 @@ fn script_env() -> TestEnv {
     env
 }
 
-fn ollama_stream(pieces: &[&str]) -> String {
-    let mut body = String::new();
-    for p in pieces {
-        body.push_str(
-            &serde_json::json!({
-                "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
-                "message": {"role": "assistant", "content": p}, "done": false
-            })
-            .to_string(),
-        );
-        body.push('\n');
-    }
-    body.push_str(
-        &serde_json::json!({
-            "model": "m", "created_at": "2026-01-02T03:04:05.000Z",
-            "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop",
-            "prompt_eval_count": 11, "eval_count": pieces.len()
-        })
-        .to_string(),
-    );
-    body.push('\n');
-    body
-}
-
 fn slow_reply(pieces: usize, pause_ms: u64) -> Reply {
     let words: Vec<String> = (0..pieces).map(|i| format!("w{i} ")).collect();
     let refs: Vec<&str> = words.iter().map(String::as_str).collect();
     Reply::ndjson(&ollama_stream(&refs)).paced(Duration::from_millis(pause_ms))
-}
-
-fn ollama_env(server: &FakeServer) -> TestEnv {
-    TestEnv::with_config(&format!(
-        "providers:\n  llm: {{kind: ollama, base_url: \"{}\", timeout_secs: 30}}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n    system_prompt: Be brief.\n",
-        server.url()
-    ))
 }
 
 /// Starts a command in the background and returns it with the turn id from its stderr.

@@ -10,31 +10,8 @@ use serde_json::{json, Value};
 
 use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::ollama::{ollama_call, ollama_calls, ollama_text};
 use crate::common::procs::{advertised, gone, json_lines, tool_results as results};
-
-const CREATED: &str = "2026-01-02T03:04:05Z";
-
-/// An Ollama `/api/chat` stream answering with these tool calls.
-fn ollama_calls(calls: &[(&str, Value)]) -> Reply {
-    let calls: Vec<Value> = calls
-        .iter()
-        .map(|(name, args)| json!({"function": {"name": name, "arguments": args}}))
-        .collect();
-    let first = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": "", "tool_calls": calls}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 20, "eval_count": 5});
-    Reply::ndjson(&format!("{first}\n{last}\n"))
-}
-
-fn ollama_call(name: &str, args: Value) -> Reply {
-    ollama_calls(&[(name, args)])
-}
-
-/// An Ollama stream answering with text.
-fn ollama_text(text: &str) -> Reply {
-    let chunk = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": text}, "done": false});
-    let last = json!({"model": "m", "created_at": CREATED, "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 30, "eval_count": 4});
-    Reply::ndjson(&format!("{chunk}\n{last}\n"))
-}
 
 fn sse(events: &[Value]) -> Reply {
     let mut body = String::new();

@@ -4,4 +4,5 @@
 #[macro_use]
 pub mod env;
 pub mod fake_http;
+pub mod ollama;
 pub mod procs;
