@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use axocoatl_store::repo::{self, OpenOptions};
 use axocoatl_store::Repo;
 
-use crate::config::{self, Config, Diagnostic, Loaded};
+use crate::config::{self, AgentConfig, Config, Diagnostic, Loaded, ResolvedProvider};
 use crate::error::{Result, RuntimeError};
 use crate::session;
 
@@ -173,6 +173,23 @@ impl Workspace {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.repo.workdir().to_path_buf())
+    }
+
+    /// `agent`'s provider as the configuration gives it, with this process's environment
+    /// (API keys, `OLLAMA_HOST`) and paths relative to the configuration file; an error
+    /// names the agent and the file to fix.
+    pub fn resolve_provider(&self, agent: &AgentConfig) -> Result<ResolvedProvider> {
+        let env = |k: &str| std::env::var(k).ok();
+        self.config()?
+            .resolve_provider(agent, &env, &self.config_dir())
+            .map_err(|message| RuntimeError::Invalid {
+                message,
+                hint: format!(
+                    "check the provider of agent {:?} in {}",
+                    agent.id,
+                    self.config_path().display()
+                ),
+            })
     }
 
     /// The sessions a listing covers: `None` for every session (`--all`), else the explicit

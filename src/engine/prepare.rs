@@ -288,17 +288,7 @@ fn target<'w>(
 ) -> Result<(&'w AgentConfig, ResolvedProvider)> {
     let config = ws.config()?;
     let agent = resolve_agent(config, explicit)?;
-    let env = |k: &str| std::env::var(k).ok();
-    let resolved = config
-        .resolve_provider(agent, &env, &ws.config_dir())
-        .map_err(|message| RuntimeError::Invalid {
-            message,
-            hint: format!(
-                "check the provider of agent {:?} in {}",
-                agent.id,
-                ws.config_path().display()
-            ),
-        })?;
+    let resolved = ws.resolve_provider(agent)?;
     Ok((agent, resolved))
 }
 

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::budget;
 use crate::clock;
-use crate::config::{AgentConfig, AgentRole, Config, ResolvedProvider, ResponseFormat};
+use crate::config::{AgentConfig, AgentRole, ResolvedProvider, ResponseFormat};
 use crate::error::{Result, RuntimeError};
 use crate::history::ViewState;
 use crate::ids;
@@ -214,7 +214,7 @@ pub fn run(
     };
     let mut passes = Vec::with_capacity(agents.len());
     for agent in agents {
-        passes.push(run_one(ws, config, session, agent, cancel)?);
+        passes.push(run_one(ws, session, agent, cancel)?);
         if cancel.is_cancelled() {
             break;
         }
@@ -234,13 +234,7 @@ fn last_pass(ws: &Workspace, session: &str, agent: &str) -> Result<(Option<Milli
     Ok((last, projection.sessions.contains_key(session)))
 }
 
-fn run_one(
-    ws: &Workspace,
-    config: &Config,
-    session: &str,
-    agent: &AgentConfig,
-    cancel: &Cancel,
-) -> Result<Pass> {
+fn run_one(ws: &Workspace, session: &str, agent: &AgentConfig, cancel: &Cancel) -> Result<Pass> {
     let repo = ws.repo();
     let memory = AgentMemory::open(repo, session, agent);
     let skipped = |reason: &str| Pass {
@@ -260,17 +254,7 @@ fn run_one(
         }));
     }
     let blocks = memory.blocks_view()?;
-    let env = |k: &str| std::env::var(k).ok();
-    let resolved = config
-        .resolve_provider(agent, &env, &ws.config_dir())
-        .map_err(|message| RuntimeError::Invalid {
-            message,
-            hint: format!(
-                "check the provider of agent {:?} in {}",
-                agent.id,
-                ws.config_path().display()
-            ),
-        })?;
+    let resolved = ws.resolve_provider(agent)?;
     let mut lock = take_lock(ws, session)?;
     let turn = begin(repo, &mut lock, session, session_exists, &agent.id)?;
 

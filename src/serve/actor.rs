@@ -93,17 +93,7 @@ pub fn run(
     let ws = Arc::new(ws);
     let config = ws.config()?;
     let agent = engine::resolve_agent(config, Some(&args.agent))?;
-    let env = |k: &str| std::env::var(k).ok();
-    let resolved = config
-        .resolve_provider(agent, &env, &ws.config_dir())
-        .map_err(|message| RuntimeError::Invalid {
-            message,
-            hint: format!(
-                "check the provider of agent {:?} in {}",
-                agent.id,
-                ws.config_path().display()
-            ),
-        })?;
+    let resolved = ws.resolve_provider(agent)?;
     // The provider must be able to start (its model or script file is there): a start
     // that fails here is what `serve` counts towards `down`.
     drop(crate::provider::open(&resolved)?);
