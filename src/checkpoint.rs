@@ -78,12 +78,7 @@ impl From<&CkMessage> for Message {
         msg.tool_calls = m
             .tool_calls
             .iter()
-            .map(|c| ToolCall {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                arguments: serde_json::from_str(&c.arguments)
-                    .unwrap_or(serde_json::Value::String(c.arguments.clone())),
-            })
+            .map(|c| ToolCall::from_text(c.id.clone(), c.name.clone(), &c.arguments))
             .collect();
         msg.tool_call_id = m.tool_call_id.clone();
         msg.name = m.name.clone();

@@ -71,12 +71,11 @@ fn tool_round(repo: &Repo, round: &[ToolEvent]) -> Result<Vec<Message>> {
     let mut ask = Message::new(Role::Assistant, "");
     for e in round {
         let text = stored_text(repo, &e.arguments, e.arguments_object.as_deref())?;
-        let arguments = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
-        ask.tool_calls.push(ToolCall {
-            id: e.call_id.clone(),
-            name: e.name.clone(),
-            arguments,
-        });
+        ask.tool_calls.push(ToolCall::from_text(
+            e.call_id.clone(),
+            e.name.clone(),
+            &text,
+        ));
     }
     let mut messages = vec![ask];
     for e in round {

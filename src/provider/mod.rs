@@ -50,6 +50,19 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
 }
 
+impl ToolCall {
+    /// A call whose arguments were kept as text (a checkpoint, a ledger record): parsed as
+    /// JSON, or kept as a JSON string when the text is not JSON.
+    pub fn from_text(id: String, name: String, arguments: &str) -> ToolCall {
+        ToolCall {
+            id,
+            name,
+            arguments: serde_json::from_str(arguments)
+                .unwrap_or_else(|_| serde_json::Value::String(arguments.to_owned())),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
