@@ -23,6 +23,7 @@ pub mod bounded;
 pub mod budget;
 pub mod catalog;
 pub mod checkpoint;
+mod child;
 pub mod clock;
 pub mod config;
 pub mod control;

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::child::{exit_status, signal_group};
 use crate::config::McpServerConfig;
 
 /// How long a server has to exit after its stdin closes, and after SIGTERM.
@@ -134,42 +135,6 @@ fn keep_tail(mut stderr: std::process::ChildStderr, tail: &StderrTail) {
         }
     }
     tail.closed.store(true, Ordering::Release);
-}
-
-/// "exit status 3", "killed by signal 9": the state of an ended, unreaped child.
-#[expect(unsafe_code, reason = "waitid with WNOWAIT: libc has no safe wrapper")]
-fn exit_status(pid: libc::pid_t) -> Option<String> {
-    // SAFETY: waitid writes into a zeroed siginfo we own; WNOWAIT leaves the child unreaped.
-    let (r, info) = unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        (r, info)
-    };
-    // SAFETY: si_pid and si_status are set by waitid for a child that changed state.
-    let (who, status) = unsafe { (info.si_pid(), info.si_status()) };
-    if r != 0 || who == 0 {
-        return None;
-    }
-    Some(match info.si_code {
-        libc::CLD_EXITED => format!("exit status {status}"),
-        _ => format!("killed by signal {status}"),
-    })
-}
-
-#[expect(
-    unsafe_code,
-    reason = "kill of a process group: libc has no safe wrapper"
-)]
-fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: signals the process group we created; ESRCH (nothing left) is fine.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
 }
 
 /// A server process, reaped at most once (its id is never signalled after that).

@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use super::registry::Handler;
 use super::{sandbox, Context, ToolOutput};
+use crate::child::{exited, signal_group};
 use crate::config::SandboxMode;
 
 /// The default and the largest `timeout_secs`.
@@ -316,33 +317,6 @@ fn read_all(mut reader: std::io::PipeReader, captured: &Mutex<Capture>) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
-    }
-}
-
-/// Whether the process has exited, without reaping it (its id stays reserved).
-#[expect(unsafe_code, reason = "waitid with WNOWAIT: libc has no safe wrapper")]
-fn exited(pid: libc::pid_t) -> bool {
-    // SAFETY: waitid writes into a zeroed siginfo we own.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        r == 0 && info.si_pid() != 0
-    }
-}
-
-#[expect(
-    unsafe_code,
-    reason = "kill of a process group: libc has no safe wrapper"
-)]
-fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: signals a process group we created; errors (ESRCH: nothing left) are fine.
-    unsafe {
-        libc::kill(-pgid, sig);
     }
 }
 
