@@ -170,12 +170,18 @@ pub fn load(repo: &Repo, session: &str, agent: &str, turns: &[&TurnView]) -> Res
         conversation.extend(repo, &kept[start..])?;
         return Ok(conversation);
     }
+    rebuild(repo, &kept)
+}
+
+/// The conversation of `kept` (retained turns, oldest first) rebuilt from the ledger alone,
+/// cut to what a model is sent.
+fn rebuild(repo: &Repo, kept: &[&TurnView]) -> Result<Conversation> {
     let mut conversation = Conversation {
         usage: Usage::ZERO,
         rebuilt: true,
         ..Conversation::default()
     };
-    conversation.extend(repo, &kept)?;
+    conversation.extend(repo, kept)?;
     conversation.messages = checkpoint::project_within(conversation.messages, PROJECTION_LIMIT);
     Ok(conversation)
 }
@@ -184,14 +190,7 @@ pub fn load(repo: &Repo, session: &str, agent: &str, turns: &[&TurnView]) -> Res
 /// turn of `turns` (each turn's answer is the answers of all the agents that gave one).
 pub fn group(repo: &Repo, turns: &[&TurnView]) -> Result<Conversation> {
     let kept: Vec<&TurnView> = turns.iter().copied().filter(|t| retained(t)).collect();
-    let mut conversation = Conversation {
-        usage: Usage::ZERO,
-        rebuilt: true,
-        ..Conversation::default()
-    };
-    conversation.extend(repo, &kept)?;
-    conversation.messages = checkpoint::project_within(conversation.messages, PROJECTION_LIMIT);
-    Ok(conversation)
+    rebuild(repo, &kept)
 }
 
 impl Conversation {
