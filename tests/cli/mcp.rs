@@ -13,7 +13,8 @@ use crate::common::env::{bin, wait_until, TestEnv};
 use crate::common::fake_http::FakeServer;
 use crate::common::ollama::{ollama_call, ollama_text};
 use crate::common::procs::{
-    actor, advertised, agents_status, gone, json_lines, kill, tool_results as results, Serve,
+    actor, advertised, agents_status, gone, json_lines, kill, tool_results as results,
+    turn_until_tool_started, Serve,
 };
 
 /// The peer server binary, built by `cargo test` (or `cargo build --examples`).
@@ -296,16 +297,7 @@ fn a_stop_reaches_a_running_mcp_call_and_ends_the_server() {
         .spawn()
         .expect("spawn");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut turn = String::new();
-    for line in lines.by_ref() {
-        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
-        if v["type"] == "turn.begun" {
-            turn = v["turn"].as_str().expect("turn").to_owned();
-        }
-        if v["type"] == "tool.started" {
-            break;
-        }
-    }
+    let turn = turn_until_tool_started(&mut lines);
     wait_until("the call to reach the server", || {
         peer_log(&env).iter().any(|l| l == "call slow")
     });

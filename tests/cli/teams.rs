@@ -760,6 +760,17 @@ workflows:
     (server, env)
 }
 
+/// [`panel`] with the multi-agent session `panel` of `a`, `b` and `c` created (and current).
+fn panel_session() -> (FakeServer, TestEnv) {
+    let (server, env) = panel();
+    assert_eq!(
+        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
+            .code,
+        0
+    );
+    (server, env)
+}
+
 fn models(server: &FakeServer) -> Vec<String> {
     server
         .requests()
@@ -815,14 +826,8 @@ fn sessions_new_with_agents_checks_its_members() {
     assert_eq!(ok.stdout, "Created session panel (now current)\n");
 }
 
-#[test]
-fn a_mention_routes_to_that_agent_and_show_says_why() {
-    let (server, env) = panel();
-    assert_eq!(
-        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
-            .code,
-        0
-    );
+/// A turn of the panel that mentions `@b`: `b` answers and says why.
+fn send_mentioning_b(env: &TestEnv) {
     let r = env.run(&["send", "@b what rhymes with moon?"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "B-ANSWER\n");
@@ -831,6 +836,12 @@ fn a_mention_routes_to_that_agent_and_show_says_why() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn a_mention_routes_to_that_agent_and_show_says_why() {
+    let (server, env) = panel_session();
+    send_mentioning_b(&env);
     assert_eq!(models(&server), ["b-m"]);
     let t = last_turn(&env);
     assert_eq!(t["agent"], "b");
@@ -866,12 +877,7 @@ fn a_mention_routes_to_that_agent_and_show_says_why() {
 
 #[test]
 fn those_above_threshold_answer_in_depends_on_order_seeing_earlier_answers() {
-    let (server, env) = panel();
-    assert_eq!(
-        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
-            .code,
-        0
-    );
+    let (server, env) = panel_session();
     let r = env.run(&["send", "--json", "@a and @b, compare notes"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let events = json_lines(&r.stdout);
@@ -1033,22 +1039,10 @@ fn a_coordinator_runs_through_serve_as_in_process_and_can_be_restarted_but_not_i
 
 #[test]
 fn a_multi_agent_session_routes_mentions_through_serve_as_in_process() {
-    let (server, env) = panel();
-    assert_eq!(
-        env.run(&["sessions", "new", "panel", "--agents", "a,b,c"])
-            .code,
-        0
-    );
+    let (server, env) = panel_session();
     let serve = Serve::start(&env);
     serve.wait_log("actor ready");
-    let r = env.run(&["send", "@b what rhymes with moon?"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, "B-ANSWER\n");
-    assert!(
-        r.stderr.contains("b answers (answered: mentioned as @b"),
-        "{}",
-        r.stderr
-    );
+    send_mentioning_b(&env);
     assert_eq!(last_turn(&env)["agent"], "b");
     let picked = env.run(&["send", "-a", "c", "anything"]);
     assert_eq!(picked.stdout, "C-ANSWER\n", "{}", picked.stderr);

@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
 use crate::common::ollama::{ollama_call, ollama_calls, ollama_text};
-use crate::common::procs::{advertised, gone, json_lines, tool_results as results};
+use crate::common::procs::{
+    advertised, gone, json_lines, tool_results as results, turn_until_tool_started,
+};
 
 fn sse(events: &[Value]) -> Reply {
     let mut body = String::new();
@@ -533,16 +535,7 @@ fn send_with_running_command(
         .spawn()
         .expect("spawn send");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut turn = String::new();
-    for line in lines.by_ref() {
-        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
-        if v["type"] == "turn.begun" {
-            turn = v["turn"].as_str().expect("turn").to_owned();
-        }
-        if v["type"] == "tool.started" {
-            break;
-        }
-    }
+    let turn = turn_until_tool_started(&mut lines);
     let pid_file = env.work.join("pid");
     wait_until("the command to start", || {
         std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))

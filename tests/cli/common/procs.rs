@@ -151,6 +151,24 @@ pub fn actor<'a>(lines: &'a [Value], agent: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no actor {agent}: {lines:?}"))
 }
 
+/// Reads the `--json` events of a running `send` up to its first `tool.started`; returns the
+/// turn id of its `turn.begun`.
+pub fn turn_until_tool_started(
+    lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>,
+) -> String {
+    let mut turn = String::new();
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        if v["type"] == "turn.begun" {
+            turn = v["turn"].as_str().expect("turn").to_owned();
+        }
+        if v["type"] == "tool.started" {
+            break;
+        }
+    }
+    turn
+}
+
 /// Whether the process `pid` is gone (a zombie waiting to be reaped counts as gone).
 pub fn gone(pid: &str) -> bool {
     pid.parse().map_or(true, |pid: u32| !alive(pid))
