@@ -333,6 +333,37 @@ pub fn decode(kind: u16, payload: &[u8]) -> std::result::Result<Option<Record>, 
     Record::decode(kind, payload).map_err(|e| e.to_string())
 }
 
+/// Maps the first `len` bytes of the newest segment, which its index describes: bytes an
+/// append never changes. Walked like a sealed segment that ends there.
+pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentData> {
+    let file = File::open(path).ok()?;
+    if len > file.metadata().ok()?.len() || len < HEADER_LEN as u64 {
+        return None;
+    }
+    // SAFETY: appends only add bytes past `len`, and only the intact records below it are
+    // mapped (a torn write, the only thing an append cuts, lies past every intact record).
+    #[expect(
+        unsafe_code,
+        reason = "mapping the indexed prefix of the newest segment: appends never change it"
+    )]
+    let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }.ok()?;
+    let header = SegmentHeader::decode(&map).and_then(|h| {
+        if h.number == number {
+            Ok((h.number, h.base_seq))
+        } else {
+            Err(super::stray_reason(h.number, number))
+        }
+    });
+    Some(SegmentData {
+        number,
+        path: path.to_owned(),
+        base: 0,
+        header,
+        data: Bytes::Map(map),
+        sealed: true,
+    })
+}
+
 /// Loads a segment. A sealed one is mapped whole; the newest is read from `from` on, so
 /// that polling for new records does not re-read what was already seen.
 pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<SegmentData> {

@@ -79,7 +79,8 @@ pub(crate) struct Builder {
     always: Vec<u32>,
     damaged: Vec<(u64, String)>,
     unknown_kinds: u64,
-    last: Option<(u64, u64, u32)>,
+    /// The last intact record: its sequence number, offset, header checksum and end.
+    last: Option<(u64, u64, u32, u64)>,
     /// Folded word → offsets of the records holding it (ascending, once each).
     terms: HashMap<Box<str>, Vec<u32>>,
     /// Collect no terms and map no turn ids: an index for session summaries only (the newest
@@ -104,6 +105,12 @@ impl Builder {
                 ..Builder::default()
             },
         )
+    }
+
+    /// Whether every record read was intact (a torn write at the newest segment's end
+    /// aside): only then may the newest segment's records be indexed.
+    pub fn intact(&self) -> bool {
+        self.damaged.is_empty()
     }
 
     fn collect(seg: &SegmentData, mut b: Builder) -> Option<Builder> {
@@ -132,7 +139,7 @@ impl Builder {
                     }
                     return;
                 }
-                b.last = Some((fr.seq, fr.offset, seg.header_crc(&fr)));
+                b.last = Some((fr.seq, fr.offset, seg.header_crc(&fr), fr.offset + fr.len));
                 match seg.entry(&fr) {
                     Ok(entry) => b.add(entry),
                     Err(e) => b.damaged.push((fr.offset, e.to_string())),
@@ -324,11 +331,22 @@ impl Builder {
         carry_out.extend(self.open.drain().map(|(_, o)| o));
         carry_out.sort_by_key(|o| o.begin_seq);
         let header = seg.header().ok();
-        let (last_seq, last_offset, last_hcrc) =
-            self.last.unwrap_or((header.map_or(0, |h| h.1), 0, 0));
+        let (last_seq, last_offset, last_hcrc, last_end) = self.last.unwrap_or((
+            header.map_or(0, |h| h.1),
+            0,
+            0,
+            crate::ledger::HEADER_LEN as u64,
+        ));
+        // A sealed segment is indexed whole; of the newest, the intact records are (a torn
+        // write at its end is not part of them).
+        let covered = if seg.sealed {
+            seg.base + seg.bytes().len() as u64
+        } else {
+            last_end
+        };
         let stamp = Stamp {
             segment: seg.number,
-            covered: seg.base + seg.bytes().len() as u64,
+            covered,
             base_seq: header.map_or(0, |h| h.1),
             last_seq,
             last_offset,
@@ -440,6 +458,10 @@ impl Builder {
         }
         sections[Section::TermsFst as usize] = terms_fst.into_inner().unwrap_or_default();
         sections[Section::TermPostings as usize] = term_postings;
+        sections[Section::PostingsBlocks as usize] =
+            format::block_crcs(&sections[Section::Postings as usize]);
+        sections[Section::TermPostingsBlocks as usize] =
+            format::block_crcs(&sections[Section::TermPostings as usize]);
         format::encode(stamp, &sections)
     }
 }

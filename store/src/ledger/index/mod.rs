@@ -20,7 +20,7 @@ pub(crate) mod terms;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -67,9 +67,13 @@ pub(crate) enum Section {
     TermsFst,
     /// offsets (u32) of the records holding each word, ascending
     TermPostings,
+    /// the checksum of each block of `Postings`
+    PostingsBlocks,
+    /// the checksum of each block of `TermPostings`
+    TermPostingsBlocks,
 }
 
-pub(crate) const SECTIONS: usize = 11;
+pub(crate) const SECTIONS: usize = 13;
 const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Meta,
     Section::SessionsFst,
@@ -82,6 +86,8 @@ const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Always,
     Section::TermsFst,
     Section::TermPostings,
+    Section::PostingsBlocks,
+    Section::TermPostingsBlocks,
 ];
 
 /// A turn begun and not ended (yet) at the end of a segment.
@@ -148,6 +154,8 @@ pub(crate) struct Index {
     pub meta: Meta,
     /// Sections whose checksum was verified, one bit each.
     checked: Cell<u32>,
+    /// Blocks of `Postings` and `TermPostings` whose checksum was verified, one bit each.
+    blocks_checked: [RefCell<Vec<u64>>; 2],
 }
 
 impl Index {
@@ -172,6 +180,7 @@ impl Index {
             sections,
             meta: Meta::default(),
             checked: Cell::new(0),
+            blocks_checked: Default::default(),
         };
         index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
         Some(index)
@@ -184,13 +193,17 @@ impl Index {
 
     /// Opens the index file at `path` if it describes exactly the bytes of `seg`.
     pub fn open(path: &Path, seg: &SegmentData) -> Option<Index> {
+        Index::open_file(path).filter(|index| index.describes(seg))
+    }
+
+    /// Opens the index file at `path`, whatever it describes.
+    fn open_file(path: &Path) -> Option<Index> {
         let file = File::open(path).ok()?;
         // SAFETY: index files are only ever replaced by rename, never written in place; a
         // damaged one fails its checksums.
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-        let index = Index::parse(IndexBytes::Map(map))?;
-        index.describes(seg).then_some(index)
+        Index::parse(IndexBytes::Map(map))
     }
 
     /// Whether this index was built from the bytes `seg` holds now.
@@ -211,6 +224,15 @@ impl Index {
             && self.fst(Section::SessionsFst).is_ok()
             && self.fst(Section::TurnsFst).is_ok()
             && self.fst(Section::TermsFst).is_ok()
+            && [
+                (Section::Postings, Section::PostingsBlocks),
+                (Section::TermPostings, Section::TermPostingsBlocks),
+            ]
+            .iter()
+            .all(|&(s, table)| {
+                matches!((self.section(s), self.section(table)),
+                    (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes) == crcs)
+            })
     }
 
     /// The offsets of the records of this segment that hold every word `needs` asks for
@@ -224,10 +246,9 @@ impl Index {
         use fst::{IntoStreamer, Streamer};
         use terms::Need;
         let map = self.fst(Section::TermsFst)?;
-        let postings = self.section(Section::TermPostings)?;
         let list = |v: u64| -> Result<Vec<u32>, Stale> {
             let (start, len) = ((v >> 32) as usize * 4, (v & 0xffff_ffff) as usize * 4);
-            let bytes = postings.get(start..start + len).ok_or(Stale)?;
+            let bytes = self.blocked(Section::TermPostings, start, len)?;
             Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
         };
         // Whole words and word starts are looked up; word ends and words inside words need a
@@ -310,6 +331,44 @@ impl Index {
         Ok(bytes)
     }
 
+    /// `len` bytes from `start` of a blocked section (`Postings` or `TermPostings`),
+    /// verifying only the blocks they lie in.
+    fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
+        let (table, seen) = match s {
+            Section::Postings => (Section::PostingsBlocks, &self.blocks_checked[0]),
+            Section::TermPostings => (Section::TermPostingsBlocks, &self.blocks_checked[1]),
+            _ => return self.section(s)?.get(start..start + len).ok_or(Stale),
+        };
+        let r = self.sections.get(s as usize).ok_or(Stale)?;
+        let all = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
+        let wanted = all
+            .get(start..start.checked_add(len).ok_or(Stale)?)
+            .ok_or(Stale)?;
+        if len == 0 || self.checked.get() & (1 << (s as u32)) != 0 {
+            return Ok(wanted);
+        }
+        let crcs = self.section(table)?;
+        if crcs.len() != all.len().div_ceil(format::BLOCK) * 4 {
+            return Err(Stale);
+        }
+        let mut seen = seen.borrow_mut();
+        for b in start / format::BLOCK..=(start + len - 1) / format::BLOCK {
+            let (word, bit) = (b / 64, 1u64 << (b % 64));
+            if seen.len() <= word {
+                seen.resize(word + 1, 0);
+            }
+            if seen[word] & bit != 0 {
+                continue;
+            }
+            let block = &all[b * format::BLOCK..((b + 1) * format::BLOCK).min(all.len())];
+            if super::frame::crc32c(block) != super::frame::le_u32(&crcs[b * 4..b * 4 + 4]) {
+                return Err(Stale);
+            }
+            seen[word] |= bit;
+        }
+        Ok(wanted)
+    }
+
     fn fst(&self, s: Section) -> Result<fst::Map<&[u8]>, Stale> {
         fst::Map::new(self.section(s)?).map_err(|_| Stale)
     }
@@ -351,9 +410,7 @@ impl Index {
     }
 
     fn postings(&self, start: u32, len: u32) -> Result<Vec<u32>, Stale> {
-        let all = self.section(Section::Postings)?;
-        let (start, len) = (start as usize * 4, len as usize * 4);
-        let bytes = all.get(start..start + len).ok_or(Stale)?;
+        let bytes = self.blocked(Section::Postings, start as usize * 4, len as usize * 4)?;
         Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
     }
 
@@ -453,11 +510,37 @@ fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
     out
 }
 
+/// Whether `seg` starts where the segment before it ended (`last_seq`, when known). A
+/// segment that repeats earlier records is skipped; one after missing records is read. Each
+/// is reported in `parts`.
+fn follows(seg: &SegmentData, last_seq: Option<u64>, parts: &mut Vec<Part>) -> bool {
+    let (Some(last), Ok((_, base))) = (last_seq, seg.header()) else {
+        return true;
+    };
+    if base < last {
+        parts.push(Part::Unreadable(Damaged {
+            path: seg.path.clone(),
+            offset: Some(0),
+            reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: its records repeat earlier ones (a stray copy of a segment?); skipped"),
+        }));
+        return false;
+    }
+    if base > last {
+        parts.push(Part::Unreadable(Damaged {
+            path: seg.path.clone(),
+            offset: Some(0),
+            reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: records are missing"),
+        }));
+    }
+    true
+}
+
 /// How one segment is read by a command.
 pub(crate) enum Part {
     /// A sealed segment and its index.
     Indexed { seg: SegmentData, index: Index },
-    /// The newest segment (or one that cannot be indexed): walked.
+    /// What was appended to the newest segment since it was indexed (all of it when it has
+    /// no index), or a segment that cannot be indexed: walked.
     Raw { seg: SegmentData },
     /// A segment that could not be opened.
     Unreadable(Damaged),
@@ -483,24 +566,24 @@ impl Ledger {
             .into_iter()
             .map(|e| Part::Unreadable(Damaged::from_error(e)))
             .collect();
-        let numbers = set.numbers;
-        let newest = numbers.last().copied().unwrap_or(0);
-        let mut segs: Vec<std::result::Result<SegmentData, Damaged>> = numbers
+        let (newest, sealed) = match set.numbers.split_last() {
+            Some((&newest, sealed)) => (Some(newest), sealed),
+            None => (None, &[][..]),
+        };
+        let mut segs: Vec<std::result::Result<SegmentData, Damaged>> = sealed
             .iter()
-            .map(|&n| load(&self.segment_path(n), n, n < newest, 0).map_err(Damaged::from_error))
+            .map(|&n| load(&self.segment_path(n), n, true, 0).map_err(Damaged::from_error))
             .collect();
         let mut found: Vec<Option<Index>> = segs
             .iter()
             .map(|s| match s {
-                Ok(seg) if seg.sealed => Index::open(&self.index_path(seg.number), seg),
-                _ => None,
+                Ok(seg) => Index::open(&self.index_path(seg.number), seg),
+                Err(_) => None,
             })
             .collect();
         // Build what is missing or stale in parallel; the carried turns are settled below.
         let missing: Vec<u64> = (0..segs.len() as u64)
-            .filter(|&i| {
-                found[i as usize].is_none() && segs[i as usize].as_ref().is_ok_and(|s| s.sealed)
-            })
+            .filter(|&i| found[i as usize].is_none() && segs[i as usize].is_ok())
             .collect();
         let mut builders: Vec<Option<Builder>> = (0..segs.len()).map(|_| None).collect();
         let built = super::parallel_map(&missing, |i| match &segs[i as usize] {
@@ -520,25 +603,7 @@ impl Ledger {
                     continue;
                 }
             };
-            if let (Some(last), Ok((_, base))) = (last_seq, seg.header()) {
-                if base < last {
-                    parts.push(Part::Unreadable(Damaged {
-                        path: seg.path.clone(),
-                        offset: Some(0),
-                        reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: its records repeat earlier ones (a stray copy of a segment?); skipped"),
-                    }));
-                    continue;
-                }
-                if base > last {
-                    parts.push(Part::Unreadable(Damaged {
-                        path: seg.path.clone(),
-                        offset: Some(0),
-                        reason: format!("the segment starts after sequence number {base}, but the one before it ends at {last}: records are missing"),
-                    }));
-                }
-            }
-            if !seg.sealed {
-                parts.push(Part::Raw { seg });
+            if !follows(&seg, last_seq, &mut parts) {
                 continue;
             }
             let index = match found[i].take() {
@@ -557,7 +622,69 @@ impl Ledger {
                 }
             }
         }
+        if let Some(n) = newest {
+            self.plan_newest(n, &carry, last_seq, &mut parts);
+        }
         Ok(parts)
+    }
+
+    /// How the newest segment is read: through the index of its first records and a walk
+    /// of what was appended since, when it has such an index; else walked whole. A reader
+    /// that walks more than [`Ledger::newest_reindex`] bytes indexes them for the next.
+    fn plan_newest(
+        &self,
+        n: u64,
+        carry: &[OpenTurn],
+        last_seq: Option<u64>,
+        parts: &mut Vec<Part>,
+    ) {
+        let path = self.segment_path(n);
+        let reindex = self.newest_reindex();
+        if let Some((view, index)) = self.open_newest_index(n, carry) {
+            match load(&path, n, false, index.stamp.covered) {
+                Ok(rest) if rest.bytes().len() as u64 <= reindex => {
+                    if follows(&view, last_seq, parts) {
+                        parts.push(Part::Indexed { seg: view, index });
+                        parts.push(Part::Raw { seg: rest });
+                    }
+                    return;
+                }
+                Ok(_) => {} // much appended since: indexed again below
+                Err(e) => return parts.push(Part::Unreadable(Damaged::from_error(e))),
+            }
+        }
+        let seg = match load(&path, n, false, 0) {
+            Ok(seg) => seg,
+            Err(e) => return parts.push(Part::Unreadable(Damaged::from_error(e))),
+        };
+        if !follows(&seg, last_seq, parts) {
+            return;
+        }
+        if seg.bytes().len() as u64 > reindex {
+            if let Some(b) = Builder::from_segment(&seg).filter(Builder::intact) {
+                let (bytes, _) = b.finish(&seg, carry);
+                self.write_index(n, &bytes);
+            }
+        }
+        parts.push(Part::Raw { seg });
+    }
+
+    /// How many bytes of the newest segment a reader walks before it indexes them: an
+    /// eighth of a segment, at most 2 MiB (so a 16 MiB segment is indexed about 8 times
+    /// as it fills, and no command walks more than 2 MiB of it).
+    fn newest_reindex(&self) -> u64 {
+        (self.segment_limit / 8).clamp(1, 2 << 20)
+    }
+
+    /// The index of the newest segment's first records, with those records mapped, if it
+    /// still describes them.
+    fn open_newest_index(&self, n: u64, carry: &[OpenTurn]) -> Option<(SegmentData, Index)> {
+        let index = Index::open_file(&self.index_path(n))?;
+        if index.stamp.segment != n {
+            return None;
+        }
+        let view = super::segment::load_prefix(&self.segment_path(n), n, index.stamp.covered)?;
+        (index.describes(&view) && index.carry_in() == digest(carry)).then_some((view, index))
     }
 
     /// Builds the index of sealed segment `number` again from its bytes and writes it;
@@ -588,19 +715,25 @@ impl Ledger {
     ) -> Option<Index> {
         let builder = builder.or_else(|| Builder::from_segment(seg))?;
         let (bytes, _) = builder.finish(seg, carry);
+        self.write_index(seg.number, &bytes);
+        Index::from_built(bytes)
+    }
+
+    /// Writes an index file, best effort: an index that cannot be written is still used by
+    /// the command that built it.
+    fn write_index(&self, number: u64, bytes: &[u8]) {
         let dir = self.index_dir();
-        let path = self.index_path(seg.number);
+        let path = self.index_path(number);
         if create_dir_private(&dir).is_ok()
-            && crate::failpoint::hit_write("ledger.index.write", &bytes, |b| {
+            && crate::failpoint::hit_write("ledger.index.write", bytes, |b| {
                 // A crash test's worst case: half an index in place, as an unsynced write
                 // can leave it after a power loss.
                 std::fs::write(&path, b)
             })
             .is_ok()
         {
-            let _ = write_atomic(&path, &bytes, Durability::Cache);
+            let _ = write_atomic(&path, bytes, Durability::Cache);
         }
-        Index::from_built(bytes)
     }
 }
 
@@ -666,7 +799,8 @@ impl Ledger {
                 carry = index.meta.open.clone();
             }
         }
-        let wanted: HashSet<String> = sealed.iter().map(|&n| index_file_name(n)).collect();
+        // The newest segment's index (of its first records) is checked by every reader.
+        let wanted: HashSet<String> = numbers.iter().map(|&n| index_file_name(n)).collect();
         if let Ok(entries) = std::fs::read_dir(self.index_dir()) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -681,7 +815,7 @@ impl Ledger {
                 };
                 findings.push(IndexFinding {
                     path: entry.path(),
-                    message: format!("not the index of a sealed segment{then}"),
+                    message: format!("not the index of a segment{then}"),
                 });
                 if repair {
                     let _ = std::fs::remove_file(entry.path());

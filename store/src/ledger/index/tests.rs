@@ -21,17 +21,44 @@ impl Rng {
     }
 }
 
-/// Appends a random history: turns of several sessions begun, given output and ended one
-/// record per append (so they cross segment boundaries), rewinds, attachments, notes.
-fn random_ledger(seed: u64, steps: usize, limit: u64) -> (tempfile::TempDir, Ledger, Vec<String>) {
-    let (dir, ledger) = setup(limit);
-    let mut rng = Rng(seed);
-    let sessions = ["main", "b", "c.d"];
-    let mut open: Vec<(String, String)> = Vec::new();
-    let mut all: Vec<(String, String)> = Vec::new();
-    for step in 0..steps {
+/// A random history: turns of several sessions begun, given output and ended one record per
+/// append (so they cross segment boundaries), rewinds, attachments, notes.
+struct History {
+    rng: Rng,
+    open: Vec<(String, String)>,
+    all: Vec<(String, String)>,
+    step: usize,
+}
+
+impl History {
+    fn new(seed: u64) -> History {
+        History {
+            rng: Rng(seed),
+            open: Vec::new(),
+            all: Vec::new(),
+            step: 0,
+        }
+    }
+
+    fn append(&mut self, ledger: &Ledger, steps: usize) {
+        for _ in 0..steps {
+            let record = self.record();
+            ledger.append_lazy(&[record]).expect("append");
+        }
+    }
+
+    /// Every turn id begun so far.
+    fn ids(&self) -> Vec<String> {
+        self.all.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    fn record(&mut self) -> Record {
+        let sessions = ["main", "b", "c.d"];
+        let (rng, open, all) = (&mut self.rng, &mut self.open, &mut self.all);
+        let step = self.step;
+        self.step += 1;
         let at = 1_700_000_000_000 + (step as i64) * 3_600_000 * 5;
-        let record = match rng.below(10) {
+        match rng.below(10) {
             0..=2 => {
                 let id = format!("{:016x}", rng.next());
                 let session = sessions[rng.below(3)].to_string();
@@ -100,10 +127,15 @@ fn random_ledger(seed: u64, steps: usize, limit: u64) -> (tempfile::TempDir, Led
                 session: sessions[rng.below(3)].into(),
                 at,
             }),
-        };
-        ledger.append_lazy(&[record]).expect("append");
+        }
     }
-    let ids = all.into_iter().map(|(id, _)| id).collect();
+}
+
+fn random_ledger(seed: u64, steps: usize, limit: u64) -> (tempfile::TempDir, Ledger, Vec<String>) {
+    let (dir, ledger) = setup(limit);
+    let mut history = History::new(seed);
+    history.append(&ledger, steps);
+    let ids = history.ids();
     (dir, ledger, ids)
 }
 
@@ -134,37 +166,45 @@ fn index_files(ledger: &Ledger) -> usize {
     fs::read_dir(ledger.index_dir()).map_or(0, |d| d.count())
 }
 
+/// Session, turn and attachment reads give what a walk of the whole ledger gives.
+fn assert_reads_equal_walk(ledger: &Ledger, ids: &[String], what: &str) {
+    for session in ["main", "b", "c.d", "none"] {
+        let got = ledger.read_session(session).expect("read");
+        let want = session_by_walk(ledger, session);
+        assert_eq!(positions(&got), positions(&want), "{what} {session}");
+        assert_eq!(got.damaged.len(), want.damaged.len(), "{what} {session}");
+    }
+    for id in ids.iter().take(10) {
+        let prefix = &id[..5];
+        let got = ledger.read_turn_prefix(prefix).expect("read");
+        let mut want = ledger
+            .walk(&mut |v| {
+                v.kind() == Some(Kind::RewindBoundary)
+                    || v.turn().is_some_and(|t| t.starts_with(prefix.as_bytes()))
+            })
+            .expect("walk");
+        ledger.complete_rewinds(&mut want).expect("complete");
+        assert_eq!(positions(&got), positions(&want), "{what} {prefix}");
+    }
+    let got = ledger.read_attachments().expect("read");
+    let want = ledger
+        .walk(&mut |v| matches!(v.kind(), Some(Kind::SessionCreated | Kind::AttachmentAdded)))
+        .expect("walk");
+    assert_eq!(positions(&got), positions(&want), "{what}");
+}
+
 #[test]
 fn session_turn_and_attachment_reads_equal_a_full_walk() {
     for seed in 1..=12u64 {
         let (_d, ledger, ids) = random_ledger(seed * 7919, 120, 700);
         assert!(ledger.segment_numbers().expect("segments").len() > 5);
         for round in 0..2 {
-            for session in ["main", "b", "c.d", "none"] {
-                let got = ledger.read_session(session).expect("read");
-                let want = session_by_walk(&ledger, session);
-                assert_eq!(positions(&got), positions(&want), "seed {seed} {session}");
-                assert!(got.damaged.is_empty());
-            }
-            for id in ids.iter().take(10) {
-                let prefix = &id[..5];
-                let got = ledger.read_turn_prefix(prefix).expect("read");
-                let mut want = ledger
-                    .walk(&mut |v| {
-                        v.kind() == Some(Kind::RewindBoundary)
-                            || v.turn().is_some_and(|t| t.starts_with(prefix.as_bytes()))
-                    })
-                    .expect("walk");
-                ledger.complete_rewinds(&mut want).expect("complete");
-                assert_eq!(positions(&got), positions(&want), "seed {seed} {prefix}");
-            }
-            let got = ledger.read_attachments().expect("read");
-            let want = ledger
-                .walk(&mut |v| {
-                    matches!(v.kind(), Some(Kind::SessionCreated | Kind::AttachmentAdded))
-                })
-                .expect("walk");
-            assert_eq!(positions(&got), positions(&want));
+            assert_reads_equal_walk(&ledger, &ids, &format!("seed {seed}"));
+            assert!(ledger
+                .read_session("main")
+                .expect("read")
+                .damaged
+                .is_empty());
             // The first round built the indexes; the second reads them from disk.
             assert!(round == 1 || index_files(&ledger) > 0);
         }
@@ -213,41 +253,115 @@ fn summaries_by_walk(entries: &[Entry]) -> (SessionRows, UsageRows) {
     (sessions, usage)
 }
 
+/// The summaries of every session, their usage and one session's give what every record
+/// says.
+fn assert_summaries_equal_walk(ledger: &Ledger, what: &str) {
+    let all = ledger.read_all().expect("read");
+    let (want_sessions, want_usage) = summaries_by_walk(&all.entries);
+    let got = ledger.summaries(None).expect("summaries");
+    let sessions: BTreeMap<String, (u64, Option<i64>, Option<i64>)> = got
+        .sessions
+        .values()
+        .map(|s| (s.session.clone(), (s.turns, s.created_at, s.last_activity)))
+        .collect();
+    assert_eq!(sessions, want_sessions, "{what}");
+    let mut usage: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
+    for (s, u) in got.usage {
+        let row = usage.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
+        row.0 += u.turns;
+        row.1.add(&u.usage);
+    }
+    for o in &got.open {
+        usage
+            .entry((o.session.clone(), o.agent.clone(), day_of(o.started_at)))
+            .or_insert((0, Usage::ZERO))
+            .1
+            .complete = false;
+    }
+    assert_eq!(usage, want_usage, "{what}");
+    let one = ledger.summaries(Some("b")).expect("summaries");
+    assert_eq!(
+        one.sessions.get("b").map(|s| s.turns),
+        want_sessions.get("b").map(|s| s.0),
+        "{what}"
+    );
+}
+
 #[test]
 fn summaries_equal_what_every_record_says() {
     for seed in 1..=12u64 {
         let (_d, ledger, _) = random_ledger(seed * 104_729, 150, 600);
-        let all = ledger.read_all().expect("read");
-        let (want_sessions, want_usage) = summaries_by_walk(&all.entries);
         for _ in 0..2 {
-            let got = ledger.summaries(None).expect("summaries");
-            let sessions: BTreeMap<String, (u64, Option<i64>, Option<i64>)> = got
-                .sessions
-                .values()
-                .map(|s| (s.session.clone(), (s.turns, s.created_at, s.last_activity)))
-                .collect();
-            assert_eq!(sessions, want_sessions, "seed {seed}");
-            let mut usage: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
-            for (s, u) in got.usage {
-                let row = usage.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
-                row.0 += u.turns;
-                row.1.add(&u.usage);
-            }
-            for o in &got.open {
-                usage
-                    .entry((o.session.clone(), o.agent.clone(), day_of(o.started_at)))
-                    .or_insert((0, Usage::ZERO))
-                    .1
-                    .complete = false;
-            }
-            assert_eq!(usage, want_usage, "seed {seed}");
-            let one = ledger.summaries(Some("b")).expect("summaries");
-            assert_eq!(
-                one.sessions.get("b").map(|s| s.turns),
-                want_sessions.get("b").map(|s| s.0)
-            );
+            assert_summaries_equal_walk(&ledger, &format!("seed {seed}"));
         }
     }
+}
+
+/// The index of the newest segment's first records (written once a reader walked more than
+/// an eighth of a segment of it) and a walk of what was appended since give what a walk of
+/// the whole ledger gives: as records are appended, when the index is damaged, when a torn
+/// write ends the segment, and when the segment lost bytes the index describes (a power
+/// loss before they were synced).
+#[test]
+fn the_newest_segment_is_read_through_the_index_of_its_first_records() {
+    let (dir, ledger) = setup(16_000);
+    let mut ledger = ledger;
+    let mut history = History::new(4242);
+    let newest_index = |ledger: &Ledger| {
+        let n = *ledger.segment_numbers().expect("ls").last().expect("one");
+        (
+            ledger.segment_path(n),
+            ledger.index_dir().join(crate::layout::index_file_name(n)),
+        )
+    };
+    let reopen = || Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), 16_000);
+    let mut indexed = 0;
+    for round in 0..40 {
+        history.append(&ledger, 9);
+        let what = format!("round {round}");
+        let (segment, index) = newest_index(&ledger);
+        match round {
+            12 | 25 if index.exists() => {
+                // A flipped byte in the postings, past the head.
+                let mut bytes = fs::read(&index).expect("read");
+                let n = bytes.len();
+                bytes[n - 40] ^= 0x10;
+                fs::write(&index, bytes).expect("write");
+            }
+            18 => {
+                // A torn write at the end, left by a crashed appender.
+                use std::io::Write;
+                let mut f = fs::OpenOptions::new()
+                    .append(true)
+                    .open(&segment)
+                    .expect("open");
+                f.write_all(&[0x40, 0, 0, 0, 7, 7]).expect("write");
+            }
+            30 if index.exists() => {
+                // The segment lost its last bytes, which the index describes.
+                let len = fs::metadata(&segment).expect("stat").len();
+                let f = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&segment)
+                    .expect("open");
+                f.set_len(len - 5).expect("truncate");
+            }
+            _ => {}
+        }
+        indexed += usize::from(index.exists());
+        for _ in 0..2 {
+            assert_reads_equal_walk(&ledger, &history.ids(), &what);
+            assert_summaries_equal_walk(&ledger, &what);
+        }
+        if matches!(round, 18 | 30) {
+            // The next appender cuts what is torn.
+            ledger = reopen();
+        }
+    }
+    assert!(
+        indexed > 20,
+        "the newest segment was indexed in {indexed} of 40 rounds"
+    );
 }
 
 #[test]
