@@ -216,52 +216,141 @@ impl Ledger {
     }
 
     /// [`Ledger::read_matching`] through the term indexes; `None` when they cannot narrow the
-    /// search enough.
+    /// search enough. One plan of the ledger serves both passes: the turns with a candidate
+    /// record, then their records and every rewind boundary. A turn's records lie in the
+    /// segment it began in and in those it was carried into (open at the end of the one
+    /// before), so a turn is looked up in those segments only.
     fn read_matching_indexed(
         &self,
         re: &Regex,
         needs: &[super::index::terms::Need],
     ) -> Result<Option<Walked>> {
         use super::index::Part;
-        let mut ids: HashSet<Vec<u8>> = HashSet::new();
-        let mut damaged = Vec::new();
         let parts = self.plan()?;
-        let mut scan: Vec<&SegmentData> = Vec::new();
-        for part in &parts {
-            match part {
+        // Pass 1: the turns with a candidate record, by the part they were found in; turns
+        // found by a scan (the newest records, a damaged index) are looked up everywhere.
+        let mut found: Vec<HashSet<Vec<u8>>> = vec![HashSet::new(); parts.len()];
+        let mut scanned: HashSet<Vec<u8>> = HashSet::new();
+        let mut walk = vec![false; parts.len()];
+        let mut count = 0;
+        for (i, part) in parts.iter().enumerate() {
+            let seg = match part {
                 Part::Indexed { seg, index } => match index.candidates(needs, INDEXED_LIMIT) {
                     Ok(Some(offsets)) => {
                         for offset in offsets {
                             if let Ok(Some(fr)) = seg.frame_at(u64::from(offset)) {
                                 if let Some(turn) = RecordView::new(fr.kind, fr.payload).turn() {
-                                    ids.insert(turn.to_vec());
+                                    count += usize::from(found[i].insert(turn.to_vec()));
                                 }
                             }
                         }
-                        if ids.len() > INDEXED_LIMIT {
+                        if count > INDEXED_LIMIT {
                             return Ok(None);
                         }
+                        continue;
                     }
                     Ok(None) => return Ok(None),
                     Err(_) => {
                         self.forget_index(seg.number);
-                        scan.push(seg);
+                        seg
                     }
                 },
-                Part::Raw { seg } => scan.push(seg),
-                Part::Unreadable(d) => damaged.push(d.clone()),
-            }
-        }
-        for seg in scan {
+                Part::Raw { seg } => seg,
+                Part::Unreadable(_) => continue,
+            };
+            walk[i] = true;
             let mut c = Collector::default();
             scan_segment(seg, re, &mut c);
-            ids.extend(c.ids);
-            damaged.extend(c.out.damaged);
+            scanned.extend(c.ids);
+        }
+        // Pass 2: where each turn has records.
+        let open: Vec<HashSet<&[u8]>> = parts
+            .iter()
+            .map(|p| match p {
+                Part::Indexed { index, .. } => {
+                    index.meta.open.iter().map(|o| o.turn.as_bytes()).collect()
+                }
+                _ => HashSet::new(),
+            })
+            .collect();
+        let indexed = |i: usize| !walk[i] && matches!(parts[i], Part::Indexed { .. });
+        let mut want: Vec<HashSet<&[u8]>> = vec![HashSet::new(); parts.len()];
+        // Turns whose segments cannot be told (a walked segment lies next to them).
+        let mut everywhere = scanned;
+        for (j, ids) in found.iter().enumerate() {
+            for id in ids {
+                want[j].insert(id);
+                let mut broken = false;
+                // Back to the segment it began in...
+                let mut k = j;
+                while k > 0 {
+                    if !indexed(k - 1) {
+                        broken = !matches!(parts[k - 1], Part::Unreadable(_));
+                        break;
+                    }
+                    if !open[k - 1].contains(&id[..]) {
+                        break;
+                    }
+                    k -= 1;
+                    want[k].insert(id);
+                }
+                // ... and on to the one it ended in.
+                let mut k = j;
+                while k + 1 < parts.len() && open[k].contains(&id[..]) {
+                    k += 1;
+                    want[k].insert(id);
+                    if !indexed(k) {
+                        broken = k + 1 < parts.len();
+                        break;
+                    }
+                }
+                if broken {
+                    everywhere.insert(id.clone());
+                }
+            }
+        }
+        let all: HashSet<&[u8]> = found
+            .iter()
+            .flatten()
+            .chain(&everywhere)
+            .map(Vec::as_slice)
+            .collect();
+        let mut out = Walked::default();
+        let mut keep = |v: RecordView<'_>| {
+            v.kind() == Some(Kind::RewindBoundary) || v.turn().is_some_and(|t| all.contains(t))
+        };
+        for (i, part) in parts.iter().enumerate() {
+            match part {
+                Part::Indexed { seg, index } if !walk[i] => {
+                    let offsets = (|| {
+                        let mut offsets = index.offsets(super::index::Section::Rewinds)?;
+                        for id in want[i]
+                            .iter()
+                            .copied()
+                            .chain(everywhere.iter().map(Vec::as_slice))
+                        {
+                            offsets.extend(index.turn_offsets(id)?);
+                        }
+                        Ok::<_, super::index::Stale>(offsets)
+                    })();
+                    match offsets {
+                        Ok(offsets) => {
+                            out.damaged.extend(index.damaged(seg));
+                            super::walk::decode_at(seg, offsets, &mut out);
+                        }
+                        Err(_) => {
+                            self.forget_index(seg.number);
+                            super::walk::select(seg, 0, &mut keep, &mut out);
+                        }
+                    }
+                }
+                Part::Indexed { seg, .. } | Part::Raw { seg } => {
+                    super::walk::select(seg, 0, &mut keep, &mut out)
+                }
+                Part::Unreadable(d) => out.damaged.push(d.clone()),
+            }
         }
         drop(parts);
-        let mut out = self.read_turns(&ids)?;
-        out.merge(self.read_rewinds()?);
-        out.damaged.extend(damaged);
         out.sort();
         self.complete_rewinds(&mut out)?;
         Ok(Some(out))

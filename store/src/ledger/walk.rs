@@ -164,7 +164,7 @@ pub(crate) fn select(
 }
 
 /// Decodes the records at `offsets` of `seg` (offsets an index gave).
-fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
+pub(crate) fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
     offsets.sort_unstable();
     offsets.dedup();
     for offset in offsets {

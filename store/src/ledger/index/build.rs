@@ -458,10 +458,9 @@ impl Builder {
         }
         sections[Section::TermsFst as usize] = terms_fst.into_inner().unwrap_or_default();
         sections[Section::TermPostings as usize] = term_postings;
-        sections[Section::PostingsBlocks as usize] =
-            format::block_crcs(&sections[Section::Postings as usize]);
-        sections[Section::TermPostingsBlocks as usize] =
-            format::block_crcs(&sections[Section::TermPostings as usize]);
+        for (blocked, table) in super::BLOCKED {
+            sections[table as usize] = format::block_crcs(&sections[blocked as usize]);
+        }
         format::encode(stamp, &sections)
     }
 }

@@ -85,9 +85,10 @@ pub struct SectionRef {
     pub crc: u32,
 }
 
-/// Reads the head of an index file: its stamp and section table. `None` when the head is
+/// Reads the head of an index file: its stamp, section table and the head's checksum (which
+/// covers every section's checksum, so it names the whole index). `None` when the head is
 /// damaged, of another version, or does not describe `expected` sections inside the file.
-pub fn decode_head(bytes: &[u8], expected: usize) -> Option<(Stamp, Vec<SectionRef>)> {
+pub fn decode_head(bytes: &[u8], expected: usize) -> Option<(Stamp, Vec<SectionRef>, u32)> {
     if bytes.len() < FIXED + 4 || &bytes[0..8] != MAGIC || le_u32(&bytes[8..12]) != VERSION {
         return None;
     }
@@ -122,7 +123,7 @@ pub fn decode_head(bytes: &[u8], expected: usize) -> Option<(Stamp, Vec<SectionR
             crc: le_u32(&e[16..20]),
         });
     }
-    Some((stamp, sections))
+    Some((stamp, sections, le_u32(&bytes[head_len..])))
 }
 
 /// The CRC-32C of each [`BLOCK`] of `section` (the last one may be shorter), as `u32`s.
@@ -185,7 +186,7 @@ mod tests {
         };
         let sections = vec![b"one".to_vec(), Vec::new(), b"three".to_vec()];
         let bytes = encode(&stamp, &sections);
-        let (back, refs) = decode_head(&bytes, 3).expect("decodes");
+        let (back, refs, _) = decode_head(&bytes, 3).expect("decodes");
         assert_eq!(back, stamp);
         assert_eq!(&bytes[refs[2].start..refs[2].start + refs[2].len], b"three");
         assert_eq!(refs[2].crc, crc32c(b"three"));

@@ -71,9 +71,18 @@ pub(crate) enum Section {
     PostingsBlocks,
     /// the checksum of each block of `TermPostings`
     TermPostingsBlocks,
+    /// the checksum of each block of `TurnRows`
+    TurnRowsBlocks,
 }
 
-pub(crate) const SECTIONS: usize = 13;
+pub(crate) const SECTIONS: usize = 14;
+
+/// The sections checked block by block, each with the section of its block checksums.
+const BLOCKED: [(Section, Section); 3] = [
+    (Section::Postings, Section::PostingsBlocks),
+    (Section::TermPostings, Section::TermPostingsBlocks),
+    (Section::TurnRows, Section::TurnRowsBlocks),
+];
 const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Meta,
     Section::SessionsFst,
@@ -88,6 +97,7 @@ const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::TermPostings,
     Section::PostingsBlocks,
     Section::TermPostingsBlocks,
+    Section::TurnRowsBlocks,
 ];
 
 /// A turn begun and not ended (yet) at the end of a segment.
@@ -151,11 +161,13 @@ pub(crate) struct Index {
     bytes: IndexBytes,
     stamp: Stamp,
     sections: Vec<SectionRef>,
+    /// The checksum of the head, which covers every section's: names the whole index.
+    head_crc: u32,
     pub meta: Meta,
     /// Sections whose checksum was verified, one bit each.
     checked: Cell<u32>,
-    /// Blocks of `Postings` and `TermPostings` whose checksum was verified, one bit each.
-    blocks_checked: [RefCell<Vec<u64>>; 2],
+    /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each.
+    blocks_checked: [RefCell<Vec<u64>>; BLOCKED.len()],
 }
 
 impl Index {
@@ -167,7 +179,7 @@ impl Index {
     }
 
     fn parse(bytes: IndexBytes) -> Option<Index> {
-        let (stamp, sections) = {
+        let (stamp, sections, head_crc) = {
             let b = match &bytes {
                 IndexBytes::Map(m) => &m[..],
                 IndexBytes::Vec(v) => &v[..],
@@ -178,6 +190,7 @@ impl Index {
             bytes,
             stamp,
             sections,
+            head_crc,
             meta: Meta::default(),
             checked: Cell::new(0),
             blocks_checked: Default::default(),
@@ -224,12 +237,7 @@ impl Index {
             && self.fst(Section::SessionsFst).is_ok()
             && self.fst(Section::TurnsFst).is_ok()
             && self.fst(Section::TermsFst).is_ok()
-            && [
-                (Section::Postings, Section::PostingsBlocks),
-                (Section::TermPostings, Section::TermPostingsBlocks),
-            ]
-            .iter()
-            .all(|&(s, table)| {
+            && BLOCKED.iter().all(|&(s, table)| {
                 matches!((self.section(s), self.section(table)),
                     (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes) == crcs)
             })
@@ -334,11 +342,10 @@ impl Index {
     /// `len` bytes from `start` of a blocked section (`Postings` or `TermPostings`),
     /// verifying only the blocks they lie in.
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
-        let (table, seen) = match s {
-            Section::Postings => (Section::PostingsBlocks, &self.blocks_checked[0]),
-            Section::TermPostings => (Section::TermPostingsBlocks, &self.blocks_checked[1]),
-            _ => return self.section(s)?.get(start..start + len).ok_or(Stale),
+        let Some(slot) = BLOCKED.iter().position(|&(b, _)| b == s) else {
+            return self.section(s)?.get(start..start + len).ok_or(Stale);
         };
+        let (table, seen) = (BLOCKED[slot].1, &self.blocks_checked[slot]);
         let r = self.sections.get(s as usize).ok_or(Stale)?;
         let all = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
         let wanted = all
@@ -420,8 +427,8 @@ impl Index {
     }
 
     fn turn_offsets_at(&self, ordinal: u64) -> Result<Vec<u32>, Stale> {
-        let rows = Rows::new(self.section(Section::TurnRows)?, TURN_ROW);
-        let r = rows.row(ordinal as usize).ok_or(Stale)?;
+        let start = (ordinal as usize).checked_mul(TURN_ROW).ok_or(Stale)?;
+        let r = self.blocked(Section::TurnRows, start, TURN_ROW)?;
         self.postings(u32_at(r, 1), u32_at(r, 2))
     }
 
@@ -538,12 +545,22 @@ fn follows(seg: &SegmentData, last_seq: Option<u64>, parts: &mut Vec<Part>) -> b
 /// How one segment is read by a command.
 pub(crate) enum Part {
     /// A sealed segment and its index.
-    Indexed { seg: SegmentData, index: Index },
+    Indexed { seg: SegmentData, index: Box<Index> },
     /// What was appended to the newest segment since it was indexed (all of it when it has
     /// no index), or a segment that cannot be indexed: walked.
     Raw { seg: SegmentData },
     /// A segment that could not be opened.
     Unreadable(Damaged),
+}
+
+impl Part {
+    /// The number of the segment read, if it could be opened.
+    fn segment(&self) -> Option<u64> {
+        match self {
+            Part::Indexed { seg, .. } | Part::Raw { seg } => Some(seg.number),
+            Part::Unreadable(_) => None,
+        }
+    }
 }
 
 impl Ledger {
@@ -614,7 +631,10 @@ impl Ledger {
                 Some(index) => {
                     carry = index.meta.open.clone();
                     last_seq = Some(index.stamp.last_seq);
-                    parts.push(Part::Indexed { seg, index });
+                    parts.push(Part::Indexed {
+                        seg,
+                        index: Box::new(index),
+                    });
                 }
                 None => {
                     last_seq = None;
@@ -644,7 +664,10 @@ impl Ledger {
             match load(&path, n, false, index.stamp.covered) {
                 Ok(rest) if rest.bytes().len() as u64 <= reindex => {
                     if follows(&view, last_seq, parts) {
-                        parts.push(Part::Indexed { seg: view, index });
+                        parts.push(Part::Indexed {
+                            seg: view,
+                            index: Box::new(index),
+                        });
                         parts.push(Part::Raw { seg: rest });
                     }
                     return;
@@ -800,7 +823,8 @@ impl Ledger {
             }
         }
         // The newest segment's index (of its first records) is checked by every reader.
-        let wanted: HashSet<String> = numbers.iter().map(|&n| index_file_name(n)).collect();
+        let mut wanted: HashSet<String> = numbers.iter().map(|&n| index_file_name(n)).collect();
+        wanted.insert(summary::SESSIONS_CACHE.to_owned());
         if let Ok(entries) = std::fs::read_dir(self.index_dir()) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();

@@ -10,7 +10,7 @@ use crate::ledger::Ledger;
 use crate::Result;
 
 /// One session as the ledger summarises it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionSummary {
     pub session: String,
     /// Turns begun.
@@ -93,22 +93,62 @@ impl Ledger {
 
     fn summarise(&self, only: Option<&str>, with_usage: bool) -> Result<Summaries> {
         let mut out = Summaries::default();
-        for part in self.plan()? {
+        let parts = self.plan()?;
+        let newest = parts.iter().filter_map(Part::segment).max();
+        // `sessions` starts from the cache of the sealed segments' summary when it still
+        // describes their indexes, and extends it.
+        let cached = only.is_none() && !with_usage;
+        let mut stamps: Vec<CacheStamp> = Vec::new();
+        let mut skip = 0;
+        if let Some(cache) = cached.then(|| self.read_sessions_cache()).flatten() {
+            let fits = cache.stamps.len() <= parts.len()
+                && cache
+                    .stamps
+                    .iter()
+                    .zip(&parts)
+                    .all(|(stamp, part)| sealed_stamp(part, newest) == Some(*stamp));
+            if fits {
+                out.sessions = cache
+                    .sessions
+                    .into_iter()
+                    .map(|s| (s.session.clone(), s))
+                    .collect();
+                out.open = cache.open;
+                skip = cache.stamps.len();
+                stamps = cache.stamps;
+            }
+        }
+        let mut cacheable = cached;
+        for part in parts.into_iter().skip(skip) {
+            let stamp = sealed_stamp(&part, newest);
+            if part.segment() == newest && cacheable && stamps.len() > skip {
+                cacheable = false;
+                self.write_sessions_cache(&stamps, &out);
+            }
             let (seg, index) = match part {
                 Part::Indexed { seg, index } => (seg, Some(index)),
                 Part::Raw { seg } => (seg, None),
                 Part::Unreadable(d) => {
                     out.damaged.push(d);
+                    cacheable = false;
                     continue;
                 }
             };
             if let Some(index) = &index {
                 if out.add(index, &seg, only, with_usage).is_ok() {
+                    match stamp {
+                        Some(stamp) if out.damaged.is_empty() => stamps.push(stamp),
+                        Some(_) => cacheable = false,
+                        None => {}
+                    }
                     continue;
                 }
                 self.forget_index(seg.number);
             }
-            // The newest segment, or a damaged index: summarise the segment itself.
+            if Some(seg.number) != newest {
+                cacheable = false;
+            }
+            // The newest records, or a damaged index: summarise the segment itself.
             let built = Builder::summary_of(&seg)
                 .and_then(|b| Index::from_built(b.finish(&seg, &out.open).0));
             match built {
@@ -126,5 +166,72 @@ impl Ledger {
             out.open.retain(|o| o.session == name);
         }
         Ok(out)
+    }
+
+    fn sessions_cache_path(&self) -> std::path::PathBuf {
+        self.index_dir().join(SESSIONS_CACHE)
+    }
+
+    /// The cache of the sealed segments' session summaries, if it is intact.
+    fn read_sessions_cache(&self) -> Option<SessionsCache> {
+        let bytes = std::fs::read(self.sessions_cache_path()).ok()?;
+        let body = bytes.strip_prefix(CACHE_MAGIC)?;
+        let (body, crc) = body.split_at_checked(body.len().checked_sub(4)?)?;
+        if crate::ledger::frame::crc32c(body) != crate::ledger::frame::le_u32(crc) {
+            return None;
+        }
+        postcard::from_bytes(body).ok()
+    }
+
+    /// Writes the cache (best effort, unsynced: a cache).
+    fn write_sessions_cache(&self, stamps: &[CacheStamp], out: &Summaries) {
+        let cache = SessionsCache {
+            stamps: stamps.to_vec(),
+            sessions: out.sessions.values().cloned().collect(),
+            open: out.open.clone(),
+        };
+        let Ok(body) = postcard::to_allocvec(&cache) else {
+            return;
+        };
+        let mut bytes = CACHE_MAGIC.to_vec();
+        bytes.extend_from_slice(&body);
+        bytes.extend_from_slice(&crate::ledger::frame::crc32c(&body).to_le_bytes());
+        if crate::fsutil::create_dir_private(&self.index_dir()).is_ok() {
+            let _ = crate::fsutil::write_atomic(
+                &self.sessions_cache_path(),
+                &bytes,
+                crate::fsutil::Durability::Cache,
+            );
+        }
+    }
+}
+
+/// The file of the sessions cache, beside the indexes.
+pub(crate) const SESSIONS_CACHE: &str = "sessions.cache";
+const CACHE_MAGIC: &[u8] = b"AXOSESS1";
+
+/// What ties the sessions cache to one sealed segment's index: segment number, bytes
+/// covered, last sequence number, and the index's head checksum (which covers the checksum
+/// of every section: the index, whole).
+type CacheStamp = (u64, u64, u64, u32);
+
+/// The sessions of the sealed segments (every session with its turns begun and first and
+/// last activity), and the turns open at the end of the last one, as merged from their
+/// indexes: what `sessions` would merge again from every index.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SessionsCache {
+    stamps: Vec<CacheStamp>,
+    sessions: Vec<SessionSummary>,
+    open: Vec<OpenTurn>,
+}
+
+/// The stamp of a sealed segment's index, or `None` for any other part.
+fn sealed_stamp(part: &Part, newest: Option<u64>) -> Option<CacheStamp> {
+    match part {
+        Part::Indexed { seg, index } if Some(seg.number) != newest => {
+            let s = index.stamp;
+            Some((s.segment, s.covered, s.last_seq, index.head_crc))
+        }
+        _ => None,
     }
 }

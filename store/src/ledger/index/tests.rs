@@ -266,7 +266,7 @@ fn assert_summaries_equal_walk(ledger: &Ledger, what: &str) {
         .collect();
     assert_eq!(sessions, want_sessions, "{what}");
     let mut usage: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
-    for (s, u) in got.usage {
+    for (s, u) in got.usage.clone() {
         let row = usage.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
         row.0 += u.turns;
         row.1.add(&u.usage);
@@ -285,6 +285,18 @@ fn assert_summaries_equal_walk(ledger: &Ledger, what: &str) {
         want_sessions.get("b").map(|s| s.0),
         "{what}"
     );
+    // `sessions` (through the cache of the sealed segments' summary, from the second call).
+    for _ in 0..2 {
+        let listed = ledger.session_summaries().expect("sessions");
+        let sessions: SessionRows = listed
+            .sessions
+            .values()
+            .map(|s| (s.session.clone(), (s.turns, s.created_at, s.last_activity)))
+            .collect();
+        assert_eq!(sessions, want_sessions, "{what}: sessions");
+        assert_eq!(listed.open, got.open, "{what}: open turns");
+        assert_eq!(listed.damaged, got.damaged, "{what}: damage");
+    }
 }
 
 #[test]
@@ -517,4 +529,103 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
             "query {q:?}"
         );
     }
+}
+
+/// The records of the turns a search matches, by position.
+fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u64, u64)> {
+    w.entries
+        .iter()
+        .filter(|e| {
+            e.record
+                .as_ref()
+                .and_then(Record::turn)
+                .is_some_and(|t| turns.contains(t))
+        })
+        .map(|e| (e.pos.segment, e.pos.offset))
+        .collect()
+}
+
+/// A search through the term indexes returns every record of a matched turn, as the scan
+/// does, when turns span several segments (their begin segments before, their ends after).
+#[test]
+fn a_search_returns_whole_turns_that_span_segments() {
+    for seed in 1..=6u64 {
+        let (_d, ledger, _) = random_ledger(seed * 31_337, 200, 500);
+        for q in [
+            "output 1",
+            "request 2",
+            "output 4",
+            "output",
+            "request 17",
+            "t 9",
+        ] {
+            let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
+                .case_insensitive(true)
+                .build()
+                .expect("regex");
+            let re = regex::Regex::new(&regex::escape(q)).expect("regex");
+            let indexed = ledger.read_matching(&bytes, q).expect("read");
+            let scanned = ledger.read_matching_scan(&bytes).expect("read");
+            let turns = matching_turns(&scanned, &re);
+            assert_eq!(matching_turns(&indexed, &re), turns, "seed {seed} {q:?}");
+            assert_eq!(
+                records_of(&indexed, &turns),
+                records_of(&scanned, &turns),
+                "seed {seed} {q:?}"
+            );
+        }
+    }
+}
+
+/// Whatever byte of an index is flipped, reads give what the walk gives: each section, and
+/// each block of the blocked ones, is verified where it is read.
+#[test]
+fn any_flipped_byte_of_an_index_changes_no_read() {
+    let (_d, ledger, ids) = random_ledger(8, 200, 900);
+    assert_reads_equal_walk(&ledger, &ids, "built");
+    let path = ledger.index_dir().join(crate::layout::index_file_name(2));
+    let good = fs::read(&path).expect("read");
+    let step = (good.len() / 150).max(1);
+    for at in (0..good.len()).step_by(step) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x04;
+        fs::write(&path, &bad).expect("write");
+        assert_reads_equal_walk(&ledger, &ids, &format!("byte {at} of {}", good.len()));
+    }
+}
+
+/// The cache of the sealed segments' session summaries is used only while it describes
+/// their indexes: damaged, from another ledger, or left behind by a rebuilt index, it
+/// changes no listing.
+#[test]
+fn the_sessions_cache_changes_no_listing() {
+    let (_d, ledger, _) = random_ledger(21, 200, 900);
+    assert_summaries_equal_walk(&ledger, "built");
+    let path = ledger.index_dir().join(super::summary::SESSIONS_CACHE);
+    let good = fs::read(&path).expect("the cache is written");
+    let step = (good.len() / 100).max(1);
+    for at in (0..good.len()).step_by(step) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x02;
+        fs::write(&path, &bad).expect("write");
+        assert_summaries_equal_walk(&ledger, &format!("byte {at} of {}", good.len()));
+    }
+    // Another ledger's cache.
+    let (_o, other, _) = random_ledger(22, 200, 900);
+    other.session_summaries().expect("sessions");
+    fs::copy(
+        other.index_dir().join(super::summary::SESSIONS_CACHE),
+        &path,
+    )
+    .expect("cp");
+    assert_summaries_equal_walk(&ledger, "another ledger's cache");
+    // An index rebuilt (from the same segment, now damaged): the cache no longer describes it.
+    let seg = ledger.segment_path(3);
+    let mut bytes = fs::read(&seg).expect("read");
+    bytes[crate::ledger::HEADER_LEN + 20] ^= 0x01;
+    fs::write(&seg, bytes).expect("write");
+    ledger.forget_index(3);
+    let listed = ledger.session_summaries().expect("sessions");
+    assert_eq!(listed.damaged.len(), 1, "{:?}", listed.damaged);
+    assert_summaries_equal_walk(&ledger, "damaged segment");
 }
