@@ -3,6 +3,7 @@
 
     bench/fts5.py build DB JSONL     # loads turn, session, request, output into an FTS5 table
     bench/fts5.py query DB WORD...   # times `MATCH` for each word (median of 5, in-process)
+    bench/fts5.py once DB WORD       # one `MATCH`, printing the turn ids (timed as a process)
 
 Prints one line per figure. Uses only Python's standard library (sqlite3).
 """
@@ -46,8 +47,16 @@ def query(db, words):
         print(f"sqlite FTS5 MATCH {word!r}: {times[2] * 1e3:.1f} ms ({rows} rows; median of 5, in-process)")
 
 
+def once(db, word):
+    con = sqlite3.connect(db)
+    for (turn,) in con.execute("SELECT turn FROM turns WHERE turns MATCH ?", ('"' + word + '"',)):
+        print(turn)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "once":
+        once(sys.argv[2], sys.argv[3])
     else:
         query(sys.argv[2], sys.argv[3:])

@@ -447,6 +447,42 @@ fn index_bench(base: &Path, bin: &str) {
                 .unwrap();
             print!("{}", String::from_utf8_lossy(&out.stdout));
         }
+        if word != RARE {
+            continue;
+        }
+        // The same search in this process (the repository opened once, as FTS5's table is),
+        // beside FTS5's in-process query; and FTS5 as a whole process, beside ours.
+        let repo = Repo::open(&work.join(".axocoatl"), &RepoOptions::default()).unwrap();
+        let mut times = Vec::new();
+        let mut turns = 0;
+        for _ in 0..5 {
+            let start = Instant::now();
+            turns = axocoatl::search::search(&repo, word).unwrap().turns.len();
+            times.push(start.elapsed());
+        }
+        println!(
+            "history --all --search {word} in process (repository open): {:.1} ms ({turns} turns to confirm; median of 5)",
+            median_of(times)
+        );
+        if have_py {
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                times.push(
+                    time(
+                        Command::new("python3")
+                            .arg(&fts5)
+                            .arg("once")
+                            .arg(&db)
+                            .arg(word),
+                    )
+                    .0,
+                );
+            }
+            println!(
+                "sqlite FTS5 MATCH {word:?} as a whole process (python3 bench/fts5.py once, printing the turn ids): {:.1} ms (median of 5); ours whole process {ours:.1} ms",
+                median_of(times)
+            );
+        }
     }
 }
 
