@@ -106,9 +106,53 @@ impl ActiveNote {
     }
 }
 
-/// The notes of every session lock file (active turns, or orphans if their lock is free).
+/// Writes the note of the active turn into the held session lock `lock`, after marking the
+/// session active (in [`layout::ACTIVE_SESSIONS_DIR`], where the orphan sweep looks).
+pub fn set_note(repo: &Repo, lock: &mut Lock, note: &ActiveNote) -> Result<()> {
+    let mark = active_mark(repo, lock);
+    let made = fs::File::create(&mark).or_else(|e| {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(e);
+        }
+        axocoatl_store::fsutil::create_dir_private(&repo.path(layout::ACTIVE_SESSIONS_DIR))
+            .map_err(std::io::Error::other)?;
+        fs::File::create(&mark)
+    });
+    made.map_err(|e| axocoatl_store::Error::Io {
+        op: "create",
+        path: mark,
+        source: e,
+    })?;
+    Ok(lock.write_note(&note.encode())?)
+}
+
+/// Clears the note of the held session lock `lock`, then its active mark.
+pub fn clear_note(repo: &Repo, lock: &mut Lock) -> Result<()> {
+    lock.write_note("")?;
+    match fs::remove_file(active_mark(repo, lock)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(axocoatl_store::Error::Io {
+            op: "remove",
+            path: active_mark(repo, lock),
+            source: e,
+        }
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// The active mark of the session whose lock is `lock`.
+fn active_mark(repo: &Repo, lock: &Lock) -> std::path::PathBuf {
+    let name = lock.path().file_name().unwrap_or_default();
+    repo.path(layout::ACTIVE_SESSIONS_DIR).join(name)
+}
+
+/// The notes of the session locks marked active (active turns, or orphans if their lock is
+/// free). Only marked sessions are looked at: a note is written after its mark and cleared
+/// before it, both under the session lock. A mark left without a note (its owner died
+/// between the two) is removed here when its lock is free.
 pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
-    let dir = repo.path(layout::SESSION_LOCKS_DIR);
+    let dir = repo.path(layout::ACTIVE_SESSIONS_DIR);
+    let locks = repo.path(layout::SESSION_LOCKS_DIR);
     let mut out = Vec::new();
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
@@ -123,18 +167,24 @@ pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
         }
     };
     for entry in entries.flatten() {
-        let path = entry.path();
+        let path = locks.join(entry.file_name());
         if path.extension().and_then(|e| e.to_str()) != Some("lock") {
             continue;
         }
-        // A session without a running turn has an empty lock file: one stat, no open.
-        if entry.metadata().is_ok_and(|m| m.len() == 0) {
-            continue;
-        }
-        if let Ok(note) = lock::peek_note(&path) {
-            if let Some(active) = ActiveNote::decode(&note) {
-                out.push((path, active));
+        match lock::peek_note(&path).map(|n| ActiveNote::decode(&n)) {
+            Ok(Some(active)) => out.push((path, active)),
+            Ok(None) => {
+                // A mark without a note: removed under the lock, if its owner is gone.
+                if let Ok(Some(mut held)) = Lock::try_acquire(&path) {
+                    if held
+                        .read_note()
+                        .is_ok_and(|n| ActiveNote::decode(&n).is_none())
+                    {
+                        let _ = fs::remove_file(entry.path());
+                    }
+                }
             }
+            Err(_) => {}
         }
     }
     Ok(out)
@@ -161,7 +211,7 @@ pub fn recover_orphans(repo: &Repo) -> Result<Vec<String>> {
         if interrupt_if_open(repo, &note)? {
             recovered.push(note.turn.clone());
         }
-        held.write_note("")?;
+        clear_note(repo, &mut held)?;
     }
     Ok(recovered)
 }

@@ -33,14 +33,15 @@ pub(crate) fn begin(
     let turn = ids::new_id();
     let now = clock::now();
     let (_, head) = repo.ledger().head()?;
-    p.lock.write_note(
+    crate::session::set_note(
+        repo,
+        &mut p.lock,
         &ActiveNote {
             turn: turn.clone(),
             session: p.session.clone(),
             begin: head,
             pid: std::process::id(),
-        }
-        .encode(),
+        },
     )?;
     let records = begin_records(p, &turn, now);
     let appended = repo.ledger().append(&records)?;

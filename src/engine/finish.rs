@@ -198,7 +198,7 @@ fn finish(
     if let Some(mut conv) = conv {
         observe_turn(&mut conv, &rec, &p.request, &outcome)?;
     }
-    p.lock.write_note("")?;
+    crate::session::clear_note(repo, &mut p.lock)?;
     Ok((outcome, after))
 }
 

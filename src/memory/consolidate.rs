@@ -314,7 +314,7 @@ fn run_one(ws: &Workspace, session: &str, agent: &AgentConfig, cancel: &Cancel) 
         }),
     ];
     repo.ledger().append(&end)?;
-    lock.write_note("")?;
+    crate::session::clear_note(repo, &mut lock)?;
     drop(lock);
     // The ledger holds the pass; the daily log line is activity memory (best effort).
     let summary = summary(state, records.len(), &applied, error.as_deref());
@@ -350,14 +350,15 @@ fn begin(
 ) -> Result<String> {
     let turn = ids::new_id();
     let (_, head) = repo.ledger().head()?;
-    lock.write_note(
+    crate::session::set_note(
+        repo,
+        lock,
         &ActiveNote {
             turn: turn.clone(),
             session: session.to_owned(),
             begin: head,
             pid: std::process::id(),
-        }
-        .encode(),
+        },
     )?;
     let mut begin = Vec::with_capacity(2);
     if !session_exists {

@@ -36,6 +36,9 @@ pub const LEGACY_SEMANTIC_DIR: &str = "memory/semantic";
 pub const LEGACY_AUTOMATION_RUNS_DIR: &str = "automation/runs";
 pub const RUN_DIR: &str = "run";
 pub const SESSION_LOCKS_DIR: &str = "run/sessions";
+/// One empty file per session whose lock holds an active-turn note (named as its lock
+/// file): where the orphan sweep looks, so that it does not open every session's lock.
+pub const ACTIVE_SESSIONS_DIR: &str = "run/active";
 pub const LEDGER_LOCK: &str = "run/ledger.lock";
 pub const SERVE_LOCK: &str = "run/serve.lock";
 /// Locks of memory files replaced by read-modify-write (core memory), made on first use.

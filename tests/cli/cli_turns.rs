@@ -279,9 +279,22 @@ fn sigkill_mid_stream_becomes_interrupted_and_the_session_goes_on() {
     let (mut child, turn, _e) = spawn_send(&env, &["send", "long"]);
     let mut stdout = child.stdout.take().expect("stdout");
     crate::common::env::read_until(&mut stdout, "w0 ");
+    // The running turn's session is marked active: the orphan sweep looks there only.
+    let active = env.repo().join("run/active");
+    let marks = || -> Vec<String> {
+        std::fs::read_dir(&active).map_or(Vec::new(), |d| {
+            d.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+    };
+    assert_eq!(marks(), vec!["main.lock".to_string()]);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
+    // A mark whose lock has no note (its owner died between the two): removed, no turn.
+    std::fs::write(active.join("other.lock"), "").expect("mark");
+    std::fs::write(env.repo().join("run/sessions/other.lock"), "").expect("lock");
     let h = env.run(&["history", "--json"]);
+    assert!(marks().is_empty(), "{:?}", marks());
     let v: serde_json::Value =
         serde_json::from_str(h.stdout.lines().last().expect("turn")).expect("json");
     assert_eq!(v["turn"], turn);
@@ -299,6 +312,11 @@ fn sigkill_mid_stream_becomes_interrupted_and_the_session_goes_on() {
     let next = env.run(&["send", "again"]);
     assert_eq!(next.code, 0, "{}", next.stderr);
     assert_eq!(next.stdout, "after\n");
+    assert!(
+        marks().is_empty(),
+        "a finished turn leaves no mark: {:?}",
+        marks()
+    );
 }
 
 #[test]
