@@ -402,7 +402,13 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
         );
         rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
     }
-    let damaged = workers_usage(repo, session, &mut rows)?;
+    // Workers' usage is in the coordinators' `SubtaskEnded` records: read only when the
+    // indexes say some session in scope has them.
+    let damaged = if summaries.with_subtasks.is_empty() {
+        Vec::new()
+    } else {
+        workers_usage(repo, session, &mut rows)?
+    };
     let mut problems = summaries.damaged;
     problems.extend(damaged);
     Ok(UsageList {

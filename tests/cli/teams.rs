@@ -341,22 +341,37 @@ fn a_coordinator_plans_runs_both_workers_in_parallel_and_aggregates() {
     assert_eq!(lead[0]["options"]["temperature"], 0.3);
     assert!(lead[1].get("format").is_none());
 
-    // usage --by agent counts each worker.
-    let u = env.run(&["usage", "--json", "--by", "agent"]);
-    let rows = json_lines(&u.stdout);
-    let row = |agent: &str| {
-        rows.iter()
-            .find(|r| r["agent"] == agent)
-            .cloned()
-            .unwrap_or_else(|| panic!("{agent}: {}", u.stdout))
+    // usage --by agent counts each worker: of the current session, every session and this
+    // one by name, from the newest segment, then (once a small segment limit sealed it, and
+    // a new session became the current one) through its index.
+    let usage_of = |env: &TestEnv, args: &[&str]| {
+        let u = env.run(args);
+        let rows = json_lines(&u.stdout);
+        let row = |agent: &str| {
+            rows.iter()
+                .find(|r| r["agent"] == agent)
+                .cloned()
+                .unwrap_or_else(|| panic!("{args:?} {agent}: {}\n{}", u.stdout, u.stderr))
+        };
+        assert_eq!(row("researcher")["calls"], 1, "{args:?}");
+        assert_eq!(row("writer")["calls"], 1, "{args:?}");
+        assert_eq!(row("lead")["calls"], 2, "{args:?}");
+        assert_eq!(row("lead")["prompt_tokens"], 20, "{args:?}");
+        let total = rows.last().expect("total");
+        assert_eq!(total["calls"], 4, "{args:?}");
+        assert_eq!(total["prompt_tokens"], 40, "{args:?}");
     };
-    assert_eq!(row("researcher")["calls"], 1);
-    assert_eq!(row("writer")["calls"], 1);
-    assert_eq!(row("lead")["calls"], 2);
-    assert_eq!(row("lead")["prompt_tokens"], 20);
-    let total = rows.last().expect("total");
-    assert_eq!(total["calls"], 4);
-    assert_eq!(total["prompt_tokens"], 40);
+    let every = ["usage", "--all", "--json", "--by", "agent"];
+    usage_of(&env, &["usage", "--json", "--by", "agent"]);
+    let session = events[0]["session"].as_str().expect("session").to_owned();
+    let main = ["usage", "-s", &session, "--json", "--by", "agent"];
+    usage_of(&env, &every);
+    usage_of(&env, &main);
+    env.set_env("AXOCOATL_SEGMENT_LIMIT", "600");
+    assert_eq!(env.run(&["sessions", "new", "other"]).code, 0);
+    assert!(env.repo().join("ledger/v1/000000000002.seg").exists());
+    usage_of(&env, &every);
+    usage_of(&env, &main);
     assert!(
         orchestration_files(&env).is_empty(),
         "cleared by the terminal state"

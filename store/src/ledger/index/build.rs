@@ -32,6 +32,8 @@ struct SessionAcc {
     last_at: Option<Millis>,
     /// Per (agent, day the turn began).
     usage: BTreeMap<(u32, i64), UsageAcc>,
+    /// Whether a coordinator's subtask ended here (its workers' usage is in that record).
+    subtasks: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -192,6 +194,7 @@ impl Builder {
         }
         match &record {
             Record::RewindBoundary(_) => self.rewinds.push(offset),
+            Record::SubtaskEnded(x) => self.session(&x.session).subtasks = true,
             Record::SessionCreated(_)
             | Record::AttachmentAdded(_)
             | Record::AttachmentRemoved(_)
@@ -406,7 +409,10 @@ impl Builder {
             push_u32(row, s.begun);
             push_u32(row, usage_start);
             push_u32(row, s.usage.len() as u32);
-            push_u32(row, u32::from(s.first_at.is_some()));
+            push_u32(
+                row,
+                u32::from(s.first_at.is_some()) | (u32::from(s.subtasks) << 1),
+            );
             push_u64(row, s.first_at.unwrap_or(0) as u64);
             push_u64(row, s.last_at.unwrap_or(0) as u64);
             // Keys are inserted in order (a BTreeMap), so the builder cannot fail.

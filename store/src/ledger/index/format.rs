@@ -19,13 +19,14 @@
 //! from; the digest ties it to the index before it. Each section has its own checksum, so a
 //! reader verifies only what it reads; the large lists of offsets also have a checksum per
 //! 4 KiB block (in a section of their own), so that a lookup verifies the blocks it reads
-//! and not megabytes of postings (version 2; version 1 had only the checksums of sections). Nothing here is fsynced: an index is a cache, rebuilt
+//! and not megabytes of postings (since version 2; version 3 flags the sessions with ended
+//! subtasks in their rows). Nothing here is fsynced: an index is a cache, rebuilt
 //! from the ledger whenever it is missing, stale or damaged.
 
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Bytes per checksummed block of a blocked section.
 pub const BLOCK: usize = 4096;
 const FIXED: usize = 64;

@@ -133,6 +133,8 @@ pub(crate) struct SessionRow {
     usage_len: u32,
     pub first_at: Option<Millis>,
     pub last_at: Option<Millis>,
+    /// Whether a coordinator's subtask of the session ended in this segment.
+    pub subtasks: bool,
 }
 
 /// Token usage of the turns of one agent begun on one day (UTC), as far as one segment
@@ -383,7 +385,8 @@ impl Index {
     fn session_row(&self, ordinal: u64) -> Result<SessionRow, Stale> {
         let rows = Rows::new(self.section(Section::SessionRows)?, SESSION_ROW);
         let r = rows.row(ordinal as usize).ok_or(Stale)?;
-        let has_at = u32_at(r, 5) != 0;
+        let flags = u32_at(r, 5);
+        let has_at = flags & 1 != 0;
         Ok(SessionRow {
             post_start: u32_at(r, 0),
             post_len: u32_at(r, 1),
@@ -392,6 +395,7 @@ impl Index {
             usage_len: u32_at(r, 4),
             first_at: has_at.then(|| u64_at(r, 24) as i64),
             last_at: has_at.then(|| u64_at(r, 32) as i64),
+            subtasks: flags & 2 != 0,
         })
     }
 

@@ -30,6 +30,9 @@ pub struct Summaries {
     /// Turns begun and not ended, in ledger order.
     pub open: Vec<OpenTurn>,
     pub damaged: Vec<Damaged>,
+    /// The sessions with ended subtasks of coordinators (whose records carry the workers'
+    /// usage). Not kept by [`Ledger::session_summaries`].
+    pub with_subtasks: std::collections::BTreeSet<String>,
 }
 
 impl Summaries {
@@ -57,6 +60,9 @@ impl Summaries {
             }
         }
         for (name, row) in rows {
+            if row.subtasks && !self.with_subtasks.contains(&name) {
+                self.with_subtasks.insert(name.clone());
+            }
             // Looked up before inserting: most sessions are in many segments.
             let s = match self.sessions.get_mut(&name) {
                 Some(s) => s,
