@@ -1,17 +1,20 @@
-//! Indexes: caches beside the sealed segments (`ledger/v1/index/NNNNNNNNNNNN.idx`).
+//! Indexes: caches beside the segments (`ledger/v1/index/NNNNNNNNNNNN.idx`).
 //!
 //! A sealed segment never changes, so what the projections need from it can be kept beside
 //! it: per session its records (grouped by turn) and summary (turns begun, first and last
 //! activity, token usage per agent and day), per turn id its records, the rewind boundaries
 //! and attachment records, the damage met while reading it, and the turns still open at its
 //! end (carried into the next segment's index). A command then reads the records it needs
-//! and not the whole ledger. The newest segment, which still grows, is read directly.
+//! and not the whole ledger. The newest segment, which still grows, has an index of its
+//! first records (bytes an append never changes), rebuilt by the reader that walked more
+//! than an eighth of a segment (at most 2 MiB) past it; what was appended since is walked.
 //!
 //! The ledger stays the authority. An index is built when a reader first needs it, checked
 //! against its segment (length, base sequence, the last record's sequence and checksum) and
 //! against the index before it (a digest of the turns carried over), verified section by
-//! section as it is read, and rebuilt silently when missing, stale or damaged. Nothing is
-//! fsynced: a crash leaves an old index, none, or a damaged one, and each is rebuilt.
+//! section (the large ones block by block) as it is read, and rebuilt silently when
+//! missing, stale or damaged. Nothing is fsynced: a crash leaves an old index, none, or a
+//! damaged one, and each is rebuilt.
 
 mod build;
 mod format;
