@@ -406,6 +406,19 @@ fn index_bench(base: &Path, bin: &str) {
             0.75 * cores as f64,
         );
     }
+    // The ceiling of the embedder load itself: 8 `memory search`es (each loads the model,
+    // no turn, no ledger write), one after another and all at once.
+    let (eseq, econc) = eight(|_| {
+        let mut c = Command::new(bin);
+        c.args(["memory", "search", "hello"]).current_dir(&work);
+        c
+    });
+    println!(
+        "ceiling of the embedder load here: 8 `axocoatl memory search` (each loads the model) {:.0} vs {:.0} ms = {:.2}x",
+        econc.as_secs_f64() * 1e3,
+        eseq.as_secs_f64() * 1e3,
+        eseq.as_secs_f64() / econc.as_secs_f64()
+    );
     let mut ceilings = (Vec::new(), Vec::new());
     for _ in 0..5 {
         let (fseq, fconc) = eight_flush_pairs(&work);
