@@ -149,22 +149,14 @@ fn active_mark(repo: &Repo, lock: &Lock) -> std::path::PathBuf {
 /// The notes of the session locks marked active (active turns, or orphans if their lock is
 /// free). Only marked sessions are looked at: a note is written after its mark and cleared
 /// before it, both under the session lock. A mark left without a note (its owner died
-/// between the two) is removed here when its lock is free.
+/// between the two) is removed here when its lock is free. A repository without marks yet
+/// (made or last used by a build before them) has every session lock looked at.
 pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
     let dir = repo.path(layout::ACTIVE_SESSIONS_DIR);
     let locks = repo.path(layout::SESSION_LOCKS_DIR);
     let mut out = Vec::new();
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => {
-            return Err(axocoatl_store::Error::Io {
-                op: "list",
-                path: dir,
-                source: e,
-            }
-            .into())
-        }
+    let Some(entries) = list(&dir)? else {
+        return every_note(&locks);
     };
     for entry in entries.flatten() {
         let path = locks.join(entry.file_name());
@@ -188,6 +180,41 @@ pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
         }
     }
     Ok(out)
+}
+
+/// The notes of every session lock file in `locks` (a stat each; a session without a
+/// running turn has an empty lock file).
+fn every_note(locks: &std::path::Path) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
+    let mut out = Vec::new();
+    let Some(entries) = list(locks)? else {
+        return Ok(out);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("lock")
+            || entry.metadata().is_ok_and(|m| m.len() == 0)
+        {
+            continue;
+        }
+        if let Ok(Some(active)) = lock::peek_note(&path).map(|n| ActiveNote::decode(&n)) {
+            out.push((path, active));
+        }
+    }
+    Ok(out)
+}
+
+/// The entries of directory `dir`, or `None` when it does not exist.
+fn list(dir: &std::path::Path) -> Result<Option<fs::ReadDir>> {
+    match fs::read_dir(dir) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(axocoatl_store::Error::Io {
+            op: "list",
+            path: dir.to_owned(),
+            source: e,
+        }
+        .into()),
+    }
 }
 
 /// Whether a turn's owner still holds its session lock.
