@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use axocoatl_store::ledger::record::Kind;
 use axocoatl_store::ledger::record::{
     AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlannedSubtask,
     ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
@@ -434,14 +433,8 @@ fn workers_usage(
     session: Option<&str>,
     rows: &mut BTreeMap<(String, String, i64), (u64, Usage)>,
 ) -> Result<Vec<Damaged>> {
-    // One session: its records, through the indexes (O(that session)); every session: one
-    // walk that decodes nothing but `SubtaskEnded`.
-    let walked = match session {
-        Some(s) => repo.ledger().read_session(s)?,
-        None => repo
-            .ledger()
-            .walk(&mut |view| view.kind() == Some(Kind::SubtaskEnded))?,
-    };
+    // Through the indexes, the records of the sessions with ended subtasks only.
+    let walked = repo.ledger().read_subtasks(session)?;
     let mut counted: std::collections::HashSet<(String, String)> = Default::default();
     for e in walked.entries {
         let Some(Record::SubtaskEnded(s)) = e.record else {
