@@ -315,43 +315,33 @@ impl Ledger {
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
-        let mut out = Walked::default();
-        let mut keep = |v: RecordView<'_>| {
-            v.kind() == Some(Kind::RewindBoundary) || v.turn().is_some_and(|t| all.contains(t))
-        };
-        for (i, part) in parts.iter().enumerate() {
-            match part {
-                Part::Indexed { seg, index } if !walk[i] => {
-                    let offsets = (|| {
-                        let mut offsets = index.offsets(super::index::Section::Rewinds)?;
-                        for id in want[i]
-                            .iter()
-                            .copied()
-                            .chain(everywhere.iter().map(Vec::as_slice))
-                        {
-                            offsets.extend(index.turn_offsets(id)?);
-                        }
-                        Ok::<_, super::index::Stale>(offsets)
-                    })();
-                    match offsets {
-                        Ok(offsets) => {
-                            out.damaged.extend(index.damaged(seg));
-                            super::walk::decode_at(seg, offsets, &mut out);
-                        }
-                        Err(_) => {
-                            self.forget_index(seg.number);
-                            super::walk::select(seg, 0, &mut keep, &mut out);
-                        }
+        // Rewind boundaries, and the records of the wanted turns; an index found damaged in
+        // the first pass is not asked again (its segment is walked).
+        let mut out = self.read_parts(
+            &parts,
+            super::walk::Read {
+                lookup: &|i, index| {
+                    if walk[i] {
+                        return Err(super::index::Stale);
                     }
-                }
-                Part::Indexed { seg, .. } | Part::Raw { seg } => {
-                    super::walk::select(seg, 0, &mut keep, &mut out)
-                }
-                Part::Unreadable(d) => out.damaged.push(d.clone()),
-            }
-        }
+                    let mut offsets = index.offsets(super::index::Section::Rewinds)?;
+                    for id in want[i]
+                        .iter()
+                        .copied()
+                        .chain(everywhere.iter().map(Vec::as_slice))
+                    {
+                        offsets.extend(index.turn_offsets(id)?);
+                    }
+                    Ok(offsets)
+                },
+                keep: &mut |v| {
+                    v.kind() == Some(Kind::RewindBoundary)
+                        || v.turn().is_some_and(|t| all.contains(t))
+                },
+                carried: &mut |_| {},
+            },
+        );
         drop(parts);
-        out.sort();
         self.complete_rewinds(&mut out)?;
         Ok(Some(out))
     }

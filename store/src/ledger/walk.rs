@@ -164,7 +164,7 @@ pub(crate) fn select(
 }
 
 /// Decodes the records at `offsets` of `seg` (offsets an index gave).
-pub(crate) fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
+fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
     offsets.sort_unstable();
     offsets.dedup();
     for offset in offsets {
@@ -187,14 +187,16 @@ pub(crate) fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walk
     }
 }
 
+/// The offsets the index of the part at a position of the plan lists for a read.
+pub(crate) type Lookup<'a> = &'a dyn Fn(usize, &Index) -> Result<Vec<u32>, Stale>;
+
 /// How a read finds its records in one segment: through the index when the segment has one,
 /// else by walking the segment with `keep`.
-struct Read<'a> {
-    /// The offsets the index lists for the read.
-    lookup: &'a dyn Fn(&Index) -> Result<Vec<u32>, Stale>,
-    keep: &'a mut dyn FnMut(RecordView<'_>) -> bool,
+pub(crate) struct Read<'a> {
+    pub lookup: Lookup<'a>,
+    pub keep: &'a mut dyn FnMut(RecordView<'_>) -> bool,
     /// Called after each indexed segment (to take over what it carries).
-    carried: &'a mut dyn FnMut(&Index),
+    pub carried: &'a mut dyn FnMut(&Index),
 }
 
 impl Ledger {
@@ -218,28 +220,33 @@ impl Ledger {
 
     /// Reads through the indexes of sealed segments, walking the rest.
     fn read(&self, r: Read<'_>) -> Result<Walked> {
+        Ok(self.read_parts(&self.plan()?, r))
+    }
+
+    /// [`Ledger::read`] of the parts of a plan already made.
+    pub(crate) fn read_parts(&self, parts: &[Part], r: Read<'_>) -> Walked {
         let mut out = Walked::default();
-        for part in self.plan()? {
+        for (i, part) in parts.iter().enumerate() {
             match part {
-                Part::Indexed { seg, index } => match (r.lookup)(&index) {
+                Part::Indexed { seg, index } => match (r.lookup)(i, index) {
                     Ok(offsets) => {
-                        out.damaged.extend(index.damaged(&seg));
-                        decode_at(&seg, offsets, &mut out);
-                        (r.carried)(&index);
+                        out.damaged.extend(index.damaged(seg));
+                        decode_at(seg, offsets, &mut out);
+                        (r.carried)(index);
                     }
                     Err(Stale) => {
                         // Damaged where it was read: read the segment itself, and let the
                         // next reader rebuild the index.
                         self.forget_index(seg.number);
-                        select(&seg, 0, r.keep, &mut out);
+                        select(seg, 0, r.keep, &mut out);
                     }
                 },
-                Part::Raw { seg } => select(&seg, 0, r.keep, &mut out),
-                Part::Unreadable(d) => out.damaged.push(d),
+                Part::Raw { seg } => select(seg, 0, r.keep, &mut out),
+                Part::Unreadable(d) => out.damaged.push(d.clone()),
             }
         }
         out.sort();
-        Ok(out)
+        out
     }
 
     /// Every record.
@@ -252,7 +259,7 @@ impl Ledger {
         // Its turns begun in earlier segments and still open (carried), and those begun here.
         let turns: RefCell<HashSet<Vec<u8>>> = RefCell::default();
         self.read(Read {
-            lookup: &|index| match index.session(session)? {
+            lookup: &|_, index| match index.session(session)? {
                 Some(row) => index.session_offsets(&row),
                 None => Ok(Vec::new()),
             },
@@ -284,7 +291,7 @@ impl Ledger {
     pub fn read_turn_prefix(&self, prefix: &str) -> Result<Walked> {
         let prefix = prefix.as_bytes();
         let mut out = self.read(Read {
-            lookup: &|index| {
+            lookup: &|_, index| {
                 let mut offsets = index.turn_prefix_offsets(prefix)?;
                 offsets.extend(index.offsets(Section::Rewinds)?);
                 Ok(offsets)
@@ -302,7 +309,7 @@ impl Ledger {
     /// Every record of the turns `ids` names.
     pub fn read_turns(&self, ids: &HashSet<Vec<u8>>) -> Result<Walked> {
         self.read(Read {
-            lookup: &|index| {
+            lookup: &|_, index| {
                 let mut offsets = Vec::new();
                 for id in ids {
                     offsets.extend(index.turn_offsets(id)?);
@@ -317,7 +324,7 @@ impl Ledger {
     /// Every rewind boundary.
     pub fn read_rewinds(&self) -> Result<Walked> {
         self.read(Read {
-            lookup: &|index| index.offsets(Section::Rewinds),
+            lookup: &|_, index| index.offsets(Section::Rewinds),
             keep: &mut |v| v.kind() == Some(Kind::RewindBoundary),
             carried: &mut |_| {},
         })
@@ -329,7 +336,7 @@ impl Ledger {
     /// caller picks out.
     pub fn read_subtasks(&self, session: Option<&str>) -> Result<Walked> {
         self.read(Read {
-            lookup: &|index| {
+            lookup: &|_, index| {
                 let rows: Vec<super::index::SessionRow> = match session {
                     Some(s) => index.session(s)?.into_iter().collect(),
                     None => index.sessions()?.into_iter().map(|(_, row)| row).collect(),
@@ -351,7 +358,7 @@ impl Ledger {
     /// Session and attachment records of every session (no turns).
     pub fn read_attachments(&self) -> Result<Walked> {
         self.read(Read {
-            lookup: &|index| index.offsets(Section::Always),
+            lookup: &|_, index| index.offsets(Section::Always),
             keep: &mut |v| {
                 matches!(
                     v.kind(),
