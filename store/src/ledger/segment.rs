@@ -333,6 +333,18 @@ pub fn decode(kind: u16, payload: &[u8]) -> std::result::Result<Option<Record>, 
     Record::decode(kind, payload).map_err(|e| e.to_string())
 }
 
+/// The segment number and base sequence of the header at the start of `bytes`, or what is
+/// wrong with it (also when it names another segment than `number`).
+fn checked_header(bytes: &[u8], number: u64) -> std::result::Result<(u64, u64), String> {
+    SegmentHeader::decode(bytes).and_then(|h| {
+        if h.number == number {
+            Ok((h.number, h.base_seq))
+        } else {
+            Err(super::stray_reason(h.number, number))
+        }
+    })
+}
+
 /// Maps the first `len` bytes of the newest segment, which its index describes: bytes an
 /// append never changes. Walked like a sealed segment that ends there.
 pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentData> {
@@ -347,13 +359,7 @@ pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentD
         reason = "mapping the indexed prefix of the newest segment: appends never change it"
     )]
     let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }.ok()?;
-    let header = SegmentHeader::decode(&map).and_then(|h| {
-        if h.number == number {
-            Ok((h.number, h.base_seq))
-        } else {
-            Err(super::stray_reason(h.number, number))
-        }
-    });
+    let header = checked_header(&map, number);
     Some(SegmentData {
         number,
         path: path.to_owned(),
@@ -370,13 +376,7 @@ pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<
     let file = File::open(path).map_err(Error::io("open", path))?;
     let mut head = [0u8; HEADER_LEN];
     let header = match file.read_exact_at(&mut head, 0) {
-        Ok(()) => SegmentHeader::decode(&head).and_then(|h| {
-            if h.number == number {
-                Ok((h.number, h.base_seq))
-            } else {
-                Err(super::stray_reason(h.number, number))
-            }
-        }),
+        Ok(()) => checked_header(&head, number),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             Err("segment is shorter than its header".to_string())
         }

@@ -344,12 +344,10 @@ impl Index {
         Ok(bytes)
     }
 
-    /// `len` bytes from `start` of a blocked section (`Postings` or `TermPostings`),
-    /// verifying only the blocks they lie in.
+    /// `len` bytes from `start` of one of the [`BLOCKED`] sections, verifying only the blocks
+    /// they lie in.
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
-        let Some(slot) = BLOCKED.iter().position(|&(b, _)| b == s) else {
-            return self.section(s)?.get(start..start + len).ok_or(Stale);
-        };
+        let slot = BLOCKED.iter().position(|&(b, _)| b == s).ok_or(Stale)?;
         let (table, seen) = (BLOCKED[slot].1, &self.blocks_checked[slot]);
         let r = self.sections.get(s as usize).ok_or(Stale)?;
         let all = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
@@ -694,6 +692,14 @@ impl Ledger {
             if let Some(b) = Builder::from_segment(&seg).filter(Builder::intact) {
                 let (bytes, _) = b.finish(&seg, carry);
                 self.write_index(n, &bytes);
+                // Its records were just read: this reader uses the index too (it covers
+                // every intact record; a torn write after them is not one).
+                if let Some(index) = Index::from_built(bytes) {
+                    return parts.push(Part::Indexed {
+                        seg,
+                        index: Box::new(index),
+                    });
+                }
             }
         }
         parts.push(Part::Raw { seg });
@@ -752,17 +758,22 @@ impl Ledger {
     /// Writes an index file, best effort: an index that cannot be written is still used by
     /// the command that built it.
     fn write_index(&self, number: u64, bytes: &[u8]) {
+        self.write_cache(&self.index_path(number), bytes);
+    }
+
+    /// Writes a file of the index directory (an index, the sessions cache) by rename, best
+    /// effort and unsynced: a cache.
+    fn write_cache(&self, path: &Path, bytes: &[u8]) {
         let dir = self.index_dir();
-        let path = self.index_path(number);
         if create_dir_private(&dir).is_ok()
             && crate::failpoint::hit_write("ledger.index.write", bytes, |b| {
                 // A crash test's worst case: half an index in place, as an unsynced write
                 // can leave it after a power loss.
-                std::fs::write(&path, b)
+                std::fs::write(path, b)
             })
             .is_ok()
         {
-            let _ = write_atomic(&path, bytes, Durability::Cache);
+            let _ = write_atomic(path, bytes, Durability::Cache);
         }
     }
 }

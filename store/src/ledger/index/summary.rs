@@ -202,13 +202,7 @@ impl Ledger {
         let mut bytes = CACHE_MAGIC.to_vec();
         bytes.extend_from_slice(&body);
         bytes.extend_from_slice(&crate::ledger::frame::crc32c(&body).to_le_bytes());
-        if crate::fsutil::create_dir_private(&self.index_dir()).is_ok() {
-            let _ = crate::fsutil::write_atomic(
-                &self.sessions_cache_path(),
-                &bytes,
-                crate::fsutil::Durability::Cache,
-            );
-        }
+        self.write_cache(&self.sessions_cache_path(), &bytes);
     }
 }
 
