@@ -109,30 +109,18 @@ impl ActiveNote {
 /// Writes the note of the active turn into the held session lock `lock`, after marking the
 /// session active (in [`layout::ACTIVE_SESSIONS_DIR`], where the orphan sweep looks).
 pub fn set_note(repo: &Repo, lock: &mut Lock, note: &ActiveNote) -> Result<()> {
-    let mark = active_mark(repo, lock);
-    let made = fs::File::create(&mark).or_else(|e| {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            return Err(e);
-        }
-        axocoatl_store::fsutil::create_dir_private(&repo.path(layout::ACTIVE_SESSIONS_DIR))
-            .map_err(std::io::Error::other)?;
-        fs::File::create(&mark)
-    });
-    made.map_err(|e| axocoatl_store::Error::Io {
-        op: "create",
-        path: mark,
-        source: e,
-    })?;
+    axocoatl_store::fsutil::open_private_in_dir(&active_mark(repo, lock))?;
     Ok(lock.write_note(&note.encode())?)
 }
 
 /// Clears the note of the held session lock `lock`, then its active mark.
 pub fn clear_note(repo: &Repo, lock: &mut Lock) -> Result<()> {
     lock.write_note("")?;
-    match fs::remove_file(active_mark(repo, lock)) {
+    let mark = active_mark(repo, lock);
+    match fs::remove_file(&mark) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(axocoatl_store::Error::Io {
             op: "remove",
-            path: active_mark(repo, lock),
+            path: mark,
             source: e,
         }
         .into()),

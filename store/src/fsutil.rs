@@ -55,6 +55,19 @@ pub fn open_private(path: &Path, append: bool) -> Result<File> {
     Ok(file)
 }
 
+/// [`open_private`] (not appending), creating the file's directory first when it is missing.
+pub fn open_private_in_dir(path: &Path) -> Result<File> {
+    match open_private(path, false) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                create_dir_private(dir)?;
+            }
+            open_private(path, false)
+        }
+        other => other,
+    }
+}
+
 /// Creates a new owner-only file; fails if it exists.
 pub fn create_new_private(path: &Path) -> Result<File> {
     let file = OpenOptions::new()

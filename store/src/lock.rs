@@ -5,22 +5,12 @@ use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::{create_dir_private, open_private};
+use crate::fsutil::open_private_in_dir;
 use crate::{Error, Result};
 
-/// Opens a lock file, recreating its directory (`run/`, `run/sessions/`) if it is missing:
-/// lock files hold no data, so a deleted `run/` must not stop every write.
-fn open_lock_file(path: &Path) -> Result<File> {
-    match open_private(path, false) {
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent() {
-                create_dir_private(dir)?;
-            }
-            open_private(path, false)
-        }
-        other => other,
-    }
-}
+// Lock files are opened with `open_private_in_dir`, which recreates their directory
+// (`run/`, `run/sessions/`) if it is missing: lock files hold no data, so a deleted `run/`
+// must not stop every write.
 
 /// An exclusive lock held until dropped.
 #[derive(Debug)]
@@ -32,7 +22,7 @@ pub struct Lock {
 impl Lock {
     /// Blocks until the lock is free.
     pub fn acquire(path: &Path) -> Result<Lock> {
-        let file = open_lock_file(path)?;
+        let file = open_private_in_dir(path)?;
         file.lock().map_err(Error::io("lock", path))?;
         Ok(Lock {
             file,
@@ -42,7 +32,7 @@ impl Lock {
 
     /// Takes the lock if it is free, `None` if another process (or handle) holds it.
     pub fn try_acquire(path: &Path) -> Result<Option<Lock>> {
-        let file = open_lock_file(path)?;
+        let file = open_private_in_dir(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(Lock {
                 file,
@@ -89,7 +79,7 @@ pub struct LockGuard<'a> {
 impl LockFile {
     pub fn open(path: &Path) -> Result<LockFile> {
         Ok(LockFile {
-            file: open_lock_file(path)?,
+            file: open_private_in_dir(path)?,
             path: path.to_owned(),
         })
     }
