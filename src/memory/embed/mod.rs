@@ -288,6 +288,31 @@ mod model_tests {
         assert!(e.embed(&[]).expect("empty").is_empty());
     }
 
+    #[test]
+    fn the_looked_up_word_embeddings_give_the_folded_tables_vectors_bit_for_bit() {
+        let looked_up = embedder();
+        assert_eq!(
+            looked_up.model.lookups(),
+            1,
+            "the word embeddings are looked up"
+        );
+        let folded = onnx::Model::load_with(looked_up.files(), false).expect("load");
+        assert_eq!(folded.lookups(), 0);
+        let ours = looked_up.embed(SENTENCES).expect("embed");
+        let theirs: Vec<Vec<f32>> = SENTENCES
+            .iter()
+            .map(|s| folded.embed(&[s]).expect("embed").remove(0))
+            .collect();
+        // Each text alone through the folded graph, together through the looked-up one:
+        // padding aside, the products are the same.
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert!(dot(a, b) > 0.99999, "sentence {i}: cosine {}", dot(a, b));
+        }
+        let batch = folded.embed(SENTENCES).expect("embed");
+        let ours_batch = looked_up.model.embed(SENTENCES).expect("embed");
+        assert_eq!(ours_batch, batch, "the same batch gives the same bits");
+    }
+
     /// The python of scripts/ort-venv.sh, or why there is none.
     fn reference_python() -> Result<String, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));

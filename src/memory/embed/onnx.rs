@@ -4,6 +4,12 @@
 //! `Cast` to float and a `Mul` by a float scale. tract keeps such a pair as two ops that run
 //! on every call (about 30 ms of a call here), so before tract sees the graph each pair whose
 //! inputs are both constants is replaced by one f32 initializer holding their product.
+//!
+//! One pair is not folded: the word embeddings (30,522 rows of 384, half of all weights),
+//! which the graph only reads with a `Gather` of the token ids. Dequantizing that table took
+//! half of every load (a quarter of a second in all, and 94 MB of memory written) to use a
+//! few dozen rows, so the `Gather` becomes an input of the graph, and each call looks the
+//! rows up in the int8 table and scales them itself: the same products, bit for bit.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +26,40 @@ pub const MAX_TOKENS: usize = 256;
 pub(super) struct Model {
     plan: Arc<TypedRunnableModel>,
     tokenizer: tokenizers::Tokenizer,
+    /// Fed to the graph after its three inputs, in this order.
+    lookups: Vec<Lookup>,
+}
+
+/// A dequantized table the graph only reads with a `Gather` of one of its inputs (axis 0),
+/// answered outside the graph: the `Gather`'s output is an input of the graph instead.
+#[derive(Debug, PartialEq)]
+struct Lookup {
+    /// Which of the graph's inputs (0: token ids, 1: attention mask, 2: token types) holds
+    /// the row numbers.
+    indices: usize,
+    /// `rows × width` int8 values.
+    table: Vec<u8>,
+    width: usize,
+    /// One scale per row, or one for every row.
+    scales: Vec<f32>,
+}
+
+impl Lookup {
+    /// The rows `ids`, dequantized, one after another.
+    fn rows(&self, ids: &[i64]) -> Result<Vec<f32>, EmbedError> {
+        let rows = self.table.len() / self.width.max(1);
+        let mut out = Vec::with_capacity(ids.len() * self.width);
+        for &id in ids {
+            let r = usize::try_from(id)
+                .ok()
+                .filter(|&r| r < rows)
+                .ok_or_else(|| EmbedError::Run(format!("token id {id} is not below {rows}")))?;
+            let scale = self.scales[if self.scales.len() == 1 { 0 } else { r }];
+            let row = &self.table[r * self.width..(r + 1) * self.width];
+            out.extend(row.iter().map(|&v| f32::from(v as i8) * scale));
+        }
+        Ok(out)
+    }
 }
 
 fn load_err(path: &Path) -> impl Fn(String) -> EmbedError + '_ {
@@ -31,6 +71,12 @@ fn load_err(path: &Path) -> impl Fn(String) -> EmbedError + '_ {
 
 impl Model {
     pub(super) fn load(files: &ModelFiles) -> Result<Model, EmbedError> {
+        Model::load_with(files, true)
+    }
+
+    /// Loads with the lookup tables (see the module's documentation) looked up outside the
+    /// graph, or folded into it like every other weight.
+    pub(super) fn load_with(files: &ModelFiles, lookups: bool) -> Result<Model, EmbedError> {
         let mut tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer)
             .map_err(|e| load_err(&files.tokenizer)(e.to_string()))?;
         // The file pads every input to 128 tokens (and cuts there): pad a batch to its
@@ -56,9 +102,12 @@ impl Model {
             .graph
             .as_mut()
             .ok_or_else(|| err("the file holds no graph".to_owned()))?;
-        fold_dequantization(graph).map_err(&err)?;
-        let plan = onnx
-            .model_for_proto_model(&proto)
+        let lookups = fold_dequantization(graph, lookups).map_err(&err)?;
+        let model = onnx.model_for_proto_model(&proto);
+        // tract has copied the weights: their protobuf copy is freed before optimizing,
+        // which allocates as much again for the packed weights.
+        drop(proto);
+        let plan = model
             .and_then(|m| m.into_typed())
             .and_then(|mut m| {
                 // Decluttering proves the causal part of the attention mask (`position >= 0`)
@@ -72,7 +121,17 @@ impl Model {
             })
             .and_then(|m| m.into_runnable())
             .map_err(|e| err(format!("{e:#}")))?;
-        Ok(Model { plan, tokenizer })
+        Ok(Model {
+            plan,
+            tokenizer,
+            lookups,
+        })
+    }
+
+    /// How many tables are looked up outside the graph.
+    #[cfg(test)]
+    pub(super) fn lookups(&self) -> usize {
+        self.lookups.len()
     }
 
     /// Unit vectors, one per text.
@@ -99,9 +158,21 @@ impl Model {
                 .map(|t| t.into_tvalue())
                 .map_err(|e| EmbedError::Run(format!("{e:#}")))
         };
+        let looked_up = self
+            .lookups
+            .iter()
+            .map(|l| {
+                let rows = l.rows([&ids, &mask, &types][l.indices])?;
+                Tensor::from_shape(&[batch, seq, l.width], &rows)
+                    .map(|t| t.into_tvalue())
+                    .map_err(|e| EmbedError::Run(format!("{e:#}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut inputs = tvec![tensor(ids)?, tensor(mask.clone())?, tensor(types)?];
+        inputs.extend(looked_up);
         let outputs = self
             .plan
-            .run(tvec![tensor(ids)?, tensor(mask.clone())?, tensor(types)?])
+            .run(inputs)
             .map_err(|e| EmbedError::Run(format!("{e:#}")))?;
         let hidden = outputs
             .first()
@@ -151,13 +222,19 @@ fn mean_pool(hidden: &[f32], mask: &[i64]) -> Vec<f32> {
 }
 
 /// Replaces every `Cast(int8 constant → float)` → `Mul(·, float constant)` pair by one f32
-/// initializer named like the `Mul`'s output. Returns the number of pairs folded.
-fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
+/// initializer named like the `Mul`'s output, except a pair read only by a [`Lookup`]: there
+/// the `Gather` becomes an input of the graph (after the others, in the returned order).
+fn fold_dequantization(
+    graph: &mut pb::GraphProto,
+    lookups_allowed: bool,
+) -> Result<Vec<Lookup>, String> {
     use std::collections::HashMap;
     let mut uses: HashMap<String, usize> = HashMap::new();
-    for n in &graph.node {
+    let mut user: HashMap<String, usize> = HashMap::new();
+    for (index, n) in graph.node.iter().enumerate() {
         for i in &n.input {
             *uses.entry(i.clone()).or_default() += 1;
+            user.insert(i.clone(), index);
         }
     }
     let init_index: HashMap<String, usize> = graph
@@ -166,6 +243,12 @@ fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
         .enumerate()
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
+    // The graph's inputs as tract numbers them: initializers listed as inputs are not.
+    let inputs: Vec<&pb::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|i| !init_index.contains_key(&i.name))
+        .collect();
     let producer: HashMap<String, usize> = graph
         .node
         .iter()
@@ -173,6 +256,8 @@ fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
         .flat_map(|(i, n)| n.output.iter().map(move |o| (o.clone(), i)))
         .collect();
     let mut folded = Vec::new();
+    // (gather node, weights, scales, the new input) of each lookup.
+    let mut lookups = Vec::new();
     let mut drop_nodes = Vec::new();
     let mut drop_inits = Vec::new();
     for (mul_index, mul) in graph.node.iter().enumerate() {
@@ -201,14 +286,6 @@ fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
             if q.data_type != DataType::Int8 as i32 || s.data_type != DataType::Float as i32 {
                 continue;
             }
-            let weights = dequantize(q, s).map_err(|e| format!("folding {}: {e}", q.name))?;
-            folded.push(pb::TensorProto {
-                name: mul.output[0].clone(),
-                dims: q.dims.clone(),
-                data_type: DataType::Float as i32,
-                raw_data: weights.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                ..Default::default()
-            });
             drop_nodes.extend([cast_index, mul_index]);
             if uses.get(&q.name) == Some(&1) {
                 drop_inits.push(q_index);
@@ -216,10 +293,56 @@ fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
             if uses.get(&s.name) == Some(&1) {
                 drop_inits.push(s_index);
             }
+            let gather = (uses.get(&mul.output[0]) == Some(&1))
+                .then(|| user.get(&mul.output[0]))
+                .flatten()
+                .map(|&g| (g, &graph.node[g]))
+                .filter(|(_, g)| {
+                    g.op_type == "Gather"
+                        && g.input.len() == 2
+                        && g.input[0] == mul.output[0]
+                        && g.output.len() == 1
+                        && g.attribute.iter().all(|a| a.name != "axis" || a.i == 0)
+                });
+            let looked_up = gather.filter(|_| lookups_allowed).and_then(|(g, gather)| {
+                // The table's bytes move into the lookup: nothing else may read them.
+                if uses.get(&q.name) != Some(&1) {
+                    return None;
+                }
+                let indices = inputs.iter().position(|i| i.name == gather.input[1])?;
+                let value = lookup_input(&gather.output[0], inputs[indices], q, s)?;
+                Some((g, indices, value))
+            });
+            if let Some((g, indices, value)) = looked_up {
+                drop_nodes.push(g);
+                lookups.push((indices, q_index, s_index, value));
+                break;
+            }
+            let raw_data = dequantize(q, s).map_err(|e| format!("folding {}: {e}", q.name))?;
+            folded.push(pb::TensorProto {
+                name: mul.output[0].clone(),
+                dims: q.dims.clone(),
+                data_type: DataType::Float as i32,
+                raw_data,
+                ..Default::default()
+            });
             break;
         }
     }
-    let count = folded.len();
+    let mut looked_up = Vec::new();
+    for (indices, q_index, s_index, value) in lookups {
+        let q = &mut graph.initializer[q_index];
+        let width = q.dims[1] as usize;
+        let table = std::mem::take(&mut q.raw_data);
+        let scales = scale_values(&graph.initializer[s_index]);
+        graph.input.push(value);
+        looked_up.push(Lookup {
+            indices,
+            table,
+            width,
+            scales,
+        });
+    }
     let mut index = 0;
     graph.node.retain(|_| {
         index += 1;
@@ -231,26 +354,73 @@ fn fold_dequantization(graph: &mut pb::GraphProto) -> Result<usize, String> {
         !drop_inits.contains(&(index - 1))
     });
     graph.initializer.extend(folded);
-    Ok(count)
+    Ok(looked_up)
 }
 
-/// `q * s` with `s` broadcast onto `q`'s shape (NumPy rules).
-fn dequantize(q: &pb::TensorProto, s: &pb::TensorProto) -> Result<Vec<f32>, String> {
+/// The graph input standing for `Gather(q * s, indices)` named `name`, when that can be
+/// looked up row by row: `q` a `rows × width` table given as raw bytes, `s` one scale per
+/// row (`rows × 1`) or one in all, `indices` of a known rank. Its shape is the indices'
+/// followed by `width`.
+fn lookup_input(
+    name: &str,
+    indices: &pb::ValueInfoProto,
+    q: &pb::TensorProto,
+    s: &pb::TensorProto,
+) -> Option<pb::ValueInfoProto> {
+    use pb::type_proto::Value;
+    let rows = *q.dims.first()?;
+    let width = *q.dims.get(1)?;
+    let per_row = s.dims == [rows, 1];
+    let one = s.dims.iter().product::<i64>() == 1;
+    if q.dims.len() != 2 || q.raw_data.len() as i64 != rows * width || !(per_row || one) {
+        return None;
+    }
+    let Some(Value::TensorType(t)) = indices.r#type.as_ref()?.value.as_ref() else {
+        return None;
+    };
+    let mut shape = t.shape.clone()?;
+    shape.dim.push(pb::tensor_shape_proto::Dimension {
+        value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(width)),
+        ..Default::default()
+    });
+    Some(pb::ValueInfoProto {
+        name: name.to_owned(),
+        r#type: Some(pb::TypeProto {
+            value: Some(Value::TensorType(pb::type_proto::Tensor {
+                elem_type: DataType::Float as i32,
+                shape: Some(shape),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// The values of an f32 initializer.
+fn scale_values(s: &pb::TensorProto) -> Vec<f32> {
+    if s.raw_data.is_empty() {
+        return s.float_data.clone();
+    }
+    s.raw_data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// `q * s` with `s` broadcast onto `q`'s shape (NumPy rules), as the little-endian bytes of
+/// an f32 tensor's `raw_data`: each weight is written once, into a buffer of its final size
+/// (a float vector turned into bytes afterwards wrote every weight twice more).
+fn dequantize(q: &pb::TensorProto, s: &pb::TensorProto) -> Result<Vec<u8>, String> {
     let q_dims: Vec<usize> = q.dims.iter().map(|&d| d as usize).collect();
     let n: usize = q_dims.iter().product();
-    let q_values: Vec<i8> = if !q.raw_data.is_empty() {
-        q.raw_data.iter().map(|&b| b as i8).collect()
+    let unpacked: Vec<u8>;
+    let q_values: &[u8] = if !q.raw_data.is_empty() {
+        &q.raw_data
     } else {
-        q.int32_data.iter().map(|&v| v as i8).collect()
+        unpacked = q.int32_data.iter().map(|&v| v as i8 as u8).collect();
+        &unpacked
     };
-    let s_values: Vec<f32> = if !s.raw_data.is_empty() {
-        s.raw_data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    } else {
-        s.float_data.clone()
-    };
+    let s_values = scale_values(s);
     if q_values.len() != n {
         return Err(format!("{} values for shape {q_dims:?}", q_values.len()));
     }
@@ -281,16 +451,24 @@ fn dequantize(q: &pb::TensorProto, s: &pb::TensorProto) -> Result<Vec<f32>, Stri
     let inner = q_dims.last().copied().unwrap_or(1).max(1);
     let inner_stride = s_strides.last().copied().unwrap_or(0);
     let outer = &q_dims[..q_dims.len().saturating_sub(1)];
-    let mut out = Vec::with_capacity(n);
+    let mut out = vec![0u8; n * 4];
     let mut coord = vec![0usize; outer.len()];
-    for row in q_values.chunks_exact(inner) {
+    for (row, dst) in q_values
+        .chunks_exact(inner)
+        .zip(out.chunks_exact_mut(inner * 4))
+    {
         let base: usize = coord.iter().zip(&s_strides).map(|(c, st)| c * st).sum();
+        let dst = dst.chunks_exact_mut(4);
         if inner_stride == 0 {
             let scale = s_values[base];
-            out.extend(row.iter().map(|&v| f32::from(v) * scale));
+            for (d, &v) in dst.zip(row) {
+                d.copy_from_slice(&(f32::from(v as i8) * scale).to_le_bytes());
+            }
         } else {
             let scales = &s_values[base..base + inner];
-            out.extend(row.iter().zip(scales).map(|(&v, &sc)| f32::from(v) * sc));
+            for ((d, &v), &sc) in dst.zip(row).zip(scales) {
+                d.copy_from_slice(&(f32::from(v as i8) * sc).to_le_bytes());
+            }
         }
         for k in (0..coord.len()).rev() {
             coord[k] += 1;
@@ -332,34 +510,47 @@ mod tests {
         let by_row = tensor("s", &[2, 1], DataType::Float, f32_bytes(&[10.0, 100.0]));
         assert_eq!(
             dequantize(&q, &by_row).expect("ok"),
-            vec![10.0, 20.0, 30.0, -100.0, -200.0, -300.0]
+            f32_bytes(&[10.0, 20.0, 30.0, -100.0, -200.0, -300.0])
         );
         let by_col = tensor("s", &[1, 3], DataType::Float, f32_bytes(&[1.0, 2.0, 3.0]));
         assert_eq!(
             dequantize(&q, &by_col).expect("ok"),
-            vec![1.0, 4.0, 9.0, -1.0, -4.0, -9.0]
+            f32_bytes(&[1.0, 4.0, 9.0, -1.0, -4.0, -9.0])
+        );
+        // Weights given as int32 values rather than raw bytes.
+        let q32 = pb::TensorProto {
+            int32_data: vec![1, 2, 3, -1, -2, -3],
+            raw_data: Vec::new(),
+            ..q.clone()
+        };
+        assert_eq!(
+            dequantize(&q32, &by_row).expect("ok"),
+            f32_bytes(&[10.0, 20.0, 30.0, -100.0, -200.0, -300.0])
         );
         let bad = tensor("s", &[2], DataType::Float, f32_bytes(&[1.0, 2.0]));
         assert!(dequantize(&q, &bad).is_err());
     }
 
-    #[test]
-    fn cast_mul_pairs_become_one_initializer() {
-        let node = |op: &str, inputs: &[&str], output: &str| pb::NodeProto {
+    fn node(op: &str, inputs: &[&str], output: &str) -> pb::NodeProto {
+        let attribute = match op {
+            "Cast" => vec![pb::AttributeProto {
+                name: "to".to_owned(),
+                i: DataType::Float as i64,
+                ..Default::default()
+            }],
+            _ => Vec::new(),
+        };
+        pb::NodeProto {
             op_type: op.to_owned(),
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: vec![output.to_owned()],
-            attribute: if op == "Cast" {
-                vec![pb::AttributeProto {
-                    name: "to".to_owned(),
-                    i: DataType::Float as i64,
-                    ..Default::default()
-                }]
-            } else {
-                Vec::new()
-            },
+            attribute,
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn cast_mul_pairs_become_one_initializer() {
         let mut graph = pb::GraphProto {
             node: vec![
                 node("Cast", &["w_q"], "w_f"),
@@ -372,12 +563,127 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(fold_dequantization(&mut graph), Ok(1));
+        assert_eq!(fold_dequantization(&mut graph, true), Ok(Vec::new()));
         assert_eq!(graph.node.len(), 1);
         assert_eq!(graph.node[0].op_type, "MatMul");
         assert_eq!(graph.initializer.len(), 1);
         assert_eq!(graph.initializer[0].name, "w");
         assert_eq!(graph.initializer[0].raw_data, f32_bytes(&[1.5, -1.5]));
+    }
+
+    /// A graph input named `name` of shape `[batch, seq]` and type `dt`.
+    fn input(name: &str, dt: DataType) -> pb::ValueInfoProto {
+        use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
+        let dim = |d: &str| Dimension {
+            value: Some(Dim::DimParam(d.to_owned())),
+            ..Default::default()
+        };
+        pb::ValueInfoProto {
+            name: name.to_owned(),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                    elem_type: dt as i32,
+                    shape: Some(pb::TensorShapeProto {
+                        dim: vec![dim("batch"), dim("seq")],
+                    }),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A 3 × 2 int8 table with one scale per row, read by `Gather(table, indices)`.
+    fn table_graph(gather_axis: i64) -> pb::GraphProto {
+        let mut gather = node("Gather", &["table", "types"], "emb");
+        gather.attribute.push(pb::AttributeProto {
+            name: "axis".to_owned(),
+            i: gather_axis,
+            ..Default::default()
+        });
+        pb::GraphProto {
+            input: vec![
+                input("ids", DataType::Int64),
+                input("types", DataType::Int64),
+            ],
+            node: vec![
+                node("Cast", &["table_q"], "table_f"),
+                node("Mul", &["table_f", "table_scale"], "table"),
+                gather,
+                node("Add", &["emb", "emb"], "y"),
+            ],
+            initializer: vec![
+                tensor(
+                    "table_q",
+                    &[3, 2],
+                    DataType::Int8,
+                    vec![1, 2, 3, 4, 0xff, 0xfe],
+                ),
+                tensor(
+                    "table_scale",
+                    &[3, 1],
+                    DataType::Float,
+                    f32_bytes(&[1.0, 10.0, 0.5]),
+                ),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_table_read_by_a_gather_of_an_input_is_looked_up_outside_the_graph() {
+        let mut graph = table_graph(0);
+        let lookups = fold_dequantization(&mut graph, true).expect("fold");
+        assert_eq!(
+            lookups,
+            vec![Lookup {
+                indices: 1,
+                table: vec![1, 2, 3, 4, 0xff, 0xfe],
+                width: 2,
+                scales: vec![1.0, 10.0, 0.5],
+            }]
+        );
+        // Cast, Mul and Gather are gone with both initializers; the Gather's output is the
+        // last input, of the indices' shape and the table's width.
+        assert_eq!(graph.node.len(), 1);
+        assert_eq!(graph.node[0].op_type, "Add");
+        assert!(graph.initializer.is_empty());
+        let names: Vec<&str> = graph.input.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["ids", "types", "emb"]);
+        let mut expected = input("emb", DataType::Float);
+        if let Some(pb::type_proto::Value::TensorType(t)) =
+            expected.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.shape
+                .as_mut()
+                .expect("shape")
+                .dim
+                .push(pb::tensor_shape_proto::Dimension {
+                    value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(2)),
+                    ..Default::default()
+                });
+        }
+        assert_eq!(graph.input[2], expected);
+        // The rows are what the folded table holds, in the order asked.
+        assert_eq!(
+            lookups[0].rows(&[2, 0, 1]).expect("rows"),
+            [-0.5, -1.0, 1.0, 2.0, 30.0, 40.0]
+        );
+        assert!(lookups[0].rows(&[3]).is_err());
+        assert!(lookups[0].rows(&[-1]).is_err());
+    }
+
+    #[test]
+    fn a_gather_on_another_axis_leaves_the_table_folded() {
+        let mut graph = table_graph(1);
+        assert_eq!(fold_dequantization(&mut graph, true), Ok(Vec::new()));
+        assert_eq!(graph.input.len(), 2);
+        assert_eq!(graph.initializer.len(), 1);
+        assert_eq!(graph.initializer[0].name, "table");
+        assert_eq!(
+            graph.initializer[0].raw_data,
+            f32_bytes(&[1.0, 2.0, 30.0, 40.0, -0.5, -1.0])
+        );
     }
 
     #[test]
