@@ -418,12 +418,19 @@ impl Builder {
             // Keys are inserted in order (a BTreeMap), so the builder cannot fail.
             let _ = sessions_fst.insert(name, i as u64);
         }
-        let mut turns_fst = fst::MapBuilder::memory();
+        let mut turn_keys = Vec::new();
+        let mut long_ids = Vec::new();
         let mut rows = Vec::new();
         for (i, (id, row)) in turn_rows.iter().enumerate() {
-            // A summary never looks turns up by id: their map is left empty.
+            // A summary never looks turns up by id: their keys are left out.
             if !self.no_terms {
-                let _ = turns_fst.insert(id, i as u64);
+                let bytes = id.as_bytes();
+                let n = bytes.len().min(TURN_KEY);
+                turn_keys.extend_from_slice(&bytes[..n]);
+                turn_keys.resize(turn_keys.len() + TURN_KEY - n, 0);
+                if bytes.len() > TURN_KEY {
+                    long_ids.push((i as u32, (*id).to_owned()));
+                }
             }
             for v in row {
                 push_u32(&mut rows, *v);
@@ -434,11 +441,12 @@ impl Builder {
             unknown_kinds: self.unknown_kinds,
             open: carry_out.to_vec(),
             agents: self.agents,
+            long_ids,
         };
         sections[Section::Meta as usize] = postcard::to_allocvec(&meta).unwrap_or_default();
         sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
         sections[Section::SessionRows as usize] = session_rows;
-        sections[Section::TurnsFst as usize] = turns_fst.into_inner().unwrap_or_default();
+        sections[Section::TurnKeys as usize] = turn_keys;
         sections[Section::TurnRows as usize] = rows;
         sections[Section::Postings as usize] = postings;
         sections[Section::UsageRows as usize] = usage_rows;
@@ -477,6 +485,8 @@ pub const USAGE_ROW: usize = 40;
 pub const SESSION_ROW: usize = 40;
 /// Width in bytes of a turn row.
 pub const TURN_ROW: usize = 16;
+/// Width in bytes of a turn key: a turn id's first bytes (ids are 16 hex digits), zero-padded.
+pub const TURN_KEY: usize = 16;
 
 /// A digest of a list of open turns, tying an index to the one before it.
 pub fn digest(open: &[OpenTurn]) -> u32 {

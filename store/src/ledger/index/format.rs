@@ -26,7 +26,7 @@
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Bytes per checksummed block of a blocked section.
 pub const BLOCK: usize = 4096;
 const FIXED: usize = 64;

@@ -60,7 +60,15 @@ impl History {
         let at = 1_700_000_000_000 + (step as i64) * 3_600_000 * 5;
         match rng.below(10) {
             0..=2 => {
-                let id = format!("{:016x}", rng.next());
+                // Mostly ids as the runtime makes them (16 hex digits); some shorter, some
+                // longer and sharing their first 16 bytes with another, some whose 16th byte
+                // falls inside a character: turns are keyed by their first 16 bytes.
+                let id = match rng.below(8) {
+                    0 => format!("t{step}"),
+                    1 if !all.is_empty() => format!("{}-{step}", all[rng.below(all.len())].0),
+                    2 => format!("ééééééé{step:03}é"),
+                    _ => format!("{:016x}", rng.next()),
+                };
                 let session = sessions[rng.below(3)].to_string();
                 open.push((id.clone(), session.clone()));
                 all.push((id.clone(), session.clone()));
@@ -174,17 +182,42 @@ fn assert_reads_equal_walk(ledger: &Ledger, ids: &[String], what: &str) {
         assert_eq!(positions(&got), positions(&want), "{what} {session}");
         assert_eq!(got.damaged.len(), want.damaged.len(), "{what} {session}");
     }
-    for id in ids.iter().take(10) {
-        let prefix = &id[..5];
-        let got = ledger.read_turn_prefix(prefix).expect("read");
-        let mut want = ledger
-            .walk(&mut |v| {
-                v.kind() == Some(Kind::RewindBoundary)
-                    || v.turn().is_some_and(|t| t.starts_with(prefix.as_bytes()))
-            })
+    // Two ids of each shape the history makes (see `History::record`).
+    let shape = |id: &str| match id {
+        _ if id.starts_with('t') => 0,
+        _ if id.contains('é') => 1,
+        _ if id.contains('-') => 2,
+        _ => 3,
+    };
+    let mut seen = [0; 4];
+    let picked = ids.iter().filter(|id| {
+        seen[shape(id)] += 1;
+        seen[shape(id)] <= 2
+    });
+    for id in picked {
+        for len in [5, 16, 17, id.len()] {
+            let cut = (0..=len.min(id.len()))
+                .rev()
+                .find(|&i| id.is_char_boundary(i))
+                .unwrap_or(0);
+            let prefix = &id[..cut];
+            let got = ledger.read_turn_prefix(prefix).expect("read");
+            let mut want = ledger
+                .walk(&mut |v| {
+                    v.kind() == Some(Kind::RewindBoundary)
+                        || v.turn().is_some_and(|t| t.starts_with(prefix.as_bytes()))
+                })
+                .expect("walk");
+            ledger.complete_rewinds(&mut want).expect("complete");
+            assert_eq!(positions(&got), positions(&want), "{what} {prefix}");
+        }
+        let one: HashSet<Vec<u8>> = [id.as_bytes().to_vec()].into_iter().collect();
+        let got = ledger.read_turns(&one).expect("read");
+        let want = ledger
+            .walk(&mut |v| v.turn() == Some(id.as_bytes()))
             .expect("walk");
-        ledger.complete_rewinds(&mut want).expect("complete");
-        assert_eq!(positions(&got), positions(&want), "{what} {prefix}");
+        assert_eq!(positions(&got), positions(&want), "{what} {id}");
+        assert!(!got.entries.is_empty(), "{what} {id}");
     }
     let got = ledger.read_attachments().expect("read");
     let want = ledger
