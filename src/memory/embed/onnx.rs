@@ -11,6 +11,7 @@
 //! few dozen rows, so the `Gather` becomes an input of the graph, and each call looks the
 //! rows up in the int8 table and scales them itself: the same products, bit for bit.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -221,122 +222,185 @@ fn mean_pool(hidden: &[f32], mask: &[i64]) -> Vec<f32> {
     sum
 }
 
-/// Replaces every `Cast(int8 constant → float)` → `Mul(·, float constant)` pair by one f32
-/// initializer named like the `Mul`'s output, except a pair read only by a [`Lookup`]: there
-/// the `Gather` becomes an input of the graph (after the others, in the returned order).
-fn fold_dequantization(
-    graph: &mut pb::GraphProto,
-    lookups_allowed: bool,
-) -> Result<Vec<Lookup>, String> {
-    use std::collections::HashMap;
-    let mut uses: HashMap<String, usize> = HashMap::new();
-    let mut user: HashMap<String, usize> = HashMap::new();
-    for (index, n) in graph.node.iter().enumerate() {
-        for i in &n.input {
-            *uses.entry(i.clone()).or_default() += 1;
-            user.insert(i.clone(), index);
+/// Where each value of a graph is made and read, and its initializers by name.
+struct Wiring {
+    /// How many node inputs read each value.
+    uses: HashMap<String, usize>,
+    /// A node reading each value (the only one where `uses` is 1).
+    user: HashMap<String, usize>,
+    /// The node making each value.
+    producer: HashMap<String, usize>,
+    /// Initializer name → its position.
+    init: HashMap<String, usize>,
+}
+
+impl Wiring {
+    fn of(graph: &pb::GraphProto) -> Wiring {
+        let mut w = Wiring {
+            uses: HashMap::new(),
+            user: HashMap::new(),
+            producer: HashMap::new(),
+            init: HashMap::new(),
+        };
+        for (index, n) in graph.node.iter().enumerate() {
+            for i in &n.input {
+                *w.uses.entry(i.clone()).or_default() += 1;
+                w.user.insert(i.clone(), index);
+            }
+            for o in &n.output {
+                w.producer.insert(o.clone(), index);
+            }
         }
+        for (i, t) in graph.initializer.iter().enumerate() {
+            w.init.insert(t.name.clone(), i);
+        }
+        w
     }
-    let init_index: HashMap<String, usize> = graph
-        .initializer
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.clone(), i))
-        .collect();
-    // The graph's inputs as tract numbers them: initializers listed as inputs are not.
-    let inputs: Vec<&pb::ValueInfoProto> = graph
-        .input
-        .iter()
-        .filter(|i| !init_index.contains_key(&i.name))
-        .collect();
-    let producer: HashMap<String, usize> = graph
-        .node
-        .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.clone(), i)))
-        .collect();
-    let mut folded = Vec::new();
-    // (gather node, weights, scales, the new input) of each lookup.
-    let mut lookups = Vec::new();
-    let mut drop_nodes = Vec::new();
-    let mut drop_inits = Vec::new();
+
+    fn used_once(&self, value: &str) -> bool {
+        self.uses.get(value) == Some(&1)
+    }
+}
+
+/// A `Cast(int8 initializer → float)` → `Mul(·, float initializer)` pair: node and
+/// initializer positions.
+struct Pair {
+    cast: usize,
+    mul: usize,
+    q: usize,
+    s: usize,
+}
+
+/// Every dequantizing pair of `graph`, in node order.
+fn pairs(graph: &pb::GraphProto, w: &Wiring) -> Vec<Pair> {
+    let mut out = Vec::new();
     for (mul_index, mul) in graph.node.iter().enumerate() {
         if mul.op_type != "Mul" || mul.input.len() != 2 || mul.output.len() != 1 {
             continue;
         }
         for (cast_side, scale_side) in [(0, 1), (1, 0)] {
-            let Some(&cast_index) = producer.get(&mul.input[cast_side]) else {
+            let Some(&cast) = w.producer.get(&mul.input[cast_side]) else {
                 continue;
             };
-            let cast = &graph.node[cast_index];
-            let to_float = cast
+            let node = &graph.node[cast];
+            let to_float = node
                 .attribute
                 .iter()
                 .any(|a| a.name == "to" && a.i == DataType::Float as i64);
-            if cast.op_type != "Cast" || !to_float || uses.get(&cast.output[0]) != Some(&1) {
+            if node.op_type != "Cast" || !to_float || !w.used_once(&node.output[0]) {
                 continue;
             }
-            let (Some(&q_index), Some(&s_index)) = (
-                init_index.get(&cast.input[0]),
-                init_index.get(&mul.input[scale_side]),
+            let (Some(&q), Some(&s)) = (
+                w.init.get(&node.input[0]),
+                w.init.get(&mul.input[scale_side]),
             ) else {
                 continue;
             };
-            let (q, s) = (&graph.initializer[q_index], &graph.initializer[s_index]);
-            if q.data_type != DataType::Int8 as i32 || s.data_type != DataType::Float as i32 {
-                continue;
-            }
-            drop_nodes.extend([cast_index, mul_index]);
-            if uses.get(&q.name) == Some(&1) {
-                drop_inits.push(q_index);
-            }
-            if uses.get(&s.name) == Some(&1) {
-                drop_inits.push(s_index);
-            }
-            let gather = (uses.get(&mul.output[0]) == Some(&1))
-                .then(|| user.get(&mul.output[0]))
-                .flatten()
-                .map(|&g| (g, &graph.node[g]))
-                .filter(|(_, g)| {
-                    g.op_type == "Gather"
-                        && g.input.len() == 2
-                        && g.input[0] == mul.output[0]
-                        && g.output.len() == 1
-                        && g.attribute.iter().all(|a| a.name != "axis" || a.i == 0)
+            let int8 = graph.initializer[q].data_type == DataType::Int8 as i32;
+            let float = graph.initializer[s].data_type == DataType::Float as i32;
+            if int8 && float {
+                out.push(Pair {
+                    cast,
+                    mul: mul_index,
+                    q,
+                    s,
                 });
-            let looked_up = gather.filter(|_| lookups_allowed).and_then(|(g, gather)| {
-                // The table's bytes move into the lookup: nothing else may read them.
-                if uses.get(&q.name) != Some(&1) {
-                    return None;
-                }
-                let indices = inputs.iter().position(|i| i.name == gather.input[1])?;
-                let value = lookup_input(&gather.output[0], inputs[indices], q, s)?;
-                Some((g, indices, value))
-            });
-            if let Some((g, indices, value)) = looked_up {
-                drop_nodes.push(g);
-                lookups.push((indices, q_index, s_index, value));
                 break;
             }
-            let raw_data = dequantize(q, s).map_err(|e| format!("folding {}: {e}", q.name))?;
-            folded.push(pb::TensorProto {
-                name: mul.output[0].clone(),
-                dims: q.dims.clone(),
-                data_type: DataType::Float as i32,
-                raw_data,
-                ..Default::default()
-            });
-            break;
         }
     }
-    let mut looked_up = Vec::new();
-    for (indices, q_index, s_index, value) in lookups {
-        let q = &mut graph.initializer[q_index];
+    out
+}
+
+/// The `Gather` that makes `pair` a [`Lookup`], if one does: the only reader of the
+/// product, on axis 0, of row numbers from graph input `inputs[indices]`, and the table read
+/// by nothing else. Returns the gather's node, `indices` and the input that replaces it.
+fn gather_of(
+    graph: &pb::GraphProto,
+    w: &Wiring,
+    inputs: &[&pb::ValueInfoProto],
+    pair: &Pair,
+) -> Option<(usize, usize, pb::ValueInfoProto)> {
+    let product = &graph.node[pair.mul].output[0];
+    let q = &graph.initializer[pair.q];
+    if !w.used_once(product) || !w.used_once(&q.name) {
+        return None;
+    }
+    let g = *w.user.get(product)?;
+    let gather = &graph.node[g];
+    let is_lookup = gather.op_type == "Gather"
+        && gather.input.len() == 2
+        && gather.input[0] == *product
+        && gather.output.len() == 1
+        && gather
+            .attribute
+            .iter()
+            .all(|a| a.name != "axis" || a.i == 0);
+    if !is_lookup {
+        return None;
+    }
+    let indices = inputs.iter().position(|i| i.name == gather.input[1])?;
+    let value = lookup_input(
+        &gather.output[0],
+        inputs[indices],
+        q,
+        &graph.initializer[pair.s],
+    )?;
+    Some((g, indices, value))
+}
+
+/// Replaces every dequantizing pair ([`Pair`]) by one f32 initializer named like the
+/// `Mul`'s output, except a pair read only by a [`Lookup`] (when `lookups_allowed`): there
+/// the `Gather` becomes an input of the graph (after the others, in the returned order).
+fn fold_dequantization(
+    graph: &mut pb::GraphProto,
+    lookups_allowed: bool,
+) -> Result<Vec<Lookup>, String> {
+    let w = Wiring::of(graph);
+    // The graph's inputs as tract numbers them: initializers listed as inputs are not.
+    let inputs: Vec<&pb::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|i| !w.init.contains_key(&i.name))
+        .collect();
+    let mut folded = Vec::new();
+    let mut gathers = Vec::new();
+    let mut drop_nodes = Vec::new();
+    let mut drop_inits = Vec::new();
+    for pair in pairs(graph, &w) {
+        drop_nodes.extend([pair.cast, pair.mul]);
+        for i in [pair.q, pair.s] {
+            if w.used_once(&graph.initializer[i].name) {
+                drop_inits.push(i);
+            }
+        }
+        if let Some((g, indices, value)) = lookups_allowed
+            .then(|| gather_of(graph, &w, &inputs, &pair))
+            .flatten()
+        {
+            drop_nodes.push(g);
+            gathers.push((indices, pair, value));
+            continue;
+        }
+        let (q, s) = (&graph.initializer[pair.q], &graph.initializer[pair.s]);
+        let raw_data = dequantize(q, s).map_err(|e| format!("folding {}: {e}", q.name))?;
+        folded.push(pb::TensorProto {
+            name: graph.node[pair.mul].output[0].clone(),
+            dims: q.dims.clone(),
+            data_type: DataType::Float as i32,
+            raw_data,
+            ..Default::default()
+        });
+    }
+    let mut lookups = Vec::new();
+    for (indices, pair, value) in gathers {
+        let q = &mut graph.initializer[pair.q];
         let width = q.dims[1] as usize;
+        // The table's bytes move into the lookup (nothing else reads them).
         let table = std::mem::take(&mut q.raw_data);
-        let scales = scale_values(&graph.initializer[s_index]);
+        let scales = scale_values(&graph.initializer[pair.s]);
         graph.input.push(value);
-        looked_up.push(Lookup {
+        lookups.push(Lookup {
             indices,
             table,
             width,
@@ -354,7 +418,7 @@ fn fold_dequantization(
         !drop_inits.contains(&(index - 1))
     });
     graph.initializer.extend(folded);
-    Ok(looked_up)
+    Ok(lookups)
 }
 
 /// The graph input standing for `Gather(q * s, indices)` named `name`, when that can be
