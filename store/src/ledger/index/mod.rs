@@ -874,11 +874,17 @@ impl Ledger {
                 None
             } else {
                 match Index::open(&path, &seg) {
-                    None => Some("damaged, or built from other bytes than its segment's"),
-                    Some(i) if !i.verify_all() => Some("a section fails its checksum"),
-                    Some(i) if i.carry_in() != digest(&carry) => {
-                        Some("stale: built with other turns carried from the segment before")
-                    }
+                    None => Some(match format::version_of(&path) {
+                        Some(v) if v != format::VERSION => format!(
+                            "in format {v}, not {} (written by another version of axocoatl)",
+                            format::VERSION
+                        ),
+                        _ => "damaged, or built from other bytes than its segment's".to_owned(),
+                    }),
+                    Some(i) if !i.verify_all() => Some("a section fails its checksum".to_owned()),
+                    Some(i) if i.carry_in() != digest(&carry) => Some(
+                        "stale: built with other turns carried from the segment before".to_owned(),
+                    ),
                     Some(i) => {
                         carry = i.meta.open.clone();
                         continue;

@@ -662,3 +662,29 @@ fn the_sessions_cache_changes_no_listing() {
     assert_eq!(listed.damaged.len(), 1, "{:?}", listed.damaged);
     assert_summaries_equal_walk(&ledger, "damaged segment");
 }
+
+#[test]
+fn fsck_names_an_index_of_another_format_version() {
+    let (_d, ledger, _) = random_ledger(5, 150, 700);
+    ledger.read_session("main").expect("read");
+    assert!(ledger.check_indexes(false).expect("check").is_empty());
+    let path = ledger.index_dir().join(crate::layout::index_file_name(2));
+    let mut bytes = fs::read(&path).expect("read");
+    let version = super::format::VERSION - 1;
+    bytes[8..12].copy_from_slice(&version.to_le_bytes());
+    fs::write(&path, &bytes).expect("write");
+    let findings = ledger.check_indexes(false).expect("check");
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0]
+            .message
+            .contains(&format!("index in format {version}, not {}", version + 1)),
+        "{findings:?}"
+    );
+    // Damage elsewhere is still damage.
+    bytes[8..12].copy_from_slice(&(version + 1).to_le_bytes());
+    bytes[20] ^= 1;
+    fs::write(&path, &bytes).expect("write");
+    let findings = ledger.check_indexes(false).expect("check");
+    assert!(findings[0].message.contains("damaged"), "{findings:?}");
+}
