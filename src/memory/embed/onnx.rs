@@ -154,23 +154,14 @@ impl Model {
             mask.extend(e.get_attention_mask().iter().map(|&v| i64::from(v)));
             types.extend(e.get_type_ids().iter().map(|&v| i64::from(v)));
         }
-        let tensor = |data: Vec<i64>| -> Result<TValue, EmbedError> {
-            Tensor::from_shape(&[batch, seq], &data)
-                .map(|t| t.into_tvalue())
-                .map_err(|e| EmbedError::Run(format!("{e:#}")))
-        };
-        let looked_up = self
-            .lookups
-            .iter()
-            .map(|l| {
-                let rows = l.rows([&ids, &mask, &types][l.indices])?;
-                Tensor::from_shape(&[batch, seq, l.width], &rows)
-                    .map(|t| t.into_tvalue())
-                    .map_err(|e| EmbedError::Run(format!("{e:#}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut inputs = tvec![tensor(ids)?, tensor(mask.clone())?, tensor(types)?];
-        inputs.extend(looked_up);
+        let given = [&ids, &mask, &types];
+        let mut inputs = TVec::new();
+        for data in given {
+            inputs.push(input(&[batch, seq], data)?);
+        }
+        for l in &self.lookups {
+            inputs.push(input(&[batch, seq, l.width], &l.rows(given[l.indices])?)?);
+        }
         let outputs = self
             .plan
             .run(inputs)
@@ -199,6 +190,13 @@ impl Model {
             })
             .collect())
     }
+}
+
+/// A graph input of `shape` holding `data`.
+fn input<T: Datum + Copy>(shape: &[usize], data: &[T]) -> Result<TValue, EmbedError> {
+    Tensor::from_shape(shape, data)
+        .map(|t| t.into_tvalue())
+        .map_err(|e| EmbedError::Run(format!("{e:#}")))
 }
 
 /// The mean of the token vectors under the attention mask, L2-normalized (as
