@@ -86,19 +86,25 @@ pub struct SectionRef {
     pub crc: u32,
 }
 
-/// Reads the head of an index file: its stamp, section table and the head's checksum (which
-/// covers every section's checksum, so it names the whole index). `None` when the head is
-/// damaged, of another version, or does not describe `expected` sections inside the file.
+/// The format version index bytes say they are in, when they start like an index.
+fn version(bytes: &[u8]) -> Option<u32> {
+    let version = bytes.get(8..12)?;
+    (&bytes[0..8] == MAGIC).then(|| le_u32(version))
+}
+
 /// The format version an index file at `path` says it is in, when it starts like one.
 pub fn version_of(path: &std::path::Path) -> Option<u32> {
     use std::io::Read;
     let mut head = [0u8; 12];
     std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    (&head[0..8] == MAGIC).then(|| le_u32(&head[8..12]))
+    version(&head)
 }
 
+/// Reads the head of an index file: its stamp, section table and the head's checksum (which
+/// covers every section's checksum, so it names the whole index). `None` when the head is
+/// damaged, of another version, or does not describe `expected` sections inside the file.
 pub fn decode_head(bytes: &[u8], expected: usize) -> Option<(Stamp, Vec<SectionRef>, u32)> {
-    if bytes.len() < FIXED + 4 || &bytes[0..8] != MAGIC || le_u32(&bytes[8..12]) != VERSION {
+    if bytes.len() < FIXED + 4 || version(bytes) != Some(VERSION) {
         return None;
     }
     let n = le_u32(&bytes[12..16]) as usize;

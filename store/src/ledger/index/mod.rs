@@ -462,35 +462,29 @@ impl Index {
     /// (`exact`: whose key is it, zero-padded, when it is shorter).
     fn turns_keyed(&self, prefix: &[u8], exact: bool) -> Result<Vec<u32>, Stale> {
         let p = &prefix[..prefix.len().min(TURN_KEY)];
-        let keys = self
-            .sections
-            .get(Section::TurnKeys as usize)
-            .ok_or(Stale)?
-            .len;
-        let rows = self
-            .sections
-            .get(Section::TurnRows as usize)
-            .ok_or(Stale)?
-            .len;
+        let len = |s: Section| self.sections.get(s as usize).map(|r| r.len).ok_or(Stale);
+        let (keys, rows) = (len(Section::TurnKeys)?, len(Section::TurnRows)?);
         let n = keys / TURN_KEY;
         if keys % TURN_KEY != 0 || (n * TURN_ROW != rows && n != 0) {
             return Err(Stale);
         }
         let key = |i: usize| self.blocked(Section::TurnKeys, i * TURN_KEY, TURN_KEY);
-        // The first row whose key is not below `p` padded with zeros, then the first whose
-        // key does not start with `p` (or, exactly, is not `p` padded).
-        let first = partition_point(n, |i| Ok(key(i)? < pad_key(p, 0).as_slice()))?;
-        let end = if exact && p.len() < TURN_KEY {
-            partition_point(n, |i| Ok(key(i)? <= pad_key(p, 0).as_slice()))?
+        // The rows from the first whose key is not below `p` padded with zeros to the last
+        // whose key starts with `p` (or, exactly, is `p` padded).
+        let low = pad_key(p, 0);
+        let high = if exact && p.len() < TURN_KEY {
+            low
         } else {
-            partition_point(n, |i| Ok(key(i)? <= pad_key(p, 0xff).as_slice()))?
+            pad_key(p, 0xff)
         };
+        let first = partition_point(n, |i| Ok(key(i)? < low.as_slice()))?;
+        let end = partition_point(n, |i| Ok(key(i)? <= high.as_slice()))?;
+        // A turn whose id is longer than its key is told apart by its full id; another's key
+        // is its whole id, which the range already matched against a query no longer than a
+        // key.
+        let long = &self.meta.long_ids;
         let mut out = Vec::new();
         for row in first..end.max(first) {
-            // A turn whose id is longer than its key is told apart by its full id; another's
-            // key is its whole id, which the range already matched against a query no longer
-            // than a key.
-            let long = &self.meta.long_ids;
             let matches = match long.binary_search_by_key(&(row as u32), |(r, _)| *r) {
                 Ok(i) if exact => long[i].1.as_bytes() == prefix,
                 Ok(i) => long[i].1.as_bytes().starts_with(prefix),

@@ -617,13 +617,21 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
     let (_d, ledger, ids) = random_ledger(8, 200, 900);
     assert_reads_equal_walk(&ledger, &ids, "built");
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
-    let good = fs::read(&path).expect("read");
-    let step = (good.len() / 150).max(1);
+    each_flipped_byte(&path, 150, 0x04, |what| {
+        assert_reads_equal_walk(&ledger, &ids, what)
+    });
+}
+
+/// Flips bit `mask` of about `samples` bytes spread over the file at `path`, one byte at a
+/// time (the last flip is left in place), and runs `check` after each, naming the byte.
+fn each_flipped_byte(path: &std::path::Path, samples: usize, mask: u8, check: impl Fn(&str)) {
+    let good = fs::read(path).expect("read");
+    let step = (good.len() / samples).max(1);
     for at in (0..good.len()).step_by(step) {
         let mut bad = good.clone();
-        bad[at] ^= 0x04;
-        fs::write(&path, &bad).expect("write");
-        assert_reads_equal_walk(&ledger, &ids, &format!("byte {at} of {}", good.len()));
+        bad[at] ^= mask;
+        fs::write(path, &bad).expect("write");
+        check(&format!("byte {at} of {}", good.len()));
     }
 }
 
@@ -635,14 +643,10 @@ fn the_sessions_cache_changes_no_listing() {
     let (_d, ledger, _) = random_ledger(21, 200, 900);
     assert_summaries_equal_walk(&ledger, "built");
     let path = ledger.index_dir().join(super::summary::SESSIONS_CACHE);
-    let good = fs::read(&path).expect("the cache is written");
-    let step = (good.len() / 100).max(1);
-    for at in (0..good.len()).step_by(step) {
-        let mut bad = good.clone();
-        bad[at] ^= 0x02;
-        fs::write(&path, &bad).expect("write");
-        assert_summaries_equal_walk(&ledger, &format!("byte {at} of {}", good.len()));
-    }
+    assert!(path.exists(), "the cache is written");
+    each_flipped_byte(&path, 100, 0x02, |what| {
+        assert_summaries_equal_walk(&ledger, what)
+    });
     // Another ledger's cache.
     let (_o, other, _) = random_ledger(22, 200, 900);
     other.session_summaries().expect("sessions");
