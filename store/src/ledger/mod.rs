@@ -103,6 +103,7 @@ pub struct Ledger {
     lock_file: std::sync::OnceLock<LockFile>,
     segment_limit: u64,
     tail: Mutex<Option<Tail>>,
+    sealed_memo: index::SealedMemo,
 }
 
 impl Ledger {
@@ -114,6 +115,7 @@ impl Ledger {
             lock_file: std::sync::OnceLock::new(),
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
+            sealed_memo: index::SealedMemo::default(),
         }
     }
 

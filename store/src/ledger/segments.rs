@@ -27,6 +27,8 @@ use crate::{Error, Result};
 pub struct SegmentSet {
     /// The segments readers walk, oldest first (a torn newest segment left out).
     pub numbers: Vec<u64>,
+    /// The inode of each of `numbers`' files, as listed.
+    pub inodes: Vec<u64>,
     /// Runs of segment numbers that are missing before the newest: `(first, last)`.
     /// Segment numbers start at 1 and have no gaps; a gap is a deleted segment whose
     /// records are lost.
@@ -58,12 +60,22 @@ impl SegmentSet {
 impl Ledger {
     /// Every file named like a segment, oldest first, as listed (torn or not).
     pub fn listed_segment_numbers(&self) -> Result<Vec<u64>> {
+        Ok(self
+            .listed_segments()?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect())
+    }
+
+    /// Every file named like a segment, oldest first, with its inode.
+    fn listed_segments(&self) -> Result<Vec<(u64, u64)>> {
+        use std::os::unix::fs::DirEntryExt;
         let mut numbers = Vec::new();
         let entries = fs::read_dir(&self.dir).map_err(Error::io("list", self.dir.clone()))?;
         for entry in entries {
             let entry = entry.map_err(Error::io("list", self.dir.clone()))?;
             if let Some(n) = entry.file_name().to_str().and_then(parse_segment_file_name) {
-                numbers.push(n);
+                numbers.push((n, entry.ino()));
             }
         }
         numbers.sort_unstable();
@@ -72,7 +84,8 @@ impl Ledger {
 
     /// The segment files and what is wrong with the set: gaps, a torn newest segment.
     pub fn segment_set(&self) -> Result<SegmentSet> {
-        let mut numbers = self.listed_segment_numbers()?;
+        let (mut numbers, mut inodes): (Vec<u64>, Vec<u64>) =
+            self.listed_segments()?.into_iter().unzip();
         let mut torn = None;
         if let Some(&newest) = numbers.last() {
             let path = self.segment_path(newest);
@@ -80,11 +93,13 @@ impl Ledger {
                 Ok(m) if m.len() < HEADER_LEN as u64 => {
                     torn = Some((newest, m.len()));
                     numbers.pop();
+                    inodes.pop();
                 }
                 Ok(_) => {}
                 // Removed by a repair between the listing and the stat.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     numbers.pop();
+                    inodes.pop();
                 }
                 Err(e) => return Err(Error::io("stat", path)(e)),
             }
@@ -99,6 +114,7 @@ impl Ledger {
         }
         Ok(SegmentSet {
             numbers,
+            inodes,
             missing,
             torn,
         })

@@ -376,6 +376,7 @@ impl Ledger {
 
     /// Removes the index of segment `number` (best effort), so that it is rebuilt.
     pub(crate) fn forget_index(&self, number: u64) {
+        self.sealed_memo.forget(number);
         let _ = std::fs::remove_file(
             self.index_dir()
                 .join(crate::layout::index_file_name(number)),

@@ -23,10 +23,11 @@ pub(crate) mod terms;
 #[cfg(test)]
 mod tests;
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -179,9 +180,10 @@ pub(crate) struct Index {
     head_crc: u32,
     pub meta: Meta,
     /// Sections whose checksum was verified, one bit each.
-    checked: Cell<u32>,
-    /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each.
-    blocks_checked: [RefCell<Vec<u64>>; BLOCKED.len()],
+    checked: AtomicU32,
+    /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each (an
+    /// index is kept between the reads of a process, and shared by its threads).
+    blocks_checked: [Mutex<Vec<u64>>; BLOCKED.len()],
 }
 
 impl Index {
@@ -206,7 +208,7 @@ impl Index {
             sections,
             head_crc,
             meta: Meta::default(),
-            checked: Cell::new(0),
+            checked: AtomicU32::new(0),
             blocks_checked: Default::default(),
         };
         index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
@@ -343,11 +345,11 @@ impl Index {
         let r = self.sections.get(s as usize).ok_or(Stale)?;
         let bytes = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
         let bit = 1u32 << (s as u32);
-        if self.checked.get() & bit == 0 {
+        if self.checked.load(Ordering::Relaxed) & bit == 0 {
             if super::frame::crc32c(bytes) != r.crc {
                 return Err(Stale);
             }
-            self.checked.set(self.checked.get() | bit);
+            self.checked.fetch_or(bit, Ordering::Relaxed);
         }
         Ok(bytes)
     }
@@ -362,14 +364,14 @@ impl Index {
         let wanted = all
             .get(start..start.checked_add(len).ok_or(Stale)?)
             .ok_or(Stale)?;
-        if len == 0 || self.checked.get() & (1 << (s as u32)) != 0 {
+        if len == 0 || self.checked.load(Ordering::Relaxed) & (1 << (s as u32)) != 0 {
             return Ok(wanted);
         }
         let crcs = self.section(table)?;
         if crcs.len() != all.len().div_ceil(format::BLOCK) * 4 {
             return Err(Stale);
         }
-        let mut seen = seen.borrow_mut();
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         for b in start / format::BLOCK..=(start + len - 1) / format::BLOCK {
             let (word, bit) = (b / 64, 1u64 << (b % 64));
             if seen.len() <= word {
@@ -610,10 +612,13 @@ fn follows(seg: &SegmentData, last_seq: Option<u64>, parts: &mut Vec<Part>) -> b
 /// How one segment is read by a command.
 pub(crate) enum Part {
     /// A sealed segment and its index.
-    Indexed { seg: SegmentData, index: Box<Index> },
+    Indexed {
+        seg: Arc<SegmentData>,
+        index: Arc<Index>,
+    },
     /// What was appended to the newest segment since it was indexed (all of it when it has
     /// no index), or a segment that cannot be indexed: walked.
-    Raw { seg: SegmentData },
+    Raw { seg: Arc<SegmentData> },
     /// A segment that could not be opened.
     Unreadable(Damaged),
 }
@@ -628,6 +633,49 @@ impl Part {
     }
 }
 
+/// A sealed segment as a plan reads it: (inode of its file, its bytes, its index).
+type Kept = (u64, Arc<SegmentData>, Arc<Index>);
+
+/// The sealed segments of the last plan, with their indexes (checked against them when
+/// opened, verified as far as they were read since), kept for the next plan of the process:
+/// `serve`, a search of an open repository, or a command that reads the ledger twice no
+/// longer opens, maps and checks every segment and index again. A sealed segment never
+/// changes, and a file put in its place (a restore) has another inode, so an entry is used
+/// only for the same inode; an index found damaged is forgotten with its file.
+#[derive(Debug, Default)]
+pub(crate) struct SealedMemo(Mutex<HashMap<u64, Kept>>);
+
+impl SealedMemo {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Kept>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kept segment and index of each of `numbers` whose file has the inode listed.
+    fn kept(&self, numbers: &[u64], inodes: &[u64]) -> Vec<Option<(Arc<SegmentData>, Arc<Index>)>> {
+        let entries = self.entries();
+        numbers
+            .iter()
+            .zip(inodes)
+            .map(|(n, ino)| match entries.get(n) {
+                Some((kept_ino, seg, index)) if kept_ino == ino => {
+                    Some((seg.clone(), index.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Keeps the sealed segments of a plan just made, and only those.
+    fn keep(&self, kept: Vec<(u64, Kept)>) {
+        *self.entries() = kept.into_iter().collect();
+    }
+
+    /// Forgets segment `number` (its index was found damaged).
+    pub(crate) fn forget(&self, number: u64) {
+        self.entries().remove(&number);
+    }
+}
+
 impl Ledger {
     /// The directory of the indexes.
     pub fn index_dir(&self) -> PathBuf {
@@ -639,7 +687,9 @@ impl Ledger {
     }
 
     /// Every segment, oldest first, each with its index when it is sealed. Missing, stale
-    /// or damaged indexes are built (in parallel, one segment per core) and written.
+    /// or damaged indexes are built (in parallel, one segment per core) and written. The
+    /// sealed segments and their checked indexes are kept for the next plan of this process
+    /// (see [`SealedMemo`]).
     pub(crate) fn plan(&self) -> Result<Vec<Part>> {
         let set = self.segment_set()?;
         // A missing segment is damage: its records are lost, and a reader must say so.
@@ -652,17 +702,23 @@ impl Ledger {
             Some((&newest, sealed)) => (Some(newest), sealed),
             None => (None, &[][..]),
         };
-        let mut segs: Vec<std::result::Result<SegmentData, Damaged>> = sealed
-            .iter()
-            .map(|&n| load(&self.segment_path(n), n, true, 0).map_err(Damaged::from_error))
-            .collect();
-        let mut found: Vec<Option<Index>> = segs
-            .iter()
-            .map(|s| match s {
-                Ok(seg) => Index::open(&self.index_path(seg.number), seg),
-                Err(_) => None,
-            })
-            .collect();
+        let kept = self.sealed_memo.kept(sealed, &set.inodes);
+        let mut segs: Vec<std::result::Result<Arc<SegmentData>, Damaged>> = Vec::new();
+        let mut found: Vec<Option<Arc<Index>>> = Vec::new();
+        for (&n, kept) in sealed.iter().zip(kept) {
+            let (seg, index) = match kept {
+                Some((seg, index)) => (Ok(seg), Some(index)),
+                None => match load(&self.segment_path(n), n, true, 0) {
+                    Ok(seg) => {
+                        let index = Index::open(&self.index_path(n), &seg).map(Arc::new);
+                        (Ok(Arc::new(seg)), index)
+                    }
+                    Err(e) => (Err(Damaged::from_error(e)), None),
+                },
+            };
+            segs.push(seg);
+            found.push(index);
+        }
         // Build what is missing or stale in parallel; the carried turns are settled below.
         let missing: Vec<u64> = (0..segs.len() as u64)
             .filter(|&i| found[i as usize].is_none() && segs[i as usize].is_ok())
@@ -677,6 +733,7 @@ impl Ledger {
         }
         let mut carry: Vec<OpenTurn> = Vec::new();
         let mut last_seq: Option<u64> = None;
+        let mut keep: Vec<(u64, Kept)> = Vec::new();
         for (i, seg) in segs.drain(..).enumerate() {
             let seg = match seg {
                 Ok(seg) => seg,
@@ -690,16 +747,14 @@ impl Ledger {
             }
             let index = match found[i].take() {
                 Some(index) if index.carry_in() == digest(&carry) => Some(index),
-                _ => self.build(&seg, builders[i].take(), &carry),
+                _ => self.build(&seg, builders[i].take(), &carry).map(Arc::new),
             };
             match index {
                 Some(index) => {
-                    carry = index.meta.open.clone();
+                    carry.clone_from(&index.meta.open);
                     last_seq = Some(index.stamp.last_seq);
-                    parts.push(Part::Indexed {
-                        seg,
-                        index: Box::new(index),
-                    });
+                    keep.push((seg.number, (set.inodes[i], seg.clone(), index.clone())));
+                    parts.push(Part::Indexed { seg, index });
                 }
                 None => {
                     last_seq = None;
@@ -707,6 +762,7 @@ impl Ledger {
                 }
             }
         }
+        self.sealed_memo.keep(keep);
         if let Some(n) = newest {
             self.plan_newest(n, &carry, last_seq, &mut parts);
         }
@@ -730,10 +786,12 @@ impl Ledger {
                 Ok(rest) if rest.bytes().len() as u64 <= reindex => {
                     if follows(&view, last_seq, parts) {
                         parts.push(Part::Indexed {
-                            seg: view,
-                            index: Box::new(index),
+                            seg: Arc::new(view),
+                            index: Arc::new(index),
                         });
-                        parts.push(Part::Raw { seg: rest });
+                        parts.push(Part::Raw {
+                            seg: Arc::new(rest),
+                        });
                     }
                     return;
                 }
@@ -756,13 +814,13 @@ impl Ledger {
                 // every intact record; a torn write after them is not one).
                 if let Some(index) = Index::from_built(bytes) {
                     return parts.push(Part::Indexed {
-                        seg,
-                        index: Box::new(index),
+                        seg: Arc::new(seg),
+                        index: Arc::new(index),
                     });
                 }
             }
         }
-        parts.push(Part::Raw { seg });
+        parts.push(Part::Raw { seg: Arc::new(seg) });
     }
 
     /// How many bytes of the newest segment a reader walks before it indexes them: an

@@ -413,6 +413,11 @@ fn the_newest_segment_is_read_through_the_index_of_its_first_records() {
 fn a_missing_stale_or_damaged_index_is_rebuilt_silently() {
     let (_d, ledger, _) = random_ledger(99, 150, 600);
     let want = positions(&ledger.read_session("main").expect("read"));
+    // Each read as another process's: this one keeps the indexes it has checked.
+    let read = || {
+        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 600);
+        positions(&fresh.read_session("main").expect("read"))
+    };
     let dir = ledger.index_dir();
     let mut files: Vec<_> = fs::read_dir(&dir)
         .expect("ls")
@@ -431,14 +436,39 @@ fn a_missing_stale_or_damaged_index_is_rebuilt_silently() {
     let bytes = fs::read(&files[2]).expect("read");
     fs::write(&files[2], &bytes[..bytes.len() / 2]).expect("write");
     fs::remove_file(&files[3]).expect("rm");
-    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
-    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
+    assert_eq!(read(), want);
+    assert_eq!(read(), want);
     // A stale index: one built for another segment's bytes.
     fs::copy(&files[4], &files[5]).expect("cp");
-    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
+    assert_eq!(read(), want);
     fs::remove_dir_all(&dir).expect("rm -r");
-    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
+    assert_eq!(read(), want);
     assert!(index_files(&ledger) > 3, "rebuilt");
+}
+
+#[test]
+fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
+    let (_d, ledger, _) = random_ledger(17, 150, 600);
+    let want = positions(&ledger.read_session("main").expect("read"));
+    // The indexes of the sealed segments were checked once: a second read opens none.
+    fs::remove_dir_all(ledger.index_dir()).expect("rm -r");
+    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
+    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    assert!(sealed > 3, "{sealed} sealed segments");
+    assert!(
+        index_files(&ledger) <= 1,
+        "only the newest segment's index may be written again"
+    );
+    // A segment put in place of another (a restore, here a damaged copy) is read anew.
+    let path = ledger.segment_path(2);
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[crate::ledger::HEADER_LEN + 30] ^= 0x08;
+    let copy = path.with_extension("copy");
+    fs::write(&copy, bytes).expect("write");
+    fs::rename(&copy, &path).expect("rename");
+    let got = ledger.read_session("main").expect("read");
+    assert_eq!(got.damaged.len(), 1, "{:?}", got.damaged);
+    assert_eq!(got.damaged[0].path, path);
 }
 
 #[test]
