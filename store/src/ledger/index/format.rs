@@ -20,13 +20,15 @@
 //! reader verifies only what it reads; the large lists of offsets also have a checksum per
 //! 4 KiB block (in a section of their own), so that a lookup verifies the blocks it reads
 //! and not megabytes of postings (since version 2; version 3 flags the sessions with ended
-//! subtasks in their rows). Nothing here is fsynced: an index is a cache, rebuilt
-//! from the ledger whenever it is missing, stale or damaged.
+//! subtasks in their rows; version 4 finds turns by a table of their ids' first bytes;
+//! version 5 adds the sorted suffixes of the words, for a query inside or at the end of
+//! words). Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it
+//! is missing, stale or damaged.
 
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Bytes per checksummed block of a blocked section.
 pub const BLOCK: usize = 4096;
 const FIXED: usize = 64;

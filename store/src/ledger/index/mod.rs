@@ -26,7 +26,7 @@ mod tests;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -69,7 +69,8 @@ pub(crate) enum Section {
     Rewinds,
     /// offsets of session-created and attachment records
     Always,
-    /// folded word → (start << 32 | count) in `TermPostings`
+    /// folded word → (start << 32 | count) in `TermPostings`: one `fst` map per first byte
+    /// of the words, one after the other (see `TermsFstParts`)
     TermsFst,
     /// offsets (u32) of the records holding each word, ascending
     TermPostings,
@@ -81,16 +82,33 @@ pub(crate) enum Section {
     TurnRowsBlocks,
     /// the checksum of each block of `TurnKeys`
     TurnKeysBlocks,
+    /// every folded word, each ended by a 0
+    TermBytes,
+    /// the position (u32) in `TermBytes` of every suffix of a word but the word itself,
+    /// sorted by the suffix
+    TermSuffixes,
+    /// the checksum of each block of `TermBytes`
+    TermBytesBlocks,
+    /// the checksum of each block of `TermSuffixes`
+    TermSuffixesBlocks,
+    /// per first byte of a word (256 rows): where its map lies in `TermsFst` (start, length)
+    /// and its checksum, as u32s; a lookup verifies the map it reads, not the dictionary
+    /// (which had to be verified whole, 40% of a search's time)
+    TermsFstParts,
 }
 
-pub(crate) const SECTIONS: usize = 15;
+pub(crate) const SECTIONS: usize = 20;
+/// Width in bytes of a row of `TermsFstParts`.
+pub(crate) const TERMS_PART: usize = 12;
 
 /// The sections checked block by block, each with the section of its block checksums.
-const BLOCKED: [(Section, Section); 4] = [
+const BLOCKED: [(Section, Section); 6] = [
     (Section::Postings, Section::PostingsBlocks),
     (Section::TermPostings, Section::TermPostingsBlocks),
     (Section::TurnRows, Section::TurnRowsBlocks),
     (Section::TurnKeys, Section::TurnKeysBlocks),
+    (Section::TermBytes, Section::TermBytesBlocks),
+    (Section::TermSuffixes, Section::TermSuffixesBlocks),
 ];
 const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Meta,
@@ -108,6 +126,11 @@ const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::TermPostingsBlocks,
     Section::TurnRowsBlocks,
     Section::TurnKeysBlocks,
+    Section::TermBytes,
+    Section::TermSuffixes,
+    Section::TermBytesBlocks,
+    Section::TermSuffixesBlocks,
+    Section::TermsFstParts,
 ];
 
 /// A turn begun and not ended (yet) at the end of a segment.
@@ -184,6 +207,8 @@ pub(crate) struct Index {
     /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each (an
     /// index is kept between the reads of a process, and shared by its threads).
     blocks_checked: [Mutex<Vec<u64>>; BLOCKED.len()],
+    /// Maps of `TermsFst` whose checksum was verified, one bit per first byte.
+    words_checked: [AtomicU64; 4],
 }
 
 impl Index {
@@ -209,6 +234,7 @@ impl Index {
             head_crc,
             meta: Meta::default(),
             checked: AtomicU32::new(0),
+            words_checked: Default::default(),
             blocks_checked: Default::default(),
         };
         index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
@@ -251,7 +277,7 @@ impl Index {
     fn verify_all(&self) -> bool {
         ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
             && self.fst(Section::SessionsFst).is_ok()
-            && self.fst(Section::TermsFst).is_ok()
+            && (0..=255).all(|b| self.words_from(b).is_ok())
             && BLOCKED.iter().all(|&(s, table)| {
                 matches!((self.section(s), self.section(table)),
                     (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes) == crcs)
@@ -266,16 +292,9 @@ impl Index {
         needs: &[terms::Need],
         limit: usize,
     ) -> Result<Option<Vec<u32>>, Stale> {
-        use fst::{IntoStreamer, Streamer};
         use terms::Need;
-        let map = self.fst(Section::TermsFst)?;
-        let list = |v: u64| -> Result<Vec<u32>, Stale> {
-            let (start, len) = ((v >> 32) as usize * 4, (v & 0xffff_ffff) as usize * 4);
-            let bytes = self.blocked(Section::TermPostings, start, len)?;
-            Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
-        };
-        // Whole words and word starts are looked up; word ends and words inside words need a
-        // pass over the dictionary, done for the longest one only when nothing else narrows.
+        // Whole words and word starts narrow best; a word that may lie inside or at the end
+        // of words is looked up only when nothing else narrows (the longest one).
         let mut chosen: Vec<&Need> = needs
             .iter()
             .filter(|n| matches!(n, Need::Exact(_) | Need::Prefix(_)))
@@ -286,41 +305,16 @@ impl Index {
         let mut result: Option<Vec<u32>> = None;
         for need in chosen {
             let mut found: Vec<u32> = Vec::new();
-            match need {
-                Need::Exact(w) => {
-                    if let Some(v) = map.get(w) {
-                        found = list(v)?;
-                    }
-                }
-                Need::Prefix(w) => {
-                    let mut stream = map.range().ge(w).into_stream();
-                    while let Some((term, v)) = stream.next() {
-                        if !term.starts_with(w.as_bytes()) {
-                            break;
-                        }
-                        found.extend(list(v)?);
-                        if found.len() > limit * 4 {
-                            return Ok(None);
-                        }
-                    }
-                }
-                Need::Suffix(w) | Need::Inside(w) => {
-                    let finder = memchr::memmem::Finder::new(w.as_bytes());
-                    let suffix = matches!(need, Need::Suffix(_));
-                    let mut stream = map.stream();
-                    while let Some((term, v)) = stream.next() {
-                        let hit = if suffix {
-                            term.ends_with(w.as_bytes())
-                        } else {
-                            finder.find(term).is_some()
-                        };
-                        if hit {
-                            found.extend(list(v)?);
-                            if found.len() > limit * 4 {
-                                return Ok(None);
-                            }
-                        }
-                    }
+            // Each word is in at least one record.
+            let Some(values) = self.term_values(need, limit * 4)? else {
+                return Ok(None);
+            };
+            for v in values {
+                let (start, len) = ((v >> 32) as usize * 4, (v & 0xffff_ffff) as usize * 4);
+                let bytes = self.blocked(Section::TermPostings, start, len)?;
+                found.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
+                if found.len() > limit * 4 {
+                    return Ok(None);
                 }
             }
             found.sort_unstable();
@@ -334,6 +328,141 @@ impl Index {
             });
         }
         Ok(result.or(Some(Vec::new())))
+    }
+
+    /// The values in `map` (where their postings are) of the words `need` asks for: the word
+    /// itself, the words starting with it, and (through the sorted suffixes) the words
+    /// holding it after their first character or ending with it; `None` past `most` words.
+    fn term_values(&self, need: &terms::Need, most: usize) -> Result<Option<Vec<u64>>, Stale> {
+        use fst::{IntoStreamer, Streamer};
+        use terms::Need;
+        let mut out = Vec::new();
+        let w = need.word().as_bytes();
+        let map = match w.first() {
+            Some(&b) => self.words_from(b)?,
+            None => None,
+        };
+        match (need, map) {
+            (_, None) => {}
+            (Need::Exact(_) | Need::Suffix(_), Some(map)) => out.extend(map.get(w)),
+            (Need::Prefix(_) | Need::Inside(_), Some(map)) => {
+                let mut stream = map.range().ge(w).into_stream();
+                while let Some((term, v)) = stream.next() {
+                    if !term.starts_with(w) {
+                        break;
+                    }
+                    out.push(v);
+                    if out.len() > most {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        if let Need::Suffix(_) | Need::Inside(_) = need {
+            // A suffix runs through the 0 that ends its word: one that ends with `w` is `w`
+            // and that 0.
+            let mut key = w.to_vec();
+            if matches!(need, Need::Suffix(_)) {
+                key.push(0);
+            }
+            let n = self.section_len(Section::TermSuffixes)? / 4;
+            let at = |i: usize| -> Result<usize, Stale> {
+                let b = self.blocked(Section::TermSuffixes, i * 4, 4)?;
+                Ok(super::frame::le_u32(b) as usize)
+            };
+            let first = partition_point(n, |i| Ok(self.suffix_at(at(i)?)? < key.as_slice()))?;
+            let end = partition_point(n, |i| {
+                let s = self.suffix_at(at(i)?)?;
+                Ok(s < key.as_slice() || s.starts_with(&key))
+            })?;
+            if end.saturating_sub(first) > most {
+                return Ok(None);
+            }
+            let mut words: Vec<&[u8]> = Vec::new();
+            for i in first..end.max(first) {
+                words.push(self.word_around(at(i)?)?);
+            }
+            // A word holding `w` twice has two such suffixes.
+            words.sort_unstable();
+            words.dedup();
+            for word in words {
+                let map = self.words_from(*word.first().ok_or(Stale)?)?;
+                out.push(map.and_then(|m| m.get(word)).ok_or(Stale)?);
+            }
+        }
+        Ok((out.len() <= most).then_some(out))
+    }
+
+    /// The bytes of `TermBytes` from `at` through the 0 that ends its word.
+    fn suffix_at(&self, at: usize) -> Result<&[u8], Stale> {
+        let total = self.section_len(Section::TermBytes)?;
+        let mut len = 32;
+        loop {
+            let take = len.min(total.checked_sub(at).ok_or(Stale)?);
+            let bytes = self.blocked(Section::TermBytes, at, take)?;
+            if let Some(z) = memchr::memchr(0, bytes) {
+                return Ok(&bytes[..=z]);
+            }
+            if take < len {
+                return Err(Stale);
+            }
+            len *= 4;
+        }
+    }
+
+    /// The word of `TermBytes` that byte `at` lies in.
+    fn word_around(&self, at: usize) -> Result<&[u8], Stale> {
+        let mut back = 32;
+        let start = loop {
+            let from = at.saturating_sub(back);
+            let bytes = self.blocked(Section::TermBytes, from, at - from)?;
+            if let Some(z) = memchr::memrchr(0, bytes) {
+                break from + z + 1;
+            }
+            if from == 0 {
+                break 0;
+            }
+            back *= 4;
+        };
+        let word = self.suffix_at(start)?;
+        Ok(&word[..word.len() - 1])
+    }
+
+    /// The map of the words whose first byte is `first`, if any word starts with it.
+    fn words_from(&self, first: u8) -> Result<Option<fst::Map<&[u8]>>, Stale> {
+        use super::frame::le_u32;
+        let row = usize::from(first) * TERMS_PART;
+        let rows = self.section(Section::TermsFstParts)?;
+        if rows.len() != 256 * TERMS_PART {
+            return Err(Stale);
+        }
+        let r = &rows[row..row + TERMS_PART];
+        let (start, len) = (le_u32(&r[0..4]) as usize, le_u32(&r[4..8]) as usize);
+        if len == 0 {
+            return Ok(None);
+        }
+        let all = self.unchecked(Section::TermsFst)?;
+        let bytes = all
+            .get(start..start.checked_add(len).ok_or(Stale)?)
+            .ok_or(Stale)?;
+        let (word, bit) = (usize::from(first / 64), 1u64 << (first % 64));
+        if self.words_checked[word].load(Ordering::Relaxed) & bit == 0 {
+            if super::frame::crc32c(bytes) != le_u32(&r[8..12]) {
+                return Err(Stale);
+            }
+            self.words_checked[word].fetch_or(bit, Ordering::Relaxed);
+        }
+        fst::Map::new(bytes).map(Some).map_err(|_| Stale)
+    }
+
+    /// The bytes of section `s`, not verified (the caller verifies what it reads).
+    fn unchecked(&self, s: Section) -> Result<&[u8], Stale> {
+        let r = self.sections.get(s as usize).ok_or(Stale)?;
+        self.bytes().get(r.start..r.start + r.len).ok_or(Stale)
+    }
+
+    fn section_len(&self, s: Section) -> Result<usize, Stale> {
+        self.sections.get(s as usize).map(|r| r.len).ok_or(Stale)
     }
 
     /// The digest of the turns open when the segment began, as this index was built with.
@@ -359,8 +488,7 @@ impl Index {
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
         let slot = BLOCKED.iter().position(|&(b, _)| b == s).ok_or(Stale)?;
         let (table, seen) = (BLOCKED[slot].1, &self.blocks_checked[slot]);
-        let r = self.sections.get(s as usize).ok_or(Stale)?;
-        let all = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
+        let all = self.unchecked(s)?;
         let wanted = all
             .get(start..start.checked_add(len).ok_or(Stale)?)
             .ok_or(Stale)?;
@@ -464,8 +592,10 @@ impl Index {
     /// (`exact`: whose key is it, zero-padded, when it is shorter).
     fn turns_keyed(&self, prefix: &[u8], exact: bool) -> Result<Vec<u32>, Stale> {
         let p = &prefix[..prefix.len().min(TURN_KEY)];
-        let len = |s: Section| self.sections.get(s as usize).map(|r| r.len).ok_or(Stale);
-        let (keys, rows) = (len(Section::TurnKeys)?, len(Section::TurnRows)?);
+        let (keys, rows) = (
+            self.section_len(Section::TurnKeys)?,
+            self.section_len(Section::TurnRows)?,
+        );
         let n = keys / TURN_KEY;
         if keys % TURN_KEY != 0 || (n * TURN_ROW != rows && n != 0) {
             return Err(Stale);

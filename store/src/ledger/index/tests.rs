@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 
+use super::Section;
 use crate::ledger::record::*;
 use crate::ledger::walk::tests::setup;
 use crate::ledger::{day_of, Entry, Ledger, Record, RecordView, Walked};
@@ -647,8 +648,25 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
     let (_d, ledger, ids) = random_ledger(8, 200, 900);
     assert_reads_equal_walk(&ledger, &ids, "built");
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
+    // Each read as another process's (a process keeps the indexes it has verified).
     each_flipped_byte(&path, 150, 0x04, |what| {
-        assert_reads_equal_walk(&ledger, &ids, what)
+        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+        assert_reads_equal_walk(&fresh, &ids, what);
+        // Searches read the term maps, the words and their sorted suffixes.
+        for q in ["utpu", "quest", "output 4", "put"] {
+            let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
+                .case_insensitive(true)
+                .build()
+                .expect("regex");
+            let re = regex::Regex::new(&regex::escape(q)).expect("regex");
+            let indexed = fresh.read_matching(&bytes, q).expect("read");
+            let scanned = fresh.read_matching_scan(&bytes).expect("read");
+            assert_eq!(
+                matching_turns(&indexed, &re),
+                matching_turns(&scanned, &re),
+                "{what}: {q:?}"
+            );
+        }
     });
 }
 
@@ -721,4 +739,100 @@ fn fsck_names_an_index_of_another_format_version() {
     fs::write(&path, &bytes).expect("write");
     let findings = ledger.check_indexes(false).expect("check");
     assert!(findings[0].message.contains("damaged"), "{findings:?}");
+}
+
+#[test]
+fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
+    use super::terms::{needs, Need};
+    let (_d, ledger) = setup(1 << 20);
+    let words = [
+        "needle",
+        "haystackneedle",
+        "needlework",
+        "xneedlex",
+        "ééneedle",
+        "needleneedle",
+        "eedle",
+        "straßenadel",
+        "other",
+    ];
+    for (i, w) in words.iter().enumerate() {
+        for r in crate::ledger::walk::tests::turn(&format!("{i:016x}"), "s", w, "ok") {
+            ledger.append_lazy(&[r]).expect("append");
+        }
+    }
+    let seg = ledger.load_segment(1).expect("load");
+    let (bytes, _) = super::Builder::from_segment(&seg)
+        .expect("build")
+        .finish(&seg, &[]);
+    let index = super::Index::from_built(bytes.clone()).expect("index");
+    let turns_of = |offsets: Vec<u32>| -> Vec<usize> {
+        let mut out: Vec<usize> = offsets
+            .into_iter()
+            .map(|o| {
+                let fr = seg.frame_at(u64::from(o)).expect("frame").expect("frame");
+                let turn = RecordView::new(fr.kind, fr.payload).turn().expect("turn");
+                usize::from_str_radix(std::str::from_utf8(turn).expect("utf-8"), 16).expect("id")
+            })
+            .collect();
+        out.dedup();
+        out
+    };
+    for q in [
+        "needle", "eedl", "e", "dle", "é", "éneedle", "ßenadel", "x", "nothing",
+    ] {
+        for need in [
+            Need::Inside(q.into()),
+            Need::Suffix(q.into()),
+            Need::Prefix(q.into()),
+            Need::Exact(q.into()),
+        ] {
+            let holds = |w: &str| match need {
+                Need::Inside(_) => w.contains(q),
+                Need::Suffix(_) => w.ends_with(q),
+                Need::Prefix(_) => w.starts_with(q),
+                Need::Exact(_) => w == q,
+            };
+            let want: Vec<usize> = (0..words.len()).filter(|&i| holds(words[i])).collect();
+            let got = index.candidates(std::slice::from_ref(&need), 100);
+            assert_eq!(
+                turns_of(got.expect("read").expect("narrowed")),
+                want,
+                "{need:?}"
+            );
+        }
+    }
+    // A one-word query is a word inside words; too many words holding it: `None`.
+    assert_eq!(needs("eedl"), Some(vec![Need::Inside("eedl".into())]));
+    let few = index
+        .candidates(&[Need::Inside("e".into())], 1)
+        .expect("read");
+    assert_eq!(few, None);
+    // Any byte of the words' maps, the words and their suffixes flipped: a lookup that
+    // reads it finds the index damaged, else answers as before.
+    let needs_all: Vec<Need> = ["needle", "eedl", "dle", "é", "ßenadel", "x", "oth"]
+        .iter()
+        .flat_map(|q| [Need::Inside(q.to_string()), Need::Suffix(q.to_string())])
+        .collect();
+    let want: Vec<_> = needs_all
+        .iter()
+        .map(|n| {
+            index
+                .candidates(std::slice::from_ref(n), 100)
+                .expect("read")
+        })
+        .collect();
+    for s in [Section::TermsFst, Section::TermBytes, Section::TermSuffixes] {
+        let r = &index.sections[s as usize];
+        for at in r.start..r.start + r.len {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            let damaged = super::Index::from_built(bad).expect("index");
+            for (n, want) in needs_all.iter().zip(&want) {
+                if let Ok(got) = damaged.candidates(std::slice::from_ref(n), 100) {
+                    assert_eq!(&got, want, "{s:?} byte {at} flipped: {n:?}");
+                }
+            }
+        }
+    }
 }
