@@ -494,8 +494,8 @@ impl Builder {
         let (term_bytes, suffixes) = suffix_table(terms.iter().map(|(t, _)| &**t));
         sections[Section::TermBytes as usize] = term_bytes;
         sections[Section::TermSuffixes as usize] = suffixes;
-        for (blocked, table) in super::BLOCKED {
-            sections[table as usize] = format::block_crcs(&sections[blocked as usize]);
+        for (blocked, table, block) in super::BLOCKED {
+            sections[table as usize] = format::block_crcs(&sections[blocked as usize], block);
         }
         format::encode(stamp, &sections)
     }

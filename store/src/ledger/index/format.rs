@@ -18,8 +18,9 @@
 //! The first five fields after the count tie the index to the segment bytes it was built
 //! from; the digest ties it to the index before it. Each section has its own checksum, so a
 //! reader verifies only what it reads; the large lists of offsets also have a checksum per
-//! 4 KiB block (in a section of their own), so that a lookup verifies the blocks it reads
-//! and not megabytes of postings (since version 2; version 3 flags the sessions with ended
+//! 4 KiB block (per 512 bytes for what a binary search reads: turn keys, words, suffixes),
+//! in a section of their own, so that a lookup verifies the blocks it reads and not
+//! megabytes of postings (since version 2; version 3 flags the sessions with ended
 //! subtasks in their rows; version 4 finds turns by a table of their ids' first bytes;
 //! version 5 adds the sorted suffixes of the words, for a query inside or at the end of
 //! words). Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it
@@ -29,8 +30,11 @@ use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
 pub const VERSION: u32 = 5;
-/// Bytes per checksummed block of a blocked section.
+/// Bytes per checksummed block of a blocked section read in runs (postings, rows).
 pub const BLOCK: usize = 4096;
+/// Bytes per checksummed block of a blocked section read by a binary search, whose probes
+/// each land in another block (turn keys, the words and their suffixes).
+pub const SMALL_BLOCK: usize = 512;
 const FIXED: usize = 64;
 const SECTION_ENTRY: usize = 20;
 
@@ -143,10 +147,10 @@ pub fn decode_head(bytes: &[u8], expected: usize) -> Option<(Stamp, Vec<SectionR
     Some((stamp, sections, le_u32(&bytes[head_len..])))
 }
 
-/// The CRC-32C of each [`BLOCK`] of `section` (the last one may be shorter), as `u32`s.
-pub fn block_crcs(section: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(section.len().div_ceil(BLOCK) * 4);
-    for block in section.chunks(BLOCK) {
+/// The CRC-32C of each `block` bytes of `section` (the last one may be shorter), as `u32`s.
+pub fn block_crcs(section: &[u8], block: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(section.len().div_ceil(block) * 4);
+    for block in section.chunks(block) {
         out.extend_from_slice(&crc32c(block).to_le_bytes());
     }
     out

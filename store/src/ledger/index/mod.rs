@@ -101,14 +101,31 @@ pub(crate) const SECTIONS: usize = 20;
 /// Width in bytes of a row of `TermsFstParts`.
 pub(crate) const TERMS_PART: usize = 12;
 
-/// The sections checked block by block, each with the section of its block checksums.
-const BLOCKED: [(Section, Section); 6] = [
-    (Section::Postings, Section::PostingsBlocks),
-    (Section::TermPostings, Section::TermPostingsBlocks),
-    (Section::TurnRows, Section::TurnRowsBlocks),
-    (Section::TurnKeys, Section::TurnKeysBlocks),
-    (Section::TermBytes, Section::TermBytesBlocks),
-    (Section::TermSuffixes, Section::TermSuffixesBlocks),
+/// The sections checked block by block, each with the section of its block checksums and
+/// its block size.
+const BLOCKED: [(Section, Section, usize); 6] = [
+    (Section::Postings, Section::PostingsBlocks, format::BLOCK),
+    (
+        Section::TermPostings,
+        Section::TermPostingsBlocks,
+        format::BLOCK,
+    ),
+    (Section::TurnRows, Section::TurnRowsBlocks, format::BLOCK),
+    (
+        Section::TurnKeys,
+        Section::TurnKeysBlocks,
+        format::SMALL_BLOCK,
+    ),
+    (
+        Section::TermBytes,
+        Section::TermBytesBlocks,
+        format::SMALL_BLOCK,
+    ),
+    (
+        Section::TermSuffixes,
+        Section::TermSuffixesBlocks,
+        format::SMALL_BLOCK,
+    ),
 ];
 const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::Meta,
@@ -206,7 +223,7 @@ pub(crate) struct Index {
     checked: AtomicU32,
     /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each (an
     /// index is kept between the reads of a process, and shared by its threads).
-    blocks_checked: [Mutex<Vec<u64>>; BLOCKED.len()],
+    blocks_checked: [Box<[AtomicU64]>; BLOCKED.len()],
     /// Maps of `TermsFst` whose checksum was verified, one bit per first byte.
     words_checked: [AtomicU64; 4],
 }
@@ -227,6 +244,12 @@ impl Index {
             };
             format::decode_head(b, SECTIONS)?
         };
+        let blocks_checked = std::array::from_fn(|slot| {
+            let (s, _, block) = BLOCKED[slot];
+            let len = sections.get(s as usize).map_or(0, |r| r.len);
+            let words = len.div_ceil(block).div_ceil(64);
+            (0..words).map(|_| AtomicU64::new(0)).collect()
+        });
         let mut index = Index {
             bytes,
             stamp,
@@ -235,7 +258,7 @@ impl Index {
             meta: Meta::default(),
             checked: AtomicU32::new(0),
             words_checked: Default::default(),
-            blocks_checked: Default::default(),
+            blocks_checked,
         };
         index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
         Some(index)
@@ -278,9 +301,9 @@ impl Index {
         ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
             && self.fst(Section::SessionsFst).is_ok()
             && (0..=255).all(|b| self.words_from(b).is_ok())
-            && BLOCKED.iter().all(|&(s, table)| {
+            && BLOCKED.iter().all(|&(s, table, block)| {
                 matches!((self.section(s), self.section(table)),
-                    (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes) == crcs)
+                    (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes, block) == crcs)
             })
     }
 
@@ -370,11 +393,9 @@ impl Index {
                 let b = self.blocked(Section::TermSuffixes, i * 4, 4)?;
                 Ok(super::frame::le_u32(b) as usize)
             };
-            let first = partition_point(n, |i| Ok(self.suffix_at(at(i)?)? < key.as_slice()))?;
-            let end = partition_point(n, |i| {
-                let s = self.suffix_at(at(i)?)?;
-                Ok(s < key.as_slice() || s.starts_with(&key))
-            })?;
+            let head = |i: usize| self.suffix_head(at(i)?, &key);
+            let first = partition_point(n, |i| Ok(head(i)? < key.as_slice()))?;
+            let end = partition_point(n, |i| Ok(head(i)? <= key.as_slice()))?;
             if end.saturating_sub(first) > most {
                 return Ok(None);
             }
@@ -408,6 +429,19 @@ impl Index {
             }
             len *= 4;
         }
+    }
+
+    /// The first `key.len()` bytes of the suffix at `at` (fewer when its 0 comes first,
+    /// which is then the last byte): compared with `key`, they order the suffix as the
+    /// whole suffix would, and equal `key` exactly when the suffix starts with it.
+    fn suffix_head(&self, at: usize, key: &[u8]) -> Result<&[u8], Stale> {
+        let total = self.section_len(Section::TermBytes)?;
+        let take = key.len().min(total.checked_sub(at).ok_or(Stale)?);
+        let bytes = self.blocked(Section::TermBytes, at, take)?;
+        Ok(match bytes.iter().position(|&b| b == 0) {
+            Some(z) => &bytes[..=z],
+            None => bytes,
+        })
     }
 
     /// The word of `TermBytes` that byte `at` lies in.
@@ -486,8 +520,9 @@ impl Index {
     /// `len` bytes from `start` of one of the [`BLOCKED`] sections, verifying only the blocks
     /// they lie in.
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
-        let slot = BLOCKED.iter().position(|&(b, _)| b == s).ok_or(Stale)?;
-        let (table, seen) = (BLOCKED[slot].1, &self.blocks_checked[slot]);
+        let slot = BLOCKED.iter().position(|&(b, _, _)| b == s).ok_or(Stale)?;
+        let (_, table, block) = BLOCKED[slot];
+        let seen = &self.blocks_checked[slot];
         let all = self.unchecked(s)?;
         let wanted = all
             .get(start..start.checked_add(len).ok_or(Stale)?)
@@ -495,24 +530,20 @@ impl Index {
         if len == 0 || self.checked.load(Ordering::Relaxed) & (1 << (s as u32)) != 0 {
             return Ok(wanted);
         }
-        let crcs = self.section(table)?;
-        if crcs.len() != all.len().div_ceil(format::BLOCK) * 4 {
-            return Err(Stale);
-        }
-        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-        for b in start / format::BLOCK..=(start + len - 1) / format::BLOCK {
-            let (word, bit) = (b / 64, 1u64 << (b % 64));
-            if seen.len() <= word {
-                seen.resize(word + 1, 0);
-            }
-            if seen[word] & bit != 0 {
+        for b in start / block..=(start + len - 1) / block {
+            let (word, bit) = (seen.get(b / 64).ok_or(Stale)?, 1u64 << (b % 64));
+            if word.load(Ordering::Relaxed) & bit != 0 {
                 continue;
             }
-            let block = &all[b * format::BLOCK..((b + 1) * format::BLOCK).min(all.len())];
-            if super::frame::crc32c(block) != super::frame::le_u32(&crcs[b * 4..b * 4 + 4]) {
+            let crcs = self.section(table)?;
+            if crcs.len() != all.len().div_ceil(block) * 4 {
                 return Err(Stale);
             }
-            seen[word] |= bit;
+            let bytes = &all[b * block..((b + 1) * block).min(all.len())];
+            if super::frame::crc32c(bytes) != super::frame::le_u32(&crcs[b * 4..b * 4 + 4]) {
+                return Err(Stale);
+            }
+            word.fetch_or(bit, Ordering::Relaxed);
         }
         Ok(wanted)
     }
@@ -795,9 +826,14 @@ impl SealedMemo {
             .collect()
     }
 
-    /// Keeps the sealed segments of a plan just made, and only those.
+    /// Keeps the sealed segments of a plan just made, and only those; an index built in
+    /// memory is not kept (its file, mapped by the next plan, is: a long-lived process
+    /// holds no copy of the indexes on its heap).
     fn keep(&self, kept: Vec<(u64, Kept)>) {
-        *self.entries() = kept.into_iter().collect();
+        *self.entries() = kept
+            .into_iter()
+            .filter(|(_, (_, _, index))| matches!(index.bytes, IndexBytes::Map(_)))
+            .collect();
     }
 
     /// Forgets segment `number` (its index was found damaged).

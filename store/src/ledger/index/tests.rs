@@ -450,11 +450,15 @@ fn a_missing_stale_or_damaged_index_is_rebuilt_silently() {
 #[test]
 fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
     let (_d, ledger, _) = random_ledger(17, 150, 600);
+    // The first read builds the indexes (and keeps none: they are on its heap), the second
+    // maps and checks their files and keeps them: a third opens none.
     let want = positions(&ledger.read_session("main").expect("read"));
-    // The indexes of the sealed segments were checked once: a second read opens none.
-    fs::remove_dir_all(ledger.index_dir()).expect("rm -r");
+    assert_eq!(ledger.sealed_memo.entries().len(), 0);
     assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
     let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    assert_eq!(ledger.sealed_memo.entries().len(), sealed);
+    fs::remove_dir_all(ledger.index_dir()).expect("rm -r");
+    assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
     assert!(sealed > 3, "{sealed} sealed segments");
     assert!(
         index_files(&ledger) <= 1,
