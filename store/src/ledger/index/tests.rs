@@ -613,6 +613,19 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
         .collect()
 }
 
+/// The search for `q` through the term indexes and by the scan, and the matcher that keeps
+/// a turn (case-sensitive: these queries are in the texts' case).
+fn indexed_and_scanned(ledger: &Ledger, q: &str) -> (Walked, Walked, regex::Regex) {
+    let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
+        .case_insensitive(true)
+        .build()
+        .expect("regex");
+    let re = regex::Regex::new(&regex::escape(q)).expect("regex");
+    let indexed = ledger.read_matching(&bytes, q).expect("read");
+    let scanned = ledger.read_matching_scan(&bytes).expect("read");
+    (indexed, scanned, re)
+}
+
 /// A search through the term indexes returns every record of a matched turn, as the scan
 /// does, when turns span several segments (their begin segments before, their ends after).
 #[test]
@@ -627,13 +640,7 @@ fn a_search_returns_whole_turns_that_span_segments() {
             "request 17",
             "t 9",
         ] {
-            let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
-                .case_insensitive(true)
-                .build()
-                .expect("regex");
-            let re = regex::Regex::new(&regex::escape(q)).expect("regex");
-            let indexed = ledger.read_matching(&bytes, q).expect("read");
-            let scanned = ledger.read_matching_scan(&bytes).expect("read");
+            let (indexed, scanned, re) = indexed_and_scanned(&ledger, q);
             let turns = matching_turns(&scanned, &re);
             assert_eq!(matching_turns(&indexed, &re), turns, "seed {seed} {q:?}");
             assert_eq!(
@@ -658,13 +665,7 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
         assert_reads_equal_walk(&fresh, &ids, what);
         // Searches read the term maps, the words and their sorted suffixes.
         for q in ["utpu", "quest", "output 4", "put"] {
-            let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
-                .case_insensitive(true)
-                .build()
-                .expect("regex");
-            let re = regex::Regex::new(&regex::escape(q)).expect("regex");
-            let indexed = fresh.read_matching(&bytes, q).expect("read");
-            let scanned = fresh.read_matching_scan(&bytes).expect("read");
+            let (indexed, scanned, re) = indexed_and_scanned(&fresh, q);
             assert_eq!(
                 matching_turns(&indexed, &re),
                 matching_turns(&scanned, &re),
