@@ -26,7 +26,7 @@ mod tests;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -220,7 +220,7 @@ pub(crate) struct Index {
     head_crc: u32,
     pub meta: Meta,
     /// Sections whose checksum was verified, one bit each.
-    checked: AtomicU32,
+    checked: AtomicU64,
     /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each (an
     /// index is kept between the reads of a process, and shared by its threads).
     blocks_checked: [Box<[AtomicU64]>; BLOCKED.len()],
@@ -256,7 +256,7 @@ impl Index {
             sections,
             head_crc,
             meta: Meta::default(),
-            checked: AtomicU32::new(0),
+            checked: AtomicU64::new(0),
             words_checked: Default::default(),
             blocks_checked,
         };
@@ -479,13 +479,8 @@ impl Index {
         let bytes = all
             .get(start..start.checked_add(len).ok_or(Stale)?)
             .ok_or(Stale)?;
-        let (word, bit) = (usize::from(first / 64), 1u64 << (first % 64));
-        if self.words_checked[word].load(Ordering::Relaxed) & bit == 0 {
-            if super::frame::crc32c(bytes) != le_u32(&r[8..12]) {
-                return Err(Stale);
-            }
-            self.words_checked[word].fetch_or(bit, Ordering::Relaxed);
-        }
+        let seen = &self.words_checked[usize::from(first / 64)];
+        verify_once(seen, first % 64, bytes, le_u32(&r[8..12]))?;
         fst::Map::new(bytes).map(Some).map_err(|_| Stale)
     }
 
@@ -505,15 +500,9 @@ impl Index {
     }
 
     fn section(&self, s: Section) -> Result<&[u8], Stale> {
-        let r = self.sections.get(s as usize).ok_or(Stale)?;
-        let bytes = self.bytes().get(r.start..r.start + r.len).ok_or(Stale)?;
-        let bit = 1u32 << (s as u32);
-        if self.checked.load(Ordering::Relaxed) & bit == 0 {
-            if super::frame::crc32c(bytes) != r.crc {
-                return Err(Stale);
-            }
-            self.checked.fetch_or(bit, Ordering::Relaxed);
-        }
+        let crc = self.sections.get(s as usize).ok_or(Stale)?.crc;
+        let bytes = self.unchecked(s)?;
+        verify_once(&self.checked, s as u8, bytes, crc)?;
         Ok(bytes)
     }
 
@@ -531,8 +520,8 @@ impl Index {
             return Ok(wanted);
         }
         for b in start / block..=(start + len - 1) / block {
-            let (word, bit) = (seen.get(b / 64).ok_or(Stale)?, 1u64 << (b % 64));
-            if word.load(Ordering::Relaxed) & bit != 0 {
+            let (word, bit) = (seen.get(b / 64).ok_or(Stale)?, (b % 64) as u8);
+            if word.load(Ordering::Relaxed) & (1 << bit) != 0 {
                 continue;
             }
             let crcs = self.section(table)?;
@@ -540,10 +529,12 @@ impl Index {
                 return Err(Stale);
             }
             let bytes = &all[b * block..((b + 1) * block).min(all.len())];
-            if super::frame::crc32c(bytes) != super::frame::le_u32(&crcs[b * 4..b * 4 + 4]) {
-                return Err(Stale);
-            }
-            word.fetch_or(bit, Ordering::Relaxed);
+            verify_once(
+                word,
+                bit,
+                bytes,
+                super::frame::le_u32(&crcs[b * 4..b * 4 + 4]),
+            )?;
         }
         Ok(wanted)
     }
@@ -704,6 +695,19 @@ impl Index {
             })
             .collect()
     }
+}
+
+/// Verifies `bytes` against `crc` unless bit `bit` of `seen` says they were, and sets it:
+/// every part of an index (section, block, map) is checked once per process.
+fn verify_once(seen: &AtomicU64, bit: u8, bytes: &[u8], crc: u32) -> Result<(), Stale> {
+    let bit = 1u64 << bit;
+    if seen.load(Ordering::Relaxed) & bit == 0 {
+        if super::frame::crc32c(bytes) != crc {
+            return Err(Stale);
+        }
+        seen.fetch_or(bit, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// `key` cut or padded with `fill` to [`TURN_KEY`] bytes.
