@@ -5,8 +5,8 @@ use std::io::Write;
 use axocoatl::clock;
 use axocoatl::history::TurnView;
 use axocoatl::query;
+use axocoatl::search::{matcher, Matcher};
 use clap::Args;
-use regex::Regex;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -69,7 +69,11 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         };
         writeln!(ui.err, "no {what} in {scope}")?;
     }
-    let re = args.search.as_deref().map(query::matcher).transpose()?;
+    // Matches are highlighted only in colour.
+    let re = match args.search.as_deref() {
+        Some(text) if ui.color && !args.json => Some(matcher(text)?),
+        _ => None,
+    };
     for t in &listing.turns {
         if args.json {
             ui.json_line(&TurnJson::new(t, &t.output, names.get(&t.agent)))?;
@@ -86,7 +90,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 /// One turn as a line: id, time, agent, state, [session,] request → answer.
-fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Regex>) -> String {
+fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
     let mut line = format!(
         "{}  {}  {:<12} {}",
         ui.paint("33", &t.turn),
@@ -106,13 +110,19 @@ fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Regex>) -> String {
         _ => first_line(&t.output, 50),
     };
     let (request, answer) = match re {
-        Some(re) if ui.color => (highlight(ui, re, &request), highlight(ui, re, &answer)),
-        _ => (request, answer),
+        Some(re) => (highlight(ui, re, &request), highlight(ui, re, &answer)),
+        None => (request, answer),
     };
     format!("{line} {request} → {answer}")
 }
 
-fn highlight(ui: &Ui, re: &Regex, text: &str) -> String {
-    re.replace_all(text, |c: &regex::Captures<'_>| ui.paint("1;31", &c[0]))
-        .into_owned()
+fn highlight(ui: &Ui, re: &Matcher, text: &str) -> String {
+    let (mut out, mut last) = (String::new(), 0);
+    for m in re.find_iter(text) {
+        out.push_str(&text[last..m.start()]);
+        out.push_str(&ui.paint("1;31", &text[m.range()]));
+        last = m.end();
+    }
+    out.push_str(&text[last..]);
+    out
 }

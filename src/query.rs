@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use axocoatl_store::ledger::Damaged;
 use axocoatl_store::Repo;
-use regex::Regex;
 
-use crate::error::{Result, RuntimeError};
+use crate::error::Result;
 use crate::history::{self, Projection, TurnView};
+use crate::search::{matcher, Matcher};
 
 /// Turns in ledger order, and what was met reading them.
 #[derive(Debug, Default)]
@@ -34,37 +34,19 @@ impl Listing {
     }
 }
 
-/// The case-insensitive literal matcher of `history --search`.
-pub fn matcher(text: &str) -> Result<Regex> {
-    if text.is_empty() {
-        return Err(RuntimeError::Invalid {
-            message: "--search needs some text".into(),
-            hint: "axocoatl history --search TEXT".into(),
-        });
-    }
-    regex::RegexBuilder::new(&regex::escape(text))
-        .case_insensitive(true)
-        .build()
-        .map_err(|e| RuntimeError::Invalid {
-            message: format!("cannot search for {text:?}: {e}"),
-            hint: "search for a shorter text".into(),
-        })
-}
-
 /// Whether a turn matches: requests, responses, errors, context metadata (context labels,
 /// attachment names, warnings) and tool calls (name, arguments and result).
-pub fn turn_matches(re: &Regex, t: &TurnView) -> bool {
-    re.is_match(&t.request)
-        || re.is_match(&t.output)
-        || t.error.as_deref().is_some_and(|e| re.is_match(e))
-        || t.context.iter().any(|c| re.is_match(&c.label))
-        || t.attachments.iter().any(|a| re.is_match(&a.name))
-        || t.tools.iter().any(|x| {
-            re.is_match(&x.name)
-                || re.is_match(&x.arguments)
-                || x.output.as_deref().is_some_and(|o| re.is_match(o))
-        })
-        || t.warnings.iter().any(|w| re.is_match(w))
+pub fn turn_matches(re: &Matcher, t: &TurnView) -> bool {
+    let is = |s: &str| re.is_match(s);
+    is(&t.request)
+        || is(&t.output)
+        || t.error.as_deref().is_some_and(is)
+        || t.context.iter().any(|c| is(&c.label))
+        || t.attachments.iter().any(|a| is(&a.name))
+        || t.tools
+            .iter()
+            .any(|x| is(&x.name) || is(&x.arguments) || x.output.as_deref().is_some_and(is))
+        || t.warnings.iter().any(|w| is(w))
 }
 
 /// The turns of `session` (every session with `None`), only those matching `search` when
@@ -75,10 +57,11 @@ pub fn history(
     search: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Listing> {
+    // One matcher finds the candidate turns and keeps those that really match.
     let re = search.map(matcher).transpose()?;
-    let projection = match search {
-        Some(text) => crate::search::search(repo, text)?,
-        None => history::project_scope(repo, session)?,
+    let projection = match (search, &re) {
+        (Some(text), Some(re)) => crate::search::search_with(repo, re, text)?,
+        _ => history::project_scope(repo, session)?,
     };
     let mut listing = Listing::of(projection, |t| {
         session.is_none_or(|s| t.session == s) && re.as_ref().is_none_or(|re| turn_matches(re, t))

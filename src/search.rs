@@ -1,28 +1,36 @@
 //! Literal search over the ledger, for `history --search`.
 //!
-//! The store finds the turns that can match (see `axocoatl_store::ledger::grep`); the caller
-//! keeps those whose text really matches.
+//! The store finds the turns that can match (see `axocoatl_store::ledger::Ledger::read_matching`); the caller
+//! keeps those whose text really matches, with the same [`Matcher`].
 
+use axocoatl_store::ledger::literal_matcher;
+pub use axocoatl_store::ledger::Matcher;
 use axocoatl_store::Repo;
-use regex::bytes::{Regex, RegexBuilder};
 
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, Projection};
 
-/// The matcher `--search TEXT` uses on raw bytes.
-pub fn byte_matcher(text: &str) -> Result<Regex> {
-    RegexBuilder::new(&regex::escape(text))
-        .case_insensitive(true)
-        .unicode(true)
-        .build()
-        .map_err(|e| RuntimeError::Invalid {
-            message: format!("cannot search for {text:?}: {e}"),
-            hint: "search for a shorter text".into(),
-        })
+/// The case-insensitive literal matcher of `--search TEXT`, for raw bytes and text alike.
+pub fn matcher(text: &str) -> Result<Matcher> {
+    if text.is_empty() {
+        return Err(RuntimeError::Invalid {
+            message: "--search needs some text".into(),
+            hint: "axocoatl history --search TEXT".into(),
+        });
+    }
+    literal_matcher(text).map_err(|e| RuntimeError::Invalid {
+        message: format!("cannot search for {text:?}: {e}"),
+        hint: "search for a shorter text".into(),
+    })
 }
 
-/// Projects only the turns that can match `text`; the caller filters them exactly.
+/// Projects only the turns that can match `text` (`re` is its [`matcher`]); the caller
+/// filters them exactly.
+pub fn search_with(repo: &Repo, re: &Matcher, text: &str) -> Result<Projection> {
+    history::project_walked(repo, repo.ledger().read_matching(re, text)?)
+}
+
+/// [`search_with`] the matcher of `text`.
 pub fn search(repo: &Repo, text: &str) -> Result<Projection> {
-    let re = byte_matcher(text)?;
-    history::project_walked(repo, repo.ledger().read_matching(&re, text)?)
+    search_with(repo, &matcher(text)?, text)
 }

@@ -16,13 +16,35 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use regex::bytes::Regex;
+use regex_automata::meta;
+use regex_automata::util::syntax;
 
 use super::record::{Kind, Record, RecordView};
 use super::segment::{parallel_map, RawFrame, SegmentData};
 use super::walk::{Damaged, Walked};
 use super::{Ledger, HEADER_LEN};
 use crate::Result;
+
+/// The matcher of a search: a literal, matched case-insensitively (Unicode simple case
+/// folding) in raw bytes, as ripgrep's engine matches it.
+pub type Matcher = meta::Regex;
+
+/// The [`Matcher`] of `text`. It is the regex crate's engine without its full DFA: a search
+/// builds one matcher and runs it over a few hundred records through the term indexes, or
+/// over every byte with its literal prefilter, and the full DFA only made the build slower
+/// (0.39 against 0.15 ms for a 12-letter word) and the scan no faster (3.4 against 2.6 ms a
+/// 16 MiB segment).
+pub fn literal_matcher(text: &str) -> std::result::Result<Matcher, meta::BuildError> {
+    meta::Regex::builder()
+        .syntax(
+            syntax::Config::new()
+                .case_insensitive(true)
+                .unicode(true)
+                .utf8(false),
+        )
+        .configure(meta::Config::new().dfa(false).utf8_empty(false))
+        .build(&regex_syntax::escape(text))
+}
 
 /// Bytes searched at a time: small enough to stay in cache for the frame walk.
 const CHUNK: usize = 1 << 20;
@@ -107,7 +129,7 @@ impl Collector {
 }
 
 /// Streams one segment: hits, frames, and the records to decode.
-fn scan_segment(seg: &SegmentData, re: &Regex, c: &mut Collector) {
+fn scan_segment(seg: &SegmentData, re: &Matcher, c: &mut Collector) {
     if let Err(reason) = seg.header() {
         c.out.damaged.push(Damaged {
             path: seg.path.clone(),
@@ -204,7 +226,7 @@ impl Ledger {
     /// turns they target). A superset of the real matches: the caller checks each turn's
     /// text. The term indexes of sealed segments answer when they can; otherwise, and for
     /// the newest segment, the bytes are scanned.
-    pub fn read_matching(&self, re: &Regex, text: &str) -> Result<Walked> {
+    pub fn read_matching(&self, re: &Matcher, text: &str) -> Result<Walked> {
         if std::env::var_os(SCAN_ENV).is_none() {
             if let Some(needs) = super::index::terms::needs(text) {
                 if let Some(found) = self.read_matching_indexed(re, &needs)? {
@@ -222,7 +244,7 @@ impl Ledger {
     /// before), so a turn is looked up in those segments only.
     fn read_matching_indexed(
         &self,
-        re: &Regex,
+        re: &Matcher,
         needs: &[super::index::terms::Need],
     ) -> Result<Option<Walked>> {
         use super::index::Part;
@@ -347,7 +369,7 @@ impl Ledger {
     }
 
     /// Every turn with a byte match of `re`, by scanning every segment.
-    pub(crate) fn read_matching_scan(&self, re: &Regex) -> Result<Walked> {
+    pub(crate) fn read_matching_scan(&self, re: &Matcher) -> Result<Walked> {
         // Segments are scanned in parallel, one per core at a time. A turn whose records
         // span a segment boundary is then incomplete in the merged result (its begin or end
         // was in a segment whose scan did not know it was wanted), which the check below

@@ -581,10 +581,7 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
         queries.push(q);
     }
     for q in queries {
-        let bytes = regex::bytes::RegexBuilder::new(&regex::escape(&q))
-            .case_insensitive(true)
-            .build()
-            .expect("regex");
+        let bytes = crate::ledger::literal_matcher(&q).expect("matcher");
         let re = regex::RegexBuilder::new(&regex::escape(&q))
             .case_insensitive(true)
             .build()
@@ -616,10 +613,7 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
 /// The search for `q` through the term indexes and by the scan, and the matcher that keeps
 /// a turn (case-sensitive: these queries are in the texts' case).
 fn indexed_and_scanned(ledger: &Ledger, q: &str) -> (Walked, Walked, regex::Regex) {
-    let bytes = regex::bytes::RegexBuilder::new(&regex::escape(q))
-        .case_insensitive(true)
-        .build()
-        .expect("regex");
+    let bytes = crate::ledger::literal_matcher(q).expect("matcher");
     let re = regex::Regex::new(&regex::escape(q)).expect("regex");
     let indexed = ledger.read_matching(&bytes, q).expect("read");
     let scanned = ledger.read_matching_scan(&bytes).expect("read");
