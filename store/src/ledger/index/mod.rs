@@ -395,12 +395,26 @@ impl Index {
             };
             let head = |i: usize| self.suffix_head(at(i)?, &key);
             let first = partition_point(n, |i| Ok(head(i)? < key.as_slice()))?;
-            let end = partition_point(n, |i| Ok(head(i)? <= key.as_slice()))?;
-            if end.saturating_sub(first) > most {
+            // The suffixes starting with `key` follow `first`, usually a few: they are
+            // counted by galloping from it (a probe or two) rather than a second search.
+            let starts = |i: usize| Ok(i < n && head(i)? == key.as_slice());
+            let mut end = first;
+            if starts(first)? {
+                let (mut last, mut step) = (first, 1);
+                while starts(last + step)? {
+                    last += step;
+                    step *= 2;
+                    if last - first >= most {
+                        return Ok(None);
+                    }
+                }
+                end = last + 1 + partition_point(step - 1, |i| starts(last + 1 + i))?;
+            }
+            if end - first > most {
                 return Ok(None);
             }
             let mut words: Vec<&[u8]> = Vec::new();
-            for i in first..end.max(first) {
+            for i in first..end {
                 words.push(self.word_around(at(i)?)?);
             }
             // A word holding `w` twice has two such suffixes.
