@@ -207,6 +207,19 @@ fn main() {
             std::process::exit(code);
         }
     };
+    // The commands that read years of history exit right after: their maps of segments and
+    // indexes are left for the kernel to unmap at exit (see `leave_mapped_at_exit`).
+    if matches!(
+        cli.command,
+        Command::History(_)
+            | Command::Show(_)
+            | Command::Sessions(_)
+            | Command::Usage(_)
+            | Command::Export(_)
+            | Command::Stop(_)
+    ) {
+        axocoatl_store::ledger::leave_mapped_at_exit();
+    }
     let mut ui = Ui::new(cli.globals.color);
     let code = match dispatch(cli, &mut ui) {
         Ok(code) => code,

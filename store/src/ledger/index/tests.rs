@@ -476,6 +476,33 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
     assert_eq!(got.damaged[0].path, path);
 }
 
+/// A dropped ledger unmaps the segments and indexes it kept, unless the process said it is
+/// about to exit (then the kernel unmaps them at exit). The flag is for the whole process,
+/// so the ledger that unmaps is dropped before it is set.
+#[test]
+fn a_dropped_ledger_unmaps_what_it_kept_unless_the_process_is_about_to_exit() {
+    let mapped = |path: &std::path::Path| {
+        let maps = fs::read_to_string("/proc/self/maps").expect("maps");
+        maps.contains(path.to_str().expect("utf-8"))
+    };
+    let kept = || {
+        let (d, ledger, _) = random_ledger(23, 150, 600);
+        for _ in 0..2 {
+            ledger.read_session("main").expect("read");
+        }
+        let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
+        assert!(mapped(&seg) && mapped(&index), "kept and mapped");
+        (d, ledger, seg, index)
+    };
+    let (_d1, ledger, seg, index) = kept();
+    drop(ledger);
+    assert!(!mapped(&seg) && !mapped(&index), "unmapped");
+    let (_d2, ledger, seg, index) = kept();
+    super::leave_mapped_at_exit();
+    drop(ledger);
+    assert!(mapped(&seg) && mapped(&index), "left mapped");
+}
+
 #[test]
 fn damage_in_an_indexed_segment_is_reported_by_every_read() {
     let (_d, ledger, _) = random_ledger(5, 150, 600);
