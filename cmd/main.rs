@@ -207,27 +207,40 @@ fn main() {
             std::process::exit(code);
         }
     };
+    let mut ui = Ui::new(cli.globals.color);
     // The commands that read years of history exit right after: their maps of segments and
-    // indexes are left for the kernel to unmap at exit (see `leave_mapped_at_exit`).
-    if matches!(
+    // indexes are left for the kernel to unmap at exit (see `leave_mapped_at_exit`). Those
+    // that print a listing buffer it.
+    let listing = matches!(
         cli.command,
         Command::History(_)
             | Command::Show(_)
             | Command::Sessions(_)
             | Command::Usage(_)
             | Command::Export(_)
-            | Command::Stop(_)
-    ) {
+    );
+    if listing || matches!(cli.command, Command::Stop(_)) {
         axocoatl_store::ledger::leave_mapped_at_exit();
     }
-    let mut ui = Ui::new(cli.globals.color);
-    let code = match dispatch(cli, &mut ui) {
+    if listing {
+        ui.buffer_out();
+    }
+    // What is still buffered is written before an error is reported, and a failure to
+    // write it (a full disk under `export > file`) is the command's error; a reader gone
+    // (a closed pipe) leaves the command's own exit code (a stopped `send` still exits 4).
+    let finished = dispatch(cli, &mut ui).and_then(|code| match ui.out.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(code),
+    });
+    let code = match finished {
         Ok(code) => code,
         // A closed pipe (`axocoatl history | head`) is not an error.
         Err(e) if e.is_broken_pipe() => exit::OK,
-        Err(e) => e.report(&mut ui),
+        Err(e) => {
+            let _ = ui.out.flush();
+            e.report(&mut ui)
+        }
     };
-    let _ = ui.out.flush();
     std::process::exit(code);
 }
 

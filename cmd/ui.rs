@@ -50,6 +50,16 @@ impl Ui {
         }
     }
 
+    /// Buffers standard output in blocks of 64 KiB instead of lines, for a command that
+    /// prints a listing and exits (`history -s` beside 1M turns made 2,000 writes for 1,000
+    /// turns). The caller flushes it before reporting an error and before exiting.
+    pub fn buffer_out(&mut self) {
+        self.out = Box::new(Named {
+            inner: io::BufWriter::with_capacity(1 << 16, io::stdout()),
+            name: "standard output",
+        });
+    }
+
     pub fn paint(&self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")

@@ -275,3 +275,50 @@ fn search_through_the_term_indexes_prints_what_the_scan_prints() {
         );
     }
 }
+
+/// The listings are written in blocks of 64 KiB: one that cannot be written (a full disk)
+/// is the command's error, naming standard output, and a reader that closes the pipe early
+/// is not an error.
+#[test]
+fn a_listing_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not() {
+    let (env, turns) = history();
+    let listings: [&[&str]; 5] = [
+        &["history", "--all"],
+        &["history", "--all", "--json"],
+        &["sessions"],
+        &["usage"],
+        &["show", &turns[0]],
+    ];
+    for args in listings {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = env
+            .cmd(args)
+            .stdout(full)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to standard output"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let mut child = env
+        .cmd(&["export", "--all"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
