@@ -208,9 +208,10 @@ fn main() {
         }
     };
     let mut ui = Ui::new(cli.globals.color);
-    // The commands that read years of history exit right after: their maps of segments and
-    // indexes are left for the kernel to unmap at exit (see `leave_mapped_at_exit`). Those
-    // that print a listing buffer it.
+    // The commands that read years of history, and a turn's `send` and `retry` (one
+    // workspace each, beside the stop watcher's, which maps no segment), exit right after:
+    // their maps of segments and indexes are left for the kernel to unmap at exit (see
+    // `leave_mapped_at_exit`). Those that print a listing buffer it.
     let listing = matches!(
         cli.command,
         Command::History(_)
@@ -219,7 +220,12 @@ fn main() {
             | Command::Usage(_)
             | Command::Export(_)
     );
-    if listing || matches!(cli.command, Command::Stop(_)) {
+    if listing
+        || matches!(
+            cli.command,
+            Command::Stop(_) | Command::Send(_) | Command::Retry(_)
+        )
+    {
         axocoatl_store::ledger::leave_mapped_at_exit();
     }
     if listing {
