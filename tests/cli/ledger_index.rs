@@ -294,17 +294,18 @@ fn a_listing_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not() {
             .write(true)
             .open("/dev/full")
             .expect("/dev/full");
-        let out = env
-            .cmd(args)
-            .stdout(full)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .expect("run");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let r = Run::from_output(
+            env.cmd(args)
+                .stdout(full)
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .expect("run"),
+        );
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
         assert!(
-            stderr.contains("cannot write to standard output"),
-            "{args:?}: {stderr}"
+            r.stderr.contains("cannot write to standard output"),
+            "{args:?}: {}",
+            r.stderr
         );
     }
     let mut child = env
@@ -314,11 +315,6 @@ fn a_listing_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not() {
         .spawn()
         .expect("spawn");
     drop(child.stdout.take());
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let r = Run::from_output(child.wait_with_output().expect("wait"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
 }
