@@ -405,6 +405,18 @@ fn search_is_literal_case_insensitive_and_scoped() {
         "history_search",
         env.snap(&env.run(&["history", "--all", "--search", "o"]))
     );
+    // In colour every match is highlighted, in the text's own case.
+    let coloured = |q: &str| {
+        env.run(&["--color", "always", "history", "--search", q])
+            .stdout
+    };
+    let out = coloured("été");
+    assert!(out.contains("Größe of the \x1b[1;31mÉTÉ\x1b[0m"), "{out:?}");
+    let out = coloured("L");
+    assert!(
+        out.contains("He\x1b[1;31ml\x1b[0m\x1b[1;31ml\x1b[0mo, wor\x1b[1;31ml\x1b[0md!"),
+        "{out:?}"
+    );
 }
 
 #[test]
