@@ -49,12 +49,10 @@ pub struct HistoryArgs {
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
-    let listing = query::history(
-        ws.repo(),
-        session.as_deref(),
-        args.search.as_deref(),
-        args.limit,
-    )?;
+    // One matcher searches, and highlights the matches in colour.
+    let re = args.search.as_deref().map(matcher).transpose()?;
+    let search = args.search.as_deref().zip(re.as_ref());
+    let listing = query::history(ws.repo(), session.as_deref(), search, args.limit)?;
     crate::fmt::warn_problems(ui, &listing.problems, listing.unknown_kinds)?;
     let names = crate::fmt::AgentNames::of(&ws);
     if listing.matched == 0 && !args.json {
@@ -69,16 +67,12 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         };
         writeln!(ui.err, "no {what} in {scope}")?;
     }
-    // Matches are highlighted only in colour.
-    let re = match args.search.as_deref() {
-        Some(text) if ui.color && !args.json => Some(matcher(text)?),
-        _ => None,
-    };
+    let highlight = re.as_ref().filter(|_| ui.color);
     for t in &listing.turns {
         if args.json {
             ui.json_line(&TurnJson::new(t, &t.output, names.get(&t.agent)))?;
         } else {
-            let line = text_line(ui, t, args.all, re.as_ref());
+            let line = text_line(ui, t, args.all, highlight);
             writeln!(ui.out, "{line}")?;
         }
     }

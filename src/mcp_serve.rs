@@ -317,8 +317,13 @@ impl Handler {
         };
         let run = || -> Result<Value> {
             let ws = Workspace::open(&self.locator)?;
-            let listing =
-                crate::query::history(ws.repo(), session.as_deref(), Some(&text), Some(limit))?;
+            let re = crate::search::matcher(&text)?;
+            let listing = crate::query::history(
+                ws.repo(),
+                session.as_deref(),
+                Some((&text, &re)),
+                Some(limit),
+            )?;
             let problems: Vec<String> = listing.problems.iter().map(|p| p.to_string()).collect();
             Ok(json!({
                 "turns": listing.turns.iter().map(summary).collect::<Vec<_>>(),

@@ -8,7 +8,7 @@ use axocoatl_store::Repo;
 
 use crate::error::Result;
 use crate::history::{self, Projection, TurnView};
-use crate::search::{matcher, Matcher};
+use crate::search::Matcher;
 
 /// Turns in ledger order, and what was met reading them.
 #[derive(Debug, Default)]
@@ -49,22 +49,22 @@ pub fn turn_matches(re: &Matcher, t: &TurnView) -> bool {
         || t.warnings.iter().any(|w| is(w))
 }
 
-/// The turns of `session` (every session with `None`), only those matching `search` when
-/// given, only the newest `limit` when given.
+/// The turns of `session` (every session with `None`), only those matching `search` (its
+/// text and that text's [`crate::search::matcher`]) when given, only the newest `limit` when given.
 pub fn history(
     repo: &Repo,
     session: Option<&str>,
-    search: Option<&str>,
+    search: Option<(&str, &Matcher)>,
     limit: Option<usize>,
 ) -> Result<Listing> {
     // One matcher finds the candidate turns and keeps those that really match.
-    let re = search.map(matcher).transpose()?;
-    let projection = match (search, &re) {
-        (Some(text), Some(re)) => crate::search::search_with(repo, re, text)?,
-        _ => history::project_scope(repo, session)?,
+    let projection = match search {
+        Some((text, re)) => crate::search::search_with(repo, re, text)?,
+        None => history::project_scope(repo, session)?,
     };
+    let re = search.map(|(_, re)| re);
     let mut listing = Listing::of(projection, |t| {
-        session.is_none_or(|s| t.session == s) && re.as_ref().is_none_or(|re| turn_matches(re, t))
+        session.is_none_or(|s| t.session == s) && re.is_none_or(|re| turn_matches(re, t))
     });
     if let Some(n) = limit {
         let skip = listing.turns.len().saturating_sub(n);
