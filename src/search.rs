@@ -1,7 +1,8 @@
 //! Literal search over the ledger, for `history --search`.
 //!
-//! The store finds the turns that can match (see `axocoatl_store::ledger::Ledger::read_matching`); the caller
-//! keeps those whose text really matches, with the same [`Matcher`].
+//! The store finds the turns that can match (see
+//! `axocoatl_store::ledger::Ledger::read_matching`); the caller keeps those whose text
+//! really matches, with the same [`Matcher`].
 
 use axocoatl_store::ledger::literal_matcher;
 pub use axocoatl_store::ledger::Matcher;
