@@ -258,32 +258,36 @@ impl Ledger {
     pub fn read_session(&self, session: &str) -> Result<Walked> {
         // Its turns begun in earlier segments and still open (carried), and those begun here.
         let turns: RefCell<HashSet<Vec<u8>>> = RefCell::default();
-        self.read(Read {
-            lookup: &|_, index| match index.session(session)? {
-                Some(row) => index.session_offsets(&row),
-                None => Ok(Vec::new()),
-            },
-            keep: &mut |v| {
-                let of_session = v.session() == Some(session.as_bytes());
-                match (v.kind(), v.turn()) {
-                    (Some(Kind::TurnBegun), Some(turn)) if of_session => {
-                        turns.borrow_mut().insert(turn.to_vec());
-                        true
+        let parts = self.plan_session(session)?;
+        Ok(self.read_parts(
+            &parts,
+            Read {
+                lookup: &|_, index| match index.session(session)? {
+                    Some(row) => index.session_offsets(&row),
+                    None => Ok(Vec::new()),
+                },
+                keep: &mut |v| {
+                    let of_session = v.session() == Some(session.as_bytes());
+                    match (v.kind(), v.turn()) {
+                        (Some(Kind::TurnBegun), Some(turn)) if of_session => {
+                            turns.borrow_mut().insert(turn.to_vec());
+                            true
+                        }
+                        (_, Some(turn)) if turns.borrow().contains(turn) => true,
+                        _ => of_session,
                     }
-                    (_, Some(turn)) if turns.borrow().contains(turn) => true,
-                    _ => of_session,
-                }
+                },
+                carried: &mut |index| {
+                    *turns.borrow_mut() = index
+                        .meta
+                        .open
+                        .iter()
+                        .filter(|o| o.session == session)
+                        .map(|o| o.turn.as_bytes().to_vec())
+                        .collect();
+                },
             },
-            carried: &mut |index| {
-                *turns.borrow_mut() = index
-                    .meta
-                    .open
-                    .iter()
-                    .filter(|o| o.session == session)
-                    .map(|o| o.turn.as_bytes().to_vec())
-                    .collect();
-            },
-        })
+        ))
     }
 
     /// The turns whose id starts with `prefix`, whole, and what decides whether they are

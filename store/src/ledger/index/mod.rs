@@ -18,6 +18,7 @@
 
 mod build;
 mod format;
+mod places;
 mod summary;
 pub(crate) mod terms;
 #[cfg(test)]
@@ -874,6 +875,14 @@ impl SealedMemo {
             .collect();
     }
 
+    /// Keeps these too (a plan of some of the sealed segments), leaving the others kept.
+    fn add(&self, kept: Vec<(u64, Kept)>) {
+        self.entries().extend(
+            kept.into_iter()
+                .filter(|(_, (_, _, index))| matches!(index.bytes, IndexBytes::Map(_))),
+        );
+    }
+
     /// Forgets segment `number` (its index was found damaged).
     pub(crate) fn forget(&self, number: u64) {
         self.entries().remove(&number);
@@ -1171,6 +1180,7 @@ impl Ledger {
         // The newest segment's index (of its first records) is checked by every reader.
         let mut wanted: HashSet<String> = numbers.iter().map(|&n| index_file_name(n)).collect();
         wanted.insert(summary::SESSIONS_CACHE.to_owned());
+        wanted.insert(places::PLACES_CACHE.to_owned());
         if let Ok(entries) = std::fs::read_dir(self.index_dir()) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();

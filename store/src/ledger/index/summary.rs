@@ -99,7 +99,10 @@ impl Ledger {
 
     fn summarise(&self, only: Option<&str>, with_usage: bool) -> Result<Summaries> {
         let mut out = Summaries::default();
-        let parts = self.plan()?;
+        let parts = match only {
+            Some(session) => self.plan_session(session)?,
+            None => self.plan()?,
+        };
         let newest = parts.iter().filter_map(Part::segment).max();
         // `sessions` starts from the cache of the sealed segments' summary when it still
         // describes their indexes, and extends it.

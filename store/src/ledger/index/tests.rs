@@ -460,9 +460,17 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
     fs::remove_dir_all(ledger.index_dir()).expect("rm -r");
     assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
     assert!(sealed > 3, "{sealed} sealed segments");
+    let newest = ledger.segment_set().expect("set").numbers.len() as u64;
+    let written: Vec<String> = fs::read_dir(ledger.index_dir())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            *name != crate::layout::index_file_name(newest) && name != super::places::PLACES_CACHE
+        })
+        .collect();
     assert!(
-        index_files(&ledger) <= 1,
-        "only the newest segment's index may be written again"
+        written.is_empty(),
+        "only the newest segment's index and the places cache may be written again: {written:?}"
     );
     // A segment put in place of another (a restore, here a damaged copy) is read anew.
     let path = ledger.segment_path(2);
@@ -861,4 +869,138 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
             }
         }
     }
+}
+
+/// A session read opens only the sealed segments the places cache names for it (and the
+/// last one), and gives what a walk gives however the cache is: missing, damaged, another
+/// ledger's, or stale because segments were sealed or replaced since.
+#[test]
+fn a_session_read_opens_only_the_segments_that_hold_it() {
+    let (d, ledger) = crate::ledger::walk::tests::setup(700);
+    // One history (its turn ids are unique), with a session of one short turn and one
+    // whose turn stays open across segments.
+    let mut history = History::new(29);
+    history.append(&ledger, 120);
+    ledger
+        .append(&crate::ledger::walk::tests::turn("rare1", "rare", "q", "a"))
+        .expect("append");
+    let long = crate::ledger::walk::tests::turn("long1", "long", "q", "a");
+    ledger.append(&long[..1]).expect("append");
+    history.append(&ledger, 60);
+    // Its output, which names no session, alone in a segment.
+    ledger.append(&long[1..2]).expect("append");
+    history.append(&ledger, 60);
+    ledger.append(&long[2..]).expect("append");
+    history.append(&ledger, 60);
+    let sessions = ["main", "b", "c.d", "rare", "long", "none"];
+    let check = |ledger: &Ledger, what: &str| {
+        for session in sessions {
+            let got = ledger.read_session(session).expect("read");
+            let want = session_by_walk(ledger, session);
+            assert_eq!(positions(&got), positions(&want), "{what}: {session}");
+            assert_eq!(got.damaged.len(), want.damaged.len(), "{what}: {session}");
+            // One session's summary and usage (`usage -s`), as every session's tell it.
+            let all = ledger.summaries(None).expect("summaries");
+            let one = ledger.summaries(Some(session)).expect("summaries");
+            assert_eq!(
+                one.sessions.get(session),
+                all.sessions.get(session),
+                "{what}: {session}"
+            );
+            let rows = |s: &super::Summaries| {
+                let mut rows: Vec<String> = s
+                    .usage
+                    .iter()
+                    .filter(|(name, _)| name == session)
+                    .map(|row| format!("{row:?}"))
+                    .collect();
+                rows.sort();
+                rows
+            };
+            assert_eq!(rows(&one), rows(&all), "{what}: {session}");
+            let open =
+                |s: &super::Summaries| s.open.iter().filter(|o| o.session == session).count();
+            assert_eq!(open(&one), open(&all), "{what}: {session}");
+            assert_eq!(one.damaged.len(), want.damaged.len(), "{what}: {session}");
+        }
+    };
+    check(&ledger, "indexes built");
+    let path = ledger.index_dir().join(super::places::PLACES_CACHE);
+    assert!(path.exists(), "the cache is written");
+    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    assert!(sealed > 8, "{sealed} sealed segments");
+    // A process reading one session opens its segments and the last sealed one.
+    let opened = |session: &str| {
+        let fresh = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 700);
+        let got = positions(&fresh.read_session(session).expect("read"));
+        assert_eq!(
+            got,
+            positions(&session_by_walk(&fresh, session)),
+            "{session}"
+        );
+        let n = fresh.sealed_memo.entries().len();
+        n
+    };
+    assert_eq!(
+        opened("none"),
+        1,
+        "no segment holds it: only the last is opened"
+    );
+    assert_eq!(opened("rare"), 2, "its segment and the last");
+    let long_spans = opened("long");
+    assert!(
+        (3..sealed).contains(&long_spans),
+        "{long_spans} of {sealed}"
+    );
+    assert_eq!(opened("main"), sealed);
+    check(&ledger, "through the cache");
+    each_flipped_byte(&path, 60, 0x04, |what| check(&ledger, what));
+    // Another ledger's cache.
+    let (_o, other, _) = random_ledger(41, 200, 700);
+    other.read_session("main").expect("read");
+    fs::copy(other.index_dir().join(super::places::PLACES_CACHE), &path).expect("cp");
+    check(&ledger, "another ledger's cache");
+    fs::remove_file(&path).expect("rm");
+    check(&ledger, "rebuilt");
+    // Segments sealed since the cache was written; then one replaced by another file.
+    ledger
+        .append(&crate::ledger::walk::tests::turn("rare2", "rare", "q", "a"))
+        .expect("append");
+    history.append(&ledger, 60);
+    check(&ledger, "segments sealed since");
+    assert_eq!(opened("rare"), 3, "its two segments and the last");
+    // A segment put in place of another (here a copy) is another file: the cache no longer
+    // describes the segments, and the next reader opens them all and writes it again.
+    let seg = ledger.segment_path(2);
+    let copy = seg.with_extension("copy");
+    fs::copy(&seg, &copy).expect("cp");
+    fs::rename(&copy, &seg).expect("rename");
+    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    assert_eq!(opened("rare"), sealed);
+    assert_eq!(opened("rare"), 3, "the cache is written again");
+    fs::copy(&seg, &copy).expect("cp");
+    fs::rename(&copy, &seg).expect("rename");
+    ledger.forget_index(2);
+    check(&ledger, "a segment replaced");
+    assert_eq!(opened("rare"), 3, "the cache is written again");
+    // Damage could be anyone's record: every session read reports it.
+    let mut bytes = fs::read(&seg).expect("read");
+    bytes[crate::ledger::HEADER_LEN + 30] ^= 0x08;
+    fs::write(&copy, bytes).expect("write");
+    fs::rename(&copy, &seg).expect("rename");
+    ledger.forget_index(2);
+    for round in ["built", "through the cache"] {
+        for session in sessions {
+            let got = ledger.read_session(session).expect("read");
+            let want = session_by_walk(&ledger, session);
+            assert_eq!(positions(&got), positions(&want), "{round}: {session}");
+            assert_eq!(
+                got.damaged.len(),
+                1,
+                "{round}: {session}: {:?}",
+                got.damaged
+            );
+        }
+    }
+    assert_eq!(opened("none"), 2, "the damaged segment and the last");
 }
