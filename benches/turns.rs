@@ -369,28 +369,38 @@ fn index_bench(base: &Path, bin: &str) {
     // fallback: what the turn engine and the ledger cost alone).
     let no_model = work.join("no-embedder");
     std::fs::create_dir_all(&no_model).unwrap();
+    // The same configuration with an empty ledger: its sends, alternating with those beside
+    // 1M turns, are the floor here (process start, configuration, the turn's own files).
+    let empty = work.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    repo::init(&empty).unwrap();
+    for file in ["axocoatl.yaml", "r.yaml"] {
+        std::fs::copy(work.join(file), empty.join(file)).unwrap();
+    }
     for (label, embed_dir) in [
         ("as installed", None),
         ("without the embedder model", Some(&no_model)),
     ] {
-        let mut sends = Vec::new();
-        for i in 0..n {
+        let send = |dir: &Path, session: String| {
             let start = Instant::now();
             let mut c = Command::new(bin);
-            c.args([
-                "send",
-                "--no-stdin",
-                "-s",
-                &format!("fresh{i}{}", embed_dir.map_or("", |_| "x")),
-                "hi",
-            ])
-            .current_dir(&work)
-            .stdout(Stdio::null());
+            c.args(["send", "--no-stdin", "-s", &session, "hi"])
+                .current_dir(dir)
+                .stdout(Stdio::null());
             if let Some(d) = embed_dir {
                 c.env("AXOCOATL_EMBED_DIR", d);
             }
             assert!(c.status().unwrap().success());
-            sends.push(start.elapsed());
+            start.elapsed()
+        };
+        let mut sends = Vec::new();
+        let mut floor = Vec::new();
+        for i in 0..n {
+            let tag = embed_dir.map_or("", |_| "x");
+            sends.push(send(&work, format!("fresh{i}{tag}")));
+            if embed_dir.is_some() {
+                floor.push(send(&empty, format!("fresh{i}{tag}")));
+            }
         }
         let send_ms = median_of(sends);
         let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
@@ -400,7 +410,11 @@ fn index_bench(base: &Path, bin: &str) {
             let (ms, _) = median_ms(bin, &work, &["memory", "search", "hello"], &[], n);
             format!("; of which loading the embedder, as `memory search` alone: {ms:.1} ms")
         } else {
-            String::new()
+            let floor = median_of(floor);
+            format!(
+                "; the same send to a fresh session of an empty ledger, alternating with these: {floor:.1} ms, so the 1M turns add {:.1} ms",
+                send_ms - floor
+            )
         };
         println!(
             "send to a fresh session beside {turns} turns of others, {label}: {send_ms:.1} ms (median of {n}); two fdatasyncs here {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} back to back); beyond them {:.1} ms (goal <= 5 ms){embedder}",
