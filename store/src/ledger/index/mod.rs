@@ -596,6 +596,18 @@ impl Index {
         Ok(out)
     }
 
+    /// Calls `f` with the name of every session with records in this segment, in order
+    /// (no row decoded, nothing allocated).
+    pub fn each_session_name(&self, mut f: impl FnMut(&str)) -> Result<(), Stale> {
+        use fst::Streamer;
+        let map = self.fst(Section::SessionsFst)?;
+        let mut stream = map.keys();
+        while let Some(name) = stream.next() {
+            f(std::str::from_utf8(name).map_err(|_| Stale)?);
+        }
+        Ok(())
+    }
+
     fn postings(&self, start: u32, len: u32) -> Result<Vec<u32>, Stale> {
         let bytes = self.blocked(Section::Postings, start as usize * 4, len as usize * 4)?;
         Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())

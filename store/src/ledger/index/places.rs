@@ -230,23 +230,21 @@ impl Ledger {
             let Some(stamp) = file_stamp(self, n, ino) else {
                 return;
             };
-            let Ok(names) = index.sessions() else { return };
             if seg.number != n {
                 return;
             }
             let p = p as u32;
-            let mut add = |name: &str| match at.get_mut(name) {
+            let listed = index.each_session_name(|name| match at.get_mut(name) {
                 Some(runs) => match runs.last_mut() {
                     Some((first, count)) if *first + *count == p => *count += 1,
-                    Some((first, count)) if *first + *count > p => {}
                     _ => runs.push((p, 1)),
                 },
                 None => {
                     at.insert(name.to_owned(), vec![(p, 1)]);
                 }
-            };
-            for (name, _) in &names {
-                add(name);
+            });
+            if listed.is_err() {
+                return;
             }
             if !index.meta.damaged.is_empty() || index.meta.unknown_kinds > 0 {
                 head.always.push(p);
