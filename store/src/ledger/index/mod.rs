@@ -1121,6 +1121,22 @@ impl Ledger {
     }
 }
 
+/// A cache file of the index directory (the sessions and places caches): `magic`, `body`,
+/// and the CRC-32C of the body.
+fn seal_cache(magic: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut bytes = magic.to_vec();
+    bytes.extend_from_slice(body);
+    bytes.extend_from_slice(&super::frame::crc32c(body).to_le_bytes());
+    bytes
+}
+
+/// The body of a cache file written by [`seal_cache`], if it is intact.
+fn open_cache<'a>(magic: &[u8], bytes: &'a [u8]) -> Option<&'a [u8]> {
+    let body = bytes.strip_prefix(magic)?;
+    let (body, crc) = body.split_at_checked(body.len().checked_sub(4)?)?;
+    (super::frame::crc32c(body) == super::frame::le_u32(crc)).then_some(body)
+}
+
 /// An index file that is not what it should be (found by `fsck`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexFinding {

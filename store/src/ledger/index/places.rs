@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Index, Part};
-use crate::ledger::frame::{crc32c, le_u32};
+use crate::ledger::frame::le_u32;
 use crate::ledger::segment::load;
 use crate::ledger::Ledger;
 use crate::Result;
@@ -62,8 +62,8 @@ struct Places<'a> {
     runs: &'a [u8],
 }
 
-/// The file: magic, the postcard head and the `fst` map (each after its u32 length), the
-/// runs, and the CRC-32C of all but the magic.
+/// The file (see `seal_cache`): the postcard head and the `fst` map (each after its u32
+/// length), then the runs.
 fn encode(head: &Head, at: &BTreeMap<String, Vec<(u32, u32)>>) -> Option<Vec<u8>> {
     let mut map = fst::MapBuilder::memory();
     let mut runs: Vec<u8> = Vec::new();
@@ -83,20 +83,12 @@ fn encode(head: &Head, at: &BTreeMap<String, Vec<(u32, u32)>>) -> Option<Vec<u8>
         body.extend_from_slice(part);
     }
     body.extend_from_slice(&runs);
-    let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&body);
-    bytes.extend_from_slice(&crc32c(&body).to_le_bytes());
-    Some(bytes)
+    Some(super::seal_cache(MAGIC, &body))
 }
 
 impl<'a> Places<'a> {
     fn decode(bytes: &'a [u8]) -> Option<Places<'a>> {
-        let body = bytes.strip_prefix(MAGIC)?;
-        let (body, crc) = body.split_at_checked(body.len().checked_sub(4)?)?;
-        if crc32c(body) != le_u32(crc) {
-            return None;
-        }
-        let mut rest = body;
+        let mut rest = super::open_cache(MAGIC, bytes)?;
         let mut part = || -> Option<&'a [u8]> {
             let (len, tail) = rest.split_at_checked(4)?;
             let (part, tail) = tail.split_at_checked(le_u32(len) as usize)?;

@@ -184,12 +184,7 @@ impl Ledger {
     /// The cache of the sealed segments' session summaries, if it is intact.
     fn read_sessions_cache(&self) -> Option<SessionsCache> {
         let bytes = std::fs::read(self.sessions_cache_path()).ok()?;
-        let body = bytes.strip_prefix(CACHE_MAGIC)?;
-        let (body, crc) = body.split_at_checked(body.len().checked_sub(4)?)?;
-        if crate::ledger::frame::crc32c(body) != crate::ledger::frame::le_u32(crc) {
-            return None;
-        }
-        postcard::from_bytes(body).ok()
+        postcard::from_bytes(super::open_cache(CACHE_MAGIC, &bytes)?).ok()
     }
 
     /// Writes the cache (best effort, unsynced: a cache).
@@ -202,9 +197,7 @@ impl Ledger {
         let Ok(body) = postcard::to_allocvec(&cache) else {
             return;
         };
-        let mut bytes = CACHE_MAGIC.to_vec();
-        bytes.extend_from_slice(&body);
-        bytes.extend_from_slice(&crate::ledger::frame::crc32c(&body).to_le_bytes());
+        let bytes = super::seal_cache(CACHE_MAGIC, &body);
         self.write_cache(&self.sessions_cache_path(), &bytes);
     }
 }
