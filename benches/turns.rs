@@ -212,19 +212,35 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Asserts that a command succeeded, showing its stderr if not: the commands' own output
+/// (a send's turn id on stderr) is collected rather than printed between the figures.
+fn succeeded(out: std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// 8 processes of `cmd(i)` one after another, then all at once: (sequential, concurrent).
 fn eight(cmd: impl Fn(usize) -> Command) -> (Duration, Duration) {
     let start = Instant::now();
     for i in 0..8 {
-        assert!(cmd(i).stdout(Stdio::null()).status().unwrap().success());
+        succeeded(cmd(i).stdout(Stdio::null()).output().unwrap());
     }
     let sequential = start.elapsed();
     let start = Instant::now();
     let children: Vec<_> = (0..8)
-        .map(|i| cmd(i + 8).stdout(Stdio::null()).spawn().unwrap())
+        .map(|i| {
+            cmd(i + 8)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
+    for c in children {
+        succeeded(c.wait_with_output().unwrap());
     }
     (sequential, start.elapsed())
 }
@@ -390,7 +406,7 @@ fn index_bench(base: &Path, bin: &str) {
             if let Some(d) = embed_dir {
                 c.env("AXOCOATL_EMBED_DIR", d);
             }
-            assert!(c.status().unwrap().success());
+            succeeded(c.output().unwrap());
             start.elapsed()
         };
         let mut sends = Vec::new();
