@@ -112,10 +112,10 @@ fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
 
 fn highlight(ui: &Ui, re: &Matcher, text: &str) -> String {
     let (mut out, mut last) = (String::new(), 0);
-    for m in re.find_iter(text) {
-        out.push_str(&text[last..m.start()]);
-        out.push_str(&ui.paint("1;31", &text[m.range()]));
-        last = m.end();
+    for m in re.find_iter(text.as_bytes()) {
+        out.push_str(&text[last..m.start]);
+        out.push_str(&ui.paint("1;31", &text[m.clone()]));
+        last = m.end;
     }
     out.push_str(&text[last..]);
     out

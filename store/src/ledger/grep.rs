@@ -1,8 +1,9 @@
 //! The ledger walk of a literal search: the bytes of every segment are searched once.
 //!
 //! A full projection decodes every record. A search instead streams each segment once, in
-//! chunks that stay in the CPU cache: the matcher (a case-insensitive literal regex, the
-//! engine ripgrep uses) finds byte hits in a chunk, then the frames of that chunk are walked
+//! chunks that stay in the CPU cache: the [`Matcher`] (a case-insensitive literal; over a
+//! whole chunk, the regex engine ripgrep uses) finds byte hits in a chunk, then the frames of
+//! that chunk are walked
 //! (headers only) to map each hit to its record and turn. Only the records of turns with a
 //! hit, and rewind boundaries, are checksummed and decoded. Text is stored as UTF-8 inside
 //! the postcard bodies, so every textual match is a byte match; a byte hit that is not a real
@@ -16,37 +17,19 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use regex_automata::meta;
-use regex_automata::util::syntax;
-
+pub use super::literal::Matcher;
 use super::record::{Kind, Record, RecordView};
 use super::segment::{parallel_map, RawFrame, SegmentData};
 use super::walk::{Damaged, Walked};
 use super::{Ledger, HEADER_LEN};
 use crate::Result;
 
-/// The matcher of a search: a literal, matched case-insensitively (Unicode simple case
-/// folding) in raw bytes, as ripgrep's engine matches it.
-pub type Matcher = meta::Regex;
-
-/// The [`Matcher`] of `text`. It is the regex crate's engine without its full DFA: a search
-/// builds one matcher and runs it over a few hundred records through the term indexes, or
-/// over every byte with its literal prefilter, and the full DFA only made the build slower
-/// (0.39 against 0.15 ms for a 12-letter word) and the scan no faster (3.4 against 2.6 ms a
-/// 16 MiB segment).
+/// The [`Matcher`] of `text`.
 ///
-/// Fails (with the reason) only past the engine's size limits, for a text of many kilobytes.
+/// Fails (with the reason) only past the regex engine's size limits, for a text of many
+/// kilobytes.
 pub fn literal_matcher(text: &str) -> std::result::Result<Matcher, String> {
-    meta::Regex::builder()
-        .syntax(
-            syntax::Config::new()
-                .case_insensitive(true)
-                .unicode(true)
-                .utf8(false),
-        )
-        .configure(meta::Config::new().dfa(false).utf8_empty(false))
-        .build(&regex_syntax::escape(text))
-        .map_err(|e| e.to_string())
+    Matcher::new(text)
 }
 
 /// Bytes searched at a time: small enough to stay in cache for the frame walk.
@@ -156,7 +139,7 @@ fn scan_segment(seg: &SegmentData, re: &Matcher, c: &mut Collector) {
         let search_end = (chunk_end + 4096).min(data.len());
         hits.extend(
             re.find_iter(&data[chunk_start..search_end])
-                .map(|m| chunk_start + m.start())
+                .map(|m| chunk_start + m.start)
                 .take_while(|&h| h < chunk_end),
         );
         let mut next_hit = 0;

@@ -13,6 +13,7 @@ pub(crate) mod frame_le {
 }
 mod grep;
 pub mod index;
+mod literal;
 pub mod record;
 mod segment;
 mod segments;
