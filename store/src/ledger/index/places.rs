@@ -199,7 +199,8 @@ impl Ledger {
             _ => return None,
         };
         self.sealed_memo.add(keep);
-        self.plan_newest(newest, &carry, Some(last_seq), &mut parts);
+        let inode = *set.inodes.last()?;
+        self.plan_newest(newest, inode, &carry, Some(last_seq), &mut parts);
         Some(parts)
     }
 

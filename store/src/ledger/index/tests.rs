@@ -484,6 +484,43 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
     assert_eq!(got.damaged[0].path, path);
 }
 
+/// A process keeps the newest segment's indexed prefix and its index between reads, and
+/// opens them again once another process replaced the index (rebuilt as the segment grew)
+/// or the file was written in place: every read still gives what a walk gives.
+#[test]
+fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, ledger) = setup(1 << 20);
+    let other = Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), 1 << 20);
+    let mut history = History::new(99);
+    let newest = || ledger.index_dir().join(crate::layout::index_file_name(1));
+    let inode = || fs::metadata(newest()).ok().map(|m| m.ino() as i64);
+    let kept = |ledger: &Ledger| ledger.sealed_memo.newest().as_ref().map(|(k, _, _)| k[2]);
+    // Appended and read until a reader indexes the first records of the (only) segment.
+    while inode().is_none() {
+        history.append(&ledger, 200);
+        ledger.read_session("main").expect("read");
+    }
+    assert_reads_equal_walk(&ledger, &history.ids(), "first");
+    assert_eq!(kept(&ledger), inode());
+    // Another process walks past what the index covers and indexes the segment again.
+    let first = inode();
+    while inode() == first {
+        history.append(&other, 200);
+        other.read_session("main").expect("read");
+    }
+    assert_eq!(ledger.segment_set().expect("set").numbers, vec![1]);
+    assert_reads_equal_walk(&ledger, &history.ids(), "after the other");
+    assert_eq!(kept(&ledger), inode());
+    // Written in place (damage): a stamp that changed opens the file again.
+    let mut bytes = fs::read(newest()).expect("read");
+    for b in &mut bytes[64..] {
+        *b ^= 0x5a;
+    }
+    fs::write(newest(), bytes).expect("write");
+    assert_reads_equal_walk(&ledger, &history.ids(), "damaged in place");
+}
+
 /// A dropped ledger unmaps the segments and indexes it kept, unless the process said it is
 /// about to exit (then the kernel unmaps them at exit). The flag is for the whole process,
 /// so the ledger that unmaps is dropped before it is set.
