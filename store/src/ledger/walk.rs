@@ -167,6 +167,7 @@ pub(crate) fn select(
 fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
     offsets.sort_unstable();
     offsets.dedup();
+    out.entries.reserve(offsets.len());
     for offset in offsets {
         match seg.frame_at(u64::from(offset)) {
             Ok(Some(fr)) => out.decode(seg, &fr),
