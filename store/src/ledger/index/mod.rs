@@ -390,15 +390,16 @@ impl Index {
                 key.push(0);
             }
             let n = self.section_len(Section::TermSuffixes)? / 4;
-            let at = |i: usize| -> Result<usize, Stale> {
-                let b = self.blocked(Section::TermSuffixes, i * 4, 4)?;
+            let at = |i: usize, checked: bool| -> Result<usize, Stale> {
+                let b = self.read(Section::TermSuffixes, i * 4, 4, checked)?;
                 Ok(super::frame::le_u32(b) as usize)
             };
-            let head = |i: usize| self.suffix_head(at(i)?, &key);
-            let first = partition_point(n, |i| Ok(head(i)? < key.as_slice()))?;
+            let head = |i: usize, checked: bool| self.suffix_head(at(i, checked)?, &key, checked);
+            let first =
+                checked_partition_point(n, |i, checked| Ok(head(i, checked)? < key.as_slice()))?;
             // The suffixes starting with `key` follow `first`, usually a few: they are
             // counted by galloping from it (a probe or two) rather than a second search.
-            let starts = |i: usize| Ok(i < n && head(i)? == key.as_slice());
+            let starts = |i: usize| Ok(i < n && head(i, true)? == key.as_slice());
             let mut end = first;
             if starts(first)? {
                 let (mut last, mut step) = (first, 1);
@@ -416,7 +417,7 @@ impl Index {
             }
             let mut words: Vec<&[u8]> = Vec::new();
             for i in first..end {
-                words.push(self.word_around(at(i)?)?);
+                words.push(self.word_around(at(i, true)?)?);
             }
             // A word holding `w` twice has two such suffixes.
             words.sort_unstable();
@@ -449,10 +450,10 @@ impl Index {
     /// The first `key.len()` bytes of the suffix at `at` (fewer when its 0 comes first,
     /// which is then the last byte): compared with `key`, they order the suffix as the
     /// whole suffix would, and equal `key` exactly when the suffix starts with it.
-    fn suffix_head(&self, at: usize, key: &[u8]) -> Result<&[u8], Stale> {
+    fn suffix_head(&self, at: usize, key: &[u8], checked: bool) -> Result<&[u8], Stale> {
         let total = self.section_len(Section::TermBytes)?;
         let take = key.len().min(total.checked_sub(at).ok_or(Stale)?);
-        let bytes = self.blocked(Section::TermBytes, at, take)?;
+        let bytes = self.read(Section::TermBytes, at, take, checked)?;
         Ok(match bytes.iter().position(|&b| b == 0) {
             Some(z) => &bytes[..=z],
             None => bytes,
@@ -519,6 +520,18 @@ impl Index {
         let bytes = self.unchecked(s)?;
         verify_once(&self.checked, s as u8, bytes, crc)?;
         Ok(bytes)
+    }
+
+    /// [`Index::blocked`] when `checked`, else the bytes unverified: for the probes of a
+    /// binary search, whose result is verified where it matters (see
+    /// [`checked_partition_point`]).
+    fn read(&self, s: Section, start: usize, len: usize, checked: bool) -> Result<&[u8], Stale> {
+        if checked {
+            return self.blocked(s, start, len);
+        }
+        let all = self.unchecked(s)?;
+        all.get(start..start.checked_add(len).ok_or(Stale)?)
+            .ok_or(Stale)
     }
 
     /// `len` bytes from `start` of one of the [`BLOCKED`] sections, verifying only the blocks
@@ -649,7 +662,8 @@ impl Index {
         if keys % TURN_KEY != 0 || (n * TURN_ROW != rows && n != 0) {
             return Err(Stale);
         }
-        let key = |i: usize| self.blocked(Section::TurnKeys, i * TURN_KEY, TURN_KEY);
+        let key =
+            |i: usize, checked: bool| self.read(Section::TurnKeys, i * TURN_KEY, TURN_KEY, checked);
         // The rows from the first whose key is not below `p` padded with zeros to the last
         // whose key starts with `p` (or, exactly, is `p` padded).
         let low = pad_key(p, 0);
@@ -658,8 +672,8 @@ impl Index {
         } else {
             pad_key(p, 0xff)
         };
-        let first = partition_point(n, |i| Ok(key(i)? < low.as_slice()))?;
-        let end = partition_point(n, |i| Ok(key(i)? <= high.as_slice()))?;
+        let first = checked_partition_point(n, |i, checked| Ok(key(i, checked)? < low.as_slice()))?;
+        let end = checked_partition_point(n, |i, checked| Ok(key(i, checked)? <= high.as_slice()))?;
         // A turn whose id is longer than its key is told apart by its full id; another's key
         // is its whole id, which the range already matched against a query no longer than a
         // key.
@@ -743,6 +757,23 @@ fn pad_key(key: &[u8], fill: u8) -> [u8; TURN_KEY] {
     let n = key.len().min(TURN_KEY);
     out[..n].copy_from_slice(&key[..n]);
     out
+}
+
+/// [`partition_point`] of entries of an index read unverified (`below(i, false)`), then
+/// verified around the result (`below(i, true)`, which fails on damage): the two entries
+/// that end and start the run of those below. Were they intact, the result is the point of
+/// the intact entries (which are sorted) whatever the others hold, so a binary search checks
+/// two blocks of each section it reads instead of one per probe (most of the checksums of a
+/// first search, and of the memory it touches).
+fn checked_partition_point(
+    n: usize,
+    below: impl Fn(usize, bool) -> Result<bool, Stale>,
+) -> Result<usize, Stale> {
+    let p = partition_point(n, |i| below(i, false))?;
+    if (p > 0 && !below(p - 1, true)?) || (p < n && below(p, true)?) {
+        return Err(Stale);
+    }
+    Ok(p)
 }
 
 /// The first of `0..n` for which `below` is false (`below` true for a prefix of `0..n`).
