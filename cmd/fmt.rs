@@ -26,9 +26,24 @@ pub fn usage_text(u: &Usage) -> String {
 /// The first line of `s`, cut to `max` characters with an ellipsis. Control characters
 /// are escaped so a request cannot move the cursor.
 pub fn first_line(s: &str, max: usize) -> String {
-    let line = s.trim_start().lines().next().unwrap_or("");
-    let mut out = String::new();
-    for (i, ch) in line.chars().enumerate() {
+    // Read only as far as the cut (`lines()` looked for the end of a whole output first).
+    let line = s.trim_start();
+    // Printable ASCII up to the cut (most text): copied as it is.
+    let head = &line.as_bytes()[..line.len().min(max.saturating_add(1))];
+    if head.iter().all(|b| (b' '..=b'~').contains(b)) {
+        return if line.len() <= max {
+            line.to_owned()
+        } else {
+            format!("{}…", &line[..max])
+        };
+    }
+    let mut out = String::with_capacity(line.len().min(max + 3));
+    let mut chars = line.chars().enumerate().peekable();
+    while let Some((i, ch)) = chars.next() {
+        // A line ends at `\n` or `\r\n`, as `str::lines` ends it.
+        if ch == '\n' || (ch == '\r' && chars.peek().is_some_and(|&(_, c)| c == '\n')) {
+            break;
+        }
         if i >= max {
             out.push('…');
             break;
@@ -118,6 +133,50 @@ impl AgentNames {
         match self.get(agent) {
             Some(name) => format!("{agent} ({})", safe(name)),
             None => agent.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_line;
+
+    /// The first line as `str::lines` ends it, cut and escaped: what `first_line` gave
+    /// before it stopped reading at the cut.
+    fn by_lines(s: &str, max: usize) -> String {
+        let line = s.trim_start().lines().next().unwrap_or("");
+        let mut out = String::new();
+        for (i, ch) in line.chars().enumerate() {
+            if i >= max {
+                out.push('…');
+                break;
+            }
+            if ch.is_control() {
+                out.extend(ch.escape_default());
+            } else {
+                out.push(ch);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn first_line_ends_where_lines_ends_it() {
+        let pieces = [
+            "a", "é", " ", "\n", "\r", "\r\n", "\t", "\u{1b}", "xy", "~", "\u{7f}",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for k in 0..(seed % 12) {
+                s.push_str(pieces[((seed >> (k * 5)) % pieces.len() as u64) as usize]);
+            }
+            for max in [0, 1, 3, 5, 40] {
+                assert_eq!(first_line(&s, max), by_lines(&s, max), "{s:?} {max}");
+            }
         }
     }
 }

@@ -71,8 +71,23 @@ pub fn date(ms: Millis) -> String {
 
 /// A short human form: `YYYY-MM-DD HH:MM` (UTC).
 pub fn short(ms: Millis) -> String {
-    let full = rfc3339(ms);
-    format!("{} {}", &full[..10], &full[11..16])
+    // Written digit by digit: a listing of 1,000 turns formatted each time twice (the full
+    // RFC 3339 form, then its parts), a tenth of `history -s`.
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (y, m, d) = civil_from_days(days);
+    let (hh, mm) = (rem / 3_600_000, rem / 60_000 % 60);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}");
+    }
+    let mut out = *b"0000-00-00 00:00";
+    for (at, value, width) in [(0, y, 4), (5, m, 2), (8, d, 2), (11, hh, 2), (14, mm, 2)] {
+        let mut v = value;
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -94,6 +109,23 @@ mod tests {
             parse("2026-01-02T03:04:05.000Z")
         );
         assert_eq!(date(0), "1970-01-01");
+        for ms in [
+            0,
+            59_999,
+            60_000,
+            1_767_225_600_000,
+            253_402_300_799_999,
+            -1,
+            -86_400_001,
+        ] {
+            let full = rfc3339(ms);
+            assert_eq!(
+                short(ms),
+                format!("{} {}", &full[..10], &full[11..16]),
+                "{ms}"
+            );
+        }
+        assert_eq!(short(253_402_300_800_000), "10000-01-01 00:00");
         assert_eq!(parse("86400000"), Some(86_400_000));
         assert_eq!(parse("2026-13-01T00:00:00Z"), None);
     }
