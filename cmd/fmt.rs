@@ -37,13 +37,21 @@ pub fn first_line(s: &str, max: usize) -> String {
             format!("{}…", &line[..max])
         };
     }
-    let mut out = String::with_capacity(line.len().min(max + 3));
-    let mut chars = line.chars().enumerate().peekable();
-    while let Some((i, ch)) = chars.next() {
-        // A line ends at `\n` or `\r\n`, as `str::lines` ends it.
-        if ch == '\n' || (ch == '\r' && chars.peek().is_some_and(|&(_, c)| c == '\n')) {
-            break;
-        }
+    // A line ends at `\n` or `\r\n`, as `str::lines` ends it.
+    let mut chars = line.chars().peekable();
+    let until_eol = std::iter::from_fn(move || match chars.next()? {
+        '\n' => None,
+        '\r' if chars.peek() == Some(&'\n') => None,
+        c => Some(c),
+    });
+    cut(until_eol, max)
+}
+
+/// The first `max` of `chars`, then an ellipsis if there are more; control characters
+/// escaped.
+fn cut(chars: impl Iterator<Item = char>, max: usize) -> String {
+    let mut out = String::new();
+    for (i, ch) in chars.enumerate() {
         if i >= max {
             out.push('…');
             break;
@@ -144,20 +152,7 @@ mod tests {
     /// The first line as `str::lines` ends it, cut and escaped: what `first_line` gave
     /// before it stopped reading at the cut.
     fn by_lines(s: &str, max: usize) -> String {
-        let line = s.trim_start().lines().next().unwrap_or("");
-        let mut out = String::new();
-        for (i, ch) in line.chars().enumerate() {
-            if i >= max {
-                out.push('…');
-                break;
-            }
-            if ch.is_control() {
-                out.extend(ch.escape_default());
-            } else {
-                out.push(ch);
-            }
-        }
-        out
+        super::cut(s.trim_start().lines().next().unwrap_or("").chars(), max)
     }
 
     #[test]
