@@ -867,9 +867,10 @@ type Kept = (u64, Arc<SegmentData>, Arc<Index>);
 /// only for the same inode; an index found damaged is forgotten with its file.
 ///
 /// Beside them, the newest segment's indexed prefix and its index, for the same segment
-/// file and the same index file (inodes): appends never change the prefix, and an index
-/// rebuilt as the segment grows is renamed into place, so it has another inode. Opening,
-/// mapping, parsing and unmapping the two was a tenth of an indexed search.
+/// file (inode) and the same index file (inode, length, change time): appends never change
+/// the prefix, and an index rebuilt as the segment grows is renamed into place, so it has
+/// another inode. Opening, mapping, parsing and unmapping the two was a tenth of an indexed
+/// search in process.
 #[derive(Debug, Default)]
 pub(crate) struct SealedMemo(Mutex<HashMap<u64, Kept>>, Mutex<Option<NewestKept>>);
 
@@ -1107,7 +1108,6 @@ impl Ledger {
     }
 
     /// The index of the newest segment's first records, with those records mapped, if it
-    /// still describes them.
     /// still describes them; kept for the next plan of the process (see [`SealedMemo`]).
     fn open_newest_index(
         &self,
