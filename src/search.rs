@@ -4,7 +4,6 @@
 //! `axocoatl_store::ledger::Ledger::read_matching`); the caller keeps those whose text
 //! really matches, with the same [`Matcher`].
 
-use axocoatl_store::ledger::literal_matcher;
 pub use axocoatl_store::ledger::Matcher;
 use axocoatl_store::Repo;
 
@@ -19,7 +18,7 @@ pub fn matcher(text: &str) -> Result<Matcher> {
             hint: "axocoatl history --search TEXT".into(),
         });
     }
-    literal_matcher(text).map_err(|e| RuntimeError::Invalid {
+    Matcher::new(text).map_err(|e| RuntimeError::Invalid {
         message: format!("cannot search for {text:?}: {e}"),
         hint: "search for a shorter text".into(),
     })

@@ -2,13 +2,12 @@
 //!
 //! A full projection decodes every record. A search instead streams each segment once, in
 //! chunks that stay in the CPU cache: the [`Matcher`] (a case-insensitive literal; over a
-//! whole chunk, the regex engine ripgrep uses) finds byte hits in a chunk, then the frames of
-//! that chunk are walked
-//! (headers only) to map each hit to its record and turn. Only the records of turns with a
-//! hit, and rewind boundaries, are checksummed and decoded. Text is stored as UTF-8 inside
-//! the postcard bodies, so every textual match is a byte match; a byte hit that is not a real
-//! match (in an id, or across two fields) is dropped by the exact check the caller runs on
-//! the decoded turn.
+//! whole chunk, the regex engine ripgrep uses) finds byte hits in a chunk, then the frames
+//! of that chunk are walked (headers only) to map each hit to its record and turn. Only the
+//! records of turns with a hit, and rewind boundaries, are checksummed and decoded. Text is
+//! stored as UTF-8 inside the postcard bodies, so every textual match is a byte match; a
+//! byte hit that is not a real match (in an id, or across two fields) is dropped by the exact
+//! check the caller runs on the decoded turn.
 //!
 //! A turn's earlier records are found in a window of recent frames. Segments are scanned in
 //! parallel; a wanted turn whose begin or end record was not collected (it fell out of the
@@ -23,14 +22,6 @@ use super::segment::{parallel_map, RawFrame, SegmentData};
 use super::walk::{Damaged, Walked};
 use super::{Ledger, HEADER_LEN};
 use crate::Result;
-
-/// The [`Matcher`] of `text`.
-///
-/// Fails (with the reason) only past the regex engine's size limits, for a text of many
-/// kilobytes.
-pub fn literal_matcher(text: &str) -> std::result::Result<Matcher, String> {
-    Matcher::new(text)
-}
 
 /// Bytes searched at a time: small enough to stay in cache for the frame walk.
 const CHUNK: usize = 1 << 20;

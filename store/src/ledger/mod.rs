@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
-pub use grep::{literal_matcher, Matcher};
+pub use grep::Matcher;
 pub use index::{day_of, leave_mapped_at_exit, OpenTurn, SessionSummary, Summaries, UsageRow};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};

@@ -162,7 +162,7 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
             .append(&turn(&format!("t{i}"), "s", request, "out"))
             .expect("append");
     }
-    let re = crate::ledger::literal_matcher("needle").expect("matcher");
+    let re = crate::ledger::Matcher::new("needle").expect("matcher");
     let read = ledger.read_matching(&re, "needle").expect("read");
     assert_eq!(turns_of(&read.entries), vec!["t7"]);
     assert_eq!(read.entries.len(), 3);

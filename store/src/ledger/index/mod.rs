@@ -874,10 +874,19 @@ type Kept = (u64, Arc<SegmentData>, Arc<Index>);
 #[derive(Debug, Default)]
 pub(crate) struct SealedMemo(Mutex<HashMap<u64, Kept>>, Mutex<Option<NewestKept>>);
 
-/// The newest segment's prefix as a plan reads it: the index file's stamp (segment number,
-/// inode of the segment file, then the index file's inode, length and change time), the
-/// prefix, its index.
-type NewestKept = ([i64; 6], Arc<SegmentData>, Arc<Index>);
+/// The newest segment's prefix as a plan reads it: its stamp, the prefix, its index.
+type NewestKept = (NewestStamp, Arc<SegmentData>, Arc<Index>);
+
+/// What the kept newest prefix and index are used for: the same segment file and the same
+/// index file, unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NewestStamp {
+    segment: u64,
+    segment_inode: u64,
+    index_inode: u64,
+    index_len: u64,
+    index_ctime: (i64, i64),
+}
 
 /// Whether the kept segments and indexes stay mapped when their ledger is dropped.
 static LEAVE_MAPPED: AtomicBool = AtomicBool::new(false);
@@ -942,10 +951,7 @@ impl SealedMemo {
     pub(crate) fn forget(&self, number: u64) {
         self.entries().remove(&number);
         let mut newest = self.newest();
-        if newest
-            .as_ref()
-            .is_some_and(|(k, _, _)| k[0] == number as i64)
-        {
+        if newest.as_ref().is_some_and(|(k, _, _)| k.segment == number) {
             *newest = None;
         }
     }
@@ -1121,14 +1127,13 @@ impl Ledger {
         // under the older stamp, so the next plan opens it again (never the reverse). The
         // stamp also changes when the file is written in place (damage).
         let m = std::fs::metadata(&path).ok()?;
-        let key = [
-            n as i64,
-            inode as i64,
-            m.ino() as i64,
-            m.len() as i64,
-            m.ctime(),
-            m.ctime_nsec(),
-        ];
+        let key = NewestStamp {
+            segment: n,
+            segment_inode: inode,
+            index_inode: m.ino(),
+            index_len: m.len(),
+            index_ctime: (m.ctime(), m.ctime_nsec()),
+        };
         let mut newest = self.sealed_memo.newest();
         let kept = match &*newest {
             // The segment must still hold the prefix (a repair may have cut it).

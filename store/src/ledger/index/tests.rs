@@ -495,7 +495,10 @@ fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
     let mut history = History::new(99);
     let newest = || ledger.index_dir().join(crate::layout::index_file_name(1));
     let inode = || fs::metadata(newest()).ok().map(|m| m.ino() as i64);
-    let kept = |ledger: &Ledger| ledger.sealed_memo.newest().as_ref().map(|(k, _, _)| k[2]);
+    let kept = |ledger: &Ledger| {
+        let newest = ledger.sealed_memo.newest();
+        newest.as_ref().map(|(k, _, _)| k.index_inode as i64)
+    };
     // Appended and read until a reader indexes the first records of the (only) segment.
     while inode().is_none() {
         history.append(&ledger, 200);
@@ -653,7 +656,7 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
         queries.push(q);
     }
     for q in queries {
-        let bytes = crate::ledger::literal_matcher(&q).expect("matcher");
+        let bytes = crate::ledger::Matcher::new(&q).expect("matcher");
         let re = regex::RegexBuilder::new(&regex::escape(&q))
             .case_insensitive(true)
             .build()
@@ -685,7 +688,7 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
 /// The search for `q` through the term indexes and by the scan, and the matcher that keeps
 /// a turn (case-sensitive: these queries are in the texts' case).
 fn indexed_and_scanned(ledger: &Ledger, q: &str) -> (Walked, Walked, regex::Regex) {
-    let bytes = crate::ledger::literal_matcher(q).expect("matcher");
+    let bytes = crate::ledger::Matcher::new(q).expect("matcher");
     let re = regex::Regex::new(&regex::escape(q)).expect("regex");
     let indexed = ledger.read_matching(&bytes, q).expect("read");
     let scanned = ledger.read_matching_scan(&bytes).expect("read");
