@@ -236,8 +236,13 @@ impl Ledger {
             let seg = match part {
                 Part::Indexed { seg, index } => match index.candidates(needs, INDEXED_LIMIT) {
                     Ok(Some(offsets)) => {
-                        for offset in offsets {
-                            if let Ok(Some(fr)) = seg.frame_at(u64::from(offset)) {
+                        let mut sparse = seg.sparse(offsets.len());
+                        for offset in offsets.into_iter().map(u64::from) {
+                            let fr = match sparse.as_mut().and_then(|s| s.frame_at(offset)) {
+                                Some(fr) => Some(fr),
+                                None => seg.frame_at(offset).ok().flatten(),
+                            };
+                            if let Some(fr) = fr {
                                 if let Some(turn) = RecordView::new(fr.kind, fr.payload).turn() {
                                     count += usize::from(found[i].insert(turn.to_vec()));
                                 }

@@ -168,7 +168,15 @@ fn decode_at(seg: &SegmentData, mut offsets: Vec<u32>, out: &mut Walked) {
     offsets.sort_unstable();
     offsets.dedup();
     out.entries.reserve(offsets.len());
+    let mut sparse = seg.sparse(offsets.len());
     for offset in offsets {
+        if let Some(fr) = sparse.as_mut().and_then(|s| s.frame_at(u64::from(offset))) {
+            match seg.entry(&fr) {
+                Ok(entry) => out.entries.push(entry),
+                Err(e) => out.damaged.push(Damaged::from_error(e)),
+            }
+            continue;
+        }
         match seg.frame_at(u64::from(offset)) {
             Ok(Some(fr)) => out.decode(seg, &fr),
             Ok(None) => out

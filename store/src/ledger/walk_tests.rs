@@ -167,3 +167,64 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
     assert_eq!(turns_of(&read.entries), vec!["t7"]);
     assert_eq!(read.entries.len(), 3);
 }
+
+#[test]
+fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
+    use super::super::segment::load;
+    let (_d, ledger) = setup(1 << 20);
+    let mut n = 0;
+    while ledger.segment_set().expect("set").numbers.len() < 2 {
+        // A long output now and then: a frame longer than one read's window.
+        let long = if n % 97 == 0 {
+            "y".repeat(9000)
+        } else {
+            "short".into()
+        };
+        ledger
+            .append(&turn(&format!("t{n:06}"), "s", &"x".repeat(300), &long))
+            .expect("append");
+        n += 1;
+    }
+    let path = ledger.segment_path(1);
+    let seg = load(&path, 1, true, 0).expect("load");
+    let mut all = Vec::new();
+    seg.frames(0, |fr| {
+        all.push((fr.offset, fr.seq, fr.len, fr.kind, fr.payload.to_vec()))
+    });
+    assert!(all.len() > 2000, "{} frames", all.len());
+    // Sparse is for few frames of a large segment, not for reading every one.
+    assert!(seg.sparse(all.len()).is_none());
+    let same = |s: &mut super::super::segment::Sparse<'_>, i: usize| {
+        let fr = s.frame_at(all[i].0).expect("an intact frame");
+        let got = (fr.offset, fr.seq, fr.len, fr.kind, fr.payload.to_vec());
+        assert_eq!(got, all[i], "frame {i}");
+    };
+    // One reader for many frames in order (windows reused and refilled), and a fresh one
+    // per frame; the first, the last and every long frame among them.
+    let mut s = seg.sparse(1).expect("sparse for one frame");
+    let picks: Vec<usize> = (0..all.len())
+        .filter(|&i| i % 7 == 0 || all[i].2 > 4096 || i + 1 == all.len())
+        .collect();
+    for &i in &picks {
+        same(&mut s, i);
+        same(&mut seg.sparse(1).expect("sparse"), i);
+    }
+    // Offsets no frame starts at, or past the end: declined, for the map to explain.
+    let end = all.last().map(|f| f.0 + f.2).expect("frames");
+    assert!(seg.sparse(1).expect("sparse").frame_at(end).is_none());
+    assert!(seg
+        .sparse(1)
+        .expect("sparse")
+        .frame_at(all[5].0 + 3)
+        .is_none());
+    // A damaged payload on disk: declined (its checksum fails), not returned.
+    let (at, _, len, _, _) = all[10];
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(b"Z", at + len / 2).expect("write");
+    assert!(seg.sparse(1).expect("sparse").frame_at(at).is_none());
+    same(&mut seg.sparse(1).expect("sparse"), 11);
+}
