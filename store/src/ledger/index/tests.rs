@@ -744,6 +744,19 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
     });
 }
 
+/// Whatever byte of an index is flipped, the sessions and usage it summarises are the
+/// walk's: the session and usage rows are verified block by block where they are read.
+#[test]
+fn any_flipped_byte_of_an_index_changes_no_summary() {
+    let (_d, ledger, _) = random_ledger(9, 200, 900);
+    assert_summaries_equal_walk(&ledger, "built");
+    let path = ledger.index_dir().join(crate::layout::index_file_name(2));
+    each_flipped_byte(&path, 150, 0x10, |what| {
+        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+        assert_summaries_equal_walk(&fresh, what);
+    });
+}
+
 /// Flips bit `mask` of about `samples` bytes spread over the file at `path`, one byte at a
 /// time (the last flip is left in place), and runs `check` after each, naming the byte.
 fn each_flipped_byte(path: &std::path::Path, samples: usize, mask: u8, check: impl Fn(&str)) {
