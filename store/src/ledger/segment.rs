@@ -25,6 +25,8 @@ pub struct SegmentData {
     header: std::result::Result<(u64, u64), String>,
     data: Bytes,
     pub sealed: bool,
+    /// Set when a process's memo hands this segment out again (see [`SegmentData::reused`]).
+    reused: std::sync::atomic::AtomicBool,
 }
 
 /// A problem found while walking a segment's frames.
@@ -71,7 +73,15 @@ impl SegmentData {
             header,
             data: Bytes::Vec(bytes),
             sealed,
+            reused: Default::default(),
         }
+    }
+
+    /// Marks the segment as read again by this process: from now on it is read through its
+    /// map (see [`SegmentData::sparse`]).
+    pub(crate) fn reused(&self) {
+        self.reused
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The bytes from `base` on.
@@ -311,11 +321,17 @@ const SPARSE_SPACING: usize = 64 << 10;
 
 impl SegmentData {
     /// A [`Sparse`] reader for `count` frames of this segment, when that is cheaper than the
-    /// map: the segment is mapped and the frames are more than 64 KiB apart on average.
+    /// map: the segment is mapped, not read again by this process, and the frames are more
+    /// than 64 KiB apart on average.
     pub(crate) fn sparse(&self, count: usize) -> Option<Sparse<'_>> {
         let Bytes::Map(m) = &self.data else {
             return None;
         };
+        // A process that reads the segment again (a search after a search in `serve`) has
+        // its pages mapped after the first faults, and reads from the map cost nothing more.
+        if self.reused.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         (count > 0 && m.len() / count >= SPARSE_SPACING).then_some(Sparse {
             seg: self,
             file: None,
@@ -462,6 +478,7 @@ pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentD
         header,
         data: Bytes::Map(map),
         sealed: true,
+        reused: Default::default(),
     })
 }
 
@@ -511,5 +528,6 @@ pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<
         header,
         data,
         sealed,
+        reused: Default::default(),
     })
 }

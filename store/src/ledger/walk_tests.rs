@@ -228,3 +228,42 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
     assert!(seg.sparse(1).expect("sparse").frame_at(at).is_none());
     same(&mut seg.sparse(1).expect("sparse"), 11);
 }
+
+/// A segment is read with positioned reads until the process reads it again: then its
+/// pages are mapped, and its map is the cheaper way (a search after a search in `serve`).
+#[test]
+fn a_segment_the_process_reads_again_is_read_through_its_map() {
+    use super::super::index::Part;
+    let (_d, ledger) = setup(1 << 20);
+    let mut n = 0;
+    while ledger.segment_set().expect("set").numbers.len() < 3 {
+        ledger
+            .append(&turn(&format!("t{n:06}"), "s", &"x".repeat(300), "out"))
+            .expect("append");
+        n += 1;
+    }
+    let sealed = |parts: &[Part]| -> Vec<bool> {
+        parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Indexed { seg, .. } if seg.bytes().len() > 1 << 19 => {
+                    Some(seg.sparse(1).is_some())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // The first plan builds the indexes (and keeps neither them nor their segments).
+    assert_eq!(sealed(&ledger.plan().expect("plan")), vec![true, true]);
+    let first = sealed(&ledger.plan().expect("plan"));
+    assert_eq!(first, vec![true, true], "first reads are positioned");
+    let again = sealed(&ledger.plan().expect("plan"));
+    assert_eq!(
+        again,
+        vec![false, false],
+        "the kept segments are read through the map"
+    );
+    // Another process (a fresh ledger) starts over.
+    let other = Ledger::open(&ledger.dir, &ledger.lock_path, 1 << 20);
+    assert_eq!(sealed(&other.plan().expect("plan")), vec![true, true]);
+}

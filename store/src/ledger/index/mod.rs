@@ -944,6 +944,7 @@ impl SealedMemo {
             .zip(inodes)
             .map(|(n, ino)| match entries.get(n) {
                 Some((kept_ino, seg, index)) if kept_ino == ino => {
+                    seg.reused();
                     Some((seg.clone(), index.clone()))
                 }
                 _ => None,
@@ -1165,6 +1166,7 @@ impl Ledger {
                         .is_ok_and(|m| m.len() >= index.stamp.covered)
                     && index.describes(view) =>
             {
+                view.reused();
                 Some((view.clone(), index.clone()))
             }
             _ => None,
