@@ -500,6 +500,7 @@ fn term_sections(terms: &[(Box<str>, Vec<u32>)], sections: &mut [Vec<u8>]) {
         terms_fst.extend_from_slice(&bytes);
     }
     let (term_bytes, suffixes) = suffix_table(terms.iter().map(|(t, _)| &**t));
+    sections[Section::TermSuffixSamples as usize] = suffix_samples(&term_bytes, &suffixes);
     sections[Section::TermsFst as usize] = terms_fst;
     sections[Section::TermsFstParts as usize] = parts;
     sections[Section::TermPostings as usize] = term_postings;
@@ -531,6 +532,26 @@ fn suffix_table<'a>(terms: impl Iterator<Item = &'a str>) -> (Vec<u8>, Vec<u8>) 
     }
     (bytes, suffixes)
 }
+
+/// The first [`SAMPLE_HEAD`] bytes (zero-padded past the 0 that ends the word) of every
+/// [`SAMPLE_EVERY`]th suffix of `suffixes` (positions in `term_bytes`).
+fn suffix_samples(term_bytes: &[u8], suffixes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for at in suffixes.chunks_exact(4).step_by(SAMPLE_EVERY) {
+        let rest = &term_bytes[crate::ledger::frame::le_u32(at) as usize..];
+        let end = memchr::memchr(0, rest).map_or(rest.len(), |z| z + 1);
+        let mut head = [0u8; SAMPLE_HEAD];
+        let n = end.min(SAMPLE_HEAD);
+        head[..n].copy_from_slice(&rest[..n]);
+        out.extend_from_slice(&head);
+    }
+    out
+}
+
+/// Every how many sorted suffixes one is sampled in `TermSuffixSamples`.
+pub const SAMPLE_EVERY: usize = 32;
+/// Bytes of a sampled suffix's head.
+pub const SAMPLE_HEAD: usize = 8;
 
 /// Width in bytes of a usage row.
 pub const USAGE_ROW: usize = 40;

@@ -78,6 +78,11 @@ pub(crate) enum Section {
     SessionRowsBlocks,
     /// the checksum of each block of `UsageRows`
     UsageRowsBlocks,
+    /// the first 8 bytes of every 32nd sorted suffix (zero-padded after the 0 that ends its
+    /// word): a search for a word inside words first narrows to the 32 suffixes between two
+    /// samples in this dense table, then probes those (the binary search over all suffixes
+    /// missed the cache twice per probe: a sixth of an in-process search)
+    TermSuffixSamples,
     /// [`SessionRow`]s
     SessionRows,
     /// the first [`TURN_KEY`] bytes of each turn id (zero-padded), in the order of
@@ -106,7 +111,7 @@ pub(crate) enum Section {
     TermSuffixes,
 }
 
-pub(crate) const SECTIONS: usize = 22;
+pub(crate) const SECTIONS: usize = 23;
 /// Width in bytes of a row of `TermsFstParts`.
 pub(crate) const TERMS_PART: usize = 12;
 
@@ -165,6 +170,7 @@ const ALL_SECTIONS: [Section; SECTIONS] = [
     Section::TermsFstParts,
     Section::SessionRowsBlocks,
     Section::UsageRowsBlocks,
+    Section::TermSuffixSamples,
 ];
 
 /// A turn begun and not ended (yet) at the end of a segment.
@@ -411,8 +417,14 @@ impl Index {
                 Ok(super::frame::le_u32(b) as usize)
             };
             let head = |i: usize, checked: bool| self.suffix_head(at(i, checked)?, &key, checked);
-            let first =
-                checked_partition_point(n, |i, checked| Ok(head(i, checked)? < key.as_slice()))?;
+            let (lo, hi) = self.suffix_window(&key, n)?;
+            // Verified around the result: right whatever the samples hold (see
+            // `checked_partition_point`).
+            let below = |i: usize, checked: bool| Ok(head(i, checked)? < key.as_slice());
+            let first = lo + partition_point(hi - lo, |i| below(lo + i, false))?;
+            if (first > 0 && !below(first - 1, true)?) || (first < n && below(first, true)?) {
+                return Err(Stale);
+            }
             // The suffixes starting with `key` follow `first`, usually a few: they are
             // counted by galloping from it (a probe or two) rather than a second search.
             let starts = |i: usize| Ok(i < n && head(i, true)? == key.as_slice());
@@ -444,6 +456,31 @@ impl Index {
             }
         }
         Ok((out.len() <= most).then_some(out))
+    }
+
+    /// The range of sorted suffixes that holds the first one not below `key`, by the sampled
+    /// heads: after the last sample whose head is below `key`'s first bytes, through the
+    /// first whose head is above them.
+    fn suffix_window(&self, key: &[u8], n: usize) -> Result<(usize, usize), Stale> {
+        use build::{SAMPLE_EVERY, SAMPLE_HEAD};
+        let samples = self.unchecked(Section::TermSuffixSamples)?;
+        if samples.len() != n.div_ceil(SAMPLE_EVERY) * SAMPLE_HEAD {
+            return Err(Stale);
+        }
+        let mut k = [0u8; SAMPLE_HEAD];
+        let m = key.len().min(SAMPLE_HEAD);
+        k[..m].copy_from_slice(&key[..m]);
+        let sample = |s: usize| &samples[s * SAMPLE_HEAD..(s + 1) * SAMPLE_HEAD];
+        let count = samples.len() / SAMPLE_HEAD;
+        // A head below `k` is a suffix below `key`, one above `k` a suffix not below it (one
+        // that starts with `key` when `key` is shorter than a head); an equal head says
+        // nothing.
+        let below = partition_point(count, |s| Ok(sample(s) < k.as_slice()))?;
+        let above =
+            below + partition_point(count - below, |s| Ok(sample(below + s) <= k.as_slice()))?;
+        let lo = below.saturating_sub(1) * SAMPLE_EVERY + usize::from(below > 0);
+        let hi = (above * SAMPLE_EVERY).min(n);
+        Ok((lo.min(hi), hi))
     }
 
     /// The bytes of `TermBytes` from `at` through the 0 that ends its word.

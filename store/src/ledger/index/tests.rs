@@ -1057,3 +1057,65 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     }
     assert_eq!(opened("none"), 2, "the damaged segment and the last");
 }
+
+/// With thousands of distinct words in a segment (hundreds of sampled suffixes), a word
+/// inside words, at their start or end, finds what the scan finds, and through the index:
+/// no search declares the index damaged (which would remove it and scan).
+#[test]
+fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
+    let (_d, ledger) = setup(128 << 10);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    // Words over few letters share long heads, so many samples tie on their 8 bytes.
+    let words: Vec<String> = (0..6000)
+        .map(|_| {
+            let len = 3 + (next() % 12) as usize;
+            (0..len)
+                .map(|_| (b'a' + (next() % 5) as u8) as char)
+                .collect()
+        })
+        .collect();
+    for batch in 0..150 {
+        let mut records = Vec::new();
+        for t in batch * 20..batch * 20 + 20 {
+            let text: Vec<&str> = (0..12)
+                .map(|_| words[(next() % words.len() as u64) as usize].as_str())
+                .collect();
+            records.extend(crate::ledger::walk::tests::turn(
+                &format!("{t:016x}"),
+                "s",
+                &text.join(" "),
+                "ok",
+            ));
+        }
+        ledger.append(&records).expect("append");
+    }
+    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    assert!(sealed >= 2, "{sealed} sealed segments");
+    ledger.read_session("s").expect("build the indexes");
+    let files = || fs::read_dir(ledger.index_dir()).expect("ls").count();
+    let built = files();
+    for i in 0..100 {
+        let w = &words[(next() % words.len() as u64) as usize];
+        let (a, b) = ((next() as usize) % w.len(), (next() as usize) % w.len());
+        let (a, b) = (a.min(b), a.max(b) + 1);
+        let q = match i % 4 {
+            0 => &w[a..b],
+            1 => &w[a..],
+            2 => &w[..b],
+            _ => w,
+        };
+        let (indexed, scanned, re) = indexed_and_scanned(&ledger, q);
+        assert_eq!(
+            matching_turns(&indexed, &re),
+            matching_turns(&scanned, &re),
+            "{q:?}"
+        );
+    }
+    assert_eq!(files(), built, "no index was found damaged and removed");
+}
