@@ -231,6 +231,13 @@ fn main() {
     if listing {
         ui.buffer_out();
     }
+    // The first command after the indexes of a large ledger went missing (or are of an
+    // older version) builds them: seconds, said on a terminal.
+    if ui.err_is_terminal {
+        axocoatl_store::ledger::report_builds_to(|m| {
+            let _ = writeln!(std::io::stderr(), "axocoatl: {m}");
+        });
+    }
     // What is still buffered is written before an error is reported, and a failure to
     // write it (a full disk under `export > file`) is the command's error; a reader gone
     // (a closed pipe) leaves the command's own exit code (a stopped `send` still exits 4).

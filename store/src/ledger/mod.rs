@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
 pub use grep::Matcher;
-pub use index::{day_of, leave_mapped_at_exit, OpenTurn, SessionSummary, Summaries, UsageRow};
+pub use index::{
+    day_of, leave_mapped_at_exit, report_builds_to, OpenTurn, SessionSummary, Summaries, UsageRow,
+};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
 pub use segments::{Repair, SegmentSet};

@@ -947,6 +947,20 @@ struct NewestStamp {
     index_ctime: (i64, i64),
 }
 
+/// Where a long build of indexes says what it does (see [`report_builds_to`]).
+static BUILD_REPORT: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Builds of at least this many bytes of segments are reported (about a second here; any
+/// build in tests).
+const REPORTED_BUILD: u64 = if cfg!(test) { 1 } else { 128 << 20 };
+
+/// Has a build of the indexes of more than 128 MiB of segments (the first command after
+/// the indexes were deleted, or are of an older version) call `report` before and after it:
+/// the command line prints it on a terminal, so that a wait of seconds is explained.
+pub fn report_builds_to(report: fn(&str)) {
+    let _ = BUILD_REPORT.set(report);
+}
+
 /// Whether the kept segments and indexes stay mapped when their ledger is dropped.
 static LEAVE_MAPPED: AtomicBool = AtomicBool::new(false);
 
@@ -1069,10 +1083,31 @@ impl Ledger {
             .filter(|&i| found[i as usize].is_none() && segs[i as usize].is_ok())
             .collect();
         let mut builders: Vec<Option<Builder>> = (0..segs.len()).map(|_| None).collect();
+        let bytes: u64 = missing
+            .iter()
+            .filter_map(|&i| segs[i as usize].as_ref().ok())
+            .map(|seg| seg.bytes().len() as u64)
+            .sum();
+        let report = BUILD_REPORT.get().filter(|_| bytes >= REPORTED_BUILD);
+        let start = std::time::Instant::now();
+        if let Some(report) = report {
+            report(&format!(
+                "indexing {} segments ({} MiB) of the ledger, once: the indexes are kept in {}",
+                missing.len(),
+                bytes >> 20,
+                self.index_dir().display()
+            ));
+        }
         let built = super::parallel_map(&missing, |i| match &segs[i as usize] {
             Ok(seg) => Builder::from_segment(seg),
             Err(_) => None,
         });
+        if let Some(report) = report {
+            report(&format!(
+                "indexed in {:.1} s",
+                start.elapsed().as_secs_f64()
+            ));
+        }
         for (i, b) in missing.iter().zip(built) {
             builders[*i as usize] = b;
         }

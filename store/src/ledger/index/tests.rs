@@ -1119,3 +1119,29 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
     }
     assert_eq!(files(), built, "no index was found damaged and removed");
 }
+
+/// A build of missing indexes says so before and after (the command line prints it on a
+/// terminal; in tests any build is long enough).
+#[test]
+fn a_long_build_of_the_indexes_is_reported() {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    super::report_builds_to(|m| SAID.lock().expect("lock").push(m.to_owned()));
+    let (_d, ledger, _) = random_ledger(3, 150, 700);
+    let dir = ledger.index_dir();
+    let _ = fs::remove_dir_all(&dir);
+    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 700);
+    fresh.read_session("main").expect("read");
+    let said = SAID.lock().expect("lock").clone();
+    let wanted = format!(
+        "of the ledger, once: the indexes are kept in {}",
+        dir.display()
+    );
+    let at = said
+        .iter()
+        .position(|m| m.starts_with("indexing ") && m.contains(&wanted))
+        .unwrap_or_else(|| panic!("{said:?}"));
+    assert!(
+        said[at + 1..].iter().any(|m| m.starts_with("indexed in ")),
+        "{said:?}"
+    );
+}
