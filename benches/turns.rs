@@ -195,6 +195,38 @@ fn median_ms(
     (times[n / 2].as_secs_f64() * 1e3, last)
 }
 
+/// Medians of `args` run as is and with `env`, alternating `n` times in `dir` (after a
+/// warm-up run of each), standard output to /dev/null: two commands timed side by side on a
+/// host whose speed drifts; and how many lines the first printed.
+fn alternating_ms(
+    bin: &str,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    n: usize,
+) -> (f64, f64, usize) {
+    let run = |env: &[(&str, &str)], out: Stdio| {
+        let start = Instant::now();
+        let done = Command::new(bin)
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(dir)
+            .stdout(out)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        (start.elapsed(), done.stdout)
+    };
+    let lines = run(&[], Stdio::piped()).1.split(|&b| b == b'\n').count() - 1;
+    let _ = run(env, Stdio::null());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        a.push(run(&[], Stdio::null()).0);
+        b.push(run(env, Stdio::null()).0);
+    }
+    (median_of(a), median_of(b), lines)
+}
+
 fn median_of(mut v: Vec<Duration>) -> f64 {
     v.sort();
     v[v.len() / 2].as_secs_f64() * 1e3
@@ -521,11 +553,11 @@ fn index_bench(base: &Path, bin: &str) {
     settle();
     for (word, share) in [(RARE, "0.01%"), (HALF, "50%")] {
         let args = ["history", "--all", "--search", word];
-        let (ours, out) = median_ms(bin, &work, &args, &[], 5);
-        let found = out.lines().count();
-        let (scan, _) = median_ms(bin, &work, &args, &[("AXOCOATL_SEARCH_SCAN", "1")], 3);
+        let rounds = if word == RARE { 9 } else { 3 };
+        let (ours, scan, found) =
+            alternating_ms(bin, &work, &args, &[("AXOCOATL_SEARCH_SCAN", "1")], rounds);
         let mut line = format!(
-            "history --all --search {word} (in {share} of turns, {found} found): {ours:.1} ms; the same by a scan without the term index: {scan:.1} ms"
+            "history --all --search {word} (in {share} of turns, {found} found): {ours:.1} ms; the same by a scan without the term index: {scan:.1} ms (medians of {rounds}, alternating, output to /dev/null)"
         );
         if have_rg {
             let mut times = Vec::new();
