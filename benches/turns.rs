@@ -160,6 +160,27 @@ fn time(cmd: &mut Command) -> (Duration, String) {
     )
 }
 
+/// One whole-process run of `args` in `dir` with `env`, its stderr dropped: how long it
+/// took and what it printed to `out` (empty unless piped).
+fn run_once(
+    bin: &str,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    out: Stdio,
+) -> (Duration, Vec<u8>) {
+    let start = Instant::now();
+    let done = Command::new(bin)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdout(out)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    (start.elapsed(), done.stdout)
+}
+
 /// Median whole-process time of `args` run `n` times in `dir` (after one warm-up run), and
 /// the last run's stdout.
 fn median_ms(
@@ -170,18 +191,8 @@ fn median_ms(
     n: usize,
 ) -> (f64, String) {
     let run = || {
-        let start = Instant::now();
-        let out = Command::new(bin)
-            .args(args)
-            .envs(env.iter().copied())
-            .current_dir(dir)
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            start.elapsed(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        let (d, out) = run_once(bin, dir, args, env, Stdio::piped());
+        (d, String::from_utf8_lossy(&out).into_owned())
     };
     let _ = run();
     let mut times = Vec::new();
@@ -205,18 +216,7 @@ fn alternating_ms(
     env: &[(&str, &str)],
     n: usize,
 ) -> (f64, f64, usize) {
-    let run = |env: &[(&str, &str)], out: Stdio| {
-        let start = Instant::now();
-        let done = Command::new(bin)
-            .args(args)
-            .envs(env.iter().copied())
-            .current_dir(dir)
-            .stdout(out)
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        (start.elapsed(), done.stdout)
-    };
+    let run = |env: &[(&str, &str)], out: Stdio| run_once(bin, dir, args, env, out);
     let lines = run(&[], Stdio::piped()).1.split(|&b| b == b'\n').count() - 1;
     let _ = run(env, Stdio::null());
     let (mut a, mut b) = (Vec::new(), Vec::new());

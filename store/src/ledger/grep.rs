@@ -238,11 +238,8 @@ impl Ledger {
                     Ok(Some(offsets)) => {
                         let mut sparse = seg.sparse(offsets.len());
                         for offset in offsets.into_iter().map(u64::from) {
-                            let fr = match sparse.as_mut().and_then(|s| s.frame_at(offset)) {
-                                Some(fr) => Some(fr),
-                                None => seg.frame_at(offset).ok().flatten(),
-                            };
-                            if let Some(fr) = fr {
+                            let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
+                            if let Some(fr) = fr.or_else(|| seg.frame_at(offset).ok().flatten()) {
                                 if let Some(turn) = RecordView::new(fr.kind, fr.payload).turn() {
                                     count += usize::from(found[i].insert(turn.to_vec()));
                                 }

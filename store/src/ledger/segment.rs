@@ -346,28 +346,13 @@ impl Sparse<'_> {
     /// fails or the bytes there are not one intact frame (read it through the map then,
     /// which tells what is wrong).
     pub(crate) fn frame_at(&mut self, offset: u64) -> Option<RawFrame<'_>> {
-        let total = self.seg.bytes().len() as u64 + self.seg.base;
-        let held =
-            |s: &Self, len: u64| offset >= s.start && offset + len <= s.start + s.buf.len() as u64;
-        if !held(self, 4) {
-            self.fill(offset, SPARSE_WINDOW, total)?;
-        }
-        if !held(self, 4) {
-            return None;
-        }
-        let at = (offset - self.start) as usize;
+        let at = self.hold(offset, 4)?;
         let n = frame::le_u32(&self.buf[at..at + 4]) as usize;
         if n > frame::MAX_PAYLOAD {
             return None;
         }
         let len = frame::FRAME_OVERHEAD + n;
-        if !held(self, len as u64) {
-            self.fill(offset, len, total)?;
-            if !held(self, len as u64) {
-                return None;
-            }
-        }
-        let at = (offset - self.start) as usize;
+        let at = self.hold(offset, len)?;
         match frame::parse_at_with(&self.buf[..at + len], at, true) {
             Parsed::Frame(fr) if fr.len == len => Some(RawFrame {
                 seq: fr.seq,
@@ -380,17 +365,26 @@ impl Sparse<'_> {
         }
     }
 
-    /// Reads at least `len` bytes from `offset` (up to the end of the segment's data).
-    fn fill(&mut self, offset: u64, len: usize, total: u64) -> Option<()> {
-        let take = (len.max(SPARSE_WINDOW) as u64).min(total.checked_sub(offset)?) as usize;
-        if self.file.is_none() {
-            self.file = Some(File::open(&self.seg.path).ok()?);
+    /// Where in `buf` the `len` bytes from file offset `offset` lie, read first (at least a
+    /// window's worth, up to the end of the segment's data) unless `buf` holds them; `None`
+    /// when the read fails or the segment ends before them.
+    fn hold(&mut self, offset: u64, len: usize) -> Option<usize> {
+        let held =
+            |s: &Self| offset >= s.start && offset + len as u64 <= s.start + s.buf.len() as u64;
+        if !held(self) {
+            let total = self.seg.bytes().len() as u64 + self.seg.base;
+            let take = (len.max(SPARSE_WINDOW) as u64).min(total.checked_sub(offset)?) as usize;
+            if self.file.is_none() {
+                self.file = Some(File::open(&self.seg.path).ok()?);
+            }
+            self.buf.resize(take, 0);
+            self.file
+                .as_ref()?
+                .read_exact_at(&mut self.buf, offset)
+                .ok()?;
+            self.start = offset;
         }
-        self.buf.resize(take, 0);
-        let file = self.file.as_ref()?;
-        file.read_exact_at(&mut self.buf, offset).ok()?;
-        self.start = offset;
-        Some(())
+        held(self).then(|| (offset - self.start) as usize)
     }
 }
 

@@ -540,10 +540,7 @@ fn suffix_samples(term_bytes: &[u8], suffixes: &[u8]) -> Vec<u8> {
     for at in suffixes.chunks_exact(4).step_by(SAMPLE_EVERY) {
         let rest = &term_bytes[crate::ledger::frame::le_u32(at) as usize..];
         let end = memchr::memchr(0, rest).map_or(rest.len(), |z| z + 1);
-        let mut head = [0u8; SAMPLE_HEAD];
-        let n = end.min(SAMPLE_HEAD);
-        head[..n].copy_from_slice(&rest[..n]);
-        out.extend_from_slice(&head);
+        out.extend_from_slice(&super::pad_key::<SAMPLE_HEAD>(&rest[..end], 0));
     }
     out
 }

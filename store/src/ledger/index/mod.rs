@@ -417,14 +417,10 @@ impl Index {
                 Ok(super::frame::le_u32(b) as usize)
             };
             let head = |i: usize, checked: bool| self.suffix_head(at(i, checked)?, &key, checked);
-            let (lo, hi) = self.suffix_window(&key, n)?;
-            // Verified around the result: right whatever the samples hold (see
-            // `checked_partition_point`).
-            let below = |i: usize, checked: bool| Ok(head(i, checked)? < key.as_slice());
-            let first = lo + partition_point(hi - lo, |i| below(lo + i, false))?;
-            if (first > 0 && !below(first - 1, true)?) || (first < n && below(first, true)?) {
-                return Err(Stale);
-            }
+            let first =
+                checked_partition_point_in(self.suffix_window(&key, n)?, n, |i, checked| {
+                    Ok(head(i, checked)? < key.as_slice())
+                })?;
             // The suffixes starting with `key` follow `first`, usually a few: they are
             // counted by galloping from it (a probe or two) rather than a second search.
             let starts = |i: usize| Ok(i < n && head(i, true)? == key.as_slice());
@@ -461,15 +457,13 @@ impl Index {
     /// The range of sorted suffixes that holds the first one not below `key`, by the sampled
     /// heads: after the last sample whose head is below `key`'s first bytes, through the
     /// first whose head is above them.
-    fn suffix_window(&self, key: &[u8], n: usize) -> Result<(usize, usize), Stale> {
+    fn suffix_window(&self, key: &[u8], n: usize) -> Result<std::ops::Range<usize>, Stale> {
         use build::{SAMPLE_EVERY, SAMPLE_HEAD};
         let samples = self.unchecked(Section::TermSuffixSamples)?;
         if samples.len() != n.div_ceil(SAMPLE_EVERY) * SAMPLE_HEAD {
             return Err(Stale);
         }
-        let mut k = [0u8; SAMPLE_HEAD];
-        let m = key.len().min(SAMPLE_HEAD);
-        k[..m].copy_from_slice(&key[..m]);
+        let k: [u8; SAMPLE_HEAD] = pad_key(key, 0);
         let sample = |s: usize| &samples[s * SAMPLE_HEAD..(s + 1) * SAMPLE_HEAD];
         let count = samples.len() / SAMPLE_HEAD;
         // A head below `k` is a suffix below `key`, one above `k` a suffix not below it (one
@@ -480,7 +474,7 @@ impl Index {
             below + partition_point(count - below, |s| Ok(sample(below + s) <= k.as_slice()))?;
         let lo = below.saturating_sub(1) * SAMPLE_EVERY + usize::from(below > 0);
         let hi = (above * SAMPLE_EVERY).min(n);
-        Ok((lo.min(hi), hi))
+        Ok(lo.min(hi)..hi)
     }
 
     /// The bytes of `TermBytes` from `at` through the 0 that ends its word.
@@ -719,7 +713,7 @@ impl Index {
             |i: usize, checked: bool| self.read(Section::TurnKeys, i * TURN_KEY, TURN_KEY, checked);
         // The rows from the first whose key is not below `p` padded with zeros to the last
         // whose key starts with `p` (or, exactly, is `p` padded).
-        let low = pad_key(p, 0);
+        let low: [u8; TURN_KEY] = pad_key(p, 0);
         let high = if exact && p.len() < TURN_KEY {
             low
         } else {
@@ -810,10 +804,10 @@ fn verify_once(seen: &AtomicU64, bit: u8, bytes: &[u8], crc: u32) -> Result<(), 
     Ok(())
 }
 
-/// `key` cut or padded with `fill` to [`TURN_KEY`] bytes.
-fn pad_key(key: &[u8], fill: u8) -> [u8; TURN_KEY] {
-    let mut out = [fill; TURN_KEY];
-    let n = key.len().min(TURN_KEY);
+/// `key` cut or padded with `fill` to `N` bytes (a turn key, a sampled suffix's head).
+fn pad_key<const N: usize>(key: &[u8], fill: u8) -> [u8; N] {
+    let mut out = [fill; N];
+    let n = key.len().min(N);
     out[..n].copy_from_slice(&key[..n]);
     out
 }
@@ -828,7 +822,19 @@ fn checked_partition_point(
     n: usize,
     below: impl Fn(usize, bool) -> Result<bool, Stale>,
 ) -> Result<usize, Stale> {
-    let p = partition_point(n, |i| below(i, false))?;
+    checked_partition_point_in(0..n, n, below)
+}
+
+/// [`checked_partition_point`] of `0..n` searched in `window` only (where something else,
+/// such as sampled keys, says the point lies): verified around the result against all of
+/// `0..n`, so a wrong window is damage found, never a wrong point.
+fn checked_partition_point_in(
+    window: std::ops::Range<usize>,
+    n: usize,
+    below: impl Fn(usize, bool) -> Result<bool, Stale>,
+) -> Result<usize, Stale> {
+    let lo = window.start;
+    let p = lo + partition_point(window.len(), |i| below(lo + i, false))?;
     if (p > 0 && !below(p - 1, true)?) || (p < n && below(p, true)?) {
         return Err(Stale);
     }
@@ -1089,20 +1095,20 @@ impl Ledger {
             .map(|seg| seg.bytes().len() as u64)
             .sum();
         let report = BUILD_REPORT.get().filter(|_| bytes >= REPORTED_BUILD);
-        let start = std::time::Instant::now();
-        if let Some(report) = report {
+        let started = report.map(|report| {
             report(&format!(
                 "indexing {} segments ({} MiB) of the ledger, once: the indexes are kept in {}",
                 missing.len(),
                 bytes >> 20,
                 self.index_dir().display()
             ));
-        }
+            (report, std::time::Instant::now())
+        });
         let built = super::parallel_map(&missing, |i| match &segs[i as usize] {
             Ok(seg) => Builder::from_segment(seg),
             Err(_) => None,
         });
-        if let Some(report) = report {
+        if let Some((report, start)) = started {
             report(&format!(
                 "indexed in {:.1} s",
                 start.elapsed().as_secs_f64()
