@@ -108,6 +108,7 @@ pub struct Ledger {
     segment_limit: u64,
     tail: Mutex<Option<Tail>>,
     sealed_memo: index::SealedMemo,
+    listing: segments::ListingMemo,
 }
 
 impl Ledger {
@@ -120,6 +121,7 @@ impl Ledger {
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
             sealed_memo: index::SealedMemo::default(),
+            listing: segments::ListingMemo::default(),
         }
     }
 

@@ -57,6 +57,80 @@ impl SegmentSet {
     }
 }
 
+/// What a directory's stat says of its entries: a file created, removed or renamed in it
+/// changes its change and modification times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirStamp {
+    inode: u64,
+    pub(super) mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl DirStamp {
+    fn of(m: &fs::Metadata) -> DirStamp {
+        use std::os::unix::fs::MetadataExt;
+        DirStamp {
+            inode: m.ino(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// How long after a directory changed its listing is kept: a file system stamps times
+/// with a coarse clock (a tick of up to 10 ms on Linux, 2 s on FAT), so an entry added in
+/// the tick of the last change may leave the times as they were. A listing is kept only
+/// when it was taken this long after that change (as git trusts its index's stat data).
+const RACY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The ledger directory's last listing in this process, with the stamp the directory had
+/// before it was read: a plan of an open repository (a search in process, `serve`) no
+/// longer reads the directory (72 entries beside 1M turns: a twentieth of an indexed
+/// search). It is used only while the stamp is the same, the change it records lies
+/// [`RACY`] before the listing, and no segment after the newest listed exists (segments
+/// are only ever added as the next number).
+#[derive(Debug, Default)]
+pub(crate) struct ListingMemo(std::sync::Mutex<Option<(DirStamp, Listed)>>);
+
+/// Segment numbers with the inodes of their files, oldest first.
+type Listed = Vec<(u64, u64)>;
+
+impl ListingMemo {
+    pub(super) fn unchanged(
+        &self,
+        stamp: &DirStamp,
+        no_next: impl Fn(u64) -> bool,
+    ) -> Option<Listed> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (s, entries) = kept.as_ref()?;
+        let newest = entries.last().map_or(0, |&(n, _)| n);
+        (s == stamp && no_next(newest)).then(|| entries.clone())
+    }
+
+    fn keep(&self, stamp: DirStamp, stat_at: std::time::SystemTime, entries: &[(u64, u64)]) {
+        // An entry added or removed sets both times to the clock's tick: the stamp stays the
+        // same only for a change in the tick of the modification time.
+        let (secs, nanos) = stamp.mtime;
+        let changed = u64::try_from(secs).ok().map(|s| {
+            std::time::UNIX_EPOCH + std::time::Duration::new(s, nanos.clamp(0, 999_999_999) as u32)
+        });
+        let settled = changed.is_some_and(|c| c + RACY <= stat_at);
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            settled.then(|| (stamp, entries.to_vec()));
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_kept(&self) -> bool {
+        self.kept_stamp().is_some()
+    }
+
+    #[cfg(test)]
+    pub(super) fn kept_stamp(&self) -> Option<DirStamp> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref().map(|(s, _)| *s)
+    }
+}
+
 impl Ledger {
     /// Every file named like a segment, oldest first, as listed (torn or not).
     pub fn listed_segment_numbers(&self) -> Result<Vec<u64>> {
@@ -67,9 +141,19 @@ impl Ledger {
             .collect())
     }
 
-    /// Every file named like a segment, oldest first, with its inode.
-    fn listed_segments(&self) -> Result<Vec<(u64, u64)>> {
+    /// Every file named like a segment, oldest first, with its inode: the directory's last
+    /// listing in this process while it is unchanged (see [`ListingMemo`]), else listed.
+    fn listed_segments(&self) -> Result<Listed> {
         use std::os::unix::fs::DirEntryExt;
+        let stat_at = std::time::SystemTime::now();
+        let stamp = fs::metadata(&self.dir)
+            .map(|m| DirStamp::of(&m))
+            .map_err(Error::io("stat", self.dir.clone()))?;
+        if let Some(entries) = self.listing.unchanged(&stamp, |newest| {
+            fs::symlink_metadata(self.segment_path(newest + 1)).is_err()
+        }) {
+            return Ok(entries);
+        }
         let mut numbers = Vec::new();
         let entries = fs::read_dir(&self.dir).map_err(Error::io("list", self.dir.clone()))?;
         for entry in entries {
@@ -79,6 +163,7 @@ impl Ledger {
             }
         }
         numbers.sort_unstable();
+        self.listing.keep(stamp, stat_at, &numbers);
         Ok(numbers)
     }
 

@@ -352,3 +352,83 @@ fn the_walk_reports_a_missing_segment_and_skips_a_stray_copy() {
         walked.damaged
     );
 }
+
+/// Sets the modification time of the ledger directory an hour back: its listing is then
+/// kept (a change in the last seconds is not trusted, see `segments::RACY`).
+fn age_dir(ledger: &Ledger) {
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::open(ledger.dir())
+        .and_then(|d| d.set_modified(hour_ago))
+        .expect("set the directory's time");
+}
+
+/// A process keeps its listing of the ledger directory while the directory is unchanged,
+/// and sees what another process adds, removes or puts in place of a segment.
+#[test]
+fn a_kept_listing_of_the_segments_follows_every_change_of_the_directory() {
+    let (d, ledger) = setup(300);
+    let other = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 300);
+    for i in 0..12 {
+        ledger.append(&[note(&format!("r{i}"))]).expect("append");
+    }
+    let before = ledger.segment_set().expect("set");
+    assert!(before.numbers.len() >= 2, "{before:?}");
+    age_dir(&ledger);
+    assert_eq!(ledger.segment_set().expect("set"), before);
+    assert!(
+        ledger.listing.is_kept(),
+        "an old directory's listing is kept"
+    );
+    // Another process rolls over to a new segment.
+    let n = before.numbers.len();
+    while other.segment_set().expect("set").numbers.len() == n {
+        other.append(&[note("more")]).expect("append");
+    }
+    let grown = ledger.segment_set().expect("set");
+    assert_eq!(grown.numbers.len(), n + 1);
+    assert_eq!(grown, other.segment_set().expect("set"));
+    // A sealed segment put in place of itself (a restore: another inode), then deleted.
+    age_dir(&ledger);
+    ledger.segment_set().expect("set");
+    let path = ledger.segment_path(1);
+    let copy = d.path().join("l").join("restored.tmp");
+    fs::copy(&path, &copy).expect("copy");
+    fs::rename(&copy, &path).expect("rename");
+    let set = ledger.segment_set().expect("set");
+    assert_eq!(set.numbers, grown.numbers);
+    assert_ne!(set.inodes[0], grown.inodes[0]);
+    assert_eq!(texts(&ledger), texts(&other));
+    age_dir(&ledger);
+    ledger.segment_set().expect("set");
+    fs::remove_file(&path).expect("rm");
+    let set = ledger.segment_set().expect("set");
+    assert_eq!(set.missing, vec![(1, 1)]);
+}
+
+/// A listing is used only while the directory's stamp is the one it was read under, and
+/// no segment after its newest exists (a segment created in the clock tick of the change
+/// before could leave the stamp as it was); one read in the seconds after a change is not
+/// kept at all.
+#[test]
+fn a_kept_listing_is_used_only_for_the_same_stamp_and_no_newer_segment() {
+    let (_d, ledger) = setup(300);
+    for i in 0..12 {
+        ledger.append(&[note(&format!("r{i}"))]).expect("append");
+    }
+    let set = ledger.segment_set().expect("set");
+    assert!(
+        !ledger.listing.is_kept(),
+        "a fresh directory's listing is read again"
+    );
+    age_dir(&ledger);
+    ledger.segment_set().expect("set");
+    assert!(ledger.listing.is_kept());
+    let stamp = ledger.listing.kept_stamp().expect("stamp");
+    let listed: Vec<(u64, u64)> = set.numbers.iter().copied().zip(set.inodes).collect();
+    let kept = |no_next: bool| ledger.listing.unchanged(&stamp, |_| no_next);
+    assert_eq!(kept(true), Some(listed));
+    assert_eq!(kept(false), None);
+    let mut other = stamp;
+    other.mtime.1 += 1;
+    assert_eq!(ledger.listing.unchanged(&other, |_| true), None);
+}
