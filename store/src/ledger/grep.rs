@@ -14,7 +14,7 @@
 //! window, crossed a segment boundary, or is still running) sends the search through a
 //! second, filtered walk, so the result is always complete.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 pub use super::literal::Matcher;
 use super::record::{Kind, Record, RecordView};
@@ -49,7 +49,8 @@ impl std::hash::Hasher for KeyHasher {
     }
 }
 
-type KeySet = HashSet<u128, std::hash::BuildHasherDefault<KeyHasher>>;
+type Keyed = std::hash::BuildHasherDefault<KeyHasher>;
+type KeySet = HashSet<u128, Keyed>;
 
 /// A turn id as a number: the 16 bytes of an id, or a hash of anything else.
 fn short(key: &[u8]) -> u128 {
@@ -224,31 +225,49 @@ impl Ledger {
         re: &Matcher,
         needs: &[super::index::terms::Need],
     ) -> Result<Option<Walked>> {
-        use super::index::Part;
+        use super::index::{Part, TURN_POSTING};
         let parts = self.plan()?;
-        // Pass 1: the turns with a candidate record, by the part they were found in; turns
-        // found by a scan (the newest records, a damaged index) are looked up everywhere.
-        let mut found: Vec<HashSet<Vec<u8>>> = vec![HashSet::new(); parts.len()];
-        let mut scanned: HashSet<Vec<u8>> = HashSet::new();
+        // Pass 1: the turns with a candidate, by the part they were found in, each with its
+        // row there when the index names it; turns found by a scan (the newest records, a
+        // damaged index) are looked up everywhere.
+        let mut found: Vec<HashMap<Vec<u8>, Option<u32>, Keyed>> =
+            vec![HashMap::default(); parts.len()];
+        let mut scanned: HashSet<Vec<u8>, Keyed> = HashSet::default();
         let mut walk = vec![false; parts.len()];
         let mut count = 0;
         for (i, part) in parts.iter().enumerate() {
             let seg = match part {
                 Part::Indexed { seg, index } => match index.candidates(needs, INDEXED_LIMIT) {
-                    Ok(Some(offsets)) => {
-                        let mut sparse = seg.sparse(offsets.len());
-                        for offset in offsets.into_iter().map(u64::from) {
-                            let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
-                            if let Some(fr) = fr.or_else(|| seg.frame_at(offset).ok().flatten()) {
-                                if let Some(turn) = RecordView::new(fr.kind, fr.payload).turn() {
-                                    count += usize::from(found[i].insert(turn.to_vec()));
+                    Ok(Some(values)) => {
+                        let (turn_rows, offsets): (Vec<u32>, Vec<u32>) =
+                            values.into_iter().partition(|v| v & TURN_POSTING != 0);
+                        let named: std::result::Result<Vec<_>, _> = turn_rows
+                            .iter()
+                            .map(|v| index.turn_id(v & !TURN_POSTING))
+                            .collect();
+                        if let Ok(named) = named {
+                            let here = &mut found[i];
+                            for (id, v) in named.into_iter().zip(turn_rows) {
+                                here.insert(id, Some(v & !TURN_POSTING));
+                            }
+                            let mut sparse = seg.sparse(offsets.len());
+                            for offset in offsets.into_iter().map(u64::from) {
+                                let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
+                                let fr = fr.or_else(|| seg.frame_at(offset).ok().flatten());
+                                if let Some(turn) =
+                                    fr.and_then(|fr| RecordView::new(fr.kind, fr.payload).turn())
+                                {
+                                    here.entry(turn.to_vec()).or_insert(None);
                                 }
                             }
+                            count += here.len();
+                            if count > INDEXED_LIMIT {
+                                return Ok(None);
+                            }
+                            continue;
                         }
-                        if count > INDEXED_LIMIT {
-                            return Ok(None);
-                        }
-                        continue;
+                        self.forget_index(seg.number);
+                        seg
                     }
                     Ok(None) => return Ok(None),
                     Err(_) => {
@@ -264,23 +283,25 @@ impl Ledger {
             scan_segment(seg, re, &mut c);
             scanned.extend(c.ids);
         }
-        // Pass 2: where each turn has records.
-        let open: Vec<HashSet<&[u8]>> = parts
-            .iter()
-            .map(|p| match p {
-                Part::Indexed { index, .. } => {
-                    index.meta.open.iter().map(|o| o.turn.as_bytes()).collect()
-                }
-                _ => HashSet::new(),
-            })
-            .collect();
+        // Pass 2: where each turn has records (a turn open at the end of a segment has
+        // records in the next; few are).
+        let open = |k: usize, id: &[u8]| match &parts[k] {
+            Part::Indexed { index, .. } => index.meta.open.iter().any(|o| o.turn.as_bytes() == id),
+            _ => false,
+        };
         let indexed = |i: usize| !walk[i] && matches!(parts[i], Part::Indexed { .. });
-        let mut want: Vec<HashSet<&[u8]>> = vec![HashSet::new(); parts.len()];
+        let mut want: Vec<HashSet<&[u8], Keyed>> = vec![HashSet::default(); parts.len()];
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); parts.len()];
         // Turns whose segments cannot be told (a walked segment lies next to them).
         let mut everywhere = scanned;
         for (j, ids) in found.iter().enumerate() {
-            for id in ids {
-                want[j].insert(id);
+            for (id, row) in ids {
+                match row {
+                    Some(row) => rows[j].push(*row),
+                    None => {
+                        want[j].insert(id);
+                    }
+                }
                 let mut broken = false;
                 // Back to the segment it began in...
                 let mut k = j;
@@ -289,7 +310,7 @@ impl Ledger {
                         broken = !matches!(parts[k - 1], Part::Unreadable(_));
                         break;
                     }
-                    if !open[k - 1].contains(&id[..]) {
+                    if !open(k - 1, id) {
                         break;
                     }
                     k -= 1;
@@ -297,7 +318,7 @@ impl Ledger {
                 }
                 // ... and on to the one it ended in.
                 let mut k = j;
-                while k + 1 < parts.len() && open[k].contains(&id[..]) {
+                while k + 1 < parts.len() && open(k, id) {
                     k += 1;
                     want[k].insert(id);
                     if !indexed(k) {
@@ -310,9 +331,9 @@ impl Ledger {
                 }
             }
         }
-        let all: HashSet<&[u8]> = found
+        let all: HashSet<&[u8], Keyed> = found
             .iter()
-            .flatten()
+            .flat_map(HashMap::keys)
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
@@ -326,6 +347,9 @@ impl Ledger {
                         return Err(super::index::Stale);
                     }
                     let mut offsets = index.offsets(super::index::Section::Rewinds)?;
+                    for &row in &rows[i] {
+                        offsets.extend(index.turn_row_offsets(row)?);
+                    }
                     for id in want[i]
                         .iter()
                         .copied()

@@ -92,7 +92,7 @@ pub(crate) struct Builder {
 
 impl Builder {
     /// Reads every frame of `seg`, verifying each, and collects them. `None` for a segment
-    /// too large for 32-bit offsets (it is then always walked).
+    /// of 2 GiB or more, past the offsets a word's postings hold (it is then always walked).
     pub fn from_segment(seg: &SegmentData) -> Option<Builder> {
         Builder::collect(seg, Builder::default())
     }
@@ -117,7 +117,7 @@ impl Builder {
 
     fn collect(seg: &SegmentData, mut b: Builder) -> Option<Builder> {
         let end = seg.base + seg.bytes().len() as u64;
-        if end > u64::from(u32::MAX) {
+        if end > u64::from(TURN_POSTING) {
             return None;
         }
         if let Err(reason) = seg.header() {
@@ -421,6 +421,8 @@ impl Builder {
         let mut turn_keys = Vec::new();
         let mut long_ids = Vec::new();
         let mut rows = Vec::new();
+        // The row of each record of a turn's postings: a word's postings name the turn.
+        let mut row_of: HashMap<u32, u32> = HashMap::new();
         for (i, (id, row)) in turn_rows.iter().enumerate() {
             // A summary never looks turns up by id: their keys are left out.
             if !self.no_terms {
@@ -428,8 +430,12 @@ impl Builder {
                 let n = bytes.len().min(TURN_KEY);
                 turn_keys.extend_from_slice(&bytes[..n]);
                 turn_keys.resize(turn_keys.len() + TURN_KEY - n, 0);
-                if bytes.len() > TURN_KEY {
+                if bytes.len() > TURN_KEY || bytes.last() == Some(&0) {
                     long_ids.push((i as u32, (*id).to_owned()));
+                }
+                let at = row[1] as usize * 4;
+                for o in postings[at..at + row[2] as usize * 4].chunks_exact(4) {
+                    row_of.insert(crate::ledger::frame::le_u32(o), i as u32);
                 }
             }
             for v in row {
@@ -459,7 +465,11 @@ impl Builder {
         };
         sections[Section::Rewinds as usize] = offsets(&self.rewinds);
         sections[Section::Always as usize] = offsets(&self.always);
-        let mut terms: Vec<(Box<str>, Vec<u32>)> = self.terms.into_iter().collect();
+        let mut terms: Vec<(Box<str>, Vec<u32>)> = self
+            .terms
+            .into_iter()
+            .map(|(word, offsets)| (word, postings_of_word(offsets, &row_of)))
+            .collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         term_sections(&terms, &mut sections);
         for (blocked, table, block) in super::BLOCKED {
@@ -467,6 +477,21 @@ impl Builder {
         }
         format::encode(stamp, &sections)
     }
+}
+
+/// What a word's postings list for the records holding it: the row of each record's turn
+/// ([`TURN_POSTING`] and the row), so a search reads no record to learn its turn and finds
+/// the turn's records without looking its id up; the offset of a record that is not in a
+/// turn's postings (one naming another session than its turn's, or of a turn not begun
+/// here or carried in). Ascending, once each.
+fn postings_of_word(offsets: Vec<u32>, row_of: &HashMap<u32, u32>) -> Vec<u32> {
+    let mut out: Vec<u32> = offsets
+        .into_iter()
+        .map(|o| row_of.get(&o).map_or(o, |&row| TURN_POSTING | row))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The sections of the term index of `terms` (sorted): the dictionary, one `fst` map per
@@ -558,6 +583,10 @@ pub const SESSION_ROW: usize = 40;
 pub const TURN_ROW: usize = 16;
 /// Width in bytes of a turn key: a turn id's first bytes (ids are 16 hex digits), zero-padded.
 pub const TURN_KEY: usize = 16;
+
+/// The bit that marks a word's posting as a turn row rather than a record offset: segments
+/// are indexed only below 2 GiB, so no offset has it.
+pub const TURN_POSTING: u32 = 1 << 31;
 
 /// A digest of a list of open turns, tying an index to the one before it.
 pub fn digest(open: &[OpenTurn]) -> u32 {

@@ -23,14 +23,15 @@
 //! megabytes of postings (since version 2; version 3 flags the sessions with ended
 //! subtasks in their rows; version 4 finds turns by a table of their ids' first bytes;
 //! version 5 adds the sorted suffixes of the words, for a query inside or at the end of
-//! words; version 6 checks the session and usage rows by block too; version 7 samples the sorted
-//! suffixes). Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it
-//! is missing, stale or damaged.
+//! words; version 6 checks the session and usage rows by block too; version 7 samples the
+//! sorted suffixes; version 8 lists turn rows, not records, as the postings of the words).
+//! Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it is
+//! missing, stale or damaged.
 
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Bytes per checksummed block of a blocked section read in runs (postings, rows).
 pub const BLOCK: usize = 4096;
 /// Bytes per checksummed block of a blocked section read by a binary search, whose probes
