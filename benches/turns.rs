@@ -206,9 +206,10 @@ fn median_ms(
     (times[n / 2].as_secs_f64() * 1e3, last)
 }
 
-/// Medians of `args` run as is and with `env`, alternating `n` times in `dir` (after a
-/// warm-up run of each), standard output to /dev/null: two commands timed side by side on a
-/// host whose speed drifts; and how many lines the first printed.
+/// Medians of `args` run as is and with `env`, alternating `n` times in `dir` (each first in
+/// every other round, after a warm-up run of each), standard output to /dev/null: two
+/// commands timed side by side on a host whose speed drifts; and how many lines the first
+/// printed.
 fn alternating_ms(
     bin: &str,
     dir: &Path,
@@ -220,9 +221,16 @@ fn alternating_ms(
     let lines = run(&[], Stdio::piped()).1.split(|&b| b == b'\n').count() - 1;
     let _ = run(env, Stdio::null());
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..n {
-        a.push(run(&[], Stdio::null()).0);
-        b.push(run(env, Stdio::null()).0);
+    // Each goes first in every other round: the second of a pair finds the page cache and
+    // the host as the first left them.
+    for round in 0..n {
+        if round % 2 == 0 {
+            a.push(run(&[], Stdio::null()).0);
+            b.push(run(env, Stdio::null()).0);
+        } else {
+            b.push(run(env, Stdio::null()).0);
+            a.push(run(&[], Stdio::null()).0);
+        }
     }
     (median_of(a), median_of(b), lines)
 }
@@ -553,7 +561,7 @@ fn index_bench(base: &Path, bin: &str) {
     settle();
     for (word, share) in [(RARE, "0.01%"), (HALF, "50%")] {
         let args = ["history", "--all", "--search", word];
-        let rounds = if word == RARE { 9 } else { 3 };
+        let rounds = if word == RARE { 10 } else { 4 };
         let (ours, scan, found) =
             alternating_ms(bin, &work, &args, &[("AXOCOATL_SEARCH_SCAN", "1")], rounds);
         let mut line = format!(
