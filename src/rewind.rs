@@ -82,9 +82,15 @@ pub fn rewind(
     let seq = append_boundary(repo, &pending, &session, &agent, &target.turn)?;
     let prefill = target.request.clone();
     let target_id = target.turn.clone();
+    // The checkpoint holds the turns before the target: the boundary supersedes the target
+    // and every later turn, and the session's lock kept any other turn out since it was
+    // read, so the session is not read again (beside 1M turns the second read was a third
+    // of a rewind: its records came through the segments' maps, one page fault each).
+    let conversation = conversation::load(repo, &session, &agent, &turns[..start])?;
+    let checkpoint_written =
+        conversation::write(repo, &session, &agent, &conversation, seq, keep_of(config));
     drop(turns);
     drop(projection);
-    let checkpoint_written = repair(repo, &session, &agent, seq, keep_of(config))?;
     let _ = fs::remove_file(&pending);
     Ok(RewindOutcome {
         session,

@@ -25,8 +25,9 @@ pub struct SegmentData {
     header: std::result::Result<(u64, u64), String>,
     data: Bytes,
     pub sealed: bool,
-    /// Set when a process's memo hands this segment out again (see [`SegmentData::reused`]).
-    reused: std::sync::atomic::AtomicBool,
+    /// Set once a [`Sparse`] reader of this segment was handed out: the process's later
+    /// reads of it use the map (see [`SegmentData::sparse`]).
+    read_sparse: std::sync::atomic::AtomicBool,
 }
 
 /// A problem found while walking a segment's frames.
@@ -73,15 +74,8 @@ impl SegmentData {
             header,
             data: Bytes::Vec(bytes),
             sealed,
-            reused: Default::default(),
+            read_sparse: Default::default(),
         }
-    }
-
-    /// Marks the segment as read again by this process: from now on it is read through its
-    /// map (see [`SegmentData::sparse`]).
-    pub(crate) fn reused(&self) {
-        self.reused
-            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The bytes from `base` on.
@@ -320,19 +314,35 @@ const SPARSE_WINDOW: usize = 4096;
 const SPARSE_SPACING: usize = 64 << 10;
 
 impl SegmentData {
+    /// Lets the next read of the segment be positioned again (tests of [`Sparse`]).
+    #[cfg(test)]
+    pub(crate) fn forget_positioned_reads(&self) {
+        self.read_sparse
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A [`Sparse`] reader for `count` frames of this segment, when that is cheaper than the
-    /// map: the segment is mapped, not read again by this process, and the frames are more
-    /// than 64 KiB apart on average.
+    /// map: the segment is mapped, the frames are more than 64 KiB apart on average, and this
+    /// is the first such read of it in the process.
     pub(crate) fn sparse(&self, count: usize) -> Option<Sparse<'_>> {
         let Bytes::Map(m) = &self.data else {
             return None;
         };
-        // A process that reads the segment again (a search after a search in `serve`) has
-        // its pages mapped after the first faults, and reads from the map cost nothing more.
-        if self.reused.load(std::sync::atomic::Ordering::Relaxed) {
+        if count == 0 || m.len() / count < SPARSE_SPACING {
             return None;
         }
-        (count > 0 && m.len() / count >= SPARSE_SPACING).then_some(Sparse {
+        // A process that reads the segment's records again (a search after a search in
+        // `serve`) finds their pages mapped after the first faults of its second read, and
+        // reads from the map cost nothing more. A plan that hands out a kept segment whose
+        // records were not read yet (the session a rewind reads after resolving its turn
+        // by prefix) still reads them positioned.
+        if self
+            .read_sparse
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return None;
+        }
+        Some(Sparse {
             seg: self,
             file: None,
             start: 0,
@@ -472,7 +482,7 @@ pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentD
         header,
         data: Bytes::Map(map),
         sealed: true,
-        reused: Default::default(),
+        read_sparse: Default::default(),
     })
 }
 
@@ -522,6 +532,6 @@ pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<
         header,
         data,
         sealed,
-        reused: Default::default(),
+        read_sparse: Default::default(),
     })
 }

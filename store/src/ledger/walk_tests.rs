@@ -201,19 +201,25 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
     };
     // One reader for many frames in order (windows reused and refilled), and a fresh one
     // per frame; the first, the last and every long frame among them.
-    let mut s = seg.sparse(1).expect("sparse for one frame");
+    // A segment gives one positioned reader per process; each of these is a first.
+    fn fresh(
+        seg: &super::super::segment::SegmentData,
+    ) -> Option<super::super::segment::Sparse<'_>> {
+        seg.forget_positioned_reads();
+        seg.sparse(1)
+    }
+    let mut s = fresh(&seg).expect("sparse for one frame");
     let picks: Vec<usize> = (0..all.len())
         .filter(|&i| i % 7 == 0 || all[i].2 > 4096 || i + 1 == all.len())
         .collect();
     for &i in &picks {
         same(&mut s, i);
-        same(&mut seg.sparse(1).expect("sparse"), i);
+        same(&mut fresh(&seg).expect("sparse"), i);
     }
     // Offsets no frame starts at, or past the end: declined, for the map to explain.
     let end = all.last().map(|f| f.0 + f.2).expect("frames");
-    assert!(seg.sparse(1).expect("sparse").frame_at(end).is_none());
-    assert!(seg
-        .sparse(1)
+    assert!(fresh(&seg).expect("sparse").frame_at(end).is_none());
+    assert!(fresh(&seg)
         .expect("sparse")
         .frame_at(all[5].0 + 3)
         .is_none());
@@ -225,12 +231,15 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
         .expect("open");
     use std::os::unix::fs::FileExt;
     file.write_all_at(b"Z", at + len / 2).expect("write");
-    assert!(seg.sparse(1).expect("sparse").frame_at(at).is_none());
-    same(&mut seg.sparse(1).expect("sparse"), 11);
+    assert!(fresh(&seg).expect("sparse").frame_at(at).is_none());
+    same(&mut fresh(&seg).expect("sparse"), 11);
+    // Without forgetting: the process's second positioned read of the segment is declined.
+    assert!(seg.sparse(1).is_none(), "read through the map");
 }
 
-/// A segment is read with positioned reads until the process reads it again: then its
-/// pages are mapped, and its map is the cheaper way (a search after a search in `serve`).
+/// A segment is read with positioned reads the first time the process reads its records,
+/// then through its map, whose pages the second read faults in (a search after a search in
+/// `serve`); a kept segment whose records were not read yet is still read positioned.
 #[test]
 fn a_segment_the_process_reads_again_is_read_through_its_map() {
     use super::super::index::Part;
@@ -255,13 +264,19 @@ fn a_segment_the_process_reads_again_is_read_through_its_map() {
     };
     // The first plan builds the indexes (and keeps neither them nor their segments).
     assert_eq!(sealed(&ledger.plan().expect("plan")), vec![true, true]);
+    // The second keeps them; nothing is read.
+    ledger.plan().expect("plan");
     let first = sealed(&ledger.plan().expect("plan"));
-    assert_eq!(first, vec![true, true], "first reads are positioned");
+    assert_eq!(
+        first,
+        vec![true, true],
+        "first reads of kept segments are positioned"
+    );
     let again = sealed(&ledger.plan().expect("plan"));
     assert_eq!(
         again,
         vec![false, false],
-        "the kept segments are read through the map"
+        "segments read before are read through the map"
     );
     // Another process (a fresh ledger) starts over.
     let other = Ledger::open(&ledger.dir, &ledger.lock_path, 1 << 20);

@@ -1047,7 +1047,6 @@ impl SealedMemo {
             .zip(inodes)
             .map(|(n, ino)| match entries.get(n) {
                 Some((kept_ino, seg, index)) if kept_ino == ino => {
-                    seg.reused();
                     Some((seg.clone(), index.clone()))
                 }
                 _ => None,
@@ -1290,7 +1289,6 @@ impl Ledger {
                         .is_ok_and(|m| m.len() >= index.stamp.covered)
                     && index.describes(view) =>
             {
-                view.reused();
                 Some((view.clone(), index.clone()))
             }
             _ => None,
