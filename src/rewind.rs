@@ -86,9 +86,14 @@ pub fn rewind(
     // and every later turn, and the session's lock kept any other turn out since it was
     // read, so the session is not read again (beside 1M turns the second read was a third
     // of a rewind: its records came through the segments' maps, one page fault each).
-    let conversation = conversation::load(repo, &session, &agent, &turns[..start])?;
-    let checkpoint_written =
-        conversation::write(repo, &session, &agent, &conversation, seq, keep_of(config));
+    let checkpoint_written = write_checkpoint(
+        repo,
+        &session,
+        &agent,
+        &turns[..start],
+        seq,
+        keep_of(config),
+    )?;
     drop(turns);
     drop(projection);
     let _ = fs::remove_file(&pending);
@@ -208,7 +213,20 @@ fn keep_of(config: Option<&Config>) -> usize {
 fn repair(repo: &Repo, session: &str, agent: &str, seq: u64, keep: usize) -> Result<bool> {
     let projection = history::project_session(repo, session)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
-    let conversation = conversation::load(repo, session, agent, &turns)?;
+    write_checkpoint(repo, session, agent, &turns, seq, keep)
+}
+
+/// Writes the Agent's checkpoint of the conversation of `turns` (its session's, oldest
+/// first) as of ledger sequence `seq`; whether it was written.
+fn write_checkpoint(
+    repo: &Repo,
+    session: &str,
+    agent: &str,
+    turns: &[&TurnView],
+    seq: u64,
+    keep: usize,
+) -> Result<bool> {
+    let conversation = conversation::load(repo, session, agent, turns)?;
     Ok(conversation::write(
         repo,
         session,

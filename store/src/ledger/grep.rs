@@ -348,7 +348,7 @@ impl Ledger {
                     }
                     let mut offsets = index.offsets(super::index::Section::Rewinds)?;
                     for &row in &rows[i] {
-                        offsets.extend(index.turn_row_offsets(row)?);
+                        offsets.extend(index.turn_offsets_at(u64::from(row))?);
                     }
                     for id in want[i]
                         .iter()

@@ -107,14 +107,18 @@ impl ListingMemo {
         (s == stamp && no_next(newest)).then(|| entries.clone())
     }
 
-    fn keep(&self, stamp: DirStamp, stat_at: std::time::SystemTime, entries: &[(u64, u64)]) {
+    /// Keeps `entries`, listed under `stamp`, if the directory's modification time
+    /// `modified` lies [`RACY`] before `stat_at`, when its stat was taken.
+    fn keep(
+        &self,
+        stamp: DirStamp,
+        modified: Option<std::time::SystemTime>,
+        stat_at: std::time::SystemTime,
+        entries: &[(u64, u64)],
+    ) {
         // An entry added or removed sets both times to the clock's tick: the stamp stays the
         // same only for a change in the tick of the modification time.
-        let (secs, nanos) = stamp.mtime;
-        let changed = u64::try_from(secs).ok().map(|s| {
-            std::time::UNIX_EPOCH + std::time::Duration::new(s, nanos.clamp(0, 999_999_999) as u32)
-        });
-        let settled = changed.is_some_and(|c| c + RACY <= stat_at);
+        let settled = modified.is_some_and(|c| c + RACY <= stat_at);
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
             settled.then(|| (stamp, entries.to_vec()));
     }
@@ -146,9 +150,8 @@ impl Ledger {
     fn listed_segments(&self) -> Result<Listed> {
         use std::os::unix::fs::DirEntryExt;
         let stat_at = std::time::SystemTime::now();
-        let stamp = fs::metadata(&self.dir)
-            .map(|m| DirStamp::of(&m))
-            .map_err(Error::io("stat", self.dir.clone()))?;
+        let dir = fs::metadata(&self.dir).map_err(Error::io("stat", self.dir.clone()))?;
+        let stamp = DirStamp::of(&dir);
         if let Some(entries) = self.listing.unchanged(&stamp, |newest| {
             fs::symlink_metadata(self.segment_path(newest + 1)).is_err()
         }) {
@@ -163,7 +166,8 @@ impl Ledger {
             }
         }
         numbers.sort_unstable();
-        self.listing.keep(stamp, stat_at, &numbers);
+        self.listing
+            .keep(stamp, dir.modified().ok(), stat_at, &numbers);
         Ok(numbers)
     }
 

@@ -433,9 +433,8 @@ impl Builder {
                 if bytes.len() > TURN_KEY || bytes.last() == Some(&0) {
                     long_ids.push((i as u32, (*id).to_owned()));
                 }
-                let at = row[1] as usize * 4;
-                for o in postings[at..at + row[2] as usize * 4].chunks_exact(4) {
-                    row_of.insert(crate::ledger::frame::le_u32(o), i as u32);
+                for &o in self.turns.get(*id).map_or(&[][..], |t| &t.postings) {
+                    row_of.insert(o, i as u32);
                 }
             }
             for v in row {

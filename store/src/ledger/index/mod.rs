@@ -335,7 +335,7 @@ impl Index {
 
     /// What holds every word `needs` asks for in this segment (a superset of where the query
     /// matches): turn rows ([`TURN_POSTING`] | row: see [`Index::turn_id`] and
-    /// [`Index::turn_row_offsets`]) and offsets of records outside any turn's postings; or
+    /// [`Index::turn_offsets_at`]) and offsets of records outside any turn's postings; or
     /// `None` when more than `limit` turns or records hold some word (a scan is then faster
     /// than the index).
     pub fn candidates(
@@ -675,16 +675,12 @@ impl Index {
         self.postings(row.post_start, row.post_len)
     }
 
-    fn turn_offsets_at(&self, ordinal: u64) -> Result<Vec<u32>, Stale> {
+    /// The offsets of the records of the turn in row `ordinal` (what [`Index::turn_offsets`]
+    /// gives for its id, without the search).
+    pub fn turn_offsets_at(&self, ordinal: u64) -> Result<Vec<u32>, Stale> {
         let start = (ordinal as usize).checked_mul(TURN_ROW).ok_or(Stale)?;
         let r = self.blocked(Section::TurnRows, start, TURN_ROW)?;
         self.postings(u32_at(r, 1), u32_at(r, 2))
-    }
-
-    /// The offsets of the records of the turn in row `row` (what [`Index::turn_offsets`]
-    /// gives for its id, without the search).
-    pub fn turn_row_offsets(&self, row: u32) -> Result<Vec<u32>, Stale> {
-        self.turn_offsets_at(u64::from(row))
     }
 
     /// The id of the turn in row `row`.
@@ -819,7 +815,6 @@ fn verify_once(seen: &AtomicU64, bit: u8, bytes: &[u8], crc: u32) -> Result<(), 
     Ok(())
 }
 
-/// `key` cut or padded with `fill` to `N` bytes (a turn key, a sampled suffix's head).
 /// Adds the values of the words of `map` that start with `w` to `out` (in no order); false
 /// past `most` of them. The words are found by following `w` from the root and then every
 /// transition below (a range stream from `w` set up a stack and a bound for each of the 72
@@ -851,6 +846,7 @@ fn starting_with(map: &fst::Map<&[u8]>, w: &[u8], most: usize, out: &mut Vec<u64
     true
 }
 
+/// `key` cut or padded with `fill` to `N` bytes (a turn key, a sampled suffix's head).
 fn pad_key<const N: usize>(key: &[u8], fill: u8) -> [u8; N] {
     let mut out = [fill; N];
     let n = key.len().min(N);

@@ -866,7 +866,7 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
                 let offsets = index.turn_offsets(&turn).expect("offsets");
                 assert_eq!(
                     index
-                        .turn_row_offsets(v & !super::TURN_POSTING)
+                        .turn_offsets_at(u64::from(v & !super::TURN_POSTING))
                         .expect("row"),
                     offsets
                 );
