@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use axocoatl::memory::embed::{EmbedError, Embedder, ModelFiles, DIM, MODEL_TAG};
 use axocoatl::memory::semantic::{neural, NewRecord, SemanticStore, Source, SourceKind};
+use axocoatl_store::fsutil::Durability;
 use axocoatl_store::repo::{self, OpenOptions};
 use axocoatl_store::semantic::{
     Records, SemanticDir, StoredRecord, Vectors, RECORDS_FILE, VECTORS_FILE,
@@ -139,7 +140,7 @@ fn synthetic_store(repo: &Repo, agent: &str, n: usize) {
             &v.iter().map(|x| x / norm).collect::<Vec<_>>(),
         ));
     }
-    Records::append(&dir.file(RECORDS_FILE), &records).expect("records");
+    Records::append(&dir.file(RECORDS_FILE), &records, Durability::Durable).expect("records");
     Vectors::rewrite(&dir.file(VECTORS_FILE), MODEL_TAG, DIM, &rows).expect("vectors");
 }
 

@@ -38,6 +38,7 @@ pub const NAMES: &[&str] = &[
     "fsutil.atomic.rename",
     "fsutil.atomic.dir_sync",
     "fsutil.mkdir",
+    "fsutil.claim.sync",
     "fsutil.stray.remove",
     // Locks and their notes.
     "lock.note.write",
@@ -48,6 +49,10 @@ pub const NAMES: &[&str] = &[
     // The daily log of the memory tiers (appended without fsync: not the authority).
     "memory.daily_log.write",
     "memory.daily_log.truncate",
+    // Semantic memory's records (a turn's exchange without fsync; added text with one).
+    "memory.semantic.write",
+    "memory.semantic.sync",
+    "memory.semantic.repair_sync",
 ];
 
 /// What a failpoint does when it fires.
@@ -185,6 +190,7 @@ mod tests {
     fn the_list_matches_the_source() {
         let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
         let mut used = std::collections::BTreeSet::new();
+        let mut unmarked_syncs = Vec::new();
         let mut stack = vec![std::path::PathBuf::from(src)];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).expect("ls") {
@@ -199,6 +205,17 @@ mod tests {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).expect("read");
+                // Every fsync and fdatasync outside tests passes a failpoint first.
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                let lines: Vec<&str> = code.lines().collect();
+                for (i, line) in lines.iter().enumerate() {
+                    if line.contains(".sync_data()") || line.contains(".sync_all()") {
+                        let before = lines[i.saturating_sub(2)..=i].join("\n");
+                        if !before.contains("failpoint::hit") {
+                            unmarked_syncs.push(format!("{}:{}", path.display(), i + 1));
+                        }
+                    }
+                }
                 for marker in ["failpoint::hit(\"", "failpoint::hit_write(\""] {
                     for part in text.split(marker).skip(1) {
                         let name = part.split('"').next().expect("name");
@@ -207,6 +224,7 @@ mod tests {
                 }
             }
         }
+        assert!(unmarked_syncs.is_empty(), "syncs without a failpoint just before them (a test counts a command's syncs by their failpoints): {unmarked_syncs:?}");
         let listed: std::collections::BTreeSet<String> =
             super::NAMES.iter().map(|s| s.to_string()).collect();
         assert_eq!(used, listed, "failpoint::NAMES and the source disagree");

@@ -253,8 +253,8 @@ fn durable_temp<'p>(
     let mut tmp = temp_file_in(dir)?;
     tmp.write_all(bytes)
         .map_err(Error::io("write", tmp.path().to_path_buf()))?;
-    tmp.as_file()
-        .sync_data()
+    crate::failpoint::hit("fsutil.claim.sync")
+        .and_then(|()| tmp.as_file().sync_data())
         .map_err(Error::io("sync", tmp.path().to_path_buf()))?;
     before(tmp.as_file())?;
     Ok((tmp, dir))

@@ -372,3 +372,95 @@ fn recall_timeframe_reads_the_daily_log_of_the_agent() {
     let empty = tool_outputs(&env);
     assert!(empty[0].1.contains("the range is empty"), "{}", empty[0].1);
 }
+
+/// The failpoints a command passed, in order (a build with failpoints logs each one).
+fn failpoints_passed(env: &TestEnv, args: &[&str], failpoints: &str) -> (i32, Vec<String>) {
+    let log = env
+        .tmp
+        .path()
+        .join(format!("fp-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let out = env
+        .cmd(args)
+        .env("AXOCOATL_FAILPOINTS", failpoints)
+        .env("AXOCOATL_FAILPOINTS_LOG", &log)
+        .output()
+        .expect("run");
+    let passed = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (out.status.code().unwrap_or(-1), passed)
+}
+
+fn syncs(passed: &[String]) -> Vec<&str> {
+    passed
+        .iter()
+        .map(String::as_str)
+        .filter(|p| p.ends_with("sync"))
+        .collect()
+}
+
+#[test]
+fn a_send_syncs_only_the_ledger_twice_and_added_text_is_synced() {
+    let env = env();
+    env.write("r.yaml", "replies:\n  - match: is\n    text: ok\n");
+    ok(&env, &["send", "this is the first turn"]);
+    // A fresh session (its checkpoint, daily log and semantic directories are created) and
+    // a session with turns: the exchange is retained, and the ledger's begin and end are the
+    // only syncs.
+    for (session, text) in [
+        ("fresh", "the otter is named Pim"),
+        ("fresh", "the heron is Ode"),
+    ] {
+        let (code, passed) =
+            failpoints_passed(&env, &["send", "--no-stdin", "-s", session, text], "");
+        assert_eq!(code, 0);
+        assert!(
+            passed.iter().any(|p| p == "memory.semantic.write"),
+            "{passed:?}"
+        );
+        assert_eq!(
+            syncs(&passed),
+            ["ledger.append.sync", "ledger.append.sync"],
+            "{passed:?}"
+        );
+    }
+    let found = ok(&env, &["memory", "-s", "fresh", "search", "otter heron"]);
+    assert!(found.contains("Pim") && found.contains("Ode"), "{found}");
+    // Text given from the shell has no other copy: it is synced, with its directory.
+    let (code, passed) = failpoints_passed(
+        &env,
+        &["memory", "-s", "fresh", "add", "the kingfisher is Blue"],
+        "",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        syncs(&passed),
+        ["memory.semantic.sync", "fsutil.atomic.dir_sync"],
+        "{passed:?}"
+    );
+}
+
+#[test]
+fn a_crash_while_an_exchange_is_written_leaves_the_turn_and_a_working_memory() {
+    let env = env();
+    env.write("r.yaml", "replies:\n  - match: is\n    text: ok\n");
+    ok(&env, &["send", "the otter is named Pim"]);
+    let (code, _) = failpoints_passed(
+        &env,
+        &["send", "--no-stdin", "the heron is named Ode"],
+        "memory.semantic.write=torn",
+    );
+    assert_ne!(code, 0, "the process died writing the exchange");
+    // The turn is in the ledger, whole; the torn exchange is cut by the next append.
+    let h = ok(&env, &["history", "--json"]);
+    assert_eq!(h.matches("\"state\":\"completed\"").count(), 2, "{h}");
+    ok(&env, &["send", "the kingfisher is named Blue"]);
+    let found = ok(&env, &["memory", "search", "otter kingfisher heron"]);
+    assert!(found.contains("Pim") && found.contains("Blue"), "{found}");
+    assert!(!found.contains("Ode"), "the torn record is gone: {found}");
+    let fsck = env.run(&["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+}

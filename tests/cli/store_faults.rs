@@ -20,6 +20,11 @@ const CONFIG: &str = "providers:
 agents:
   - id: helper
     provider: canned
+automations:
+  - id: nightly
+    schedule: \"0 3 * * *\"
+    agent: helper
+    request: msg nightly
 ";
 
 const REPLIES: &str = "replies:
@@ -37,6 +42,7 @@ const TORN_WRITES: &[&str] = &[
     "ledger.segment.write",
     "fsutil.atomic.write",
     "memory.daily_log.write",
+    "memory.semantic.write",
 ];
 
 /// Every pid above the kernel's maximum is free: a temporary file named with it is stale.
@@ -220,6 +226,32 @@ fn scenarios() -> Vec<Scenario> {
                 assert!(out.status.success());
                 args(&["history", "-s", "main"])
             },
+        },
+        Scenario {
+            name: "memory-add",
+            roll: false,
+            damaged: false,
+            prepare: |_, _| args(&["memory", "add", "the kettle is blue"]),
+        },
+        Scenario {
+            name: "torn-semantic-records",
+            roll: false,
+            damaged: false,
+            prepare: |env, _| {
+                let records = env.repo().join("memory/semantic/v1/main%3ahelper/records");
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&records)
+                    .expect("the template's turns retained their exchanges");
+                std::io::Write::write_all(&mut f, &[9, 0, 0]).expect("write");
+                args(&["fsck", "--repair"])
+            },
+        },
+        Scenario {
+            name: "automation-run",
+            roll: false,
+            damaged: false,
+            prepare: |_, _| args(&["automations", "run", "nightly"]),
         },
         Scenario {
             name: "repair-damaged-tail",

@@ -22,6 +22,7 @@ pub mod neural;
 
 use std::sync::OnceLock;
 
+use axocoatl_store::fsutil::Durability;
 use axocoatl_store::semantic::{
     LexicalIndex, Records, SemanticDir, StoredRecord, Vectors, LEXICAL_FILE, RECORDS_FILE,
     VECTORS_FILE,
@@ -272,9 +273,11 @@ impl SemanticStore {
         Ok((RecallPath::Neural, None))
     }
 
-    /// Retains `records` durably (chunked; vectors computed on the neural path) and returns
-    /// the ids of the records written, in order. The text is on disk (fsynced) when this
-    /// returns; a vector that could not be computed is left for a later search or reindex.
+    /// Retains `records` (chunked; vectors computed on the neural path) and returns the ids
+    /// of the records written, in order. Added text is on disk (fsynced) when this returns;
+    /// a batch of turn exchanges alone, whose authority is the ledger, is written without
+    /// fsync (a power cut can lose the newest of them, as of the daily log). A vector that
+    /// could not be computed is left for a later search or reindex.
     pub fn add(&mut self, records: &[NewRecord]) -> Result<Vec<RecordId>> {
         let mut stored = Vec::new();
         for r in records {
@@ -302,9 +305,25 @@ impl SemanticStore {
         // A pre-1.0 store of this Agent id becomes the start of the current one.
         self.dir.adopt_legacy().map_err(store_err)?;
         let path = self.dir.file(RECORDS_FILE);
-        let first = Records::append(&path, &stored).map_err(store_err)?;
+        // A turn's exchange is a copy of what the ledger holds durably: written like the
+        // daily log, it adds no fsync to a turn. Anything else is the only copy.
+        let durability = if records
+            .iter()
+            .all(|r| r.source.kind == SourceKind::Exchange)
+        {
+            Durability::Cache
+        } else {
+            Durability::Durable
+        };
+        let first = Records::append(&path, &stored, durability).map_err(store_err)?;
+        // Caches that outlived records lost to a power cut must not speak for the new ones.
+        let lpath = self.dir.file(LEXICAL_FILE);
+        if LexicalIndex::drop_beyond(&lpath, first).map_err(store_err)? {
+            self.lexical = None;
+        }
+        let vpath = self.dir.file(VECTORS_FILE);
+        Vectors::cut(&vpath, DIM, first).map_err(store_err)?;
         if let Some(vectors) = vectors {
-            let vpath = self.dir.file(VECTORS_FILE);
             let current = Vectors::open(&vpath, MODEL_TAG, DIM).map_err(store_err)?;
             let rows = current.rows() as u64;
             drop(current);

@@ -310,3 +310,70 @@ fn recent_records_are_the_newest_after_a_time_oldest_first() {
     );
     assert!(s.recent(Some(40), 10).expect("none").is_empty());
 }
+
+/// Cuts the records file after its first `keep` records, as a power cut does to frames
+/// written without fsync, and leaves the caches (vectors, lexical) as they were.
+fn lose_records_after(repo: &Repo, agent: &str, keep: u64) {
+    let path = SemanticDir::new(repo, agent).file(RECORDS_FILE);
+    let at = Records::open(&path).expect("open").offset(keep);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    file.set_len(at).expect("cut");
+}
+
+/// Records lost to a power cut are never answered for by a cache that outlived them: the
+/// next append replaces their vector rows and drops a lexical index covering them.
+fn lost_records_leave_no_stale_cache(embedder: Result<&'static Embedder, EmbedError>) {
+    let (_d, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:p", embedder.clone()).expect("open");
+    let facts: Vec<NewRecord> = FACTS.iter().map(|f| added(f)).collect();
+    s.add(&facts).expect("add");
+    s.reindex().expect("reindex");
+    lose_records_after(&repo, "main:p", 3);
+    let mut s = SemanticStore::open_with(&repo, "main:p", embedder.clone()).expect("open");
+    assert_eq!(s.len(), 3);
+    let boat = "The boat is called Ingrid and sails from Bergen.";
+    let kettle = "The kettle in the office is the blue one.";
+    // As many records as were lost: a cache covering the old ones would look complete.
+    assert_eq!(
+        s.add(&[added(boat), added(kettle)]).expect("add"),
+        vec![3, 4]
+    );
+    let hits = s.search("What is the boat called?", 1).expect("search");
+    assert_eq!((hits[0].id, hits[0].text.as_str()), (3, boat), "{hits:?}");
+    // It answers as a store that never held the lost records does.
+    let mut never = SemanticStore::open_with(&repo, "main:q", embedder).expect("open");
+    let same: Vec<NewRecord> = FACTS[..3]
+        .iter()
+        .chain([&boat, &kettle])
+        .map(|f| added(f))
+        .collect();
+    never.add(&same).expect("add");
+    for query in [
+        "What is the Wi-Fi password at the cabin? bluefjord42",
+        "Is the cat afraid of the vacuum?",
+        "boat",
+    ] {
+        let answer = |s: &mut SemanticStore| -> Vec<(u64, String, String)> {
+            let hits = s.search(query, 4).expect("search");
+            hits.into_iter()
+                .map(|h| (h.id, h.text, format!("{:.4}", h.score)))
+                .collect()
+        };
+        assert_eq!(answer(&mut s), answer(&mut never), "{query}");
+    }
+    assert_eq!(s.status().expect("status").records, 5);
+}
+
+#[test]
+fn lost_records_leave_no_stale_lexical_index() {
+    lost_records_leave_no_stale_cache(lexical_only());
+}
+
+#[cfg(feature = "embeddings")]
+#[test]
+fn lost_records_leave_no_stale_vector_rows() {
+    lost_records_leave_no_stale_cache(Ok(model()));
+}

@@ -169,6 +169,33 @@ impl LexicalIndex {
         Ok(LexicalIndex::decode(bytes))
     }
 
+    /// Removes the index at `path` when its header says it covers more than `records`
+    /// records (rows of records a power cut took: records written without fsync), so that
+    /// it never speaks for the records appended next; returns whether it did. Reads the
+    /// header alone.
+    pub fn drop_beyond(path: &Path, records: u64) -> Result<bool> {
+        if LexicalIndex::docs_in_header(path).is_none_or(|docs| docs <= records) {
+            return Ok(false);
+        }
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("remove", path)(e)),
+        }
+    }
+
+    /// The number of records the index at `path` says it covers, from its header alone
+    /// (`None` when there is no file or its header does not check).
+    fn docs_in_header(path: &Path) -> Option<u64> {
+        use std::io::Read;
+        let mut head = [0u8; HEADER_LEN];
+        std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+        (&head[0..8] == MAGIC
+            && le_u32(&head[8..12]) == VERSION
+            && crc32c(&head[0..44]) == le_u32(&head[44..48]))
+        .then(|| le_u64(&head[16..24]))
+    }
+
     fn decode(bytes: Vec<u8>) -> Option<LexicalIndex> {
         if bytes.len() < HEADER_LEN
             || &bytes[0..8] != MAGIC

@@ -2,7 +2,7 @@
 //!
 //! | file | what | durability |
 //! |---|---|---|
-//! | `records` | the retained text, append-only framed records (the authority) | fsynced |
+//! | `records` | the retained text, append-only framed records (the authority) | added text fsynced; a turn's exchange (the ledger holds it) not |
 //! | `vectors` | one fixed-size int8 row per record, for one embedding model | cache |
 //! | `lexical` | BM25 index (doc lengths, `fst` term dictionary, postings) over a prefix of the records | cache |
 //! | `path` | the recall path last announced to the user (for the one-time warning) | cache |
@@ -11,6 +11,9 @@
 //! A record's id is its position: 0, 1, 2, … . Row `i` of `vectors` belongs to record `i`.
 //! The caches are checked when they are opened (header, checksums, agreement with the
 //! records); whatever does not check is treated as missing and rebuilt from the text.
+//! Records written without fsync can be lost to a power cut while a cache of them survives:
+//! a writer replaces vector rows from the first id it appends and drops a `lexical` index
+//! that covers more records than there are, so no cache ever speaks for a lost record's id.
 //! Readers take no lock: records and rows are appended, and a reader sees a prefix.
 
 pub mod lexical;

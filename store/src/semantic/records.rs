@@ -8,9 +8,13 @@
 //!
 //! then frames `len: u32 LE, CRC-32C of len's 4 bytes, CRC-32C of the payload, payload`
 //! where the payload is a postcard [`StoredRecord`]. The header checksum keeps a damaged
-//! length from being mistaken for a torn tail (which the next append would cut). Appends take the store's lock, cut a
-//! torn tail left by a crash, write every frame of a batch at once and `fdatasync` before
-//! returning. Opening reads only the frame lengths (and verifies the last frame), so it
+//! length from being mistaken for a torn tail (which the next append would cut). Appends take
+//! the store's lock, cut a torn tail left by a crash and write every frame of a batch at
+//! once. A durable append (text whose only copy this is) `fdatasync`s the file and its
+//! directory before returning, which also makes every earlier frame durable; a cached one (a
+//! turn's exchange, whose authority is the ledger) is left to the kernel, like the daily log:
+//! a power loss can lose the newest cached frames, never a durable one or a frame before it.
+//! Opening reads only the frame lengths (and verifies the last frame), so it
 //! costs one pass over 8 bytes per record; a reader verifies each record it decodes.
 
 use std::fs::File;
@@ -20,7 +24,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{create_dir_private, open_private, sync_dir};
+use crate::fsutil::{create_dir_private, open_private, sync_dir, Durability};
 use crate::ledger::frame_le::{crc32c, le_u32};
 use crate::{Error, Result};
 
@@ -257,8 +261,10 @@ impl Records {
     }
 
     /// Appends `records` (the caller holds the store's lock) and returns the id of the first.
-    /// A torn tail is cut first; damage before the end refuses the append.
-    pub fn append(path: &Path, records: &[StoredRecord]) -> Result<u64> {
+    /// A torn tail is cut first; damage before the end refuses the append. With
+    /// [`Durability::Durable`] the file and its directory are synced before this returns
+    /// (the directory always: an earlier cached append may have created the file).
+    pub fn append(path: &Path, records: &[StoredRecord], durability: Durability) -> Result<u64> {
         let current = Records::open(path)?;
         if let Some((offset, reason)) = current.damage {
             return Err(Error::Corrupt {
@@ -289,7 +295,6 @@ impl Records {
             bytes.extend_from_slice(&payload);
         }
         drop(current.map);
-        let fresh = !path.exists();
         if let Some(dir) = path.parent() {
             create_dir_private(dir)?;
         }
@@ -306,9 +311,15 @@ impl Records {
             }
             current.end
         };
+        crate::failpoint::hit_write("memory.semantic.write", &bytes, |b| {
+            write_at(&mut file, path, end, b).map_err(std::io::Error::other)
+        })
+        .map_err(Error::io("write", path))?;
         write_at(&mut file, path, end, &bytes)?;
-        file.sync_data().map_err(Error::io("sync", path))?;
-        if fresh {
+        if durability == Durability::Durable {
+            crate::failpoint::hit("memory.semantic.sync")
+                .and_then(|()| file.sync_data())
+                .map_err(Error::io("sync", path))?;
             if let Some(dir) = path.parent() {
                 sync_dir(dir)?;
             }
@@ -341,6 +352,8 @@ pub fn repair_tail(path: &Path) -> Result<u64> {
     let file = open_private(path, false)?;
     file.set_len(keep)
         .map_err(Error::io("cut the torn tail of", path))?;
-    file.sync_data().map_err(Error::io("sync", path))?;
+    crate::failpoint::hit("memory.semantic.repair_sync")
+        .and_then(|()| file.sync_data())
+        .map_err(Error::io("sync", path))?;
     Ok(len - keep)
 }

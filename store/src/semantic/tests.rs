@@ -2,6 +2,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 
 use super::*;
+use crate::fsutil::Durability::Durable;
 
 fn rec(i: usize) -> StoredRecord {
     StoredRecord {
@@ -27,10 +28,13 @@ fn records_append_and_read_back() {
     let (_d, path) = dir();
     assert_eq!(Records::open(&path).expect("open").len(), 0);
     assert_eq!(
-        Records::append(&path, &[rec(0), rec(1)]).expect("append"),
+        Records::append(&path, &[rec(0), rec(1)], Durable).expect("append"),
         0
     );
-    assert_eq!(Records::append(&path, &[rec(2)]).expect("append"), 2);
+    assert_eq!(
+        Records::append(&path, &[rec(2)], Durable).expect("append"),
+        2
+    );
     let r = Records::open(&path).expect("open");
     assert_eq!(r.len(), 3);
     assert_eq!(r.get(2).expect("get"), rec(2));
@@ -40,9 +44,9 @@ fn records_append_and_read_back() {
 #[test]
 fn a_torn_tail_is_ignored_then_cut_by_the_next_append() {
     let (_d, path) = dir();
-    Records::append(&path, &[rec(0), rec(1)]).expect("append");
+    Records::append(&path, &[rec(0), rec(1)], Durable).expect("append");
     let whole = std::fs::metadata(&path).expect("stat").len();
-    Records::append(&path, &[rec(2)]).expect("append");
+    Records::append(&path, &[rec(2)], Durable).expect("append");
     let full = std::fs::read(&path).expect("read");
     // Every way the last batch can be torn: cut anywhere inside it, or extended by zeros.
     for cut in whole as usize + 1..full.len() {
@@ -57,7 +61,10 @@ fn a_torn_tail_is_ignored_then_cut_by_the_next_append() {
     std::fs::write(&path, &zeros).expect("write");
     let r = Records::open(&path).expect("open");
     assert_eq!((r.len(), r.torn_tail()), (2, Some(whole)));
-    assert_eq!(Records::append(&path, &[rec(9)]).expect("append"), 2);
+    assert_eq!(
+        Records::append(&path, &[rec(9)], Durable).expect("append"),
+        2
+    );
     let r = Records::open(&path).expect("open");
     assert_eq!(texts(&r), vec![rec(0).text, rec(1).text, rec(9).text]);
     assert!(r.torn_tail().is_none());
@@ -66,7 +73,7 @@ fn a_torn_tail_is_ignored_then_cut_by_the_next_append() {
 #[test]
 fn damage_in_the_middle_is_reported_and_refuses_appends() {
     let (_d, path) = dir();
-    Records::append(&path, &[rec(0), rec(1), rec(2), rec(3)]).expect("append");
+    Records::append(&path, &[rec(0), rec(1), rec(2), rec(3)], Durable).expect("append");
     let clean = std::fs::read(&path).expect("read");
     let r = Records::open(&path).expect("open");
     let second = r.offset(1) as usize;
@@ -90,7 +97,7 @@ fn damage_in_the_middle_is_reported_and_refuses_appends() {
     assert_eq!(r.len(), 1, "the prefix stays readable");
     assert!(r.torn_tail().is_none());
     assert!(
-        Records::append(&path, &[rec(9)]).is_err(),
+        Records::append(&path, &[rec(9)], Durable).is_err(),
         "no append after damage"
     );
     assert!(repair_tail_is_noop(&path));
@@ -152,7 +159,7 @@ fn check_reports_and_repairs() {
     assert_eq!(check(&repo, false).expect("check"), (0, Vec::new()));
     let sd = SemanticDir::new(&repo, "main:coder");
     let path = sd.file(RECORDS_FILE);
-    Records::append(&path, &[rec(0), rec(1)]).expect("append");
+    Records::append(&path, &[rec(0), rec(1)], Durable).expect("append");
     assert_eq!(check(&repo, false).expect("check"), (1, Vec::new()));
     let mut f = OpenOptions::new().append(true).open(&path).expect("open");
     f.write_all(&[3, 0, 0]).expect("tear");

@@ -159,6 +159,21 @@ impl Vectors {
         }
     }
 
+    /// Cuts the file at `path` to at most `rows` rows, by its length alone (nothing is read):
+    /// rows past the records there are belong to records a power cut took (records written
+    /// without fsync), and must not be read as the vectors of the records appended next.
+    pub fn cut(path: &Path, dim: usize, rows: u64) -> Result<()> {
+        let keep = HEADER_LEN as u64 + rows * row_bytes(dim) as u64;
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() > keep && m.len() > HEADER_LEN as u64 => open_private(path, false)?
+                .set_len(keep)
+                .map_err(Error::io("cut", path)),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("stat", path)(e)),
+        }
+    }
+
     /// Writes `rows` as rows `at..` (the caller holds the store's lock and `at` is at most
     /// the number of usable rows): rows from `at` on are replaced. A file of another model
     /// is started afresh (then `at` must be 0).
