@@ -326,9 +326,14 @@ fn load_session(
     // Under the lock: the pins must still be selected (a concurrent turn may have consumed one).
     let once = attach::check_selection(&projection.attachments, &opts.session, &attachments)?;
     let config = ws.config()?;
-    if !multi && conversation.rebuilt && config.checkpoint.policy != CheckpointPolicy::Never {
+    if !multi
+        && conversation.rebuilt
+        && !turns.is_empty()
+        && config.checkpoint.policy != CheckpointPolicy::Never
+    {
         // The cache was missing, corrupt or stale (e.g. after a rewind): repair it from the
-        // ledger before serving.
+        // ledger before serving. A session with no turns yet has nothing to cache: the turn's
+        // end writes its first checkpoint.
         let (seq, _) = repo.ledger().head()?;
         let keep = config.checkpoint.keep;
         conversation::write(repo, &opts.session, &agent.id, &conversation, seq, keep);

@@ -410,12 +410,12 @@ fn a_send_syncs_only_the_ledger_twice_and_added_text_is_synced() {
     // A fresh session (its checkpoint, daily log and semantic directories are created) and
     // a session with turns: the exchange is retained, and the ledger's begin and end are the
     // only syncs.
-    for (session, text) in [
-        ("fresh", "the otter is named Pim"),
-        ("fresh", "the heron is Ode"),
-    ] {
+    for (i, text) in ["the otter is named Pim", "the heron is Ode"]
+        .into_iter()
+        .enumerate()
+    {
         let (code, passed) =
-            failpoints_passed(&env, &["send", "--no-stdin", "-s", session, text], "");
+            failpoints_passed(&env, &["send", "--no-stdin", "-s", "fresh", text], "");
         assert_eq!(code, 0);
         assert!(
             passed.iter().any(|p| p == "memory.semantic.write"),
@@ -426,6 +426,13 @@ fn a_send_syncs_only_the_ledger_twice_and_added_text_is_synced() {
             ["ledger.append.sync", "ledger.append.sync"],
             "{passed:?}"
         );
+        // A new session's first turn replaces one file: the checkpoint written at its end (no
+        // empty one before it). The second also notes the recall path it announced.
+        let renames = passed
+            .iter()
+            .filter(|p| *p == "fsutil.atomic.rename")
+            .count();
+        assert_eq!(renames, i + 1, "{passed:?}");
     }
     let found = ok(&env, &["memory", "-s", "fresh", "search", "otter heron"]);
     assert!(found.contains("Pim") && found.contains("Ode"), "{found}");
