@@ -116,6 +116,16 @@ impl LexicalIndexBuilder {
     }
 }
 
+/// The documents a header says its index covers, when the header checks (magic, version,
+/// its own checksum); the body is not looked at.
+fn header_docs(bytes: &[u8]) -> Option<u64> {
+    let head = bytes.get(..HEADER_LEN)?;
+    (&head[0..8] == MAGIC
+        && le_u32(&head[8..12]) == VERSION
+        && crc32c(&head[0..44]) == le_u32(&head[44..48]))
+    .then(|| le_u64(&head[16..24]))
+}
+
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -190,22 +200,15 @@ impl LexicalIndex {
         use std::io::Read;
         let mut head = [0u8; HEADER_LEN];
         std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-        (&head[0..8] == MAGIC
-            && le_u32(&head[8..12]) == VERSION
-            && crc32c(&head[0..44]) == le_u32(&head[44..48]))
-        .then(|| le_u64(&head[16..24]))
+        header_docs(&head)
     }
 
     fn decode(bytes: Vec<u8>) -> Option<LexicalIndex> {
-        if bytes.len() < HEADER_LEN
-            || &bytes[0..8] != MAGIC
-            || le_u32(&bytes[8..12]) != VERSION
-            || crc32c(&bytes[0..44]) != le_u32(&bytes[44..48])
-            || crc32c(&bytes[HEADER_LEN..]) != le_u32(&bytes[40..44])
-        {
+        let docs = header_docs(&bytes)?;
+        if crc32c(&bytes[HEADER_LEN..]) != le_u32(&bytes[40..44]) {
             return None;
         }
-        let docs = usize::try_from(le_u64(&bytes[16..24])).ok()?;
+        let docs = usize::try_from(docs).ok()?;
         let fst_len = usize::try_from(le_u64(&bytes[24..32])).ok()?;
         let post_len = usize::try_from(le_u64(&bytes[32..40])).ok()?;
         let lens_end = HEADER_LEN.checked_add(docs.checked_mul(4)?)?;

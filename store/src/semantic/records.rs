@@ -18,7 +18,7 @@
 //! costs one pass over 8 bytes per record; a reader verifies each record it decodes.
 
 use std::fs::File;
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -298,11 +298,12 @@ impl Records {
         if let Some(dir) = path.parent() {
             create_dir_private(dir)?;
         }
-        let mut file = open_private(path, false)?;
+        let file = open_private(path, false)?;
         let file_len = file.metadata().map_err(Error::io("stat", path))?.len();
         let end = if file_len < HEADER_LEN {
             file.set_len(0).map_err(Error::io("truncate", path))?;
-            write_at(&mut file, path, 0, &header())?;
+            file.write_all_at(&header(), 0)
+                .map_err(Error::io("write", path))?;
             HEADER_LEN
         } else {
             if file_len > current.end {
@@ -312,10 +313,10 @@ impl Records {
             current.end
         };
         crate::failpoint::hit_write("memory.semantic.write", &bytes, |b| {
-            write_at(&mut file, path, end, b).map_err(std::io::Error::other)
+            file.write_all_at(b, end)
         })
+        .and_then(|()| file.write_all_at(&bytes, end))
         .map_err(Error::io("write", path))?;
-        write_at(&mut file, path, end, &bytes)?;
         if durability == Durability::Durable {
             crate::failpoint::hit("memory.semantic.sync")
                 .and_then(|()| file.sync_data())
@@ -326,13 +327,6 @@ impl Records {
         }
         Ok(first)
     }
-}
-
-fn write_at(file: &mut File, path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
-    use std::io::{Seek, SeekFrom};
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.write_all(bytes))
-        .map_err(Error::io("write", path))
 }
 
 /// Cuts a torn tail (the caller holds the lock); damage elsewhere is left for the user.

@@ -165,7 +165,7 @@ impl Vectors {
     pub fn cut(path: &Path, dim: usize, rows: u64) -> Result<()> {
         let keep = HEADER_LEN as u64 + rows * row_bytes(dim) as u64;
         match std::fs::metadata(path) {
-            Ok(m) if m.len() > keep && m.len() > HEADER_LEN as u64 => open_private(path, false)?
+            Ok(m) if m.len() > keep => open_private(path, false)?
                 .set_len(keep)
                 .map_err(Error::io("cut", path)),
             Ok(_) => Ok(()),
