@@ -1157,3 +1157,27 @@ fn a_long_build_of_the_indexes_is_reported() {
         "{said:?}"
     );
 }
+
+#[test]
+fn an_index_built_with_a_helper_thread_is_the_one_built_alone() {
+    let (_d, ledger, _) = random_ledger(23, 1500, 1 << 30);
+    let path = ledger.segment_path(1);
+    let build = |helped: bool| {
+        let seg = ledger.load_segment(1).expect("load");
+        let from = if helped { 0 } else { usize::MAX };
+        let b = super::Builder::from_segment_helped_from(&seg, from).expect("build");
+        let intact = b.intact();
+        (b.finish(&seg, &[]).0, intact)
+    };
+    let (alone, intact) = build(false);
+    assert!(intact);
+    assert_eq!(build(true), (alone, true));
+    // A damaged record in the helper's half: neither way indexes its words.
+    let mut bytes = fs::read(&path).expect("read");
+    let at = bytes.len() / 4;
+    bytes[at] ^= 0x5a;
+    fs::write(&path, &bytes).expect("write");
+    let (alone, intact) = build(false);
+    assert!(!intact, "the flipped byte is found");
+    assert_eq!(build(true), (alone, false));
+}
