@@ -3,7 +3,7 @@
 
     bench/fts5.py build DB JSONL     # loads turn, session, request, output into an FTS5 table
     bench/fts5.py query DB WORD...   # times `MATCH` for each word, ids alone and with the
-                                     # rows' text (medians of 5, in-process)
+                                     # rows' text (medians of 21, or 5 for a slow one; in-process)
     bench/fts5.py once DB WORD       # one `MATCH`, printing the turn ids (timed as a process)
 
 Prints one line per figure. Uses only Python's standard library (sqlite3).
@@ -35,27 +35,30 @@ def build(db, jsonl):
     print(f"sqlite FTS5 ({sqlite3.sqlite_version}): table built in {time.monotonic() - start:.1f} s")
 
 
-def timed(con, sql, word):
-    """Median of 5 runs of `sql` for `word` (ms), and the rows it returned."""
+def timed(con, sql, word, runs):
+    """Median of `runs` runs of `sql` for `word` (ms), and the rows it returned."""
     times = []
     rows = 0
-    for _ in range(5):
-        start = time.monotonic()
+    for _ in range(runs):
+        start = time.perf_counter()
         rows = len(con.execute(sql, ('"' + word + '"',)).fetchall())
-        times.append(time.monotonic() - start)
+        times.append(time.perf_counter() - start)
     times.sort()
-    return times[2] * 1e3, rows
+    return times[runs // 2] * 1e3, rows
 
 
 def query(db, words):
     con = sqlite3.connect(db)
     for word in words:
-        ids, rows = timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word)
-        whole, _ = timed(con, "SELECT turn, session, request, output FROM turns WHERE turns MATCH ?", word)
+        # A quick query is timed 21 times (the first warms SQLite's page cache, as ours warms
+        # its indexes), a long one 5 times.
+        runs = 21 if timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word, 1)[0] < 100 else 5
+        ids, rows = timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word, runs)
+        whole, _ = timed(con, "SELECT turn, session, request, output FROM turns WHERE turns MATCH ?", word, runs)
         print(
-            f"sqlite FTS5 MATCH {word!r}: {ids:.1f} ms ({rows} rows; median of 5, in-process); "
+            f"sqlite FTS5 MATCH {word!r}: {ids:.2f} ms ({rows} rows; median of {runs}, in-process); "
             f"returning the rows' text too (turn, session, request, output), as a search that "
-            f"prints the turns needs: {whole:.1f} ms"
+            f"prints the turns needs: {whole:.2f} ms"
         )
 
 
