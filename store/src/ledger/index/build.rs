@@ -153,13 +153,13 @@ impl Builder {
         let (mut b, first) = std::thread::scope(|scope| {
             let helper = scope.spawn(|| Terms::of_frames(seg, mid));
             let b = b.collect_frames(seg, end);
-            (b, helper.join())
+            // A panic in the helper is this build's, as it would be in one thread.
+            let first = helper
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (b, first)
         });
-        match first {
-            Ok(first) => b.terms.put_before(first),
-            // The helper panicked (it never should): the one-thread build.
-            Err(_) => b = Builder::default().collect_frames(seg, end),
-        }
+        b.terms.put_before(first);
         Some(b)
     }
 
@@ -593,47 +593,70 @@ fn term_sections(
     sections: &mut [Vec<u8>],
 ) {
     let (words, lists): (Vec<Box<str>>, Vec<Vec<u32>>) = terms.into_iter().unzip();
-    let mut terms_fst = Vec::new();
-    let mut parts = vec![0u8; 256 * super::TERMS_PART];
-    let mut term_postings = Vec::new();
-    // The sorted suffixes need only the words: a second thread sorts them meanwhile.
-    let suffixes = std::thread::scope(|scope| {
-        let helper = scope.spawn(|| suffix_table(words.iter().map(|w| &**w)));
-        let mut lists = lists.into_iter();
-        for group in words.chunk_by(|a, b| a.as_bytes().first() == b.as_bytes().first()) {
-            let mut map = fst::MapBuilder::memory();
-            for (term, list) in group.iter().zip(lists.by_ref()) {
-                let list = postings_of_word(list, row_of);
-                let start = (term_postings.len() / 4) as u64;
-                for o in &list {
-                    push_u32(&mut term_postings, *o);
-                }
-                // Keys are inserted in order, so the builder cannot fail.
-                let _ = map.insert(term.as_bytes(), (start << 32) | list.len() as u64);
-            }
-            // Words are never empty.
-            let Some(&first) = group[0].as_bytes().first() else {
-                continue;
-            };
-            let bytes = map.into_inner().unwrap_or_default();
-            let entry = usize::from(first) * super::TERMS_PART;
-            let mut row = Vec::with_capacity(super::TERMS_PART);
-            push_u32(&mut row, terms_fst.len() as u32);
-            push_u32(&mut row, bytes.len() as u32);
-            push_u32(&mut row, crc32c(&bytes));
-            parts[entry..entry + super::TERMS_PART].copy_from_slice(&row);
-            terms_fst.extend_from_slice(&bytes);
-        }
-        helper.join()
-    });
-    let (term_bytes, suffixes) =
-        suffixes.unwrap_or_else(|_| suffix_table(words.iter().map(|w| &**w)));
+    let suffix_table = || suffix_table(words.iter().map(|w| &**w));
+    // The sorted suffixes need only the words: for a large dictionary a second thread sorts
+    // them meanwhile (a small one, as a summary's empty one, is not worth a thread).
+    let ((terms_fst, parts, term_postings), (term_bytes, suffixes)) =
+        if words.len() < PARALLEL_SUFFIXES {
+            (dictionary(&words, lists, row_of), suffix_table())
+        } else {
+            std::thread::scope(|scope| {
+                let helper = scope.spawn(suffix_table);
+                let dictionary = dictionary(&words, lists, row_of);
+                let suffixes = helper
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (dictionary, suffixes)
+            })
+        };
     sections[Section::TermSuffixSamples as usize] = suffix_samples(&term_bytes, &suffixes);
     sections[Section::TermsFst as usize] = terms_fst;
     sections[Section::TermsFstParts as usize] = parts;
     sections[Section::TermPostings as usize] = term_postings;
     sections[Section::TermBytes as usize] = term_bytes;
     sections[Section::TermSuffixes as usize] = suffixes;
+}
+
+/// Dictionaries from this many words on have their suffixes sorted on a second thread.
+const PARALLEL_SUFFIXES: usize = 4096;
+
+/// The `fst` maps of `words` (sorted) with their parts table, and the postings of each word
+/// (`lists`, in the words' order) as they are written: `TermsFst`, `TermsFstParts`,
+/// `TermPostings`.
+fn dictionary(
+    words: &[Box<str>],
+    lists: Vec<Vec<u32>>,
+    row_of: &HashMap<u32, u32>,
+) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let mut terms_fst = Vec::new();
+    let mut parts = vec![0u8; 256 * super::TERMS_PART];
+    let mut term_postings = Vec::new();
+    let mut lists = lists.into_iter();
+    for group in words.chunk_by(|a, b| a.as_bytes().first() == b.as_bytes().first()) {
+        let mut map = fst::MapBuilder::memory();
+        for (term, list) in group.iter().zip(lists.by_ref()) {
+            let list = postings_of_word(list, row_of);
+            let start = (term_postings.len() / 4) as u64;
+            for &o in &list {
+                push_u32(&mut term_postings, o);
+            }
+            // Keys are inserted in order, so the builder cannot fail.
+            let _ = map.insert(term.as_bytes(), (start << 32) | list.len() as u64);
+        }
+        // Words are never empty.
+        let Some(&first) = group[0].as_bytes().first() else {
+            continue;
+        };
+        let bytes = map.into_inner().unwrap_or_default();
+        let entry = usize::from(first) * super::TERMS_PART;
+        let mut row = Vec::with_capacity(super::TERMS_PART);
+        push_u32(&mut row, terms_fst.len() as u32);
+        push_u32(&mut row, bytes.len() as u32);
+        push_u32(&mut row, crc32c(&bytes));
+        parts[entry..entry + super::TERMS_PART].copy_from_slice(&row);
+        terms_fst.extend_from_slice(&bytes);
+    }
+    (terms_fst, parts, term_postings)
 }
 
 /// The terms, each ended by a 0 (which no word holds), and the position in those bytes
