@@ -142,12 +142,31 @@ pub fn write_atomic_via(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<()> {
+    write_atomic_parts(tmp_dir, path, &[bytes], durability)
+}
+
+/// [`write_atomic_via`] of the bytes of `parts`, one after another: a large file assembled
+/// from parts (a merged term index: a head and its sections) is written without first
+/// being copied into one buffer.
+pub fn write_atomic_parts(
+    tmp_dir: &Path,
+    path: &Path,
+    parts: &[&[u8]],
+    durability: Durability,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     collect_strays(tmp_dir)?;
     let mut tmp = temp_file_in(tmp_dir)?;
+    let first = parts.first().copied().unwrap_or_default();
     // Errors name the file being written, not the temporary name it is written under.
-    crate::failpoint::hit_write("fsutil.atomic.write", bytes, |b| tmp.write_all(b))
-        .and_then(|()| tmp.write_all(bytes))
+    crate::failpoint::hit_write("fsutil.atomic.write", first, |b| tmp.write_all(b))
+        .and_then(|()| {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file_mut());
+            for part in parts {
+                out.write_all(part)?;
+            }
+            out.flush()
+        })
         .map_err(Error::io("write", path))?;
     if durability == Durability::Durable {
         crate::failpoint::hit("fsutil.atomic.sync")

@@ -14,7 +14,7 @@
 //! window, crossed a segment boundary, or is still running) sends the search through a
 //! second, filtered walk, so the result is always complete.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 pub use super::literal::Matcher;
 use super::record::{Kind, Record, RecordView};
@@ -190,6 +190,41 @@ fn scan_segment(seg: &SegmentData, re: &Matcher, c: &mut Collector) {
     }
 }
 
+/// The ids of the turns that have a record holding a byte match of `re` in `seg`: what the
+/// first pass of an indexed search needs of a segment it has no index of (the newest
+/// records), whose records the second pass reads. Its frames are walked only when it has a
+/// match (a rare word's search of the newest 53 KB walked 130 frames for none).
+fn hit_turns(seg: &SegmentData, re: &Matcher) -> Vec<Vec<u8>> {
+    let data = seg.bytes();
+    let start = HEADER_LEN.max(seg.base as usize) - seg.base as usize;
+    let Some(tail) = data.get(start..) else {
+        return Vec::new();
+    };
+    let mut hits = re.find_iter(tail).map(|m| start + m.start).peekable();
+    if hits.peek().is_none() {
+        return Vec::new();
+    }
+    let mut ids: Vec<Vec<u8>> = Vec::new();
+    let mut seen = KeySet::default();
+    // Damage is reported by the second pass, which walks the same frames.
+    let _ = seg.frames_unverified(0, |fr| {
+        let end = (fr.offset + fr.len - seg.base) as usize;
+        let mut hit = false;
+        while hits.next_if(|&h| h < end).is_some() {
+            hit = true;
+        }
+        if let Some(turn) = hit
+            .then(|| RecordView::new(fr.kind, fr.payload).turn())
+            .flatten()
+        {
+            if seen.insert(short(turn)) {
+                ids.push(turn.to_vec());
+            }
+        }
+    });
+    ids
+}
+
 /// Set (to anything) to answer every search by scanning, as before the term indexes (for
 /// benchmarks that compare the two).
 pub const SCAN_ENV: &str = "AXOCOATL_SEARCH_SCAN";
@@ -227,29 +262,58 @@ impl Ledger {
     ) -> Result<Option<Walked>> {
         use super::index::{Part, TURN_POSTING};
         let parts = self.plan()?;
-        // Pass 1: the turns with a candidate, by the part they were found in, each with its
-        // row there when the index names it; turns found by a scan (the newest records, a
-        // damaged index) are looked up everywhere.
-        let mut found: Vec<HashMap<Vec<u8>, Option<u32>, Keyed>> =
-            vec![HashMap::default(); parts.len()];
+        // Pass 1: the turns with a candidate, by the part they were found in: the rows of
+        // those the index names, and the ids of the others (found by a record's offset);
+        // turns found by a scan (the newest records, a damaged index) are looked up
+        // everywhere.
+        let mut found_rows: Vec<Vec<u32>> = vec![Vec::new(); parts.len()];
+        let mut found_ids: Vec<Vec<Vec<u8>>> = vec![Vec::new(); parts.len()];
+        // How many of `found_ids` name turns of `found_rows` (those that come first).
+        let mut named_rows = vec![0; parts.len()];
         let mut scanned: HashSet<Vec<u8>, Keyed> = HashSet::default();
         let mut walk = vec![false; parts.len()];
+        let ends_open = |k: usize| match &parts[k] {
+            Part::Indexed { index, .. } => !index.meta.open.is_empty(),
+            _ => false,
+        };
         let mut count = 0;
+        // The sealed segments a merged term index covers are looked up in it, once for all.
+        let chosen = super::index::chosen(needs);
+        let Some(mut merged) = self.merged_values(&parts, &chosen) else {
+            return Ok(None);
+        };
         for (i, part) in parts.iter().enumerate() {
             let seg = match part {
-                Part::Indexed { seg, index } => match index.candidates(needs, INDEXED_LIMIT) {
+                Part::Indexed { seg, index } => match match merged[i].take() {
+                    Some(mut values) => {
+                        index.candidates_of(chosen.iter().copied(), INDEXED_LIMIT, |k, _| {
+                            Ok(Some(std::mem::take(&mut values[k])))
+                        })
+                    }
+                    None => index.candidates(needs, INDEXED_LIMIT),
+                } {
                     Ok(Some(values)) => {
                         let (turn_rows, offsets): (Vec<u32>, Vec<u32>) =
                             values.into_iter().partition(|v| v & TURN_POSTING != 0);
-                        let named: std::result::Result<Vec<_>, _> = turn_rows
-                            .iter()
-                            .map(|v| index.turn_id(v & !TURN_POSTING))
-                            .collect();
+                        // A turn's id is needed only where its records may lie in other
+                        // segments too: a turn open at the end of the segment before (or
+                        // one not read through an index), or at the end of this one.
+                        let alone = !ends_open(i)
+                            && (i == 0
+                                || (!walk[i - 1] && !ends_open(i - 1))
+                                || matches!(parts[i - 1], Part::Unreadable(_)));
+                        let named: std::result::Result<Vec<_>, _> = if alone {
+                            Ok(Vec::new())
+                        } else {
+                            turn_rows
+                                .iter()
+                                .map(|v| index.turn_id(v & !TURN_POSTING))
+                                .collect()
+                        };
                         if let Ok(named) = named {
-                            let here = &mut found[i];
-                            for (id, v) in named.into_iter().zip(turn_rows) {
-                                here.insert(id, Some(v & !TURN_POSTING));
-                            }
+                            found_rows[i].extend(turn_rows.iter().map(|v| v & !TURN_POSTING));
+                            named_rows[i] = named.len();
+                            found_ids[i].extend(named);
                             let mut sparse = seg.sparse(offsets.len());
                             for offset in offsets.into_iter().map(u64::from) {
                                 let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
@@ -257,10 +321,12 @@ impl Ledger {
                                 if let Some(turn) =
                                     fr.and_then(|fr| RecordView::new(fr.kind, fr.payload).turn())
                                 {
-                                    here.entry(turn.to_vec()).or_insert(None);
+                                    if !found_ids[i].iter().any(|id| id == turn) {
+                                        found_ids[i].push(turn.to_vec());
+                                    }
                                 }
                             }
-                            count += here.len();
+                            count += found_rows[i].len() + found_ids[i].len();
                             if count > INDEXED_LIMIT {
                                 return Ok(None);
                             }
@@ -279,9 +345,7 @@ impl Ledger {
                 Part::Unreadable(_) => continue,
             };
             walk[i] = true;
-            let mut c = Collector::default();
-            scan_segment(seg, re, &mut c);
-            scanned.extend(c.ids);
+            scanned.extend(hit_turns(seg, re));
         }
         // Pass 2: where each turn has records (a turn open at the end of a segment has
         // records in the next; few are).
@@ -291,16 +355,13 @@ impl Ledger {
         };
         let indexed = |i: usize| !walk[i] && matches!(parts[i], Part::Indexed { .. });
         let mut want: Vec<HashSet<&[u8], Keyed>> = vec![HashSet::default(); parts.len()];
-        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); parts.len()];
         // Turns whose segments cannot be told (a walked segment lies next to them).
         let mut everywhere = scanned;
-        for (j, ids) in found.iter().enumerate() {
-            for (id, row) in ids {
-                match row {
-                    Some(row) => rows[j].push(*row),
-                    None => {
-                        want[j].insert(id);
-                    }
+        for (j, ids) in found_ids.iter().enumerate() {
+            for (n, id) in ids.iter().enumerate() {
+                // The ids of turns found by a record's offset follow those of the rows.
+                if n >= named_rows[j] {
+                    want[j].insert(id);
                 }
                 let mut broken = false;
                 // Back to the segment it began in...
@@ -331,12 +392,14 @@ impl Ledger {
                 }
             }
         }
-        let all: HashSet<&[u8], Keyed> = found
+        // The turns that may have records in a walked segment.
+        let all: HashSet<&[u8], Keyed> = found_ids
             .iter()
-            .flat_map(HashMap::keys)
+            .flatten()
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
+        let rows = found_rows;
         // Rewind boundaries, and the records of the wanted turns; an index found damaged in
         // the first pass is not asked again (its segment is walked).
         let mut out = self.read_parts(
@@ -348,7 +411,7 @@ impl Ledger {
                     }
                     let mut offsets = index.offsets(super::index::Section::Rewinds)?;
                     for &row in &rows[i] {
-                        offsets.extend(index.turn_offsets_at(u64::from(row))?);
+                        index.add_turn_offsets_at(u64::from(row), &mut offsets)?;
                     }
                     for id in want[i]
                         .iter()
@@ -369,6 +432,44 @@ impl Ledger {
         drop(parts);
         self.complete_rewinds(&mut out)?;
         Ok(Some(out))
+    }
+
+    /// For each part of `parts` that a merged term index covers, the values that index gives
+    /// for each of the `chosen` needs (what the segment's own dictionary would give); `None`
+    /// for the others. `None` when a need is in too many words for an index to narrow.
+    #[allow(clippy::type_complexity)]
+    fn merged_values(
+        &self,
+        parts: &[super::index::Part],
+        chosen: &[&super::index::terms::Need],
+    ) -> Option<Vec<Option<Vec<Vec<u64>>>>> {
+        let mut merged: Vec<Option<Vec<Vec<u64>>>> = (0..parts.len()).map(|_| None).collect();
+        for c in self.tiers_for(parts) {
+            let mut per_need = Vec::with_capacity(chosen.len());
+            for need in chosen {
+                match c.tier.values(need, INDEXED_LIMIT * 4) {
+                    Ok(Some(v)) => per_need.push(v),
+                    Ok(None) => return None,
+                    Err(super::index::Stale) => {
+                        // Damaged where it was read: its segments answer alone, and the next
+                        // search builds it again.
+                        self.forget_tier(c.tier.first, c.tier.last);
+                        break;
+                    }
+                }
+            }
+            if per_need.len() == chosen.len() {
+                for k in 0..c.tier.len() {
+                    merged[c.start + k] = Some(
+                        per_need
+                            .iter_mut()
+                            .map(|v| std::mem::take(&mut v[k]))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        Some(merged)
     }
 
     /// Every turn with a byte match of `re`, by scanning every segment.

@@ -108,6 +108,7 @@ pub struct Ledger {
     segment_limit: u64,
     tail: Mutex<Option<Tail>>,
     sealed_memo: index::SealedMemo,
+    tier_memo: index::TierMemo,
     listing: segments::ListingMemo,
 }
 
@@ -121,6 +122,7 @@ impl Ledger {
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
             sealed_memo: index::SealedMemo::default(),
+            tier_memo: index::TierMemo::default(),
             listing: segments::ListingMemo::default(),
         }
     }

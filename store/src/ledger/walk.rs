@@ -400,6 +400,14 @@ impl Ledger {
     /// has a turn of that session but not the target (a rewind supersedes the turns from
     /// its target on, so the target's place in the ledger is needed).
     pub(crate) fn complete_rewinds(&self, out: &mut Walked) -> Result<()> {
+        // Most reads meet no rewind at all: nothing to look up.
+        if !out
+            .entries
+            .iter()
+            .any(|e| e.kind == Kind::RewindBoundary as u16)
+        {
+            return Ok(());
+        }
         let mut sessions: HashSet<&str> = HashSet::new();
         let mut have: HashSet<&str> = HashSet::new();
         for e in &out.entries {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use super::format::{self, push_u32, push_u64, Stamp};
+use super::suffixes::{suffix_samples, suffix_table};
 use super::{Meta, OpenTurn, Section, SECTIONS};
 use crate::ledger::frame::crc32c;
 use crate::ledger::record::{Millis, Record, Usage};
@@ -498,7 +499,7 @@ impl Builder {
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         term_sections(terms, &row_of, &mut sections);
         for (blocked, table, block) in super::BLOCKED {
-            sections[table as usize] = format::block_crcs(&sections[blocked as usize], block);
+            sections[table] = format::block_crcs(&sections[blocked], block);
         }
         format::encode(stamp, &sections)
     }
@@ -593,7 +594,7 @@ fn term_sections(
     sections: &mut [Vec<u8>],
 ) {
     let (words, lists): (Vec<Box<str>>, Vec<Vec<u32>>) = terms.into_iter().unzip();
-    let suffix_table = || suffix_table(words.iter().map(|w| &**w));
+    let suffix_table = || suffix_table(words.iter().map(|w| &**w), false);
     // The sorted suffixes need only the words: for a large dictionary a second thread sorts
     // them meanwhile (a small one, as a summary's empty one, is not worth a thread).
     let ((terms_fst, parts, term_postings), (term_bytes, suffixes)) =
@@ -658,67 +659,6 @@ fn dictionary(
     }
     (terms_fst, parts, term_postings)
 }
-
-/// The terms, each ended by a 0 (which no word holds), and the position in those bytes
-/// (u32) of every suffix of a term but the term itself, sorted by the suffix (through its
-/// 0): the terms holding a word after their first character, or ending with it, are then
-/// one binary search away (a pass over a segment's 40,000 words took ~6 ms).
-fn suffix_table<'a>(terms: impl Iterator<Item = &'a str>) -> (Vec<u8>, Vec<u8>) {
-    let mut bytes = Vec::new();
-    let mut at: Vec<u32> = Vec::new();
-    for term in terms {
-        let start = bytes.len();
-        bytes.extend_from_slice(term.as_bytes());
-        bytes.push(0);
-        at.extend(term.char_indices().skip(1).map(|(i, _)| (start + i) as u32));
-    }
-    let tail = |p: u32| {
-        let rest = &bytes[p as usize..];
-        &rest[..memchr::memchr(0, rest).map_or(rest.len(), |z| z + 1)]
-    };
-    // Sorted by their first 8 bytes as a number (zero-padded past the 0, so the order is the
-    // bytes' order), the rest compared only between suffixes whose heads are equal and hold
-    // no 0 (comparing suffixes byte by byte, each found by its 0, was a sixth of a build).
-    let mut keyed: Vec<(u64, u32)> = at
-        .into_iter()
-        .map(|p| (u64::from_be_bytes(super::pad_key(tail(p), 0)), p))
-        .collect();
-    // Equal suffixes (of different words) by position: one order for the same words.
-    keyed.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| {
-                if a.0 & 0xff == 0 {
-                    // Equal heads that end within them: the same suffix.
-                    std::cmp::Ordering::Equal
-                } else {
-                    tail(a.1).cmp(tail(b.1))
-                }
-            })
-            .then(a.1.cmp(&b.1))
-    });
-    let mut suffixes = Vec::with_capacity(keyed.len() * 4);
-    for (_, p) in keyed {
-        push_u32(&mut suffixes, p);
-    }
-    (bytes, suffixes)
-}
-
-/// The first [`SAMPLE_HEAD`] bytes (zero-padded past the 0 that ends the word) of every
-/// [`SAMPLE_EVERY`]th suffix of `suffixes` (positions in `term_bytes`).
-fn suffix_samples(term_bytes: &[u8], suffixes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for at in suffixes.chunks_exact(4).step_by(SAMPLE_EVERY) {
-        let rest = &term_bytes[crate::ledger::frame::le_u32(at) as usize..];
-        let end = memchr::memchr(0, rest).map_or(rest.len(), |z| z + 1);
-        out.extend_from_slice(&super::pad_key::<SAMPLE_HEAD>(&rest[..end], 0));
-    }
-    out
-}
-
-/// Every how many sorted suffixes one is sampled in `TermSuffixSamples`.
-pub const SAMPLE_EVERY: usize = 32;
-/// Bytes of a sampled suffix's head.
-pub const SAMPLE_HEAD: usize = 8;
 
 /// Width in bytes of a usage row.
 pub const USAGE_ROW: usize = 40;

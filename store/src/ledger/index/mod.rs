@@ -19,13 +19,14 @@
 mod build;
 mod format;
 mod places;
+mod suffixes;
 mod summary;
 pub(crate) mod terms;
 #[cfg(test)]
 mod tests;
+mod tier;
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,14 +37,16 @@ pub use build::day_of;
 pub(crate) use build::TURN_POSTING;
 pub(crate) use build::{digest, Builder};
 use build::{SESSION_ROW, TURN_KEY, TURN_ROW, USAGE_ROW};
-use format::{u32_at, u64_at, Rows, SectionRef, Stamp};
+use format::{u32_at, u64_at, FileBytes, Rows, SectionFile, Stamp};
+use suffixes::SuffixTable;
 pub use summary::{SessionSummary, Summaries};
+pub(crate) use tier::TierMemo;
 
 use super::record::Millis;
 use super::segment::{load, SegmentData};
 use super::walk::Damaged;
 use super::{Ledger, Position};
-use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::fsutil::{create_dir_private, write_atomic_parts, Durability};
 use crate::layout::index_file_name;
 use crate::Result;
 
@@ -119,33 +122,45 @@ pub(crate) const TERMS_PART: usize = 12;
 
 /// The sections checked block by block, each with the section of its block checksums and
 /// its block size.
-const BLOCKED: [(Section, Section, usize); 8] = [
+const BLOCKED: [format::Blocked; 8] = [
     (
-        Section::SessionRows,
-        Section::SessionRowsBlocks,
+        Section::SessionRows as usize,
+        Section::SessionRowsBlocks as usize,
         format::BLOCK,
     ),
-    (Section::UsageRows, Section::UsageRowsBlocks, format::BLOCK),
-    (Section::Postings, Section::PostingsBlocks, format::BLOCK),
     (
-        Section::TermPostings,
-        Section::TermPostingsBlocks,
+        Section::UsageRows as usize,
+        Section::UsageRowsBlocks as usize,
         format::BLOCK,
     ),
-    (Section::TurnRows, Section::TurnRowsBlocks, format::BLOCK),
     (
-        Section::TurnKeys,
-        Section::TurnKeysBlocks,
+        Section::Postings as usize,
+        Section::PostingsBlocks as usize,
+        format::BLOCK,
+    ),
+    (
+        Section::TermPostings as usize,
+        Section::TermPostingsBlocks as usize,
+        format::BLOCK,
+    ),
+    (
+        Section::TurnRows as usize,
+        Section::TurnRowsBlocks as usize,
+        format::BLOCK,
+    ),
+    (
+        Section::TurnKeys as usize,
+        Section::TurnKeysBlocks as usize,
         format::SMALL_BLOCK,
     ),
     (
-        Section::TermBytes,
-        Section::TermBytesBlocks,
+        Section::TermBytes as usize,
+        Section::TermBytesBlocks as usize,
         format::SMALL_BLOCK,
     ),
     (
-        Section::TermSuffixes,
-        Section::TermSuffixesBlocks,
+        Section::TermSuffixes as usize,
+        Section::TermSuffixesBlocks as usize,
         format::SMALL_BLOCK,
     ),
 ];
@@ -230,61 +245,31 @@ pub struct UsageRow {
 #[derive(Debug)]
 pub(crate) struct Stale;
 
-#[derive(Debug)]
-enum IndexBytes {
-    Map(memmap2::Mmap),
-    Vec(Vec<u8>),
-}
-
 /// An opened (or freshly built) index of one segment.
 #[derive(Debug)]
 pub(crate) struct Index {
-    bytes: IndexBytes,
+    file: SectionFile,
     stamp: Stamp,
-    sections: Vec<SectionRef>,
     /// The checksum of the head, which covers every section's: names the whole index.
     head_crc: u32,
     pub meta: Meta,
-    /// Sections whose checksum was verified, one bit each.
-    checked: AtomicU64,
-    /// Blocks of the [`BLOCKED`] sections whose checksum was verified, one bit each (an
-    /// index is kept between the reads of a process, and shared by its threads).
-    blocks_checked: [Box<[AtomicU64]>; BLOCKED.len()],
     /// Maps of `TermsFst` whose checksum was verified, one bit per first byte.
     words_checked: [AtomicU64; 4],
 }
 
 impl Index {
     fn bytes(&self) -> &[u8] {
-        match &self.bytes {
-            IndexBytes::Map(m) => m,
-            IndexBytes::Vec(v) => v,
-        }
+        self.file.bytes()
     }
 
-    fn parse(bytes: IndexBytes) -> Option<Index> {
-        let (stamp, sections, head_crc) = {
-            let b = match &bytes {
-                IndexBytes::Map(m) => &m[..],
-                IndexBytes::Vec(v) => &v[..],
-            };
-            format::decode_head(b, SECTIONS)?
-        };
-        let blocks_checked = std::array::from_fn(|slot| {
-            let (s, _, block) = BLOCKED[slot];
-            let len = sections.get(s as usize).map_or(0, |r| r.len);
-            let words = len.div_ceil(block).div_ceil(64);
-            (0..words).map(|_| AtomicU64::new(0)).collect()
-        });
+    fn parse(bytes: FileBytes) -> Option<Index> {
+        let (stamp, sections, head_crc) = format::decode_head(&bytes, SECTIONS)?;
         let mut index = Index {
-            bytes,
+            file: SectionFile::new(bytes, sections, &BLOCKED),
             stamp,
-            sections,
             head_crc,
             meta: Meta::default(),
-            checked: AtomicU64::new(0),
             words_checked: Default::default(),
-            blocks_checked,
         };
         index.meta = postcard::from_bytes(index.section(Section::Meta).ok()?).ok()?;
         Some(index)
@@ -292,7 +277,7 @@ impl Index {
 
     /// An index built in memory.
     pub fn from_built(bytes: Vec<u8>) -> Option<Index> {
-        Index::parse(IndexBytes::Vec(bytes))
+        Index::parse(FileBytes::Vec(bytes))
     }
 
     /// Opens the index file at `path` if it describes exactly the bytes of `seg`.
@@ -302,12 +287,12 @@ impl Index {
 
     /// Opens the index file at `path`, whatever it describes.
     fn open_file(path: &Path) -> Option<Index> {
-        let file = File::open(path).ok()?;
-        // SAFETY: index files are only ever replaced by rename, never written in place; a
-        // damaged one fails its checksums.
-        #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-        Index::parse(IndexBytes::Map(map))
+        Index::parse(FileBytes::map(path)?)
+    }
+
+    /// The checksum of the index's head, which names the whole index.
+    pub fn head_crc(&self) -> u32 {
+        self.head_crc
     }
 
     /// Whether this index was built from the bytes `seg` holds now.
@@ -327,10 +312,7 @@ impl Index {
         ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
             && self.fst(Section::SessionsFst).is_ok()
             && (0..=255).all(|b| self.words_from(b).is_ok())
-            && BLOCKED.iter().all(|&(s, table, block)| {
-                matches!((self.section(s), self.section(table)),
-                    (Ok(bytes), Ok(crcs)) if format::block_crcs(bytes, block) == crcs)
-            })
+            && self.file.blocks_intact()
     }
 
     /// What holds every word `needs` asks for in this segment (a superset of where the query
@@ -343,21 +325,25 @@ impl Index {
         needs: &[terms::Need],
         limit: usize,
     ) -> Result<Option<Vec<u32>>, Stale> {
-        use terms::Need;
-        // Whole words and word starts narrow best; a word that may lie inside or at the end
-        // of words is looked up only when nothing else narrows (the longest one).
-        let mut chosen: Vec<&Need> = needs
-            .iter()
-            .filter(|n| matches!(n, Need::Exact(_) | Need::Prefix(_)))
-            .collect();
-        if chosen.is_empty() {
-            chosen.extend(needs.iter().max_by_key(|n| n.word().len()));
-        }
+        self.candidates_of(chosen(needs), limit, |_, need| {
+            self.term_values(need, limit * 4)
+        })
+    }
+
+    /// [`Index::candidates`] of the needs [`chosen`] picked, each (with its place among
+    /// them) looked up by `values`: where the postings of the words it asks for lie, as this
+    /// segment's dictionary gives them or a merged term index.
+    pub fn candidates_of<'n>(
+        &self,
+        chosen: impl IntoIterator<Item = &'n terms::Need>,
+        limit: usize,
+        mut values: impl FnMut(usize, &terms::Need) -> Result<Option<Vec<u64>>, Stale>,
+    ) -> Result<Option<Vec<u32>>, Stale> {
         let mut result: Option<Vec<u32>> = None;
-        for need in chosen {
+        for (k, need) in chosen.into_iter().enumerate() {
             let mut found: Vec<u32> = Vec::new();
             // Each word is in at least one record.
-            let Some(values) = self.term_values(need, limit * 4)? else {
+            let Some(values) = values(k, need)? else {
                 return Ok(None);
             };
             for v in values {
@@ -408,37 +394,13 @@ impl Index {
             if matches!(need, Need::Suffix(_)) {
                 key.push(0);
             }
-            let n = self.section_len(Section::TermSuffixes)? / 4;
-            let at = |i: usize, checked: bool| -> Result<usize, Stale> {
-                let b = self.read(Section::TermSuffixes, i * 4, 4, checked)?;
-                Ok(super::frame::le_u32(b) as usize)
-            };
-            let head = |i: usize, checked: bool| self.suffix_head(at(i, checked)?, &key, checked);
-            let first =
-                checked_partition_point_in(self.suffix_window(&key, n)?, n, |i, checked| {
-                    Ok(head(i, checked)? < key.as_slice())
-                })?;
-            // The suffixes starting with `key` follow `first`, usually a few: they are
-            // counted by galloping from it (a probe or two) rather than a second search.
-            let starts = |i: usize| Ok(i < n && head(i, true)? == key.as_slice());
-            let mut end = first;
-            if starts(first)? {
-                let (mut last, mut step) = (first, 1);
-                while starts(last + step)? {
-                    last += step;
-                    step *= 2;
-                    if last - first >= most {
-                        return Ok(None);
-                    }
-                }
-                end = last + 1 + partition_point(step - 1, |i| starts(last + 1 + i))?;
-            }
-            if end - first > most {
+            let table = self.suffix_table();
+            let Some(range) = table.starting_with(&key, most)? else {
                 return Ok(None);
-            }
+            };
             let mut words: Vec<&[u8]> = Vec::new();
-            for i in first..end {
-                words.push(self.word_around(at(i, true)?)?);
+            for i in range {
+                words.push(table.word_around(table.position(i, true)?)?.1);
             }
             // A word holding `w` twice has two such suffixes.
             words.sort_unstable();
@@ -451,75 +413,14 @@ impl Index {
         Ok((out.len() <= most).then_some(out))
     }
 
-    /// The range of sorted suffixes that holds the first one not below `key`, by the sampled
-    /// heads: after the last sample whose head is below `key`'s first bytes, through the
-    /// first whose head is above them.
-    fn suffix_window(&self, key: &[u8], n: usize) -> Result<std::ops::Range<usize>, Stale> {
-        use build::{SAMPLE_EVERY, SAMPLE_HEAD};
-        let samples = self.unchecked(Section::TermSuffixSamples)?;
-        if samples.len() != n.div_ceil(SAMPLE_EVERY) * SAMPLE_HEAD {
-            return Err(Stale);
+    /// The sorted suffixes of the words of this segment (each word's own left out).
+    fn suffix_table(&self) -> SuffixTable<'_> {
+        SuffixTable {
+            file: &self.file,
+            words: Section::TermBytes as usize,
+            suffixes: Section::TermSuffixes as usize,
+            samples: Section::TermSuffixSamples as usize,
         }
-        let k: [u8; SAMPLE_HEAD] = pad_key(key, 0);
-        let sample = |s: usize| &samples[s * SAMPLE_HEAD..(s + 1) * SAMPLE_HEAD];
-        let count = samples.len() / SAMPLE_HEAD;
-        // A head below `k` is a suffix below `key`, one above `k` a suffix not below it (one
-        // that starts with `key` when `key` is shorter than a head); an equal head says
-        // nothing.
-        let below = partition_point(count, |s| Ok(sample(s) < k.as_slice()))?;
-        let above =
-            below + partition_point(count - below, |s| Ok(sample(below + s) <= k.as_slice()))?;
-        let lo = below.saturating_sub(1) * SAMPLE_EVERY + usize::from(below > 0);
-        let hi = (above * SAMPLE_EVERY).min(n);
-        Ok(lo.min(hi)..hi)
-    }
-
-    /// The bytes of `TermBytes` from `at` through the 0 that ends its word.
-    fn suffix_at(&self, at: usize) -> Result<&[u8], Stale> {
-        let total = self.section_len(Section::TermBytes)?;
-        let mut len = 32;
-        loop {
-            let take = len.min(total.checked_sub(at).ok_or(Stale)?);
-            let bytes = self.blocked(Section::TermBytes, at, take)?;
-            if let Some(z) = memchr::memchr(0, bytes) {
-                return Ok(&bytes[..=z]);
-            }
-            if take < len {
-                return Err(Stale);
-            }
-            len *= 4;
-        }
-    }
-
-    /// The first `key.len()` bytes of the suffix at `at` (fewer when its 0 comes first,
-    /// which is then the last byte): compared with `key`, they order the suffix as the
-    /// whole suffix would, and equal `key` exactly when the suffix starts with it.
-    fn suffix_head(&self, at: usize, key: &[u8], checked: bool) -> Result<&[u8], Stale> {
-        let total = self.section_len(Section::TermBytes)?;
-        let take = key.len().min(total.checked_sub(at).ok_or(Stale)?);
-        let bytes = self.read(Section::TermBytes, at, take, checked)?;
-        Ok(match bytes.iter().position(|&b| b == 0) {
-            Some(z) => &bytes[..=z],
-            None => bytes,
-        })
-    }
-
-    /// The word of `TermBytes` that byte `at` lies in.
-    fn word_around(&self, at: usize) -> Result<&[u8], Stale> {
-        let mut back = 32;
-        let start = loop {
-            let from = at.saturating_sub(back);
-            let bytes = self.blocked(Section::TermBytes, from, at - from)?;
-            if let Some(z) = memchr::memrchr(0, bytes) {
-                break from + z + 1;
-            }
-            if from == 0 {
-                break 0;
-            }
-            back *= 4;
-        };
-        let word = self.suffix_at(start)?;
-        Ok(&word[..word.len() - 1])
     }
 
     /// The map of the words whose first byte is `first`, if any word starts with it.
@@ -540,18 +441,17 @@ impl Index {
             .get(start..start.checked_add(len).ok_or(Stale)?)
             .ok_or(Stale)?;
         let seen = &self.words_checked[usize::from(first / 64)];
-        verify_once(seen, first % 64, bytes, le_u32(&r[8..12]))?;
+        format::verify_once(seen, first % 64, bytes, le_u32(&r[8..12]))?;
         fst::Map::new(bytes).map(Some).map_err(|_| Stale)
     }
 
     /// The bytes of section `s`, not verified (the caller verifies what it reads).
     fn unchecked(&self, s: Section) -> Result<&[u8], Stale> {
-        let r = self.sections.get(s as usize).ok_or(Stale)?;
-        self.bytes().get(r.start..r.start + r.len).ok_or(Stale)
+        self.file.unchecked(s as usize)
     }
 
     fn section_len(&self, s: Section) -> Result<usize, Stale> {
-        self.sections.get(s as usize).map(|r| r.len).ok_or(Stale)
+        self.file.len(s as usize)
     }
 
     /// The digest of the turns open when the segment began, as this index was built with.
@@ -560,55 +460,20 @@ impl Index {
     }
 
     fn section(&self, s: Section) -> Result<&[u8], Stale> {
-        let crc = self.sections.get(s as usize).ok_or(Stale)?.crc;
-        let bytes = self.unchecked(s)?;
-        verify_once(&self.checked, s as u8, bytes, crc)?;
-        Ok(bytes)
+        self.file.section(s as usize)
     }
 
     /// [`Index::blocked`] when `checked`, else the bytes unverified: for the probes of a
     /// binary search, whose result is verified where it matters (see
     /// [`checked_partition_point`]).
     fn read(&self, s: Section, start: usize, len: usize, checked: bool) -> Result<&[u8], Stale> {
-        if checked {
-            return self.blocked(s, start, len);
-        }
-        let all = self.unchecked(s)?;
-        all.get(start..start.checked_add(len).ok_or(Stale)?)
-            .ok_or(Stale)
+        self.file.read(s as usize, start, len, checked)
     }
 
     /// `len` bytes from `start` of one of the [`BLOCKED`] sections, verifying only the blocks
     /// they lie in.
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
-        let slot = BLOCKED.iter().position(|&(b, _, _)| b == s).ok_or(Stale)?;
-        let (_, table, block) = BLOCKED[slot];
-        let seen = &self.blocks_checked[slot];
-        let all = self.unchecked(s)?;
-        let wanted = all
-            .get(start..start.checked_add(len).ok_or(Stale)?)
-            .ok_or(Stale)?;
-        if len == 0 || self.checked.load(Ordering::Relaxed) & (1 << (s as u32)) != 0 {
-            return Ok(wanted);
-        }
-        for b in start / block..=(start + len - 1) / block {
-            let (word, bit) = (seen.get(b / 64).ok_or(Stale)?, (b % 64) as u8);
-            if word.load(Ordering::Relaxed) & (1 << bit) != 0 {
-                continue;
-            }
-            let crcs = self.section(table)?;
-            if crcs.len() != all.len().div_ceil(block) * 4 {
-                return Err(Stale);
-            }
-            let bytes = &all[b * block..((b + 1) * block).min(all.len())];
-            verify_once(
-                word,
-                bit,
-                bytes,
-                super::frame::le_u32(&crcs[b * 4..b * 4 + 4]),
-            )?;
-        }
-        Ok(wanted)
+        self.file.blocked(s as usize, start, len)
     }
 
     fn fst(&self, s: Section) -> Result<fst::Map<&[u8]>, Stale> {
@@ -678,9 +543,19 @@ impl Index {
     /// The offsets of the records of the turn in row `ordinal` (what [`Index::turn_offsets`]
     /// gives for its id, without the search).
     pub fn turn_offsets_at(&self, ordinal: u64) -> Result<Vec<u32>, Stale> {
+        let mut out = Vec::new();
+        self.add_turn_offsets_at(ordinal, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Index::turn_offsets_at`], added to `out`.
+    pub fn add_turn_offsets_at(&self, ordinal: u64, out: &mut Vec<u32>) -> Result<(), Stale> {
         let start = (ordinal as usize).checked_mul(TURN_ROW).ok_or(Stale)?;
         let r = self.blocked(Section::TurnRows, start, TURN_ROW)?;
-        self.postings(u32_at(r, 1), u32_at(r, 2))
+        let (from, len) = (u32_at(r, 1) as usize, u32_at(r, 2) as usize);
+        let bytes = self.blocked(Section::Postings, from * 4, len * 4)?;
+        out.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
+        Ok(())
     }
 
     /// The id of the turn in row `row`.
@@ -802,19 +677,6 @@ impl Index {
     }
 }
 
-/// Verifies `bytes` against `crc` unless bit `bit` of `seen` says they were, and sets it:
-/// every part of an index (section, block, map) is checked once per process.
-fn verify_once(seen: &AtomicU64, bit: u8, bytes: &[u8], crc: u32) -> Result<(), Stale> {
-    let bit = 1u64 << bit;
-    if seen.load(Ordering::Relaxed) & bit == 0 {
-        if super::frame::crc32c(bytes) != crc {
-            return Err(Stale);
-        }
-        seen.fetch_or(bit, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
 /// Adds the values of the words of `map` that start with `w` to `out` (in no order); false
 /// past `most` of them. The words are found by following `w` from the root and then every
 /// transition below (a range stream from `w` set up a stack and a bound for each of the 72
@@ -844,6 +706,21 @@ fn starting_with(map: &fst::Map<&[u8]>, w: &[u8], most: usize, out: &mut Vec<u64
         );
     }
     true
+}
+
+/// The needs of a query that an index looks up: whole words and word starts narrow best; a
+/// word that may lie inside or at the end of words is looked up only when nothing else
+/// narrows (the longest one).
+pub(crate) fn chosen(needs: &[terms::Need]) -> Vec<&terms::Need> {
+    use terms::Need;
+    let mut chosen: Vec<&Need> = needs
+        .iter()
+        .filter(|n| matches!(n, Need::Exact(_) | Need::Prefix(_)))
+        .collect();
+    if chosen.is_empty() {
+        chosen.extend(needs.iter().max_by_key(|n| n.word().len()));
+    }
+    chosen
 }
 
 /// `key` cut or padded with `fill` to `N` bytes (a turn key, a sampled suffix's head).
@@ -979,7 +856,24 @@ type Kept = (u64, Arc<SegmentData>, Arc<Index>);
 /// another inode. Opening, mapping, parsing and unmapping the two was a tenth of an indexed
 /// search in process.
 #[derive(Debug, Default)]
-pub(crate) struct SealedMemo(Mutex<HashMap<u64, Kept>>, Mutex<Option<NewestKept>>);
+pub(crate) struct SealedMemo(
+    Mutex<HashMap<u64, Kept>>,
+    Mutex<Option<NewestKept>>,
+    Mutex<Option<Arc<Planned>>>,
+);
+
+/// The sealed part of the last plan of every segment (each read through its index file),
+/// for the next plan over the same segment files: a search in an open repository no longer
+/// checks 72 segments' indexes against each other (a tenth of it in process).
+#[derive(Debug)]
+pub(crate) struct Planned {
+    numbers: Vec<u64>,
+    inodes: Vec<u64>,
+    parts: Vec<(Arc<SegmentData>, Arc<Index>)>,
+    /// The turns open at the end of the last sealed segment.
+    carry: Vec<OpenTurn>,
+    last_seq: Option<u64>,
+}
 
 /// The newest segment's prefix as a plan reads it: its stamp, the prefix, its index.
 type NewestKept = (NewestStamp, Arc<SegmentData>, Arc<Index>);
@@ -996,7 +890,7 @@ struct NewestStamp {
 }
 
 /// Where a long build of indexes says what it does (see [`report_builds_to`]).
-static BUILD_REPORT: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+pub(super) static BUILD_REPORT: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
 
 /// Builds of at least this many bytes of segments are reported (about a second here; any
 /// build in tests).
@@ -1010,7 +904,7 @@ pub fn report_builds_to(report: fn(&str)) {
 }
 
 /// Whether the kept segments and indexes stay mapped when their ledger is dropped.
-static LEAVE_MAPPED: AtomicBool = AtomicBool::new(false);
+pub(super) static LEAVE_MAPPED: AtomicBool = AtomicBool::new(false);
 
 /// For a process about to exit after one command: the ledgers it drops leave their kept
 /// segments and indexes mapped, and the kernel unmaps them all at exit, in one pass (a
@@ -1026,6 +920,7 @@ impl Drop for SealedMemo {
             let kept = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
             std::mem::forget(kept);
             std::mem::forget(self.1.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+            std::mem::forget(self.2.get_mut().unwrap_or_else(|p| p.into_inner()).take());
         }
     }
 }
@@ -1056,7 +951,7 @@ impl SealedMemo {
     fn keep(&self, kept: Vec<(u64, Kept)>) {
         *self.entries() = kept
             .into_iter()
-            .filter(|(_, (_, _, index))| matches!(index.bytes, IndexBytes::Map(_)))
+            .filter(|(_, (_, _, index))| index.file.is_mapped())
             .collect();
     }
 
@@ -1064,12 +959,28 @@ impl SealedMemo {
     fn add(&self, kept: Vec<(u64, Kept)>) {
         self.entries().extend(
             kept.into_iter()
-                .filter(|(_, (_, _, index))| matches!(index.bytes, IndexBytes::Map(_))),
+                .filter(|(_, (_, _, index))| index.file.is_mapped()),
         );
+    }
+
+    /// The sealed part of the last plan, if `set` lists the same sealed segment files.
+    fn planned(&self, set: &super::SegmentSet) -> Option<Arc<Planned>> {
+        let planned = self.2.lock().unwrap_or_else(|p| p.into_inner());
+        let p = planned.as_ref()?;
+        let sealed = set.numbers.len().checked_sub(1)?;
+        (set.missing.is_empty()
+            && set.numbers[..sealed] == p.numbers[..]
+            && set.inodes[..sealed] == p.inodes[..])
+            .then(|| p.clone())
+    }
+
+    fn plan_made(&self, planned: Planned) {
+        *self.2.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(planned));
     }
 
     /// Forgets segment `number` (its index was found damaged).
     pub(crate) fn forget(&self, number: u64) {
+        *self.2.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.entries().remove(&number);
         let mut newest = self.newest();
         if newest.as_ref().is_some_and(|(k, _, _)| k.segment == number) {
@@ -1108,6 +1019,17 @@ impl Ledger {
             Some((&newest, sealed)) => (Some(newest), sealed),
             None => (None, &[][..]),
         };
+        if let Some(planned) = self.sealed_memo.planned(&set) {
+            let mut parts = Vec::with_capacity(planned.parts.len() + 2);
+            parts.extend(planned.parts.iter().map(|(seg, index)| Part::Indexed {
+                seg: seg.clone(),
+                index: index.clone(),
+            }));
+            if let (Some(n), Some(&inode)) = (newest, set.inodes.last()) {
+                self.plan_newest(n, inode, &planned.carry, planned.last_seq, &mut parts);
+            }
+            return Ok(parts);
+        }
         let kept = self.sealed_memo.kept(sealed, &set.inodes);
         let mut segs: Vec<std::result::Result<Arc<SegmentData>, Damaged>> = Vec::new();
         let mut found: Vec<Option<Arc<Index>>> = Vec::new();
@@ -1189,7 +1111,28 @@ impl Ledger {
                 }
             }
         }
+        // Every sealed segment read through its index file: the next plan of the process
+        // over the same files starts from here.
+        let whole = parts.len() == sealed.len()
+            && parts
+                .iter()
+                .all(|p| matches!(p, Part::Indexed { index, .. } if index.file.is_mapped()));
         self.sealed_memo.keep(keep);
+        if whole {
+            self.sealed_memo.plan_made(Planned {
+                numbers: sealed.to_vec(),
+                inodes: set.inodes[..sealed.len()].to_vec(),
+                parts: parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Indexed { seg, index } => Some((seg.clone(), index.clone())),
+                        _ => None,
+                    })
+                    .collect(),
+                carry: carry.clone(),
+                last_seq,
+            });
+        }
         if let (Some(n), Some(&inode)) = (newest, set.inodes.last()) {
             self.plan_newest(n, inode, &carry, last_seq, &mut parts);
         }
@@ -1350,17 +1293,22 @@ impl Ledger {
     /// Writes a file of the index directory (an index, the sessions cache) by rename, best
     /// effort and unsynced: a cache.
     fn write_cache(&self, path: &Path, bytes: &[u8]) {
+        self.write_cache_parts(path, &[bytes]);
+    }
+
+    /// [`Ledger::write_cache`] of a file assembled from `parts`, one after another; whether
+    /// it was written.
+    fn write_cache_parts(&self, path: &Path, parts: &[&[u8]]) -> bool {
         let dir = self.index_dir();
-        if create_dir_private(&dir).is_ok()
-            && crate::failpoint::hit_write("ledger.index.write", bytes, |b| {
+        let first = parts.first().copied().unwrap_or_default();
+        create_dir_private(&dir).is_ok()
+            && crate::failpoint::hit_write("ledger.index.write", first, |b| {
                 // A crash test's worst case: half an index in place, as an unsynced write
                 // can leave it after a power loss.
                 std::fs::write(path, b)
             })
             .is_ok()
-        {
-            let _ = write_atomic(path, bytes, Durability::Cache);
-        }
+            && write_atomic_parts(&dir, path, parts, Durability::Cache).is_ok()
     }
 }
 
@@ -1401,6 +1349,9 @@ impl Ledger {
             .collect();
         let mut findings = Vec::new();
         let mut carry: Vec<OpenTurn> = Vec::new();
+        // The head checksum of each sealed segment's index as readers will find it (checked,
+        // or as built again).
+        let mut heads: HashMap<u64, u32> = HashMap::new();
         for &n in &sealed {
             let Ok(seg) = load(&self.segment_path(n), n, true, 0) else {
                 continue; // the ledger check reports an unreadable segment
@@ -1423,6 +1374,7 @@ impl Ledger {
                     ),
                     Some(i) => {
                         carry = i.meta.open.clone();
+                        heads.insert(n, i.head_crc());
                         continue;
                     }
                 }
@@ -1446,8 +1398,10 @@ impl Ledger {
             };
             if let Some(index) = built {
                 carry = index.meta.open.clone();
+                heads.insert(n, index.head_crc());
             }
         }
+        findings.extend(self.check_tiers(&heads, repair));
         // The newest segment's index (of its first records) is checked by every reader.
         let mut wanted: HashSet<String> = numbers.iter().map(|&n| index_file_name(n)).collect();
         wanted.insert(summary::SESSIONS_CACHE.to_owned());
@@ -1455,8 +1409,12 @@ impl Ledger {
         if let Ok(entries) = std::fs::read_dir(self.index_dir()) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                // Temporary files of interrupted writes are fsck's stray-temp-file findings.
-                if wanted.contains(&name) || name.starts_with(".tmp-") {
+                // Temporary files of interrupted writes are fsck's stray-temp-file findings;
+                // merged term indexes were checked above.
+                if wanted.contains(&name)
+                    || name.starts_with(".tmp-")
+                    || tier::parse_file_name(&name).is_some()
+                {
                     continue;
                 }
                 let then = if repair {

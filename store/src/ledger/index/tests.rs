@@ -922,8 +922,7 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
         })
         .collect();
     for s in [Section::TermsFst, Section::TermBytes, Section::TermSuffixes] {
-        let r = &index.sections[s as usize];
-        for at in r.start..r.start + r.len {
+        for at in index.file.span(s as usize) {
             let mut bad = bytes.clone();
             bad[at] ^= 0x10;
             let damaged = super::Index::from_built(bad).expect("index");
@@ -1110,6 +1109,8 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
     let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
     assert!(sealed >= 2, "{sealed} sealed segments");
     ledger.read_session("s").expect("build the indexes");
+    // A first search merges the term indexes of whole spans of segments.
+    indexed_and_scanned(&ledger, &words[0]);
     let files = || fs::read_dir(ledger.index_dir()).expect("ls").count();
     let built = files();
     for i in 0..100 {
@@ -1180,4 +1181,174 @@ fn an_index_built_with_a_helper_thread_is_the_one_built_alone() {
     let (alone, intact) = build(false);
     assert!(!intact, "the flipped byte is found");
     assert_eq!(build(true), (alone, false));
+}
+
+/// A merged term index gives, for every segment it covers, what that segment's own
+/// dictionary gives for any need; searches through them equal the scan.
+#[test]
+fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
+    use super::terms::Need;
+    let (_d, ledger, _) = random_ledger(77, 1400, 400);
+    let sealed = ledger.segment_numbers().expect("segments").len() - 1;
+    assert!(sealed > 140, "{sealed} sealed segments");
+    let parts = ledger.plan().expect("plan");
+    let tiers = ledger.tiers_for(&parts);
+    let spans: Vec<(u64, u64)> = tiers.iter().map(|c| (c.tier.first, c.tier.last)).collect();
+    let (mut want, mut f) = (Vec::new(), 1);
+    for span in super::tier::SPANS {
+        while f + span - 1 <= sealed as u64 {
+            want.push((f, f + span - 1));
+            f += span;
+        }
+    }
+    assert_eq!(spans, want);
+    for (first, last) in &spans {
+        let path = ledger
+            .index_dir()
+            .join(super::tier::file_name(*first, *last));
+        assert!(path.exists(), "{path:?}");
+    }
+    let needs = [
+        Need::Exact("output".into()),
+        Need::Prefix("out".into()),
+        Need::Suffix("put".into()),
+        Need::Inside("utp".into()),
+        Need::Inside("1".into()),
+        Need::Exact("12".into()),
+        Need::Prefix("12".into()),
+        Need::Suffix("2".into()),
+        Need::Inside("23".into()),
+        Need::Exact("nowhere".into()),
+        Need::Inside("q".into()),
+    ];
+    for c in &tiers {
+        for need in &needs {
+            let merged = c.tier.values(need, 100_000).expect("read");
+            for k in 0..c.tier.len() {
+                let super::Part::Indexed { index, .. } = &parts[c.start + k] else {
+                    panic!("not indexed");
+                };
+                let mut own = index.term_values(need, 100_000).expect("read");
+                let mut from_tier = merged.as_ref().map(|m| m[k].clone());
+                // A segment's dictionary may name a word twice (as a word start and by a
+                // suffix): the postings read are the same.
+                for v in own.iter_mut().chain(from_tier.iter_mut()) {
+                    v.sort_unstable();
+                    v.dedup();
+                }
+                assert_eq!(
+                    from_tier,
+                    own,
+                    "{need:?} in segment {}",
+                    c.tier.first + k as u64
+                );
+            }
+        }
+    }
+    // A second search opens what the first built; a fresh process too.
+    for q in ["output 1", "request 2", "put", "quest 13", "1", "nowhere"] {
+        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+        let (indexed, scanned, re) = indexed_and_scanned(&fresh, q);
+        assert_eq!(
+            matching_turns(&indexed, &re),
+            matching_turns(&scanned, &re),
+            "{q:?}"
+        );
+    }
+}
+
+/// The searches a test of merged term indexes asks: words, word starts and ends, pieces.
+const TIER_QUERIES: [&str; 6] = ["output 1", "request 2", "put", "quest 13", "1", "nowhere"];
+
+fn assert_searches_equal_scan(ledger: &Ledger, what: &str) {
+    for q in TIER_QUERIES {
+        let (indexed, scanned, re) = indexed_and_scanned(ledger, q);
+        assert_eq!(
+            matching_turns(&indexed, &re),
+            matching_turns(&scanned, &re),
+            "{what}: {q:?}"
+        );
+    }
+}
+
+/// Whatever byte of a merged term index is flipped, searches find what the scan finds: a
+/// damaged one is removed where it is read, and built again by the next search.
+#[test]
+fn any_flipped_byte_of_a_merged_term_index_changes_no_search() {
+    let (_d, ledger, _) = random_ledger(21, 330, 400);
+    assert_searches_equal_scan(&ledger, "built");
+    let path = ledger.index_dir().join(super::tier::file_name(1, 32));
+    assert!(path.exists());
+    each_flipped_byte(&path, 120, 0x08, |what| {
+        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+        assert_searches_equal_scan(&fresh, what);
+    });
+    fs::write(&path, b"not a merged term index").expect("write");
+    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+    assert_searches_equal_scan(&fresh, "junk in its place");
+    assert!(
+        super::tier::Tier::open(&path).is_some_and(|t| t.verify_all()),
+        "built again whole"
+    );
+}
+
+/// A merged index of other indexes than its segments' (another ledger's, or one left from
+/// before an index was rebuilt) is not used: searches build it again; `fsck` names it, and
+/// a damaged or misnamed one, and `fsck --repair` leaves none.
+#[test]
+fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
+    let (_d, ledger, _) = random_ledger(22, 330, 400);
+    let (_e, other, _) = random_ledger(23, 330, 400);
+    assert_searches_equal_scan(&ledger, "built");
+    assert_searches_equal_scan(&other, "other built");
+    assert_eq!(ledger.check_indexes(false).expect("check"), vec![]);
+    let name = super::tier::file_name(1, 32);
+    let path = ledger.index_dir().join(&name);
+    let good = fs::read(&path).expect("read");
+    fs::copy(other.index_dir().join(&name), &path).expect("copy");
+    let findings = ledger.check_indexes(false).expect("check");
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(findings[0].message.contains("stale"), "{findings:?}");
+    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+    assert_searches_equal_scan(&fresh, "another ledger's");
+    assert_eq!(fs::read(&path).expect("read"), good, "built again");
+    // Damaged, misnamed, and a stray name: named; repaired.
+    let mut bad = good.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    fs::write(&path, &bad).expect("write");
+    fs::copy(
+        &path,
+        ledger.index_dir().join(super::tier::file_name(2, 33)),
+    )
+    .expect("copy");
+    let findings = ledger.check_indexes(false).expect("check");
+    let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+    assert_eq!(findings.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("fails its checksum"), "{messages:?}");
+    assert!(messages[1].contains("not the span"), "{messages:?}");
+    let repaired = ledger.check_indexes(true).expect("repair");
+    assert_eq!(repaired.len(), 2, "{repaired:?}");
+    assert!(repaired[0].message.ends_with("removed, and built again"));
+    assert_eq!(ledger.check_indexes(false).expect("check"), vec![]);
+    assert_eq!(fs::read(&path).expect("read"), good);
+    assert!(!ledger
+        .index_dir()
+        .join(super::tier::file_name(2, 33))
+        .exists());
+}
+
+/// The newest segment is never in a merged index (its index is rebuilt as it grows), and a
+/// span whose segments are not all sealed is not merged.
+#[test]
+fn only_sealed_segments_are_merged() {
+    let (_d, ledger, _) = random_ledger(24, 120, 400);
+    let sealed = ledger.segment_numbers().expect("segments").len() as u64 - 1;
+    assert_searches_equal_scan(&ledger, "built");
+    let parts = ledger.plan().expect("plan");
+    let tiers = ledger.tiers_for(&parts);
+    assert!(!tiers.is_empty());
+    assert!(tiers.iter().all(|c| c.tier.last <= sealed), "{sealed}");
+    let last = tiers.iter().map(|c| c.tier.last).max().unwrap_or(0);
+    assert!(sealed - last < super::tier::SPANS[1], "{sealed} {last}");
 }
