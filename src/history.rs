@@ -646,13 +646,20 @@ fn note_session(p: &mut Projection, record: &Record) {
     let Some(session) = record.session() else {
         return;
     };
-    let s = p
-        .sessions
-        .entry(session.to_owned())
-        .or_insert_with(|| SessionView {
-            session: session.to_owned(),
-            ..SessionView::default()
-        });
+    // Looked up before it is inserted: a record of a session already seen (most) costs no
+    // copy of its name.
+    if !p.sessions.contains_key(session) {
+        p.sessions.insert(
+            session.to_owned(),
+            SessionView {
+                session: session.to_owned(),
+                ..SessionView::default()
+            },
+        );
+    }
+    let Some(s) = p.sessions.get_mut(session) else {
+        return;
+    };
     let at = record.at().unwrap_or(0);
     s.created_at = s.created_at.or(Some(at));
     s.last_activity = Some(s.last_activity.map_or(at, |l| l.max(at)));
