@@ -207,21 +207,24 @@ fn hit_turns(seg: &SegmentData, re: &Matcher) -> Vec<Vec<u8>> {
     let mut ids: Vec<Vec<u8>> = Vec::new();
     let mut seen = KeySet::default();
     // Damage is reported by the second pass, which walks the same frames.
-    let _ = seg.frames_unverified(0, |fr| {
-        let end = (fr.offset + fr.len - seg.base) as usize;
-        let mut hit = false;
-        while hits.next_if(|&h| h < end).is_some() {
-            hit = true;
-        }
-        if let Some(turn) = hit
-            .then(|| RecordView::new(fr.kind, fr.payload).turn())
-            .flatten()
-        {
-            if seen.insert(short(turn)) {
-                ids.push(turn.to_vec());
+    seg.frames_kept(
+        |fr| {
+            let end = (fr.offset + fr.len - seg.base) as usize;
+            let mut hit = false;
+            while hits.next_if(|&h| h < end).is_some() {
+                hit = true;
             }
-        }
-    });
+            if let Some(turn) = hit
+                .then(|| RecordView::new(fr.kind, fr.payload).turn())
+                .flatten()
+            {
+                if seen.insert(short(turn)) {
+                    ids.push(turn.to_vec());
+                }
+            }
+        },
+        |_| {},
+    );
     ids
 }
 
@@ -424,7 +427,7 @@ impl Ledger {
                 },
                 keep: &mut |v| {
                     v.kind() == Some(Kind::RewindBoundary)
-                        || v.turn().is_some_and(|t| all.contains(t))
+                        || (!all.is_empty() && v.turn().is_some_and(|t| all.contains(t)))
                 },
                 carried: &mut |_| {},
             },

@@ -28,6 +28,28 @@ pub struct SegmentData {
     /// Set once a [`Sparse`] reader of this segment was handed out: the process's later
     /// reads of it use the map (see [`SegmentData::sparse`]).
     read_sparse: std::sync::atomic::AtomicBool,
+    /// The frames of the newest segment's records as its first walk found them (see
+    /// [`SegmentData::frames_kept`]).
+    frames: std::sync::OnceLock<FrameTable>,
+}
+
+/// Where the frames of some bytes of a segment lie, and the damage between them: what an
+/// unverified walk of them found.
+#[derive(Debug, Default)]
+struct FrameTable {
+    frames: Vec<FrameAt>,
+    damage: Vec<Damage>,
+}
+
+#[derive(Debug)]
+struct FrameAt {
+    seq: u64,
+    /// The frame's file offset and length.
+    offset: u64,
+    len: u64,
+    kind: u16,
+    /// Where its payload lies in the bytes held.
+    payload: std::ops::Range<usize>,
 }
 
 /// A problem found while walking a segment's frames.
@@ -75,6 +97,7 @@ impl SegmentData {
             data: Bytes::Vec(bytes),
             sealed,
             read_sparse: Default::default(),
+            frames: Default::default(),
         }
     }
 
@@ -114,6 +137,51 @@ impl SegmentData {
         damage: impl FnMut(Damage),
     ) {
         self.walk(offset, false, f, damage)
+    }
+
+    /// [`SegmentData::frames_all_unverified`] from the start of the bytes held. Of the
+    /// newest segment's records (bytes read, not mapped), the first walk's frames are kept: a
+    /// process that plans the same newest records again (a search in `serve` or `mcp serve`)
+    /// is handed the same bytes, and reads them again without parsing every frame.
+    pub(crate) fn frames_kept(
+        &self,
+        mut f: impl FnMut(RawFrame<'_>),
+        mut damage: impl FnMut(Damage),
+    ) {
+        if !matches!(self.data, Bytes::Vec(_)) {
+            return self.frames_all_unverified(0, f, damage);
+        }
+        let data = self.bytes();
+        let table = self.frames.get_or_init(|| {
+            let mut t = FrameTable::default();
+            self.frames_all_unverified(
+                0,
+                |fr| {
+                    let start = fr.payload.as_ptr() as usize - data.as_ptr() as usize;
+                    t.frames.push(FrameAt {
+                        seq: fr.seq,
+                        offset: fr.offset,
+                        len: fr.len,
+                        kind: fr.kind,
+                        payload: start..start + fr.payload.len(),
+                    });
+                },
+                |d| t.damage.push(d),
+            );
+            t
+        });
+        for fr in &table.frames {
+            f(RawFrame {
+                seq: fr.seq,
+                offset: fr.offset,
+                len: fr.len,
+                kind: fr.kind,
+                payload: &data[fr.payload.clone()],
+            });
+        }
+        for d in &table.damage {
+            damage(d.clone());
+        }
     }
 
     /// Like [`SegmentData::frames`] without computing payload checksums (headers and
@@ -483,6 +551,7 @@ pub(crate) fn load_prefix(path: &Path, number: u64, len: u64) -> Option<SegmentD
         data: Bytes::Map(map),
         sealed: true,
         read_sparse: Default::default(),
+        frames: Default::default(),
     })
 }
 
@@ -533,5 +602,6 @@ pub(crate) fn load(path: &Path, number: u64, sealed: bool, from: u64) -> Result<
         data,
         sealed,
         read_sparse: Default::default(),
+        frames: Default::default(),
     })
 }

@@ -143,21 +143,25 @@ pub(crate) fn select(
     let end = seg.base + seg.bytes().len() as u64;
     let mut torn = false;
     let mut damaged = Vec::new();
-    seg.frames_all_unverified(
-        from,
-        |fr| {
-            if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
-                return;
-            }
-            if !seg.sealed && fr.offset + fr.len == end && !seg.payload_ok(&fr) {
-                // The newest segment's last frame, unverifiable: a torn write, not damage.
-                torn = true;
-                return;
-            }
-            out.decode(seg, &fr);
-        },
-        |d| damaged.push(d),
-    );
+    let mut each = |fr: RawFrame<'_>| {
+        if fr.offset < from {
+            return;
+        }
+        if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
+            return;
+        }
+        if !seg.sealed && fr.offset + fr.len == end && !seg.payload_ok(&fr) {
+            // The newest segment's last frame, unverifiable: a torn write, not damage.
+            torn = true;
+            return;
+        }
+        out.decode(seg, &fr);
+    };
+    if from <= seg.base {
+        seg.frames_kept(&mut each, |d| damaged.push(d));
+    } else {
+        seg.frames_all_unverified(from, &mut each, |d| damaged.push(d));
+    }
     for d in damaged {
         out.damage(seg, d);
     }
@@ -235,23 +239,33 @@ impl Ledger {
     /// [`Ledger::read`] of the parts of a plan already made.
     pub(crate) fn read_parts(&self, parts: &[Part], r: Read<'_>) -> Walked {
         let mut out = Walked::default();
-        for (i, part) in parts.iter().enumerate() {
-            match part {
-                Part::Indexed { seg, index } => match (r.lookup)(i, index) {
-                    Ok(offsets) => {
-                        out.damaged.extend(index.damaged(seg));
-                        decode_at(seg, offsets, &mut out);
-                        (r.carried)(index);
-                    }
-                    Err(Stale) => {
-                        // Damaged where it was read: read the segment itself, and let the
-                        // next reader rebuild the index.
-                        self.forget_index(seg.number);
-                        select(seg, 0, r.keep, &mut out);
-                    }
-                },
-                Part::Raw { seg } => select(seg, 0, r.keep, &mut out),
-                Part::Unreadable(d) => out.damaged.push(d.clone()),
+        // Every indexed part's offsets first, so the records are put in place once (an entry
+        // is 288 bytes: growing the list moved each several times).
+        let looked: Vec<Result<Vec<u32>, Stale>> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| match part {
+                Part::Indexed { index, .. } => (r.lookup)(i, index),
+                _ => Ok(Vec::new()),
+            })
+            .collect();
+        let wanted: usize = looked.iter().flatten().map(Vec::len).sum();
+        out.entries.reserve(wanted);
+        for (part, looked) in parts.iter().zip(looked) {
+            match (part, looked) {
+                (Part::Indexed { seg, index }, Ok(offsets)) => {
+                    out.damaged.extend(index.damaged(seg));
+                    decode_at(seg, offsets, &mut out);
+                    (r.carried)(index);
+                }
+                (Part::Indexed { seg, .. }, Err(Stale)) => {
+                    // Damaged where it was read: read the segment itself, and let the next
+                    // reader rebuild the index.
+                    self.forget_index(seg.number);
+                    select(seg, 0, r.keep, &mut out);
+                }
+                (Part::Raw { seg }, _) => select(seg, 0, r.keep, &mut out),
+                (Part::Unreadable(d), _) => out.damaged.push(d.clone()),
             }
         }
         out.sort();

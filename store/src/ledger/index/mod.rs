@@ -723,6 +723,17 @@ pub(crate) fn chosen(needs: &[terms::Need]) -> Vec<&terms::Need> {
     chosen
 }
 
+/// Whether the last bytes (up to 64) that `seg` holds are those of the file at `path` at
+/// the same place.
+fn ends_with_file(seg: &SegmentData, path: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let held = seg.bytes();
+    let tail = &held[held.len().saturating_sub(64)..];
+    let at = seg.base + (held.len() - tail.len()) as u64;
+    let mut now = vec![0u8; tail.len()];
+    std::fs::File::open(path).is_ok_and(|f| f.read_exact_at(&mut now, at).is_ok() && now == tail)
+}
+
 /// `key` cut or padded with `fill` to `N` bytes (a turn key, a sampled suffix's head).
 fn pad_key<const N: usize>(key: &[u8], fill: u8) -> [u8; N] {
     let mut out = [fill; N];
@@ -860,7 +871,21 @@ pub(crate) struct SealedMemo(
     Mutex<HashMap<u64, Kept>>,
     Mutex<Option<NewestKept>>,
     Mutex<Option<Arc<Planned>>>,
+    Mutex<Option<(TailStamp, Arc<SegmentData>)>>,
 );
+
+/// The newest segment's file as its records past an index were read: the next plan of the
+/// process is handed the same bytes (and the frames its walks found in them) while the
+/// file is this one, as long and as last changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TailStamp {
+    segment: u64,
+    inode: u64,
+    from: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
 
 /// The sealed part of the last plan of every segment (each read through its index file),
 /// for the next plan over the same segment files: a search in an open repository no longer
@@ -921,6 +946,7 @@ impl Drop for SealedMemo {
             std::mem::forget(kept);
             std::mem::forget(self.1.get_mut().unwrap_or_else(|p| p.into_inner()).take());
             std::mem::forget(self.2.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+            std::mem::forget(self.3.get_mut().unwrap_or_else(|p| p.into_inner()).take());
         }
     }
 }
@@ -1153,13 +1179,11 @@ impl Ledger {
         let path = self.segment_path(n);
         let reindex = self.newest_reindex();
         if let Some((view, index)) = self.open_newest_index(n, inode, carry) {
-            match load(&path, n, false, index.stamp.covered) {
+            match self.newest_records(&path, n, inode, index.stamp.covered) {
                 Ok(rest) if rest.bytes().len() as u64 <= reindex => {
                     if follows(&view, last_seq, parts) {
                         parts.push(Part::Indexed { seg: view, index });
-                        parts.push(Part::Raw {
-                            seg: Arc::new(rest),
-                        });
+                        parts.push(Part::Raw { seg: rest });
                     }
                     return;
                 }
@@ -1189,6 +1213,40 @@ impl Ledger {
             }
         }
         parts.push(Part::Raw { seg: Arc::new(seg) });
+    }
+
+    /// The newest segment's bytes from `from` on: those the last plan of the process read
+    /// when the file is the same (inode), as long and unchanged since, else read.
+    fn newest_records(
+        &self,
+        path: &Path,
+        n: u64,
+        inode: u64,
+        from: u64,
+    ) -> Result<Arc<SegmentData>> {
+        use std::os::unix::fs::MetadataExt;
+        let stamp = std::fs::metadata(path).ok().map(|m| TailStamp {
+            segment: n,
+            inode: m.ino(),
+            from,
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        });
+        let mut kept = self.sealed_memo.3.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some(stamp), Some((k, seg))) = (stamp, kept.as_ref()) {
+            // A file's times tick coarsely: the last bytes kept must also still be the
+            // file's (a torn write cut and as many bytes appended in one tick).
+            if stamp == *k && stamp.inode == inode && ends_with_file(seg, path) {
+                return Ok(seg.clone());
+            }
+        }
+        let seg = Arc::new(load(path, n, false, from)?);
+        // Kept only when it holds what the stamp says (nothing was appended in between).
+        *kept = stamp
+            .filter(|s| s.inode == inode && seg.base + seg.bytes().len() as u64 == s.len)
+            .map(|s| (s, seg.clone()));
+        Ok(seg)
     }
 
     /// How many bytes of the newest segment a reader walks before it indexes them: an
