@@ -205,18 +205,21 @@ pub struct Projection {
     pub attachments: crate::relations::Attachments,
     /// The agents of each multi-agent session.
     pub session_agents: BTreeMap<String, Vec<String>>,
-    index: HashMap<String, usize>,
+    index: TurnIndex,
+    /// Turns alone: no session summaries are kept (see [`project_walked_turns`]).
+    no_sessions: bool,
 }
 
 impl Projection {
     pub fn turn(&self, id: &str) -> Option<&TurnView> {
-        self.index.get(id).map(|&i| &self.turns[i])
+        self.index.get(&self.turns, id).map(|i| &self.turns[i])
     }
 
     /// Resolves a turn id or a unique prefix of at least 4 characters.
     pub fn resolve(&self, prefix: &str) -> Result<&TurnView> {
-        resolve_prefix(prefix, self.turns.iter().map(|t| t.turn.as_str()))
-            .map(|id| &self.turns[self.index[id.as_str()]])
+        let id = resolve_prefix(prefix, self.turns.iter().map(|t| t.turn.as_str()))?;
+        self.turn(&id)
+            .ok_or(RuntimeError::TurnNotFound { prefix: id })
     }
 
     pub fn session_turns<'a>(
@@ -224,6 +227,83 @@ impl Projection {
         session: &'a str,
     ) -> impl Iterator<Item = &'a TurnView> + 'a {
         self.turns.iter().filter(move |t| t.session == session)
+    }
+}
+
+/// Where each turn of a projection lies in its list, by id: keyed by a hash of the id (a
+/// projection holds each id once, in its turn: a search of 100 turns copied and SipHashed
+/// each), with the ids whose hash an earlier one took beside it.
+#[derive(Debug, Default)]
+struct TurnIndex {
+    by_hash: HashMap<u64, usize, std::hash::BuildHasherDefault<Passed>>,
+    /// Turns whose id's hash another id has, latest last.
+    others: Vec<usize>,
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct Passed(u64);
+
+impl std::hash::Hasher for Passed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl TurnIndex {
+    fn with_capacity(n: usize) -> TurnIndex {
+        TurnIndex {
+            by_hash: HashMap::with_capacity_and_hasher(n, Default::default()),
+            others: Vec::new(),
+        }
+    }
+
+    /// A fast hash of an id (not for untrusted keys: the ids are the repository's own).
+    fn hash(id: &str) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ id.len() as u64;
+        for chunk in id.as_bytes().chunks(8) {
+            let mut a = [0u8; 8];
+            a[..chunk.len()].copy_from_slice(chunk);
+            h = (h ^ u64::from_le_bytes(a)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+        }
+        h
+    }
+
+    /// Notes that turn `id` lies at `i` of `turns` (a later note of an id replaces it).
+    fn insert(&mut self, turns: &[TurnView], id: &str, i: usize) {
+        match self.by_hash.entry(TurnIndex::hash(id)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                if turns.get(*e.get()).is_some_and(|t| t.turn == id) {
+                    e.insert(i);
+                } else {
+                    self.others.push(i);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i);
+            }
+        }
+    }
+
+    fn get(&self, turns: &[TurnView], id: &str) -> Option<usize> {
+        let first = self.by_hash.get(&TurnIndex::hash(id))?;
+        if turns.get(*first).is_some_and(|t| t.turn == id) {
+            return Some(*first);
+        }
+        self.others
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| turns.get(i).is_some_and(|t| t.turn == id))
     }
 }
 
@@ -466,9 +546,21 @@ fn workers_usage(
 /// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
 /// the session locks; orphans found on the way are recorded as interrupted.
 pub fn project_walked(repo: &Repo, walked: Walked) -> Result<Projection> {
-    let p = project_entries(walked, &mut |session| {
-        crate::session::owner_alive(repo, session).unwrap_or(false)
-    });
+    project_walked_with(repo, walked, true)
+}
+
+/// [`project_walked`] of the turns alone, without the sessions' summaries (`sessions` stays
+/// empty): for a listing of turns, such as a search's.
+pub fn project_walked_turns(repo: &Repo, walked: Walked) -> Result<Projection> {
+    project_walked_with(repo, walked, false)
+}
+
+fn project_walked_with(repo: &Repo, walked: Walked, sessions: bool) -> Result<Projection> {
+    let p = project_entries_with(
+        walked,
+        &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
+        sessions,
+    );
     record_orphans(repo, p)
 }
 
@@ -476,6 +568,14 @@ pub fn project_walked(repo: &Repo, walked: Walked) -> Result<Projection> {
 /// owner is alive; a turn without a terminal record whose owner is gone shows as
 /// interrupted.
 pub fn project_entries(walked: Walked, alive: &mut dyn FnMut(&str) -> bool) -> Projection {
+    project_entries_with(walked, alive, true)
+}
+
+fn project_entries_with(
+    walked: Walked,
+    alive: &mut dyn FnMut(&str) -> bool,
+    sessions: bool,
+) -> Projection {
     // Sized once: a turn view is large, and growing the vector moved each one several times
     // (a tenth of an indexed search of 100 turns).
     let turns = walked
@@ -486,7 +586,8 @@ pub fn project_entries(walked: Walked, alive: &mut dyn FnMut(&str) -> bool) -> P
     let mut p = Projection {
         problems: walked.damaged,
         turns: Vec::with_capacity(turns),
-        index: HashMap::with_capacity(turns),
+        index: TurnIndex::with_capacity(turns),
+        no_sessions: !sessions,
         ..Projection::default()
     };
     for e in walked.entries {
@@ -523,7 +624,9 @@ fn apply(p: &mut Projection, entry: Entry) {
         return;
     };
     p.attachments.apply(&record);
-    note_session(p, &record);
+    if !p.no_sessions {
+        note_session(p, &record);
+    }
     match record {
         Record::TurnBegun(b) => begin_turn(p, b, entry.pos, entry.seq),
         Record::AgentOutput(o) => {
@@ -582,7 +685,7 @@ fn apply(p: &mut Projection, entry: Entry) {
             }
         }
         Record::Warning(w) => {
-            if let Some(t) = w.turn.as_deref().and_then(|id| p.index.get(id).copied()) {
+            if let Some(t) = w.turn.as_deref().and_then(|id| p.index.get(&p.turns, id)) {
                 p.turns[t].warnings.push(w.message);
             }
         }
@@ -669,7 +772,7 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
     if let Some(s) = p.sessions.get_mut(&b.session) {
         s.turns += 1;
     }
-    p.index.insert(b.turn.clone(), p.turns.len());
+    let at = p.turns.len();
     p.turns.push(TurnView {
         context: TurnView::context_views(&b.inline_context),
         turn: b.turn,
@@ -701,11 +804,12 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         begin,
         begin_seq,
     });
+    p.index.insert(&p.turns, &p.turns[at].turn, at);
 }
 
 /// A rewind to `target` supersedes it and every later turn of its session.
 fn supersede(p: &mut Projection, session: &str, target: &str) {
-    if let Some(&start) = p.index.get(target) {
+    if let Some(start) = p.index.get(&p.turns, target) {
         for t in p.turns[start..].iter_mut() {
             if t.session == session {
                 t.superseded = true;
@@ -798,7 +902,7 @@ impl From<ModelCall> for CallView {
 }
 
 fn turn_mut<'a>(p: &'a mut Projection, id: &str) -> Option<&'a mut TurnView> {
-    let i = *p.index.get(id)?;
+    let i = p.index.get(&p.turns, id)?;
     p.turns.get_mut(i)
 }
 

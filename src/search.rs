@@ -24,10 +24,10 @@ pub fn matcher(text: &str) -> Result<Matcher> {
     })
 }
 
-/// Projects only the turns that can match `text` (`re` is its [`matcher`]); the caller
-/// filters them exactly.
+/// Projects only the turns that can match `text` (`re` is its [`matcher`]), without session
+/// summaries; the caller filters them exactly.
 pub fn search_with(repo: &Repo, re: &Matcher, text: &str) -> Result<Projection> {
-    history::project_walked(repo, repo.ledger().read_matching(re, text)?)
+    history::project_walked_turns(repo, repo.ledger().read_matching(re, text)?)
 }
 
 /// [`search_with`] the matcher of `text`.
