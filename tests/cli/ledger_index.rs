@@ -177,6 +177,66 @@ fn a_crash_while_an_index_is_written_leaves_a_usable_repository() {
     }
 }
 
+/// The merged term indexes a search builds (one per 4 sealed segments here) are caches too:
+/// deleted, or torn or cut short by a crash while one is written, they change no output,
+/// and the next search builds them again.
+#[test]
+fn a_crash_while_a_merged_term_index_is_written_changes_no_output() {
+    let (env, turns) = history();
+    let with = outputs(&env, &turns);
+    let merged = || -> Vec<PathBuf> {
+        index_files(&env)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "terms"))
+            .collect()
+    };
+    let built = merged();
+    assert!(
+        !built.is_empty(),
+        "a search merged some: {:?}",
+        index_files(&env)
+    );
+    let bytes: Vec<Vec<u8>> = built
+        .iter()
+        .map(|f| std::fs::read(f).expect("read"))
+        .collect();
+    for how in ["torn", "crash"] {
+        for f in merged() {
+            std::fs::remove_file(f).expect("rm");
+        }
+        // The segments' own indexes are in place: the first index written is a merged one.
+        let status = env
+            .cmd(&["history", "--all", "--search", "answer"])
+            .env("AXOCOATL_FAILPOINTS", format!("ledger.index.write={how}@1"))
+            .output()
+            .expect("run")
+            .status;
+        assert!(!status.success(), "{how}: the process died writing it");
+        assert!(
+            built
+                .iter()
+                .zip(&bytes)
+                .any(|(f, b)| std::fs::read(f).ok().as_ref() != Some(b)),
+            "{how}: a merged index is missing or torn"
+        );
+        let after = outputs(&env, &turns);
+        assert_same(
+            &with,
+            &after,
+            &format!("after a {how} writing a merged index"),
+        );
+        assert_eq!(env.run(&["fsck"]).code, 0);
+        assert_eq!(merged(), built, "{how}: built again");
+        for (f, b) in built.iter().zip(&bytes) {
+            assert_eq!(
+                &std::fs::read(f).expect("read"),
+                b,
+                "{how}: {f:?} as before"
+            );
+        }
+    }
+}
+
 /// Flips a byte inside the payload of a record in a sealed segment.
 fn damage_a_sealed_record(env: &TestEnv) -> PathBuf {
     let path = env.repo().join("ledger/v1/000000000002.seg");
