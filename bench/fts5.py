@@ -3,7 +3,7 @@
 
     bench/fts5.py build DB JSONL     # loads turn, session, request, output into an FTS5 table
     bench/fts5.py query DB WORD...   # times `MATCH` for each word, ids alone and with the
-                                     # rows' text (medians of 21, or 5 for a slow one; in-process)
+                                     # rows' text (medians of 101, or 5 for a slow one; in-process)
     bench/fts5.py once DB WORD       # one `MATCH`, printing the turn ids (timed as a process)
 
 Prints one line per figure. Uses only Python's standard library (sqlite3).
@@ -50,9 +50,9 @@ def timed(con, sql, word, runs):
 def query(db, words):
     con = sqlite3.connect(db)
     for word in words:
-        # A quick query is timed 21 times (the first warms SQLite's page cache, as ours warms
+        # A quick query is timed 101 times (the first warms SQLite's page cache, as ours warms
         # its indexes), a long one 5 times.
-        runs = 21 if timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word, 1)[0] < 100 else 5
+        runs = 101 if timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word, 1)[0] < 100 else 5
         ids, rows = timed(con, "SELECT turn FROM turns WHERE turns MATCH ?", word, runs)
         whole, _ = timed(con, "SELECT turn, session, request, output FROM turns WHERE turns MATCH ?", word, runs)
         print(

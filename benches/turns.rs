@@ -379,6 +379,44 @@ fn index_bench(base: &Path, bin: &str) {
         index_bytes / 1_000_000,
         index_bytes as f64 / ledger_bytes as f64
     );
+    // The first search merges the term indexes of whole spans of sealed segments (once);
+    // then one span, missing, is merged again by the next search.
+    let terms = |dir: &Path| -> (usize, u64) {
+        let files: Vec<u64> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".terms"))
+            .map(|e| e.metadata().unwrap().len())
+            .collect();
+        (files.len(), files.iter().sum())
+    };
+    let search = ["history", "--all", "--search", RARE];
+    let (merge_all, _) = time(
+        Command::new(bin)
+            .args(search)
+            .current_dir(&work)
+            .stdout(Stdio::null()),
+    );
+    let (spans, terms_bytes) = terms(&ledger_dir.join("index"));
+    let one = ledger_dir.join("index/000000000001-000000000032.terms");
+    let span_bytes = std::fs::metadata(&one).map_or(0, |m| m.len());
+    std::fs::remove_file(&one).unwrap();
+    let (merge_one, _) = time(
+        Command::new(bin)
+            .args(search)
+            .current_dir(&work)
+            .stdout(Stdio::null()),
+    );
+    let all_bytes = dir_bytes(&ledger_dir.join("index"));
+    println!(
+        "first search after generation (merges the term indexes of {spans} spans of sealed segments, once): {:.2} s; one span of 32 segments (512 MiB) merged again by a search: {:.2} s, {} MB; merged term indexes {} MB; all indexes {} MB = {:.3} of the ledger",
+        merge_all.as_secs_f64(),
+        merge_one.as_secs_f64(),
+        span_bytes / 1_000_000,
+        terms_bytes / 1_000_000,
+        all_bytes / 1_000_000,
+        all_bytes as f64 / ledger_bytes as f64
+    );
     // One segment's index, built again in this process (no other work): one of these 16 MiB
     // segments, and one of 64 MiB (the figure) in a ledger of the same turns written
     // with that segment size.
@@ -622,29 +660,19 @@ fn index_bench(base: &Path, bin: &str) {
         if word != RARE {
             continue;
         }
-        // The same search in this process (the repository opened once, as FTS5's table is),
-        // beside FTS5's in-process query; and FTS5 as a whole process, beside ours.
-        // The first search of a process opens and checks every segment's index; the next
-        // ones find them kept (as FTS5's queries find their pages in SQLite's cache).
-        let repo = Repo::open(&work.join(".axocoatl"), &RepoOptions::default()).unwrap();
-        let mut times = Vec::new();
-        let mut turns = 0;
-        for _ in 0..21 {
-            let start = Instant::now();
-            // What the command runs: the matcher built, the candidate turns read and
-            // confirmed against their text.
-            let re = axocoatl::search::matcher(word).unwrap();
-            turns = axocoatl::query::history(&repo, None, Some((word, &re)), None)
-                .unwrap()
-                .turns
-                .len();
-            times.push(start.elapsed());
-        }
-        let first = times.remove(0).as_secs_f64() * 1e3;
-        println!(
-            "history --all --search {word} in process (repository open; matcher, candidates, exact check): first {first:.1} ms, then {:.2} ms ({turns} turns found; median of the next 20)",
-            median_of(times)
-        );
+        // The same search in a process of its own that opens the repository once (as
+        // FTS5's queries run in a Python process of their own with the table open), beside
+        // FTS5's in-process query; and FTS5 as a whole process, beside ours. The first search
+        // of a process opens and checks every segment's index; the next ones find them kept
+        // (as FTS5's queries find their pages in SQLite's cache). Not in this process: its
+        // heap holds what generating a million turns left (glibc's allocator was ~10% slower
+        // in it).
+        let own = Command::new(std::env::current_exe().unwrap())
+            .env(IN_PROCESS_ENV, format!("{}\n{word}", work.display()))
+            .output()
+            .unwrap();
+        succeeded(own.clone());
+        print!("{}", String::from_utf8_lossy(&own.stdout));
         if have_py {
             let mut times = Vec::new();
             for _ in 0..5 {
@@ -662,6 +690,31 @@ fn index_bench(base: &Path, bin: &str) {
             println!(
                 "sqlite FTS5 MATCH {word:?} as a whole process (python3 bench/fts5.py once, printing the turn ids): {:.1} ms (median of 5); ours whole process {ours:.1} ms",
                 median_of(times)
+            );
+        }
+        // The same query through SQLite's own command line program, where it is installed:
+        // a native process, without Python's start.
+        if have_py && have("sqlite3", "--version") {
+            let sql = format!(
+                "SELECT turn, session, request, output FROM turns WHERE turns MATCH '\"{word}\"'"
+            );
+            let mut times = Vec::new();
+            for _ in 0..10 {
+                let start = Instant::now();
+                succeeded(
+                    Command::new("sqlite3")
+                        .arg(&db)
+                        .arg(&sql)
+                        .stdout(Stdio::null())
+                        .output()
+                        .unwrap(),
+                );
+                times.push(start.elapsed());
+            }
+            let (version, _) = median_ms("sqlite3", &work, &["--version"], &[], 5);
+            println!(
+                "sqlite3 (the command line program) MATCH {word:?} returning the rows' text, as a whole process: {:.1} ms (median of 9 after one); `sqlite3 --version` alone {version:.1} ms; ours whole process {ours:.1} ms",
+                median_of(times[1..].to_vec())
             );
         }
     }
@@ -819,7 +872,39 @@ fn stop_bench(base: &Path, bin: &str) {
     );
 }
 
+/// Set to `DIR\nWORD`, the bench runs only the in-process search of WORD in the repository
+/// in DIR, in this process of its own, and prints its figure.
+const IN_PROCESS_ENV: &str = "AXOCOATL_BENCH_SEARCH_IN_PROCESS";
+
+/// `history --all --search word` in this process, the repository at `work` opened once:
+/// the first search, then the median of 100 more.
+fn search_in_process(work: &Path, word: &str) {
+    let repo = Repo::open(&work.join(".axocoatl"), &RepoOptions::default()).unwrap();
+    let mut times = Vec::new();
+    let mut turns = 0;
+    for _ in 0..101 {
+        let start = Instant::now();
+        // What the command runs: the matcher built, the candidate turns read and confirmed
+        // against their text, the listing's turns dropped.
+        let re = axocoatl::search::matcher(word).unwrap();
+        turns = axocoatl::query::history(&repo, None, Some((word, &re)), None)
+            .unwrap()
+            .turns
+            .len();
+        times.push(start.elapsed());
+    }
+    let first = times.remove(0).as_secs_f64() * 1e3;
+    println!(
+        "history --all --search {word} in process (a process of its own, the repository opened once; matcher, candidates, exact check, turns projected): first {first:.1} ms, then {:.3} ms ({turns} turns found; median of the next 100)",
+        median_of(times)
+    );
+}
+
 fn main() {
+    if let Ok(v) = std::env::var(IN_PROCESS_ENV) {
+        let (dir, word) = v.split_once('\n').unwrap();
+        return search_in_process(Path::new(dir), word);
+    }
     let base = tempfile::Builder::new()
         .prefix("axobench")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
