@@ -415,12 +415,12 @@ impl Index {
 
     /// The sorted suffixes of the words of this segment (each word's own left out).
     fn suffix_table(&self) -> SuffixTable<'_> {
-        SuffixTable {
-            file: &self.file,
-            words: Section::TermBytes as usize,
-            suffixes: Section::TermSuffixes as usize,
-            samples: Section::TermSuffixSamples as usize,
-        }
+        let s = [
+            Section::TermBytes,
+            Section::TermSuffixes,
+            Section::TermSuffixSamples,
+        ];
+        SuffixTable::of(&self.file, s.map(|s| s as usize))
     }
 
     /// The map of the words whose first byte is `first`, if any word starts with it.

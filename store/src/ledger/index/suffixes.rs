@@ -157,10 +157,22 @@ pub(crate) struct SuffixTable<'a> {
     pub file: &'a SectionFile,
     pub words: usize,
     pub suffixes: usize,
-    pub samples: usize,
+    /// None: a binary search over all of them (a table of the words' own starts, whose
+    /// ranks are the words' numbers).
+    pub samples: Option<usize>,
 }
 
-impl SuffixTable<'_> {
+impl<'a> SuffixTable<'a> {
+    /// The table of `file` whose words, suffixes and samples are these sections.
+    pub fn of(file: &'a SectionFile, [words, suffixes, samples]: [usize; 3]) -> Self {
+        SuffixTable {
+            file,
+            words,
+            suffixes,
+            samples: Some(samples),
+        }
+    }
+
     /// How many suffixes the table lists.
     pub fn len(&self) -> Result<usize, Stale> {
         Ok(self.file.len(self.suffixes)? / 4)
@@ -200,7 +212,10 @@ impl SuffixTable<'_> {
     /// heads: after the last sample whose head is below `key`'s first bytes, through the
     /// first whose head is above them.
     fn window(&self, key: &[u8], n: usize) -> Result<Range<usize>, Stale> {
-        let samples = self.file.unchecked(self.samples)?;
+        let Some(samples) = self.samples else {
+            return Ok(0..n);
+        };
+        let samples = self.file.unchecked(samples)?;
         if samples.len() != n.div_ceil(SAMPLE_EVERY) * SAMPLE_HEAD {
             return Err(Stale);
         }

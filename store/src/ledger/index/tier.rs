@@ -13,11 +13,12 @@
 //! indexes it was built from: it names each one by its head's checksum, and a search uses
 //! it only while every one of them is the index the plan opened.
 //!
-//! The words are found through their sorted suffixes, every suffix of every word, the
-//! word's own included (see [`super::suffixes`]): one binary search answers a whole word, a
-//! word start, a word end and a piece inside words. Like a segment's index it is a cache:
-//! verified section by section and block by block as it is read, never fsynced, deleted
-//! when found damaged and built again by the next search.
+//! The words are stored sorted, so a whole word or the words starting with a piece are a
+//! run of them, found by a binary search of the words' starts; a word end or a piece inside
+//! words is found in their sorted suffixes, every suffix of every word, the word's own
+//! included (see [`super::suffixes`]). No `fst` is needed. Like a segment's index it is a
+//! cache: verified section by section and block by block as it is read, never fsynced,
+//! deleted when found damaged and built again by the next search.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,7 +46,8 @@ enum S {
     Covered,
     /// every distinct word, sorted, each ended by a 0
     Words,
-    /// where each word starts in `Words` (u32)
+    /// where each word starts in `Words` (u32): by the words' order, a table of their
+    /// starts' suffixes
     WordStarts,
     /// the position (u32) in `Words` of every suffix of every word, sorted by the suffix
     Suffixes,
@@ -159,7 +161,7 @@ impl Tier {
                     push_u32(&mut rows, ordinal as u32);
                     push_u32(&mut rows, (value >> 32) as u32);
                     push_u32(&mut rows, value as u32);
-                    count += 1;
+                    count = count.checked_add(1)?;
                 }
             }
         }
@@ -248,12 +250,10 @@ impl Tier {
     }
 
     fn table(&self) -> SuffixTable<'_> {
-        SuffixTable {
-            file: &self.file,
-            words: S::Words as usize,
-            suffixes: S::Suffixes as usize,
-            samples: S::Samples as usize,
-        }
+        SuffixTable::of(
+            &self.file,
+            [S::Words, S::Suffixes, S::Samples].map(|s| s as usize),
+        )
     }
 
     /// For each covered segment (by its place), what its own dictionary gives for `need`:
@@ -267,26 +267,32 @@ impl Tier {
         if let Need::Exact(_) | Need::Suffix(_) = need {
             key.push(0);
         }
-        let whole = matches!(need, Need::Exact(_) | Need::Prefix(_));
-        let table = self.table();
-        let Some(range) = table.starting_with(&key, most)? else {
-            return Ok(None);
-        };
-        let mut ids = Vec::new();
-        for i in range {
-            let at = table.position(i, true)?;
-            let starts_word = at == 0 || self.file.blocked(S::Words as usize, at - 1, 1)? == [0];
-            if whole && !starts_word {
-                continue;
+        let ids: Vec<usize> = if let Need::Exact(_) | Need::Prefix(_) = need {
+            // The words starting with `w` are a run of the sorted words: their numbers.
+            let words = SuffixTable {
+                file: &self.file,
+                words: S::Words as usize,
+                suffixes: S::WordStarts as usize,
+                samples: None,
+            };
+            match words.starting_with(&key, most)? {
+                Some(range) => range.collect(),
+                None => return Ok(None),
             }
-            ids.push(self.word_at(at)?);
-        }
-        // A word holding `w` twice has two such suffixes.
-        ids.sort_unstable();
-        ids.dedup();
-        if ids.len() > most {
-            return Ok(None);
-        }
+        } else {
+            let table = self.table();
+            let Some(range) = table.starting_with(&key, most)? else {
+                return Ok(None);
+            };
+            let mut ids = Vec::with_capacity(range.len());
+            for i in range {
+                ids.push(self.word_at(table.position(i, true)?)?);
+            }
+            // A word holding `w` twice has two such suffixes.
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
         let mut out = vec![Vec::new(); self.covered.len()];
         for id in ids {
             let bounds = self.file.blocked(S::WhereStarts as usize, id * 4, 8)?;
