@@ -1352,3 +1352,36 @@ fn only_sealed_segments_are_merged() {
     let last = tiers.iter().map(|c| c.tier.last).max().unwrap_or(0);
     assert!(sealed - last < super::tier::SPANS[1], "{sealed} {last}");
 }
+
+/// As segments are sealed, a process that searched keeps merging: when a span of 32 fills,
+/// its merged index replaces those of 4 inside it, on disk and among what it keeps mapped.
+#[test]
+fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
+    let (_d, ledger) = setup(400);
+    let mut history = History::new(25);
+    while ledger.segment_numbers().expect("segments").len() < 14 {
+        history.append(&ledger, 10);
+    }
+    assert_searches_equal_scan(&ledger, "some spans of 4");
+    let spans = |l: &Ledger| -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = l
+            .tier_memo
+            .kept()
+            .iter()
+            .map(|t| (t.first, t.last))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(spans(&ledger), vec![(1, 4), (5, 8), (9, 12)]);
+    while ledger.segment_numbers().expect("segments").len() < 38 {
+        history.append(&ledger, 10);
+    }
+    assert_searches_equal_scan(&ledger, "a span of 32");
+    assert_eq!(spans(&ledger)[0], (1, 32));
+    assert!(spans(&ledger).iter().skip(1).all(|&(first, _)| first > 32));
+    for f in [1, 5, 9] {
+        let small = ledger.index_dir().join(super::tier::file_name(f, f + 3));
+        assert!(!small.exists(), "{small:?}");
+    }
+}

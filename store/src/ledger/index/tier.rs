@@ -344,7 +344,7 @@ pub fn parse_file_name(name: &str) -> Option<(u64, u64)> {
 pub(crate) struct TierMemo(Mutex<Vec<Arc<Tier>>>);
 
 impl TierMemo {
-    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Tier>>> {
+    pub(super) fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Tier>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -483,7 +483,9 @@ impl Ledger {
         };
         let tier = Arc::new(tier);
         let mut kept = self.tier_memo.kept();
-        kept.retain(|t| !(t.first == first && t.last == last));
+        // Those it replaces (the same span, or smaller ones inside it, whose files a merge
+        // deleted) are no longer kept mapped.
+        kept.retain(|t| t.last < first || t.first > last);
         kept.push(tier.clone());
         Some(tier)
     }
