@@ -282,9 +282,7 @@ impl Ledger {
         let mut count = 0;
         // The sealed segments a merged term index covers are looked up in it, once for all.
         let chosen = super::index::chosen(needs);
-        let Some(mut merged) = self.merged_values(&parts, &chosen) else {
-            return Ok(None);
-        };
+        let mut merged = self.merged_values(&parts, &chosen);
         for (i, part) in parts.iter().enumerate() {
             let seg = match part {
                 Part::Indexed { seg, index } => match match merged[i].take() {
@@ -329,7 +327,7 @@ impl Ledger {
                                     }
                                 }
                             }
-                            count += found_rows[i].len() + found_ids[i].len();
+                            count += found_rows[i].len() + found_ids[i].len() - named_rows[i];
                             if count > INDEXED_LIMIT {
                                 return Ok(None);
                             }
@@ -439,20 +437,20 @@ impl Ledger {
 
     /// For each part of `parts` that a merged term index covers, the values that index gives
     /// for each of the `chosen` needs (what the segment's own dictionary would give); `None`
-    /// for the others. `None` when a need is in too many words for an index to narrow.
-    #[allow(clippy::type_complexity)]
+    /// for the others, which their own dictionaries answer (those of a merged index that
+    /// found a need in too many words of its span, too).
     fn merged_values(
         &self,
         parts: &[super::index::Part],
         chosen: &[&super::index::terms::Need],
-    ) -> Option<Vec<Option<Vec<Vec<u64>>>>> {
+    ) -> Vec<Option<Vec<Vec<u64>>>> {
         let mut merged: Vec<Option<Vec<Vec<u64>>>> = (0..parts.len()).map(|_| None).collect();
         for c in self.tiers_for(parts) {
             let mut per_need = Vec::with_capacity(chosen.len());
             for need in chosen {
                 match c.tier.values(need, INDEXED_LIMIT * 4) {
                     Ok(Some(v)) => per_need.push(v),
-                    Ok(None) => return None,
+                    Ok(None) => break,
                     Err(super::index::Stale) => {
                         // Damaged where it was read: its segments answer alone, and the next
                         // search builds it again.
@@ -472,7 +470,7 @@ impl Ledger {
                 }
             }
         }
-        Some(merged)
+        merged
     }
 
     /// Every turn with a byte match of `re`, by scanning every segment.
