@@ -400,7 +400,6 @@ impl Ledger {
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
-        let rows = found_rows;
         // Rewind boundaries, and the records of the wanted turns; an index found damaged in
         // the first pass is not asked again (its segment is walked).
         let mut out = self.read_parts(
@@ -411,7 +410,7 @@ impl Ledger {
                         return Err(super::index::Stale);
                     }
                     let mut offsets = index.offsets(super::index::Section::Rewinds)?;
-                    for &row in &rows[i] {
+                    for &row in &found_rows[i] {
                         index.add_turn_offsets_at(u64::from(row), &mut offsets)?;
                     }
                     for id in want[i]

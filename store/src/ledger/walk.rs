@@ -143,10 +143,8 @@ pub(crate) fn select(
     let end = seg.base + seg.bytes().len() as u64;
     let mut torn = false;
     let mut damaged = Vec::new();
+    // Both walks below hand out the frames from `from` on only.
     let mut each = |fr: RawFrame<'_>| {
-        if fr.offset < from {
-            return;
-        }
         if torn || !keep(RecordView::new(fr.kind, fr.payload)) {
             return;
         }

@@ -594,7 +594,7 @@ fn term_sections(
     sections: &mut [Vec<u8>],
 ) {
     let (words, lists): (Vec<Box<str>>, Vec<Vec<u32>>) = terms.into_iter().unzip();
-    let suffix_table = || suffix_table(words.iter().map(|w| &**w), false);
+    let suffix_table = || suffix_table(words.iter().map(|w| &**w));
     // The sorted suffixes need only the words: for a large dictionary a second thread sorts
     // them meanwhile (a small one, as a summary's empty one, is not worth a thread).
     let ((terms_fst, parts, term_postings), (term_bytes, suffixes)) =

@@ -531,8 +531,16 @@ impl Index {
     }
 
     fn postings(&self, start: u32, len: u32) -> Result<Vec<u32>, Stale> {
+        let mut out = Vec::new();
+        self.add_postings(start, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Index::postings`], added to `out`.
+    fn add_postings(&self, start: u32, len: u32, out: &mut Vec<u32>) -> Result<(), Stale> {
         let bytes = self.blocked(Section::Postings, start as usize * 4, len as usize * 4)?;
-        Ok(bytes.chunks_exact(4).map(super::frame::le_u32).collect())
+        out.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
+        Ok(())
     }
 
     /// The offsets of every record of a session in this segment.
@@ -552,10 +560,7 @@ impl Index {
     pub fn add_turn_offsets_at(&self, ordinal: u64, out: &mut Vec<u32>) -> Result<(), Stale> {
         let start = (ordinal as usize).checked_mul(TURN_ROW).ok_or(Stale)?;
         let r = self.blocked(Section::TurnRows, start, TURN_ROW)?;
-        let (from, len) = (u32_at(r, 1) as usize, u32_at(r, 2) as usize);
-        let bytes = self.blocked(Section::Postings, from * 4, len * 4)?;
-        out.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
-        Ok(())
+        self.add_postings(u32_at(r, 1), u32_at(r, 2), out)
     }
 
     /// The id of the turn in row `row`.
@@ -1000,6 +1005,10 @@ impl SealedMemo {
             .then(|| p.clone())
     }
 
+    fn newest_records(&self) -> std::sync::MutexGuard<'_, Option<(TailStamp, Arc<SegmentData>)>> {
+        self.3.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn plan_made(&self, planned: Planned) {
         *self.2.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(planned));
     }
@@ -1233,7 +1242,7 @@ impl Ledger {
             mtime: (m.mtime(), m.mtime_nsec()),
             ctime: (m.ctime(), m.ctime_nsec()),
         });
-        let mut kept = self.sealed_memo.3.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = self.sealed_memo.newest_records();
         if let (Some(stamp), Some((k, seg))) = (stamp, kept.as_ref()) {
             // A file's times tick coarsely: the last bytes kept must also still be the
             // file's (a torn write cut and as many bytes appended in one tick).

@@ -21,17 +21,15 @@ pub const SAMPLE_EVERY: usize = 32;
 /// Bytes of a sampled suffix's head.
 pub const SAMPLE_HEAD: usize = 8;
 
-/// The words, each ended by a 0, and their suffixes sorted (see [`sorted_suffixes`]).
-pub fn suffix_table<'a>(
-    words: impl Iterator<Item = &'a str>,
-    with_words: bool,
-) -> (Vec<u8>, Vec<u8>) {
+/// The words, each ended by a 0, and their suffixes but the words' own, sorted (see
+/// [`sorted_suffixes`]): a segment's table.
+pub fn suffix_table<'a>(words: impl Iterator<Item = &'a str>) -> (Vec<u8>, Vec<u8>) {
     let mut bytes = Vec::new();
     for word in words {
         bytes.extend_from_slice(word.as_bytes());
         bytes.push(0);
     }
-    let suffixes = sorted_suffixes(&bytes, with_words);
+    let suffixes = sorted_suffixes(&bytes, false);
     (bytes, suffixes)
 }
 

@@ -736,14 +736,7 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
         let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
         assert_reads_equal_walk(&fresh, &ids, what);
         // Searches read the term maps, the words and their sorted suffixes.
-        for q in ["utpu", "quest", "output 4", "put"] {
-            let (indexed, scanned, re) = indexed_and_scanned(&fresh, q);
-            assert_eq!(
-                matching_turns(&indexed, &re),
-                matching_turns(&scanned, &re),
-                "{what}: {q:?}"
-            );
-        }
+        assert_searches_equal_scan(&fresh, &["utpu", "quest", "output 4", "put"], what);
     });
 }
 
@@ -1246,22 +1239,18 @@ fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
         }
     }
     // A second search opens what the first built; a fresh process too.
-    for q in ["output 1", "request 2", "put", "quest 13", "1", "nowhere"] {
+    for q in TIER_QUERIES {
         let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
-        let (indexed, scanned, re) = indexed_and_scanned(&fresh, q);
-        assert_eq!(
-            matching_turns(&indexed, &re),
-            matching_turns(&scanned, &re),
-            "{q:?}"
-        );
+        assert_searches_equal_scan(&fresh, &[q], "a fresh process");
     }
 }
 
 /// The searches a test of merged term indexes asks: words, word starts and ends, pieces.
 const TIER_QUERIES: [&str; 6] = ["output 1", "request 2", "put", "quest 13", "1", "nowhere"];
 
-fn assert_searches_equal_scan(ledger: &Ledger, what: &str) {
-    for q in TIER_QUERIES {
+/// Searches for each of `queries` through the indexes find the turns the scan finds.
+fn assert_searches_equal_scan(ledger: &Ledger, queries: &[&str], what: &str) {
+    for &q in queries {
         let (indexed, scanned, re) = indexed_and_scanned(ledger, q);
         assert_eq!(
             matching_turns(&indexed, &re),
@@ -1276,16 +1265,16 @@ fn assert_searches_equal_scan(ledger: &Ledger, what: &str) {
 #[test]
 fn any_flipped_byte_of_a_merged_term_index_changes_no_search() {
     let (_d, ledger, _) = random_ledger(21, 330, 400);
-    assert_searches_equal_scan(&ledger, "built");
+    assert_searches_equal_scan(&ledger, &TIER_QUERIES, "built");
     let path = ledger.index_dir().join(super::tier::file_name(1, 32));
     assert!(path.exists());
     each_flipped_byte(&path, 120, 0x08, |what| {
         let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
-        assert_searches_equal_scan(&fresh, what);
+        assert_searches_equal_scan(&fresh, &TIER_QUERIES, what);
     });
     fs::write(&path, b"not a merged term index").expect("write");
     let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
-    assert_searches_equal_scan(&fresh, "junk in its place");
+    assert_searches_equal_scan(&fresh, &TIER_QUERIES, "junk in its place");
     assert!(
         super::tier::Tier::open(&path).is_some_and(|t| t.verify_all()),
         "built again whole"
@@ -1299,8 +1288,8 @@ fn any_flipped_byte_of_a_merged_term_index_changes_no_search() {
 fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
     let (_d, ledger, _) = random_ledger(22, 330, 400);
     let (_e, other, _) = random_ledger(23, 330, 400);
-    assert_searches_equal_scan(&ledger, "built");
-    assert_searches_equal_scan(&other, "other built");
+    assert_searches_equal_scan(&ledger, &TIER_QUERIES, "built");
+    assert_searches_equal_scan(&other, &TIER_QUERIES, "other built");
     assert_eq!(ledger.check_indexes(false).expect("check"), vec![]);
     let name = super::tier::file_name(1, 32);
     let path = ledger.index_dir().join(&name);
@@ -1310,7 +1299,7 @@ fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert!(findings[0].message.contains("stale"), "{findings:?}");
     let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
-    assert_searches_equal_scan(&fresh, "another ledger's");
+    assert_searches_equal_scan(&fresh, &TIER_QUERIES, "another ledger's");
     assert_eq!(fs::read(&path).expect("read"), good, "built again");
     // Damaged, misnamed, and a stray name: named; repaired.
     let mut bad = good.clone();
@@ -1344,7 +1333,7 @@ fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
 fn only_sealed_segments_are_merged() {
     let (_d, ledger, _) = random_ledger(24, 120, 400);
     let sealed = ledger.segment_numbers().expect("segments").len() as u64 - 1;
-    assert_searches_equal_scan(&ledger, "built");
+    assert_searches_equal_scan(&ledger, &TIER_QUERIES, "built");
     let parts = ledger.plan().expect("plan");
     let tiers = ledger.tiers_for(&parts);
     assert!(!tiers.is_empty());
@@ -1362,7 +1351,7 @@ fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
     while ledger.segment_numbers().expect("segments").len() < 14 {
         history.append(&ledger, 10);
     }
-    assert_searches_equal_scan(&ledger, "some spans of 4");
+    assert_searches_equal_scan(&ledger, &TIER_QUERIES, "some spans of 4");
     let spans = |l: &Ledger| -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = l
             .tier_memo
@@ -1377,7 +1366,7 @@ fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
     while ledger.segment_numbers().expect("segments").len() < 38 {
         history.append(&ledger, 10);
     }
-    assert_searches_equal_scan(&ledger, "a span of 32");
+    assert_searches_equal_scan(&ledger, &TIER_QUERIES, "a span of 32");
     assert_eq!(spans(&ledger)[0], (1, 32));
     assert!(spans(&ledger).iter().skip(1).all(|&(first, _)| first > 32));
     for f in [1, 5, 9] {
