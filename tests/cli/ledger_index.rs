@@ -153,28 +153,35 @@ fn a_crash_while_an_index_is_written_leaves_a_usable_repository() {
     for how in ["torn", "crash"] {
         for nth in [1, 3] {
             std::fs::remove_dir_all(index_dir(&env)).expect("rm -r index");
-            let status = env
-                .cmd(&["history", "--all", "--search", "answer"])
-                .env(
-                    "AXOCOATL_FAILPOINTS",
-                    format!("ledger.index.write={how}@{nth}"),
-                )
-                .output()
-                .expect("run")
-                .status;
             assert!(
-                !status.success(),
+                !search_succeeds_with(&env, &format!("{how}@{nth}")),
                 "{how}@{nth}: the process died writing an index"
             );
-            let after = outputs(&env, &turns);
-            assert_same(
+            assert_usable(
+                &env,
+                &turns,
                 &with,
-                &after,
                 &format!("after a {how} at index write {nth}"),
             );
-            assert_eq!(env.run(&["fsck"]).code, 0);
         }
     }
+}
+
+/// Whether a search succeeded with failpoint `ledger.index.write` set to `when`.
+fn search_succeeds_with(env: &TestEnv, when: &str) -> bool {
+    env.cmd(&["history", "--all", "--search", "answer"])
+        .env("AXOCOATL_FAILPOINTS", format!("ledger.index.write={when}"))
+        .output()
+        .expect("run")
+        .status
+        .success()
+}
+
+/// Every read-only command prints what it printed (`with`), and `fsck` passes.
+fn assert_usable(env: &TestEnv, turns: &[String], with: &[(String, Run)], what: &str) {
+    let after = outputs(env, turns);
+    assert_same(with, &after, what);
+    assert_eq!(env.run(&["fsck"]).code, 0, "{what}");
 }
 
 /// The merged term indexes a search builds (one per 4 sealed segments here) are caches too:
@@ -205,13 +212,10 @@ fn a_crash_while_a_merged_term_index_is_written_changes_no_output() {
             std::fs::remove_file(f).expect("rm");
         }
         // The segments' own indexes are in place: the first index written is a merged one.
-        let status = env
-            .cmd(&["history", "--all", "--search", "answer"])
-            .env("AXOCOATL_FAILPOINTS", format!("ledger.index.write={how}@1"))
-            .output()
-            .expect("run")
-            .status;
-        assert!(!status.success(), "{how}: the process died writing it");
+        assert!(
+            !search_succeeds_with(&env, &format!("{how}@1")),
+            "{how}: the process died writing it"
+        );
         assert!(
             built
                 .iter()
@@ -219,13 +223,12 @@ fn a_crash_while_a_merged_term_index_is_written_changes_no_output() {
                 .any(|(f, b)| std::fs::read(f).ok().as_ref() != Some(b)),
             "{how}: a merged index is missing or torn"
         );
-        let after = outputs(&env, &turns);
-        assert_same(
+        assert_usable(
+            &env,
+            &turns,
             &with,
-            &after,
             &format!("after a {how} writing a merged index"),
         );
-        assert_eq!(env.run(&["fsck"]).code, 0);
         assert_eq!(merged(), built, "{how}: built again");
         for (f, b) in built.iter().zip(&bytes) {
             assert_eq!(
