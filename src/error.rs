@@ -390,6 +390,7 @@ fn store_hint(e: &StoreError) -> Option<&'static str> {
         StoreError::BadFormatMarker { .. } => "if `axocoatl init` was interrupted, remove the directory and run it again",
         StoreError::AlreadyExists { .. } => "nothing was changed",
         StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
+        StoreError::SemanticDamaged { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` moves damaged records aside (to `damaged/` beside the file)",
         StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",
         StoreError::MemoryVersion { .. } => "this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
         StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "the disk is full: free space and run the command again; what was acknowledged before is kept (`axocoatl fsck` checks, `axocoatl fsck --repair` removes leftovers)",

@@ -31,6 +31,13 @@ pub enum Error {
         offset: u64,
         reason: String,
     },
+    /// A semantic memory `records` file that does not check where it is read.
+    #[error("semantic memory store {}: damaged at byte {offset}: {reason}", path.display())]
+    SemanticDamaged {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
     #[error("object {hash} is missing")]
     ObjectMissing { hash: String },
     #[error("object {hash} is damaged: its content hashes to {actual}")]

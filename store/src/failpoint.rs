@@ -53,6 +53,7 @@ pub const NAMES: &[&str] = &[
     "memory.semantic.write",
     "memory.semantic.sync",
     "memory.semantic.repair_sync",
+    "memory.semantic.damaged.move",
 ];
 
 /// What a failpoint does when it fires.

@@ -571,14 +571,21 @@ fn check_automation_runs(repo: &Repo, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// Semantic memory stores count as memory files; a torn tail of their records is cut by
-/// `--repair` like the ledger's.
+/// Semantic memory stores count as memory files; `--repair` cuts a torn tail of their
+/// records like the ledger's and moves damaged records aside.
 fn check_semantic(repo: &Repo, repair: bool, report: &mut Report) -> Result<()> {
-    let (stores, problems) = crate::semantic::check(repo, repair)?;
-    report.memory_files += stores;
+    let checked = crate::semantic::check(repo, repair)?;
+    report.memory_files += checked.stores;
+    let root = repo.root().to_string_lossy().into_owned();
+    report.repairs.extend(
+        checked
+            .repairs
+            .into_iter()
+            .map(|r| r.replace(&format!("{root}/"), "")),
+    );
     report
         .findings
-        .extend(problems.into_iter().map(|p| Finding {
+        .extend(checked.problems.into_iter().map(|p| Finding {
             kind: if p.is_error {
                 FindingKind::BadSemanticRecords
             } else {

@@ -471,3 +471,142 @@ fn a_crash_while_an_exchange_is_written_leaves_the_turn_and_a_working_memory() {
     let fsck = env.run(&["fsck"]);
     assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
 }
+
+/// The frames of a semantic `records` file: `(offset, payload length)` of each record.
+fn record_frames(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 16;
+    while at + 12 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
+        out.push((at, len));
+        at += 12 + len;
+    }
+    out
+}
+
+#[test]
+fn a_damaged_semantic_record_hides_no_other_and_fsck_repair_moves_it_aside() {
+    let env = env();
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    ];
+    for w in words {
+        ok(
+            &env,
+            &[
+                "memory",
+                "add",
+                "-a",
+                "a",
+                &format!("The {w} server is in rack {w}."),
+            ],
+        );
+    }
+    let store = env.repo().join("memory/semantic/v1/main%3aa");
+    let path = store.join("records");
+    let mut bytes = std::fs::read(&path).expect("records");
+    let frames = record_frames(&bytes);
+    assert_eq!(frames.len(), 10);
+    // Bytes flipped in the middle of the 4th record's text.
+    let (at, len) = frames[3];
+    for i in [len / 3, len / 2, len / 2 + 1] {
+        bytes[at + 12 + i] ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).expect("write");
+    let named = |stderr: &str| {
+        assert!(
+            stderr.contains("semantic memory of main:a: record 3 of ")
+                && stderr.contains("main%3aa/records is damaged"),
+            "the warning names the store, its file and the record: {stderr}"
+        );
+    };
+    // Every later record is still found, and the damage is said.
+    for w in ["echo", "juliet"] {
+        let r = env.run(&["memory", "search", "-a", "a", &format!("{w} server rack")]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            r.stdout.lines().nth(1).is_some_and(|l| l.contains(w)),
+            "{w}: {}",
+            r.stdout
+        );
+    }
+    let r = env.run(&[
+        "memory",
+        "search",
+        "-a",
+        "a",
+        "delta server rack",
+        "--top-k",
+        "10",
+    ]);
+    assert_eq!(r.code, 0);
+    assert!(!r.stdout.contains("delta"), "{}", r.stdout);
+    assert_eq!(r.stdout.matches("  The ").count(), 9, "{}", r.stdout);
+    named(&r.stderr);
+    let r = env.run(&["memory", "status", "-a", "a"]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout
+            .contains("semantic:        10 records (1 damaged: run `axocoatl fsck --repair`)"),
+        "{}",
+        r.stdout
+    );
+    named(&r.stderr);
+    let r = env.run(&["memory", "reindex", "-a", "a"]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.starts_with("reindexed 9 records of main:a"),
+        "{}",
+        r.stdout
+    );
+    named(&r.stderr);
+    // Appends go on after it.
+    ok(
+        &env,
+        &[
+            "memory",
+            "add",
+            "-a",
+            "a",
+            "The kilo server is in rack kilo.",
+        ],
+    );
+    // fsck names it; --repair moves it aside; then everything checks and reads.
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 9, "{}", r.stdout);
+    assert!(r.stdout.contains("bad-semantic-records"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("semantic memory record 3 "),
+        "{}",
+        r.stdout
+    );
+    let r = env.run(&["fsck", "--repair"]);
+    snap!("fsck_repair_semantic", env.snap(&r));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let aside = store.join("damaged").join(format!("records.{at}"));
+    assert_eq!(
+        std::fs::read(&aside).expect("moved aside"),
+        &bytes[at..at + 12 + len]
+    );
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let r = env.run(&["memory", "status", "-a", "a", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(r.stdout.trim()).expect("json");
+    assert_eq!(
+        (status["records"].as_u64(), status["damaged"].as_u64()),
+        (Some(10), Some(0))
+    );
+    assert_eq!(r.stderr, "");
+    let r = env.run(&[
+        "memory",
+        "search",
+        "-a",
+        "a",
+        "kilo server rack",
+        "--top-k",
+        "10",
+    ]);
+    assert_eq!(r.stdout.matches("  The ").count(), 10, "{}", r.stdout);
+    assert!(r.stdout.lines().nth(1).is_some_and(|l| l.contains("kilo")));
+    assert_eq!(r.stderr, "");
+}

@@ -20,12 +20,13 @@ pub mod chunk;
 pub mod lexical;
 pub mod neural;
 
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 use axocoatl_store::fsutil::Durability;
 use axocoatl_store::semantic::{
-    LexicalIndex, Records, SemanticDir, StoredRecord, Vectors, LEXICAL_FILE, RECORDS_FILE,
-    VECTORS_FILE,
+    DamagedSlot, LexicalIndex, Records, SemanticDir, StoredRecord, Vectors, LEXICAL_FILE,
+    RECORDS_FILE, VECTORS_FILE,
 };
 use axocoatl_store::Repo;
 
@@ -134,6 +135,8 @@ pub struct Status {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reindexed {
     pub path: RecallPath,
+    /// The records whose text was indexed (damaged ones are not: see
+    /// [`SemanticStore::damage`]).
     pub records: u64,
 }
 
@@ -158,6 +161,8 @@ pub struct SemanticStore {
     /// Loaded at first need, for the current model.
     vectors: OnceLock<Vectors>,
     lexical: Option<LexicalIndex>,
+    /// Damaged records met by reads so far (skipped), by id: see [`SemanticStore::damage`].
+    damaged: Mutex<BTreeMap<RecordId, DamagedSlot>>,
 }
 
 fn store_err(e: axocoatl_store::Error) -> RuntimeError {
@@ -205,6 +210,7 @@ impl SemanticStore {
             records,
             vectors: OnceLock::new(),
             lexical: None,
+            damaged: Mutex::default(),
         })
     }
 
@@ -220,6 +226,60 @@ impl SemanticStore {
 
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
+    }
+
+    /// Record `id`, or `None` when it is damaged: readers step over it (it is noted for
+    /// [`SemanticStore::damage`]).
+    fn read(&self, id: RecordId) -> Result<Option<StoredRecord>> {
+        match self.records.read(id).map_err(store_err)? {
+            Ok(r) => Ok(Some(r)),
+            Err(slot) => {
+                self.damaged
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, slot);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Record `id`'s text for the derived data (vectors, lexical index); a damaged record
+    /// has none.
+    fn text(&self, id: RecordId) -> Result<String> {
+        Ok(self.read(id)?.map(|r| r.text).unwrap_or_default())
+    }
+
+    /// The damaged records reads met so far (every one, after [`SemanticStore::verify`]),
+    /// each said in a sentence naming this store and its file.
+    pub fn damage(&self) -> Vec<String> {
+        let path = self.records.path().display();
+        self.damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|d| {
+                format!(
+                    "semantic memory of {}: record {} of {path} is damaged ({} bytes at byte {}: {}); it is skipped, and `axocoatl fsck --repair` moves it aside",
+                    self.agent_id, d.id, d.len, d.offset, d.reason
+                )
+            })
+            .collect()
+    }
+
+    fn damaged_count(&self) -> u64 {
+        self.damaged.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    /// Reads every record (for `memory status` and `reindex`) and returns how many are
+    /// damaged; [`SemanticStore::damage`] says which.
+    pub fn verify(&self) -> u64 {
+        let found = self.records.verify();
+        let n = found.len() as u64;
+        self.damaged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(found.into_iter().map(|d| (d.id, d)));
+        n
     }
 
     fn embedder(&self) -> Result<&'static Embedder, EmbedError> {
@@ -350,9 +410,8 @@ impl SemanticStore {
         self.refresh()?;
         let rows = self.vectors()?.rows() as u64;
         let texts = (rows..self.records.len())
-            .map(|id| self.records.get(id).map(|r| r.text))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(store_err)?;
+            .map(|id| self.text(id))
+            .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = embedder.embed(&refs).map_err(embed_err)?;
         let qrows: Vec<_> = vectors.iter().map(|v| neural::quantize(v)).collect();
@@ -368,34 +427,48 @@ impl SemanticStore {
         self.refresh()
     }
 
-    /// The `top_k` records closest to `query`, best first.
+    /// The `top_k` records closest to `query`, best first. Damaged records are stepped over
+    /// (the next closest take their places) and noted for [`SemanticStore::damage`].
     pub fn search(&mut self, query: &str, top_k: usize) -> Result<Vec<Hit>> {
         if self.records.is_empty() || top_k == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let ranked = match self.decide()?.0 {
+        let q = match self.decide()?.0 {
             RecallPath::Neural => {
                 let embedder = self.embedder().map_err(embed_err)?;
                 self.catch_up(embedder)?;
                 let q = embedder.embed(&[query]).map_err(embed_err)?;
-                let q = neural::quantize(q.first().map(Vec::as_slice).unwrap_or(&[]));
-                // Rows past the records (a vector file from another history) are not read.
-                let n = self.records.len() as usize;
-                let data = self.vectors()?.data();
-                let rb = axocoatl_store::semantic::vectors::row_bytes(DIM);
-                neural::search(&data[..data.len().min(n * rb)], DIM, &q, top_k)
+                Some(neural::quantize(
+                    q.first().map(Vec::as_slice).unwrap_or(&[]),
+                ))
             }
-            RecallPath::Lexical => self.search_lexical(query, top_k)?,
+            RecallPath::Lexical => None,
         };
-        ranked
-            .into_iter()
-            .map(|(id, score)| {
-                self.records
-                    .get(id)
-                    .map(|r| hit_of(id, score, r))
-                    .map_err(store_err)
-            })
-            .collect()
+        let mut k = top_k;
+        loop {
+            let ranked = match &q {
+                Some(q) => {
+                    // Rows past the records (a vector file from another history) are not read.
+                    let n = self.records.len() as usize;
+                    let data = self.vectors()?.data();
+                    let rb = axocoatl_store::semantic::vectors::row_bytes(DIM);
+                    neural::search(&data[..data.len().min(n * rb)], DIM, q, k)
+                }
+                None => self.search_lexical(query, k)?,
+            };
+            let ranked_len = ranked.len();
+            let mut hits = Vec::with_capacity(ranked_len);
+            for (id, score) in ranked {
+                if let Some(r) = self.read(id)? {
+                    hits.push(hit_of(id, score, r));
+                }
+            }
+            if hits.len() >= top_k || ranked_len < k {
+                hits.truncate(top_k);
+                return Ok(hits);
+            }
+            k += ranked_len - hits.len();
+        }
     }
 
     /// The records retained after `since` (every record when `None`), oldest first: at most
@@ -407,7 +480,9 @@ impl SemanticStore {
             if out.len() == max {
                 break;
             }
-            let r = self.records.get(id).map_err(store_err)?;
+            let Some(r) = self.read(id)? else {
+                continue;
+            };
             if since.is_some_and(|t| r.at <= t) {
                 break;
             }
@@ -428,17 +503,15 @@ impl SemanticStore {
         }
         let covered = self.lexical.as_ref().map(|ix| ix.docs()).unwrap_or(0);
         let tail = (covered..n)
-            .map(|id| self.records.get(id).map(|r| r.text))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(store_err)?;
+            .map(|id| self.text(id))
+            .collect::<Result<Vec<_>>>()?;
         Ok(lexical::search(self.lexical.as_ref(), &tail, query, top_k))
     }
 
     fn rebuild_lexical(&mut self) -> Result<u64> {
         let texts = (0..self.records.len())
-            .map(|id| self.records.get(id).map(|r| r.text))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(store_err)?;
+            .map(|id| self.text(id))
+            .collect::<Result<Vec<_>>>()?;
         let builder = lexical::build(texts.iter().map(String::as_str));
         let path = self.dir.file(LEXICAL_FILE);
         builder.write(&path).map_err(store_err)?;
@@ -505,9 +578,8 @@ impl SemanticStore {
         match self.embedder() {
             Ok(embedder) => {
                 let texts = (0..self.records.len())
-                    .map(|id| self.records.get(id).map(|r| r.text))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(store_err)?;
+                    .map(|id| self.text(id))
+                    .collect::<Result<Vec<_>>>()?;
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
                 let vectors = embedder.embed(&refs).map_err(embed_err)?;
                 let rows: Vec<_> = vectors.iter().map(|v| neural::quantize(v)).collect();
@@ -519,7 +591,7 @@ impl SemanticStore {
                 self.refresh()?;
                 Ok(Reindexed {
                     path: RecallPath::Neural,
-                    records: rows.len() as u64,
+                    records: (rows.len() as u64).saturating_sub(self.damaged_count()),
                 })
             }
             Err(_) => {
@@ -530,7 +602,7 @@ impl SemanticStore {
                 };
                 Ok(Reindexed {
                     path: RecallPath::Lexical,
-                    records,
+                    records: records.saturating_sub(self.damaged_count()),
                 })
             }
         }

@@ -28,7 +28,7 @@ use crate::lock::Lock;
 use crate::{Repo, Result};
 
 pub use lexical::{LexicalIndex, LexicalIndexBuilder};
-pub use records::{Records, StoredRecord};
+pub use records::{DamagedSlot, Records, StoredRecord};
 pub use vectors::{VectorRow, Vectors};
 
 pub const RECORDS_FILE: &str = "records";
@@ -142,14 +142,15 @@ pub struct Problem {
 
 /// Checks every semantic store of a repository: each record's checksum and body, and that
 /// the caches agree with the records. With `repair`, a torn tail of `records` (a crash
-/// mid-append) is cut. Returns the number of stores checked and the problems.
-pub fn check(repo: &Repo, repair: bool) -> Result<(u64, Vec<Problem>)> {
+/// mid-append) is cut, and damaged records are moved aside to `damaged/` in their store
+/// (the caches' rows from the first of them on are dropped: they are rebuilt from the
+/// text). Returns the number of stores checked, the problems left and what was repaired.
+pub fn check(repo: &Repo, repair: bool) -> Result<Checked> {
     let root = repo.path(SEMANTIC_DIR);
-    let mut problems = Vec::new();
-    let mut stores = 0;
+    let mut out = Checked::default();
     let entries = match std::fs::read_dir(&root) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, problems)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(crate::Error::io("list", &root)(e)),
     };
     let mut dirs: Vec<PathBuf> = entries
@@ -163,19 +164,63 @@ pub fn check(repo: &Repo, repair: bool) -> Result<(u64, Vec<Problem>)> {
         if !sd.exists() {
             continue;
         }
-        stores += 1;
-        problems.extend(check_dir(&sd, repair)?);
+        out.stores += 1;
+        if repair {
+            out.repairs.extend(repair_dir(&sd)?);
+        }
+        out.problems.extend(check_dir(&sd)?);
     }
-    Ok((stores, problems))
+    Ok(out)
 }
 
-fn check_dir(sd: &SemanticDir, repair: bool) -> Result<Vec<Problem>> {
+/// What [`check`] found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Stores checked.
+    pub stores: u64,
+    pub problems: Vec<Problem>,
+    /// What `repair` changed, one sentence each (file paths are absolute).
+    pub repairs: Vec<String>,
+}
+
+/// The directory `fsck --repair` moves a store's damaged records to.
+pub const DAMAGED_DIR: &str = "damaged";
+
+/// Cuts a torn tail and moves damaged records aside, under the store's lock.
+fn repair_dir(sd: &SemanticDir) -> Result<Vec<String>> {
+    let _lock = sd.lock()?;
+    let path = sd.file(RECORDS_FILE);
+    let mut done = Vec::new();
+    let cut = records::repair_tail(&path)?;
+    if cut > 0 {
+        done.push(format!(
+            "cut a torn tail of {cut} bytes from {} (a crash mid-append)",
+            path.display()
+        ));
+    }
+    let moved = records::repair_damaged(&path, &sd.file(DAMAGED_DIR))?;
+    if let Some(first) = moved.first() {
+        // The records after a moved one have new ids: no cache row from there on is theirs.
+        vectors::drop_from(&sd.file(VECTORS_FILE), first.slot.id)?;
+        LexicalIndex::drop_beyond(&sd.file(LEXICAL_FILE), first.slot.id)?;
+    }
+    for m in moved {
+        done.push(format!(
+            "moved damaged record {} ({} bytes at byte {}: {}) of the semantic memory store {} to {}; the records after it are renumbered, and their search data is rebuilt on use or by `axocoatl memory reindex`",
+            m.slot.id,
+            m.slot.len,
+            m.slot.offset,
+            m.slot.reason,
+            path.display(),
+            m.file.display()
+        ));
+    }
+    Ok(done)
+}
+
+fn check_dir(sd: &SemanticDir) -> Result<Vec<Problem>> {
     let mut problems = Vec::new();
     let path = sd.file(RECORDS_FILE);
-    if repair {
-        let _lock = sd.lock()?;
-        records::repair_tail(&path)?;
-    }
     let recs = Records::open(&path)?;
     if let Some(torn) = recs.torn_tail() {
         problems.push(Problem {
@@ -185,23 +230,16 @@ fn check_dir(sd: &SemanticDir, repair: bool) -> Result<Vec<Problem>> {
             is_error: true,
         });
     }
-    if let Some((offset, reason)) = recs.damage() {
+    for slot in recs.verify() {
         problems.push(Problem {
             file: path.clone(),
-            offset: Some(offset),
-            message: reason.to_owned(),
+            offset: Some(slot.offset),
+            message: format!(
+                "semantic memory record {} ({} bytes) is damaged: {}; readers skip it, `fsck --repair` moves it aside",
+                slot.id, slot.len, slot.reason
+            ),
             is_error: true,
         });
-    }
-    for id in 0..recs.len() {
-        if let Err(e) = recs.get(id) {
-            problems.push(Problem {
-                file: path.clone(),
-                offset: Some(recs.offset(id)),
-                message: e.to_string(),
-                is_error: true,
-            });
-        }
     }
     let vpath = sd.file(VECTORS_FILE);
     if vpath.exists() {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{create_dir_private, open_private, sync_dir, Durability};
+use crate::fsutil::{create_dir_private, open_private, sync_dir, write_atomic, Durability};
 use crate::ledger::frame_le::{crc32c, le_u32};
 use crate::{Error, Result};
 
@@ -47,16 +47,38 @@ pub struct StoredRecord {
     pub at: i64,
 }
 
-/// An open, read-only view of a `records` file: the offsets of its whole records.
+/// A stretch of a `records` file that holds no readable record: one record whose bytes were
+/// damaged after it was written. It keeps its id (the next record keeps its own), so the
+/// rows of the caches stay aligned with the records; readers skip it.
+///
+/// Where a damaged frame header hides the record's length, the stretch runs to the next
+/// intact record, and is taken for one record: when a damaged stretch covered several
+/// records, the ids after it are off until `axocoatl fsck --repair` moves it aside (which
+/// also drops the cache rows from there on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedSlot {
+    pub id: u64,
+    /// File offset of its first byte.
+    pub offset: u64,
+    pub len: u64,
+    pub reason: String,
+}
+
+/// An open, read-only view of a `records` file: where each record (or damaged stretch)
+/// starts.
 #[derive(Debug)]
 pub struct Records {
     path: PathBuf,
     map: Option<Mmap>,
+    /// Start of each record's frame, or of a damaged stretch (see `damaged`), by id.
     offsets: Vec<u64>,
+    /// The damaged stretches found by opening (by id). Opening checks frame headers only, so
+    /// a record whose payload alone is damaged is found when it is read ([`Records::get`],
+    /// [`Records::verify`]).
+    damaged: Vec<DamagedSlot>,
     /// End of the last whole record.
     end: u64,
     torn: Option<u64>,
-    damage: Option<(u64, &'static str)>,
 }
 
 fn header() -> [u8; HEADER_LEN as usize] {
@@ -81,28 +103,14 @@ fn frame_len(bytes: &[u8], at: usize) -> Option<usize> {
         .then_some(len as usize)
 }
 
-/// How a file goes wrong at a frame.
-enum Bad {
-    /// A crash tore the last batch: nothing valid follows.
-    Torn,
-    Damage(&'static str),
-}
-
-/// A batch is written in one go, so a crash can only leave the last batch incomplete: a
-/// prefix of its bytes, perhaps followed by zeros. A bad frame is therefore a torn tail
-/// when no valid frame starts anywhere after it, and damage in the middle when one does
-/// (found by trying every offset: a header and a payload checksum both matching by chance
-/// is negligible). Only a file that is already bad pays for this search.
-fn classify(map: &[u8], at: usize, reason: &'static str) -> Bad {
+/// The first offset after `from` where a whole, valid frame starts (header and payload both
+/// check: matching by chance is negligible), if any.
+fn next_frame(map: &[u8], from: usize) -> Option<usize> {
     let total = map.len();
-    for p in at + 1..total.saturating_sub(FRAME_HEADER as usize) {
-        if let Some(len) = frame_len(map, p) {
-            if p + FRAME_HEADER as usize + len <= total && payload_ok(map, p, len) {
-                return Bad::Damage(reason);
-            }
-        }
-    }
-    Bad::Torn
+    (from..total.saturating_sub(FRAME_HEADER as usize)).find(|&p| {
+        frame_len(map, p)
+            .is_some_and(|len| p + FRAME_HEADER as usize + len <= total && payload_ok(map, p, len))
+    })
 }
 
 impl Records {
@@ -112,9 +120,9 @@ impl Records {
             path: path.to_owned(),
             map: None,
             offsets: Vec::new(),
+            damaged: Vec::new(),
             end: HEADER_LEN,
             torn: None,
-            damage: None,
         };
         let file = match File::open(path) {
             Ok(f) => f,
@@ -125,11 +133,12 @@ impl Records {
         if len == 0 {
             return Ok(recs);
         }
-        // SAFETY: the file is only ever appended to, or a torn tail past every whole record
-        // cut under the lock; this view reads only the whole records below its length.
+        // SAFETY: the file is only ever appended to, cut past every whole record under the
+        // lock, or replaced whole by a rename (`fsck --repair`); this view reads only the
+        // whole records below its length.
         #[expect(
             unsafe_code,
-            reason = "mapping a file: it is only appended to, or cut past the whole records this view reads"
+            reason = "mapping a file: it is only appended to, cut past the whole records this view reads, or replaced by a rename"
         )]
         let map = unsafe { Mmap::map(&file) }.map_err(Error::io("map", path))?;
         if map.len() < HEADER_LEN as usize {
@@ -140,78 +149,74 @@ impl Records {
             return Ok(recs);
         }
         if map[0..HEADER_LEN as usize] != header() {
-            return Err(Error::Corrupt {
+            return Err(Error::SemanticDamaged {
                 path: path.to_owned(),
                 offset: 0,
                 reason: "not a semantic records file of version 1 (bad header)".into(),
             });
         }
-        if !recs.scan(&map, false) {
-            // Verify every frame to tell a torn tail from damage in the middle.
-            recs.offsets.clear();
-            recs.scan(&map, true);
-        }
+        recs.scan(&map);
         recs.map = Some(map);
         Ok(recs)
     }
 
-    /// Finds the whole records; `false` when the fast pass (headers and the last payload
-    /// only) met a bad frame.
-    fn scan(&mut self, map: &[u8], verify: bool) -> bool {
+    /// Finds the records: walks the frame headers (and checks the last payload), stepping
+    /// over damage that an intact record follows.
+    ///
+    /// A batch is written in one go, so a crash can only leave the last batch incomplete: a
+    /// prefix of its bytes, perhaps followed by zeros. A bad frame is therefore a torn tail
+    /// when no valid frame starts anywhere after it, and damage in the middle when one does.
+    /// Only a file that is already bad pays for that search.
+    fn scan(&mut self, map: &[u8]) {
         let total = map.len();
         let mut at = HEADER_LEN as usize;
-        let mut clean = true;
         while at < total {
-            let bad = if total - at < FRAME_HEADER as usize {
-                Some(Bad::Torn)
-            } else {
-                match frame_len(map, at) {
-                    None => Some(classify(
-                        map,
-                        at,
-                        "a record header's checksum does not match",
-                    )),
-                    Some(len) => {
-                        let next = at + FRAME_HEADER as usize + len;
-                        if next > total {
-                            Some(Bad::Torn)
-                        } else if (verify || next == total) && !payload_ok(map, at, len) {
-                            Some(classify(map, at, "a record's checksum does not match"))
-                        } else {
-                            self.offsets.push(at as u64);
-                            at = next;
-                            None
-                        }
-                    }
-                }
-            };
-            match bad {
-                None => {}
-                Some(Bad::Torn) => {
-                    self.torn = Some(at as u64);
-                    clean = false;
-                    break;
-                }
-                Some(Bad::Damage(reason)) => {
-                    self.damage = Some((at as u64, reason));
-                    clean = false;
-                    break;
-                }
+            if total - at < FRAME_HEADER as usize {
+                self.torn = Some(at as u64);
+                break;
             }
+            let (reason, next) = match frame_len(map, at) {
+                Some(len) => {
+                    let next = at + FRAME_HEADER as usize + len;
+                    if next > total {
+                        // The header checks, so the length is right: a cut batch.
+                        self.torn = Some(at as u64);
+                        break;
+                    }
+                    if next == total && !payload_ok(map, at, len) {
+                        // Indistinguishable from a torn write: nothing follows it.
+                        self.torn = Some(at as u64);
+                        break;
+                    }
+                    self.offsets.push(at as u64);
+                    at = next;
+                    continue;
+                }
+                None => match next_frame(map, at + 1) {
+                    Some(next) => ("a record header's checksum does not match", next),
+                    None => {
+                        self.torn = Some(at as u64);
+                        break;
+                    }
+                },
+            };
+            self.damaged.push(DamagedSlot {
+                id: self.offsets.len() as u64,
+                offset: at as u64,
+                len: (next - at) as u64,
+                reason: reason.to_owned(),
+            });
+            self.offsets.push(at as u64);
+            at = next;
         }
         self.end = at as u64;
-        if !verify && !clean {
-            self.torn = None;
-            self.damage = None;
-        }
-        clean
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Number of whole records.
+    /// Number of records: ids `0..len()`, damaged ones included (they keep their ids).
     pub fn len(&self) -> u64 {
         self.offsets.len() as u64
     }
@@ -225,9 +230,10 @@ impl Records {
         self.torn
     }
 
-    /// Damage before the end (offset and reason): records from there on are not readable.
-    pub fn damage(&self) -> Option<(u64, &'static str)> {
-        self.damage
+    /// The damaged stretches opening found (damaged frame headers). Records whose payload
+    /// alone is damaged are found by [`Records::verify`].
+    pub fn damaged(&self) -> &[DamagedSlot] {
+        &self.damaged
     }
 
     /// File offset of record `id`'s frame.
@@ -235,46 +241,61 @@ impl Records {
         self.offsets.get(id as usize).copied().unwrap_or(self.end)
     }
 
-    /// Record `id`, verified.
-    pub fn get(&self, id: u64) -> Result<StoredRecord> {
+    /// Record `id`, verified: `Ok(Err(slot))` when it is damaged (readers skip it and go on
+    /// with the next), `Err` when there is no record `id`.
+    pub fn read(&self, id: u64) -> Result<std::result::Result<StoredRecord, DamagedSlot>> {
         let (Some(map), Some(&at)) = (self.map.as_ref(), self.offsets.get(id as usize)) else {
-            return Err(Error::Corrupt {
+            return Err(Error::SemanticDamaged {
                 path: self.path.clone(),
                 offset: self.end,
                 reason: format!("no record {id} (there are {})", self.len()),
             });
         };
+        if let Ok(i) = self.damaged.binary_search_by_key(&id, |d| d.id) {
+            return Ok(Err(self.damaged[i].clone()));
+        }
         let at = at as usize;
         let len = le_u32(&map[at..at + 4]) as usize;
-        if !payload_ok(map, at, len) {
-            return Err(Error::Corrupt {
-                path: self.path.clone(),
-                offset: at as u64,
-                reason: format!("record {id}'s checksum does not match"),
-            });
-        }
-        postcard::from_bytes(&map[at + 12..at + 12 + len]).map_err(|e| Error::Corrupt {
-            path: self.path.clone(),
+        let damaged = |reason: String| DamagedSlot {
+            id,
             offset: at as u64,
-            reason: format!("record {id} does not decode: {e}"),
+            len: (len + FRAME_HEADER as usize) as u64,
+            reason,
+        };
+        if at + FRAME_HEADER as usize + len > map.len() || !payload_ok(map, at, len) {
+            return Ok(Err(damaged("a record's checksum does not match".into())));
+        }
+        Ok(postcard::from_bytes(&map[at + 12..at + 12 + len])
+            .map_err(|e| damaged(format!("it does not decode: {e}"))))
+    }
+
+    /// Record `id`, verified; a damaged record is [`Error::SemanticDamaged`].
+    pub fn get(&self, id: u64) -> Result<StoredRecord> {
+        self.read(id)?.map_err(|slot| Error::SemanticDamaged {
+            path: self.path.clone(),
+            offset: slot.offset,
+            reason: format!(
+                "record {} ({} bytes) is damaged: {}",
+                slot.id, slot.len, slot.reason
+            ),
         })
     }
 
+    /// Every damaged record: the stretches opening found, and the records whose payload does
+    /// not check or decode. Reads every record.
+    pub fn verify(&self) -> Vec<DamagedSlot> {
+        (0..self.len())
+            .filter_map(|id| self.read(id).ok().and_then(|r| r.err()))
+            .collect()
+    }
+
     /// Appends `records` (the caller holds the store's lock) and returns the id of the first.
-    /// A torn tail is cut first; damage before the end refuses the append. With
+    /// A torn tail is cut first; damaged records before the end stay where they are (readers
+    /// step over them) and the new records follow the last whole one. With
     /// [`Durability::Durable`] the file and its directory are synced before this returns
     /// (the directory always: an earlier cached append may have created the file).
     pub fn append(path: &Path, records: &[StoredRecord], durability: Durability) -> Result<u64> {
         let current = Records::open(path)?;
-        if let Some((offset, reason)) = current.damage {
-            return Err(Error::Corrupt {
-                path: path.to_owned(),
-                offset,
-                reason: format!(
-                    "{reason}; nothing is appended to a damaged file (see `axocoatl fsck`)"
-                ),
-            });
-        }
         let first = current.len();
         let mut bytes = Vec::new();
         for r in records {
@@ -329,15 +350,12 @@ impl Records {
     }
 }
 
-/// Cuts a torn tail (the caller holds the lock); damage elsewhere is left for the user.
+/// Cuts a torn tail (the caller holds the lock); returns the bytes cut.
 pub fn repair_tail(path: &Path) -> Result<u64> {
     let recs = Records::open(path)?;
     let Some(torn) = recs.torn else {
         return Ok(0);
     };
-    if recs.damage.is_some() {
-        return Ok(0);
-    }
     let len = std::fs::metadata(path)
         .map_err(Error::io("stat", path))?
         .len();
@@ -350,4 +368,55 @@ pub fn repair_tail(path: &Path) -> Result<u64> {
         .and_then(|()| file.sync_data())
         .map_err(Error::io("sync", path))?;
     Ok(len - keep)
+}
+
+/// A damaged record [`repair_damaged`] moved aside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovedAside {
+    pub slot: DamagedSlot,
+    /// Where its bytes are now.
+    pub file: PathBuf,
+}
+
+/// Moves every damaged record of the `records` file at `path` aside (the caller holds the
+/// store's lock): each one's bytes are copied to `aside/records.<offset>` (fsynced), then
+/// the file is replaced by one holding only its whole records (written atomically). The
+/// records after a damaged one move down by one id, so the caller drops the caches' rows
+/// from the first moved id on. A torn tail is left for [`repair_tail`].
+pub fn repair_damaged(path: &Path, aside: &Path) -> Result<Vec<MovedAside>> {
+    let recs = Records::open(path)?;
+    let damaged = recs.verify();
+    if damaged.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(map) = recs.map.as_ref() else {
+        return Ok(Vec::new());
+    };
+    create_dir_private(aside)?;
+    let mut moved = Vec::with_capacity(damaged.len());
+    for slot in damaged.iter() {
+        let file = aside.join(format!("{}.{}", crate::semantic::RECORDS_FILE, slot.offset));
+        let bytes = &map[slot.offset as usize..(slot.offset + slot.len) as usize];
+        crate::failpoint::hit("memory.semantic.damaged.move").map_err(Error::io("write", &file))?;
+        write_atomic(&file, bytes, Durability::Durable)?;
+        moved.push(MovedAside {
+            slot: slot.clone(),
+            file,
+        });
+    }
+    let mut kept = Vec::with_capacity(recs.end as usize);
+    kept.extend_from_slice(&map[..HEADER_LEN as usize]);
+    let mut bad = damaged.iter().map(|d| d.id).peekable();
+    for id in 0..recs.len() {
+        if bad.peek() == Some(&id) {
+            bad.next();
+            continue;
+        }
+        kept.extend_from_slice(&map[recs.offset(id) as usize..recs.offset(id + 1) as usize]);
+    }
+    // A torn tail after the whole records stays for `repair_tail` to cut and report.
+    kept.extend_from_slice(&map[recs.end as usize..]);
+    drop(recs);
+    write_atomic(path, &kept, Durability::Durable)?;
+    Ok(moved)
 }

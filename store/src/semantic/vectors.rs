@@ -242,6 +242,30 @@ fn check_row(row: &VectorRow, dim: usize) -> Result<()> {
     Ok(())
 }
 
+/// Drops every row from `rows` on, whatever the file's model (the records from there on
+/// were renumbered): cut by the width its header gives, or the whole file removed when its
+/// header does not check.
+pub fn drop_from(path: &Path, rows: u64) -> Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; HEADER_LEN];
+    let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    match read {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(()) if &head[0..8] == MAGIC && crc32c(&head[0..60]) == le_u32(&head[60..64]) => {
+            let dim = le_u32(&head[12..16]) as usize;
+            if dim > 0 {
+                return Vectors::cut(path, dim, rows);
+            }
+        }
+        _ => {}
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path)(e)),
+    }
+}
+
 /// Checks a vector file whatever its model: the header and every row. Returns the number of
 /// rows, or where and why it does not check.
 pub fn check_file(path: &Path) -> std::result::Result<u64, (Option<u64>, String)> {
