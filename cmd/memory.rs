@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Read, Write};
 use axocoatl::clock;
 use axocoatl::memory::daily::{parse_bound, record_line};
 use axocoatl::memory::semantic::Hit;
-use axocoatl::memory::{AgentMemory, CoreEdit, MemoryError};
+use axocoatl::memory::{recall, session_of, AgentMemory, CoreEdit, MemoryError};
 use axocoatl::workspace::Workspace;
 use axocoatl_store::memory::LogRecord;
 use clap::{Args, Subcommand};
@@ -133,11 +133,13 @@ pub struct LogArgs {
 /// Search semantic memory for records close in meaning to QUERY.
 ///
 /// Uses the local embedding model when it is available, else the lexical fallback (BM25);
-/// `axocoatl memory status` says which.
+/// `axocoatl memory status` says which. The exchanges of turns a rewind superseded stay in
+/// memory but are left out, unless --include-superseded.
 ///
 /// Examples:
 ///   axocoatl memory search "what database do we use"
 ///   axocoatl memory search "deadline" --top-k 10 --json
+///   axocoatl memory search "the old plan" --include-superseded
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct SearchArgs {
@@ -146,6 +148,9 @@ pub struct SearchArgs {
     /// How many records [default: the agent's memory.recall.top_k].
     #[arg(long, value_name = "N")]
     pub top_k: Option<usize>,
+    /// Also find the exchanges of turns a rewind superseded (marked as such).
+    #[arg(long)]
+    pub include_superseded: bool,
 }
 
 /// Add text to semantic memory (from the argument, or stdin when it is absent or `-`).
@@ -177,7 +182,7 @@ pub struct StatusArgs {}
 /// model is fetched); the records themselves are never rewritten.
 ///
 /// Examples:
-///   scripts/fetch-model.sh && axocoatl memory reindex
+///   axocoatl models fetch && axocoatl memory reindex
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ReindexArgs {}
@@ -188,11 +193,15 @@ pub struct ReindexArgs {}
 /// One model call per agent reads its recent semantic records and its core blocks and may
 /// only add or rewrite facts in core blocks: it never deletes semantic records. Each pass is
 /// recorded in the ledger as a turn of mode `consolidation` (see `axocoatl history`).
-/// Without -a, every autonomous agent with memory in the session is consolidated.
+/// A declared worker is consolidated in its scope under its coordinator; -a COORDINATOR
+/// consolidates each worker of its workflow (a coordinator keeps no memory of its own).
+/// Without -a, every autonomous agent and every declared worker with memory in the session
+/// is consolidated.
 ///
 /// Examples:
 ///   axocoatl memory consolidate
 ///   axocoatl memory consolidate -a coder -s main
+///   axocoatl memory consolidate -a lead          the workers of lead's workflow
 ///   */30 * * * * cd ~/proj && axocoatl memory consolidate     (cron)
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
@@ -405,12 +414,13 @@ fn log_json(r: &LogRecord) -> serde_json::Value {
     serde_json::to_value(r).unwrap_or_else(|_| json!({}))
 }
 
-fn hit_json(h: &Hit) -> serde_json::Value {
+fn hit_json(h: &Hit, superseded: bool) -> serde_json::Value {
     json!({
         "id": h.id,
         "score": h.score,
         "text": h.text,
         "source": {"kind": h.source.kind.as_str(), "turn": h.source.turn, "at": clock::rfc3339(h.source.at)},
+        "superseded": superseded,
     })
 }
 
@@ -434,10 +444,19 @@ fn search(
     if let Some(w) = store.path_warning()? {
         ui.warn(&w)?;
     }
-    let hits = store.search(&args.query, top_k)?;
+    let superseded = recall::superseded_turns(ws.repo(), session_of(&memory.id))?;
+    let hits = if args.include_superseded {
+        store.search(&args.query, top_k)?
+    } else {
+        recall::search_excluding(&mut store, &args.query, top_k, &superseded, None)?
+    };
+    for w in store.damage() {
+        ui.warn(&w)?;
+    }
     for h in &hits {
+        let rewound = recall::of_turns(h, &superseded);
         if json {
-            ui.json_line(&hit_json(h))?;
+            ui.json_line(&hit_json(h, rewound))?;
         } else {
             let turn = h
                 .source
@@ -447,10 +466,15 @@ fn search(
                 .unwrap_or_default();
             writeln!(
                 ui.out,
-                "{:.3}  {} {}{turn}",
+                "{:.3}  {} {}{turn}{}",
                 h.score,
                 clock::rfc3339(h.source.at),
-                h.source.kind.as_str()
+                h.source.kind.as_str(),
+                if rewound {
+                    " (superseded by a rewind)"
+                } else {
+                    ""
+                }
             )?;
             for line in safe(&h.text).lines() {
                 writeln!(ui.out, "  {line}")?;
@@ -481,6 +505,9 @@ fn add(
         ui.warn(&w)?;
     }
     let ids = memory.add_text(&mut store, &text)?;
+    for w in store.damage() {
+        ui.warn(&w)?;
+    }
     if json {
         ui.json_line(&json!({"agent_id": memory.id, "records": ids}))?;
     } else {
@@ -507,6 +534,10 @@ fn status(
     let dates = memory.log.dates()?;
     let store = memory.semantic(ws.repo())?;
     let s = store.status()?;
+    let damaged = store.verify();
+    for w in store.damage() {
+        ui.warn(&w)?;
+    }
     let recall = &agent.memory.recall;
     if json {
         ui.json_line(&json!({
@@ -515,6 +546,7 @@ fn status(
             "reason": s.reason,
             "hint": s.hint,
             "records": s.records,
+            "damaged": damaged,
             "indexed": s.indexed,
             "passive_inject": recall.passive_inject,
             "top_k": recall.top_k,
@@ -536,9 +568,13 @@ fn status(
     if let Some(hint) = &s.hint {
         writeln!(ui.out, "hint:            {hint}")?;
     }
+    let damaged = match damaged {
+        0 => String::new(),
+        n => format!(" ({n} damaged: run `axocoatl fsck --repair`)"),
+    };
     writeln!(
         ui.out,
-        "semantic:        {} record{}, {} indexed",
+        "semantic:        {} record{}{damaged}, {} indexed",
         s.records,
         if s.records == 1 { "" } else { "s" },
         s.indexed
@@ -583,8 +619,11 @@ fn reindex(
     let (memory, _) = AgentMemory::resolve(ws, session, agent)?;
     let mut store = memory.semantic(ws.repo())?;
     let done = store.reindex()?;
+    for w in store.damage() {
+        ui.warn(&w)?;
+    }
     if json {
-        ui.json_line(&json!({"agent_id": memory.id, "recall_path": done.path.as_str(), "records": done.records}))?;
+        ui.json_line(&json!({"agent_id": memory.id, "recall_path": done.path.as_str(), "records": done.records, "damaged": store.damage().len()}))?;
     } else {
         writeln!(
             ui.out,

@@ -131,6 +131,11 @@ pub struct RequestInfo<'a> {
     pub scope: &'a str,
     /// The user's request of this turn (the query for passive recall).
     pub request: &'a str,
+    /// The earlier turns whose messages this request carries (the conversation window),
+    /// oldest first: passive recall does not inject their exchanges again.
+    pub window: &'a [String],
+    /// The session's turns a rewind superseded: passive recall leaves their exchanges out.
+    pub superseded: &'a [String],
 }
 
 /// Supplies a [`ContextSection`] for each request of a conversing agent.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, Usage};
+use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, TurnState, Usage};
 use axocoatl_store::ledger::Record;
 use axocoatl_store::Repo;
 
@@ -23,7 +23,10 @@ use crate::provider::{
     ToolCall, ToolSchema,
 };
 use crate::tools::{self, Root, Toolbox, Workplace};
-use crate::turn::{ContextSection, ContextSource, Exchange, RequestInfo, TurnEvent, TurnObserver};
+use crate::turn::{
+    ContextSection, ContextSource, Exchange, RequestInfo, TurnEvent, TurnObserver, TurnOutcome,
+    TurnSummary,
+};
 
 /// The agent a converse runs as, with everything that is its own.
 pub struct Conversant<'a> {
@@ -159,6 +162,37 @@ pub struct TurnCx<'a> {
     /// The user's request (what context sources may look up).
     pub request: &'a str,
     pub cancel: &'a Cancel,
+    /// What the transcript holds of earlier turns.
+    pub earlier: Earlier<'a>,
+}
+
+/// The earlier turns a converse's transcript starts with, for passive recall (which
+/// injects no exchange the request already carries, nor one a rewind superseded).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Earlier<'a> {
+    /// The retained turns whose messages are the transcript's first `messages`, oldest
+    /// first; each turn's messages begin with its one user message. The transcript may hold
+    /// only the newest of them.
+    pub turns: &'a [String],
+    pub messages: usize,
+    /// The session's turns a rewind superseded.
+    pub superseded: &'a [String],
+}
+
+impl Earlier<'_> {
+    /// The earlier turns among `sent`, the newest messages of `transcript` that a request
+    /// carries.
+    fn window(&self, transcript: &[Message], sent: usize) -> &[String] {
+        let first = transcript.len().saturating_sub(sent);
+        let end = self.messages.min(transcript.len());
+        let users = transcript
+            .get(first.min(end)..end)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .count();
+        &self.turns[self.turns.len().saturating_sub(users)..]
+    }
 }
 
 impl TurnCx<'_> {
@@ -257,6 +291,8 @@ pub fn converse(
         turn: cx.turn,
         scope: &conv.memory.id,
         request: cx.request,
+        window: &[],
+        superseded: cx.earlier.superseded,
     };
     for observer in conv.observers.iter_mut() {
         if let Err(e) = observer.before_turn(&info) {
@@ -301,10 +337,13 @@ fn build_request(
     sink: &mut Sink<'_>,
 ) -> Result<ChatRequest, TurnError> {
     let mut system = conv.agent.system_prompt.clone().unwrap_or_default();
+    let sent = conversation::trim_to(transcript, conv.max_messages);
     let info = RequestInfo {
         turn: cx.turn,
         scope: &conv.memory.id,
         request: cx.request,
+        window: cx.earlier.window(transcript, sent.len()),
+        superseded: cx.earlier.superseded,
     };
     for source in conv.context.iter_mut() {
         let section = match source.section(&info) {
@@ -325,7 +364,6 @@ fn build_request(
             system.push_str(&section.text);
         }
     }
-    let sent = conversation::trim_to(transcript, conv.max_messages);
     let mut messages = Vec::with_capacity(sent.len() + 1);
     if !system.is_empty() {
         messages.push(Message::new(Role::System, system));
@@ -552,6 +590,50 @@ fn run_tools(
         msg.tool_call_id = Some(call.id.clone());
         msg.name = Some(call.name.clone());
         transcript.push(msg);
+    }
+    Ok(())
+}
+
+/// Tells `conv`'s observers that its part of a turn ended: a declared worker's subtask, or
+/// one agent's answer in a multi-agent turn (the daily log's answer line, the exchange in
+/// semantic memory). `end` is how its converse ended. Their failures are warnings of the
+/// turn.
+pub(crate) fn observe_end(
+    conv: &mut Conversant<'_>,
+    cx: &TurnCx<'_>,
+    tally: &Tally,
+    end: &Result<(), TurnError>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let (state, error) = match end {
+        Ok(()) => (TurnState::Completed, None),
+        Err(TurnError::Provider(ProviderError::Cancelled)) => (TurnState::Stopped, None),
+        Err(TurnError::Provider(e)) => (TurnState::Failed, Some(e.to_string())),
+        Err(TurnError::Budget(m)) | Err(TurnError::Subtask(m)) => {
+            (TurnState::Failed, Some(m.clone()))
+        }
+        Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+    };
+    let outcome = TurnOutcome {
+        turn: cx.turn.to_owned(),
+        session: cx.session.to_owned(),
+        agent: conv.agent.id.clone(),
+        agent_name: conv.agent.name.clone(),
+        state,
+        output: tally.output.clone(),
+        error,
+        usage: tally.usage,
+    };
+    let summary = TurnSummary {
+        turn: cx.turn,
+        scope: &conv.memory.id,
+        request: cx.request,
+        outcome: &outcome,
+    };
+    for observer in conv.observers.iter_mut() {
+        if let Err(e) = observer.after_turn(&summary) {
+            cx.recorder().warn(sink, "memory", e.to_string())?;
+        }
     }
     Ok(())
 }

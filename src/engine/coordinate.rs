@@ -514,15 +514,23 @@ fn run_worker(
             session: cx.session,
             request: &sub.task,
             cancel: cx.cancel,
+            // A worker's transcript holds only its subtask.
+            earlier: converse::Earlier::default(),
         };
-        converse::converse(
+        let end = converse::converse(
             &mut conv,
             model.as_mut(),
             &mut transcript,
             &mut tally,
             &wcx,
             sink,
-        )
+        );
+        // A declared worker keeps its subtask in its memory tiers, as an agent keeps a turn:
+        // the answer in its daily log, the exchange in its semantic memory.
+        if !sub.is_adhoc() {
+            converse::observe_end(&mut conv, &wcx, &tally, &end, sink)?;
+        }
+        end
     })();
     (tally, end)
 }

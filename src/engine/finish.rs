@@ -54,6 +54,11 @@ pub(crate) fn run(
         session: &p.session,
         request: &p.request,
         cancel: &cancel,
+        earlier: converse::Earlier {
+            turns: &p.conversation_turns,
+            messages: p.conversation.messages.len(),
+            superseded: &p.superseded,
+        },
     };
     let mut conv = None;
     let mut answers = Vec::new();

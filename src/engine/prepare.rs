@@ -35,6 +35,11 @@ pub(crate) struct Prepared<'w> {
     pub lock: Lock,
     /// The agent's conversation before this turn.
     pub conversation: Conversation,
+    /// The retained turns whose messages `conversation` holds (its newest ones), oldest
+    /// first.
+    pub conversation_turns: Vec<String>,
+    /// The session's turns a rewind superseded.
+    pub superseded: Vec<String>,
     /// This turn's user message as the model reads it (with image bytes).
     pub user: Message,
     pub request: String,
@@ -110,6 +115,8 @@ pub(crate) fn prepare<'w>(
         provider,
         lock,
         conversation: state.conversation,
+        conversation_turns: state.conversation_turns,
+        superseded: state.superseded,
         user,
         request: opts.message,
         inline,
@@ -296,6 +303,8 @@ fn target<'w>(
 struct SessionState {
     new_session: bool,
     conversation: Conversation,
+    conversation_turns: Vec<String>,
+    superseded: Vec<String>,
     attachments: Vec<AttachmentPin>,
     once: Vec<String>,
     /// Records of the session that could not be read.
@@ -319,6 +328,16 @@ fn load_session(
     } else {
         conversation::current(repo, &opts.session, &agent.id, &turns, held)?
     };
+    let conversation_turns = turns
+        .iter()
+        .filter(|t| (multi || t.agent == agent.id) && conversation::retained(t))
+        .map(|t| t.turn.clone())
+        .collect();
+    let superseded = turns
+        .iter()
+        .filter(|t| t.superseded)
+        .map(|t| t.turn.clone())
+        .collect();
     let attachments = match &opts.attachments {
         Attachments::Selection => projection.attachments.selection(&opts.session),
         Attachments::Pinned(pins) => pins.clone(),
@@ -341,6 +360,8 @@ fn load_session(
     Ok(SessionState {
         new_session: !projection.sessions.contains_key(&opts.session),
         conversation,
+        conversation_turns,
+        superseded,
         attachments,
         once,
         damaged: projection.problems,

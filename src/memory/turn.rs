@@ -4,6 +4,8 @@
 //! `CoreMemory` source over [`AgentMemory::core_section`]. A failure here is a warning of the
 //! turn, never its failure.
 
+use std::collections::HashSet;
+
 use axocoatl_store::ledger::record::TurnState;
 
 use crate::error::{MemoryError, Result, RuntimeError};
@@ -22,7 +24,8 @@ pub const RECALL_SECTION: &str = "recalled_memory";
 
 /// The passive recall of one conversing agent: the records closest to the turn's request,
 /// searched once per turn and injected before each of its model calls (so the budget
-/// estimate of every request counts them).
+/// estimate of every request counts them). The exchanges of the turns in the request's
+/// conversation window and of the turns a rewind superseded are left out.
 #[derive(Debug)]
 pub struct PassiveRecall {
     memory: AgentMemory,
@@ -70,7 +73,15 @@ impl ContextSource for PassiveRecall {
             self.announced = true;
             warnings.extend(store.path_warning()?);
         }
-        let found = recall::passive_section(store, request.request, recall)?;
+        // What the model sees anyway, or what a rewind took back, is not recalled.
+        let exclude: HashSet<String> = request
+            .window
+            .iter()
+            .chain(request.superseded)
+            .cloned()
+            .collect();
+        let found = recall::passive_section(store, request.request, recall, &exclude)?;
+        warnings.extend(store.damage());
         let text = found.text.clone();
         self.cached = Some((request.turn.to_owned(), found));
         Ok(Some(section(text, warnings)))

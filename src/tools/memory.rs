@@ -68,6 +68,9 @@ pub struct RecallSearch {
     /// How many passages (1-20; default: the agent's recall.top_k).
     #[serde(default)]
     top_k: Option<u32>,
+    /// Also search the exchanges of turns a rewind superseded (default: false).
+    #[serde(default)]
+    include_superseded: bool,
 }
 
 /// Arguments of `recall_timeframe`.
@@ -84,7 +87,10 @@ pub struct RecallTimeframe {
 
 impl Handler for RecallSearch {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
-        reply(cx.memory.run_search_tool(&self.query, self.top_k))
+        reply(
+            cx.memory
+                .run_search_tool(&self.query, self.top_k, self.include_superseded),
+        )
     }
 }
 

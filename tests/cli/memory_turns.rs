@@ -382,3 +382,182 @@ fn the_model_searches_memory_and_an_edit_over_the_limit_is_an_error_naming_it() 
     assert_eq!(last["state"], "completed");
     assert_eq!(last["tools"][1]["is_error"], true, "{last}");
 }
+
+/// The recalled memory section of a request's system prompt ("" when there is none).
+fn recalled(request: &Value) -> String {
+    let system = system_prompt(request);
+    system
+        .split("<recalled_memory>")
+        .nth(1)
+        .and_then(|s| s.split("</recalled_memory>").next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// The estimate reserved for the first model call of turn `turn`, as `show` has it.
+fn reserved(env: &TestEnv, turn: &str) -> u64 {
+    let r = env.run(&["show", "--json", turn]);
+    let show: Value = serde_json::from_str(&r.stdout).expect("show json");
+    show["calls"][0]["reserved_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no call in {show}"))
+}
+
+/// The id of the turn a `send --json` began.
+fn turn_of(run: &crate::common::env::Run) -> String {
+    let begun: Value =
+        serde_json::from_str(run.stdout.lines().next().expect("begun")).expect("json");
+    begun["turn"].as_str().expect("turn").to_owned()
+}
+
+#[test]
+fn passive_recall_injects_no_exchange_the_conversation_window_already_holds() {
+    let server = FakeServer::start();
+    for _ in 0..7 {
+        server.push(ollama_text("Noted."));
+    }
+    let mut env = TestEnv::with_config(&format!(
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - {{id: a, provider: llm, model: m}}\n  - id: b\n    provider: llm\n    model: m\n    memory: {{recall: {{passive_inject: false}}}}\n  - id: c\n    provider: llm\n    model: m\n    memory: {{max_session_messages: 2}}\n",
+        server.url()
+    ));
+    env.set_env(
+        "AXOCOATL_EMBED_DIR",
+        &env.tmp.path().join("no-model").to_string_lossy(),
+    );
+    let mut second = Vec::new();
+    for agent in ["a", "b"] {
+        send(&env, &["-a", agent, "My cat is called Tomasz."]);
+        second.push(turn_of(&send(
+            &env,
+            &["-a", agent, "--json", "What is my cat called?"],
+        )));
+    }
+    let requests: Vec<Value> = server.requests().iter().map(|r| r.json()).collect();
+    // The earlier turn is in the window: the model sees it once, not again as memory.
+    assert_eq!(
+        conversation(&requests[1]).len(),
+        3,
+        "{:?}",
+        conversation(&requests[1])
+    );
+    assert_eq!(
+        recalled(&requests[1]),
+        "",
+        "{}",
+        system_prompt(&requests[1])
+    );
+    // So the estimate (what `show` reports) is that of a request without recall.
+    assert_eq!(
+        reserved(&env, &second[0]),
+        reserved(&env, &second[1]),
+        "a (recall on) and b (recall off)"
+    );
+    // What is not in the window is still recalled: text added outside a turn…
+    ok_run(
+        &env,
+        &["memory", "add", "-a", "a", "Tomasz likes tuna best."],
+    );
+    send(&env, &["-a", "a", "What does my cat Tomasz like?"]);
+    let third = recalled(&server.requests()[4].json());
+    assert!(third.contains("Tomasz likes tuna best."), "{third}");
+    assert!(!third.contains("User: My cat is called Tomasz."), "{third}");
+    // …and a turn the window no longer holds (c keeps one earlier message).
+    send(&env, &["-a", "c", "My cat is called Tomasz."]);
+    send(&env, &["-a", "c", "What is my cat called, Tomasz or not?"]);
+    let later = &server.requests()[6].json();
+    assert_eq!(conversation(later).len(), 1, "{:?}", conversation(later));
+    assert!(
+        recalled(later).contains("User: My cat is called Tomasz."),
+        "{}",
+        system_prompt(later)
+    );
+}
+
+fn ok_run(env: &TestEnv, args: &[&str]) -> String {
+    let r = env.run(args);
+    assert_eq!(r.code, 0, "{args:?}: {}{}", r.stdout, r.stderr);
+    r.stdout
+}
+
+#[test]
+fn after_a_rewind_recall_leaves_the_superseded_turns_out_and_search_finds_them_on_request() {
+    let server = FakeServer::start();
+    server.push(ollama_text("Noted."));
+    server.push(ollama_text("Noted."));
+    // The third turn's model searches memory twice: without and with the rewound turns.
+    server.push(ollama_call(
+        "recall_search",
+        json!({"query": "what is the cat called Felix", "top_k": 5}),
+    ));
+    server.push(ollama_call(
+        "recall_search",
+        json!({"query": "what is the cat called Felix", "top_k": 5, "include_superseded": true}),
+    ));
+    server.push(ollama_text("Tomasz."));
+    let env = env_for(&server, ONE_TURN, false);
+    send(&env, &["-a", "a", "My cat is called Tomasz."]);
+    let rewound = turn_of(&send(
+        &env,
+        &["-a", "a", "--json", "No: my cat is called Felix."],
+    ));
+    let r = env.run(&["rewind", &rewound, "--yes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    send(
+        &env,
+        &["-a", "a", "What is my cat called, Felix or Tomasz?"],
+    );
+    let requests = server.requests();
+    // The surviving turn is recalled; the superseded one is not.
+    let section = recalled(&requests[2].json());
+    assert!(section.contains("Tomasz"), "{section}");
+    assert!(!section.contains("Felix"), "{section}");
+    // `recall_search` leaves it out, unless asked.
+    let felix = "User: No: my cat is called Felix.";
+    let answers = tool_results(&requests[3].json());
+    assert!(
+        answers[0].contains("User: My cat is called Tomasz.") && !answers[0].contains(felix),
+        "{answers:?}"
+    );
+    let answers = tool_results(&requests[4].json());
+    assert!(answers[1].contains(felix), "{answers:?}");
+    // The record stays: `memory search` finds it with --include-superseded, marked.
+    let plain = ok_run(&env, &["memory", "search", "-a", "a", "cat called Felix"]);
+    assert!(!plain.contains(felix), "{plain}");
+    let all = ok_run(
+        &env,
+        &[
+            "memory",
+            "search",
+            "-a",
+            "a",
+            "cat called Felix",
+            "--include-superseded",
+        ],
+    );
+    assert!(
+        all.lines().any(|l| l.ends_with("(superseded by a rewind)")),
+        "{all}"
+    );
+    assert!(all.contains("No: my cat is called Felix."), "{all}");
+    let json = ok_run(
+        &env,
+        &[
+            "memory",
+            "search",
+            "-a",
+            "a",
+            "Felix",
+            "--include-superseded",
+            "--json",
+        ],
+    );
+    let hits: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert!(
+        hits.iter()
+            .any(|h| h["superseded"] == true && h["source"]["turn"] == rewound.as_str()),
+        "{json}"
+    );
+}
