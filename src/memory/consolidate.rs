@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::budget;
 use crate::clock;
-use crate::config::{AgentConfig, AgentRole, ResolvedProvider, ResponseFormat};
+use crate::config::{AgentConfig, AgentRole, Config, ResolvedProvider, ResponseFormat};
 use crate::error::{Result, RuntimeError};
 use crate::history::ViewState;
 use crate::ids;
@@ -179,10 +179,14 @@ pub enum PassResult {
     },
 }
 
-/// Runs a consolidation pass for `agent` (every autonomous Agent when `None`) in `session`:
-/// the runtime function behind `axocoatl memory consolidate`, and what `serve` runs on idle.
-/// Each pass that calls the model is a turn of mode [`MODE`] in the ledger: begun durably,
-/// ended by exactly one terminal record, stoppable with `axocoatl stop`.
+/// Runs a consolidation pass for `agent` in `session`: the runtime function behind
+/// `axocoatl memory consolidate`, and what `serve` runs on idle. An autonomous Agent's
+/// memory is `{session}:{agent}`; a declared Worker's is its scope under its coordinator
+/// (`{session}:{coordinator}:worker:{worker}`); a Coordinator, which keeps no memory tiers
+/// of its own, stands for its workflow: each of its declared Workers is consolidated. With
+/// `None`, every autonomous Agent and every declared Worker is. Each pass that calls the
+/// model is a turn of mode [`MODE`] in the ledger (its agent is the one consolidated):
+/// begun durably, ended by exactly one terminal record, stoppable with `axocoatl stop`.
 pub fn run(
     ws: &Workspace,
     session: &str,
@@ -191,35 +195,63 @@ pub fn run(
 ) -> Result<Vec<Pass>> {
     let config = ws.config()?;
     check_session_name(session)?;
-    let agents: Vec<&AgentConfig> = match agent {
+    let targets: Vec<(&AgentConfig, String)> = match agent {
         Some(id) => {
             let a = config.agent(id).ok_or_else(|| RuntimeError::UnknownAgent {
                 id: id.to_owned(),
                 known: config.agents.iter().map(|a| a.id.clone()).collect(),
             })?;
-            if a.role != AgentRole::Autonomous {
-                return Err(RuntimeError::NotSupported(format!(
-                    "consolidating {} {:?} (declared workers are consolidated with their coordinator's workflows)",
-                    if a.role == AgentRole::Worker { "worker" } else { "coordinator" },
-                    a.id
-                )));
+            match a.role {
+                AgentRole::Coordinator => workers_of(config, session, a)?,
+                _ => vec![(a, super::runtime_id_for(config, session, a)?)],
             }
-            vec![a]
         }
-        None => config
-            .agents
-            .iter()
-            .filter(|a| a.role == AgentRole::Autonomous)
-            .collect(),
+        None => {
+            let mut all = Vec::new();
+            for a in &config.agents {
+                match a.role {
+                    AgentRole::Autonomous => all.push((a, super::agent_id(session, &a.id))),
+                    AgentRole::Coordinator
+                        if config.workflows.iter().any(|w| w.entry_point == a.id) =>
+                    {
+                        all.extend(workers_of(config, session, a)?)
+                    }
+                    _ => {}
+                }
+            }
+            all
+        }
     };
-    let mut passes = Vec::with_capacity(agents.len());
-    for agent in agents {
-        passes.push(run_one(ws, session, agent, cancel)?);
+    let mut passes = Vec::with_capacity(targets.len());
+    for (agent, scope) in targets {
+        passes.push(run_one(ws, session, agent, &scope, cancel)?);
         if cancel.is_cancelled() {
             break;
         }
     }
     Ok(passes)
+}
+
+/// The declared Workers of `coordinator`'s workflow, each with its memory scope.
+fn workers_of<'c>(
+    config: &'c Config,
+    session: &str,
+    coordinator: &AgentConfig,
+) -> Result<Vec<(&'c AgentConfig, String)>> {
+    let flow = config
+        .workflows
+        .iter()
+        .find(|w| w.entry_point == coordinator.id)
+        .ok_or_else(|| RuntimeError::AgentRole {
+            id: coordinator.id.clone(),
+            reason: "a coordinator is consolidated through its workflow's declared workers, and no workflow names it as its entry_point (run `axocoatl validate`)".into(),
+        })?;
+    Ok(flow
+        .workers
+        .iter()
+        .filter_map(|w| config.agent(w))
+        .map(|w| (w, super::worker_id(session, &coordinator.id, &w.id)))
+        .collect())
 }
 
 /// The start of the last completed consolidation of `agent` in `session` (records retained
@@ -234,9 +266,15 @@ fn last_pass(ws: &Workspace, session: &str, agent: &str) -> Result<(Option<Milli
     Ok((last, projection.sessions.contains_key(session)))
 }
 
-fn run_one(ws: &Workspace, session: &str, agent: &AgentConfig, cancel: &Cancel) -> Result<Pass> {
+fn run_one(
+    ws: &Workspace,
+    session: &str,
+    agent: &AgentConfig,
+    scope: &str,
+    cancel: &Cancel,
+) -> Result<Pass> {
     let repo = ws.repo();
-    let memory = AgentMemory::open(repo, session, agent);
+    let memory = AgentMemory::for_id(repo, scope, &agent.memory);
     let skipped = |reason: &str| Pass {
         agent: agent.id.clone(),
         scope: memory.id.clone(),

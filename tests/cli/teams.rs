@@ -163,6 +163,12 @@ fn respond(
     if let Some(plan) = plan {
         return text(&plan);
     }
+    // A worker's consolidation pass (the only JSON call of a worker model).
+    if body["format"] == "json" && model != "lead-m" {
+        return text(&format!(
+            r#"{{"edits": [{{"label": "project", "append": "{model} consolidated."}}]}}"#
+        ));
+    }
     let wait_for = |other: &str| {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut s = seen.0.lock().expect("seen");
@@ -1012,8 +1018,27 @@ fn a_coordinator_runs_through_serve_as_in_process_and_can_be_restarted_but_not_i
     );
     let through = env.run(&["send", "--json", "-a", "lead", "Write a report"]);
     assert_eq!(through.code, 0, "{}", through.stderr);
+    // The same events, but for the one-time notice of each worker's memory, which now
+    // holds the first turn's subtask and is searched on the lexical path.
+    let notices: Vec<String> = json_lines(&through.stdout)
+        .iter()
+        .filter(|e| e["type"] == "warning")
+        .map(|e| e["message"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices
+            .iter()
+            .all(|n| n.contains(":lead:worker:") && n.contains("lexical fallback")),
+        "{notices:?}"
+    );
+    let without_notices = |out: &str| {
+        let mut k = event_kinds(out);
+        k.retain(|k| k != "warning");
+        k
+    };
     assert_eq!(
-        event_kinds(&through.stdout),
+        without_notices(&through.stdout),
         event_kinds(&in_process.stdout)
     );
     let events = json_lines(&through.stdout);
@@ -1063,4 +1088,73 @@ fn a_multi_agent_session_routes_mentions_through_serve_as_in_process() {
     assert_eq!(picked.stdout, "C-ANSWER\n", "{}", picked.stderr);
     assert_eq!(models(&server), ["b-m", "c-m"]);
     assert_eq!(serve.terminate(), 0);
+}
+
+#[test]
+fn declared_workers_keep_each_subtask_in_their_tiers_recall_earlier_ones_and_consolidate() {
+    let team = Team::start();
+    let env = team.env();
+    for request in ["tea facts", "more tea facts"] {
+        let r = env.run(&["send", "-a", "lead", request]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    // The daily log holds each subtask's request and answer.
+    let log = env.run(&["memory", "log", "-a", "researcher", "--json"]);
+    let lines: Vec<Value> = log
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["kind"].as_str().unwrap_or(""),
+                l["text"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("request", "find facts"),
+            ("answer", "R-RESULT"),
+            ("request", "find facts"),
+            ("answer", "R-RESULT")
+        ],
+        "{}",
+        log.stdout
+    );
+    // Semantic memory holds each subtask's exchange, in the worker's scope.
+    let status = env.run(&["memory", "status", "-a", "researcher", "--json"]);
+    let status: Value = serde_json::from_str(status.stdout.trim()).expect("status");
+    assert_eq!(status["agent_id"], "main:lead:worker:researcher");
+    assert_eq!(status["records"], 2, "{status}");
+    // The second subtask recalled the first.
+    let second = &team.requests("r-m")[1];
+    let system = &contents(second)[0].1;
+    assert!(
+        system.contains("<recalled_memory>")
+            && system.contains("User: find facts\nAssistant: R-RESULT"),
+        "{system}"
+    );
+    assert!(!contents(&team.requests("r-m")[0])[0]
+        .1
+        .contains("<recalled_memory>"));
+    // A worker is consolidated in its own scope…
+    let r = env.run(&["memory", "consolidate", "-a", "researcher"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.starts_with("researcher: completed"),
+        "{}",
+        r.stdout
+    );
+    let core = env.run(&["memory", "core", "show", "project", "-a", "researcher"]);
+    assert_eq!(core.stdout, "r-m consolidated.\n", "{}", core.stderr);
+    // …and through its coordinator's workflow, every worker of it.
+    let r = env.run(&["memory", "consolidate", "-a", "lead"]);
+    snap!("consolidate_workflow", env.snap(&r));
+    assert_eq!(r.code, 0);
+    let core = env.run(&["memory", "core", "show", "project", "-a", "writer"]);
+    assert_eq!(core.stdout, "w-m consolidated.\n", "{}", core.stderr);
 }
