@@ -18,6 +18,7 @@ mod import;
 mod init;
 mod mcp;
 mod memory;
+mod models;
 mod retry;
 mod rewind;
 mod send;
@@ -83,6 +84,7 @@ pub enum Command {
     Fsck(fsck::FsckArgs),
     Import(import::ImportArgs),
     Memory(memory::MemoryArgs),
+    Models(models::ModelsArgs),
     #[command(alias = "dev")]
     Serve(serve::ServeArgs),
     Agents(agents::AgentsArgs),
@@ -148,6 +150,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "fsck" => fsck::FsckArgs::augment_args(sub),
         "import" => import::ImportArgs::augment_args(sub),
         "memory" => memory::MemoryArgs::augment_args(sub),
+        "models" => models::ModelsArgs::augment_args(sub),
         "serve" | "dev" => serve::ServeArgs::augment_args(sub),
         "agents" => agents::AgentsArgs::augment_args(sub),
         "mcp" => mcp::McpArgs::augment_args(sub),
@@ -180,6 +183,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Fsck(args) => fsck::run(args, g, ui),
         Command::Import(args) => import::run(args, g, ui),
         Command::Memory(args) => memory::run(args, g, ui),
+        Command::Models(args) => models::run(args, g, ui),
         Command::Serve(args) => serve::run(args, g, ui),
         Command::Agents(args) => agents::run(args, g, ui),
         Command::Mcp(args) => mcp::run(args, g, ui),

@@ -49,6 +49,9 @@ _axocoatl() {
             axocoatl,memory)
                 cmd="axocoatl__subcmd__memory"
                 ;;
+            axocoatl,models)
+                cmd="axocoatl__subcmd__models"
+                ;;
             axocoatl,retry)
                 cmd="axocoatl__subcmd__retry"
                 ;;
@@ -202,6 +205,9 @@ _axocoatl() {
             axocoatl__subcmd__help,memory)
                 cmd="axocoatl__subcmd__help__subcmd__memory"
                 ;;
+            axocoatl__subcmd__help,models)
+                cmd="axocoatl__subcmd__help__subcmd__models"
+                ;;
             axocoatl__subcmd__help,retry)
                 cmd="axocoatl__subcmd__help__subcmd__retry"
                 ;;
@@ -306,6 +312,12 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__help__subcmd__memory__subcmd__core,show)
                 cmd="axocoatl__subcmd__help__subcmd__memory__subcmd__core__subcmd__show"
+                ;;
+            axocoatl__subcmd__help__subcmd__models,fetch)
+                cmd="axocoatl__subcmd__help__subcmd__models__subcmd__fetch"
+                ;;
+            axocoatl__subcmd__help__subcmd__models,list)
+                cmd="axocoatl__subcmd__help__subcmd__models__subcmd__list"
                 ;;
             axocoatl__subcmd__help__subcmd__sessions,new)
                 cmd="axocoatl__subcmd__help__subcmd__sessions__subcmd__new"
@@ -436,6 +448,24 @@ _axocoatl() {
             axocoatl__subcmd__memory__subcmd__help__subcmd__core,show)
                 cmd="axocoatl__subcmd__memory__subcmd__help__subcmd__core__subcmd__show"
                 ;;
+            axocoatl__subcmd__models,fetch)
+                cmd="axocoatl__subcmd__models__subcmd__fetch"
+                ;;
+            axocoatl__subcmd__models,help)
+                cmd="axocoatl__subcmd__models__subcmd__help"
+                ;;
+            axocoatl__subcmd__models,list)
+                cmd="axocoatl__subcmd__models__subcmd__list"
+                ;;
+            axocoatl__subcmd__models__subcmd__help,fetch)
+                cmd="axocoatl__subcmd__models__subcmd__help__subcmd__fetch"
+                ;;
+            axocoatl__subcmd__models__subcmd__help,help)
+                cmd="axocoatl__subcmd__models__subcmd__help__subcmd__help"
+                ;;
+            axocoatl__subcmd__models__subcmd__help,list)
+                cmd="axocoatl__subcmd__models__subcmd__help__subcmd__list"
+                ;;
             axocoatl__subcmd__sessions,help)
                 cmd="axocoatl__subcmd__sessions__subcmd__help"
                 ;;
@@ -497,7 +527,7 @@ _axocoatl() {
 
     case "${cmd}" in
         axocoatl)
-            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents mcp util help"
+            opts="-C -h -V --repo --config --color --help --version init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1333,7 +1363,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help)
-            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory serve agents mcp util help"
+            opts="init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1837,6 +1867,48 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__memory__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__models)
+            opts="list fetch"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__models__subcmd__fetch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__models__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3083,7 +3155,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__memory__subcmd__search)
-            opts="-a -s -C -h -V --top-k --agent --session --json --repo --config --color --help --version"
+            opts="-a -s -C -h -V --top-k --include-superseded --agent --session --json --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3155,6 +3227,156 @@ _axocoatl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models)
+            opts="-C -h -V --json --repo --config --color --help --version list fetch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__fetch)
+            opts="-q -C -h -V --index-url --quiet --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --index-url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__help)
+            opts="list fetch help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__help__subcmd__fetch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__models__subcmd__list)
+            opts="-C -h -V --json --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 -C)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -42,6 +42,7 @@ pub mod mcp_serve;
 #[path = "mcp_serve_off.rs"]
 pub mod mcp_serve;
 pub mod memory;
+pub mod models;
 pub mod orchestration;
 pub mod provider;
 pub mod query;

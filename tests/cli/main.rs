@@ -25,6 +25,7 @@ mod local_model;
 mod mcp;
 mod memory;
 mod memory_turns;
+mod models;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;

