@@ -3,7 +3,9 @@
 # and ends with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/fetch-model.sh >&2
+# The models come from `axocoatl models fetch` of the debug build the tests use anyway.
+cargo build --locked >&2
+AXOCOATL_BIN="${CARGO_TARGET_DIR:-target}/debug/axocoatl" scripts/fetch-model.sh >&2
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0

@@ -192,7 +192,7 @@ fn ollama_url(host: &str) -> String {
 
 /// The model file of a `local` provider without `model_path`: `$AXOCOATL_MODEL`, else
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/<default model file>` (where
-/// `scripts/fetch-model.sh` puts it).
+/// `axocoatl models fetch` puts it).
 pub fn local_model_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("AXOCOATL_MODEL")
         .map(PathBuf::from)

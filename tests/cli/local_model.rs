@@ -287,7 +287,7 @@ fn missing_model_file_names_the_path_and_the_fetch_script() {
     match err {
         Some(ProviderError::Config { detail, .. }) => {
             assert!(detail.contains(&path.display().to_string()), "{detail}");
-            assert!(detail.contains("scripts/fetch-model.sh"), "{detail}");
+            assert!(detail.contains("`axocoatl models fetch`"), "{detail}");
         }
         other => panic!("expected a config error, got {other:?}"),
     }

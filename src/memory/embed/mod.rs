@@ -3,7 +3,7 @@
 //! the `tokenizers` crate from the model's `tokenizer.json`. Vectors are mean-pooled over the
 //! tokens and L2-normalized, as sentence-transformers does, so a dot product is a cosine.
 //!
-//! The model files are not part of the binary: `scripts/fetch-model.sh` puts them in
+//! The model files are not part of the binary: `axocoatl models fetch` puts them in
 //! `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/all-MiniLM-L6-v2/` (`model.onnx`,
 //! `tokenizer.json`), or `$AXOCOATL_EMBED_DIR` names another directory. When they are absent,
 //! or the build has no `embeddings` feature, [`Embedder::shared`] says why and semantic
@@ -50,7 +50,7 @@ impl EmbedError {
                 "rebuild with `--features embeddings` for neural recall; the lexical fallback is in use"
             }
             EmbedError::Missing { .. } | EmbedError::Load { .. } => {
-                "run scripts/fetch-model.sh (or set AXOCOATL_EMBED_DIR), then `axocoatl memory reindex`"
+                "run `axocoatl models fetch` (or set AXOCOATL_EMBED_DIR), then `axocoatl memory reindex`"
             }
             EmbedError::Run(_) => "report this with the text that failed",
         }

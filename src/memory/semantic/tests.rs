@@ -205,7 +205,7 @@ fn absent_model_files_mean_the_lexical_path_with_the_file_named() {
         .hint
         .as_deref()
         .unwrap_or("")
-        .contains("fetch-model.sh"));
+        .contains("axocoatl models fetch"));
     assert_eq!(s.search("cabin password", 1).expect("search")[0].id, 0);
 }
 

@@ -34,8 +34,8 @@ use super::{
     ResponseFormat, Role,
 };
 
-/// The script that downloads the default model, named in errors.
-pub const FETCH_SCRIPT: &str = "scripts/fetch-model.sh";
+/// The command that downloads the default model, named in errors.
+pub const FETCH_COMMAND: &str = "`axocoatl models fetch`";
 pub const DEFAULT_MAX_TOKENS: usize = 512;
 const DEFAULT_TEMPERATURE: f64 = 0.2;
 const DEFAULT_TOP_P: f64 = 0.9;
@@ -96,7 +96,7 @@ impl LocalProvider {
                 "does not exist"
             };
             return Err(config(format!(
-                "model file {} {what}; run {FETCH_SCRIPT} to download the default model \
+                "model file {} {what}; run {FETCH_COMMAND} to download the default model \
                  (SmolLM2-135M-Instruct, 98 MB), or set model_path to a GGUF file",
                 path.display()
             )));
