@@ -248,6 +248,22 @@ fn scenarios() -> Vec<Scenario> {
             },
         },
         Scenario {
+            name: "repair-damaged-semantic-record",
+            roll: false,
+            damaged: false,
+            prepare: |env, _| {
+                // Bytes flipped in the text of the second of the template's three retained
+                // exchanges: `fsck --repair` moves that record aside.
+                let records = env.repo().join("memory/semantic/v1/main%3ahelper/records");
+                let mut bytes = std::fs::read(&records).expect("read");
+                let first = u32::from_le_bytes(bytes[16..20].try_into().expect("4")) as usize;
+                let second = 16 + 12 + first;
+                bytes[second + 14] ^= 0x20;
+                std::fs::write(&records, bytes).expect("write");
+                args(&["fsck", "--repair"])
+            },
+        },
+        Scenario {
             name: "automation-run",
             roll: false,
             damaged: false,
