@@ -175,3 +175,17 @@ mod tests {
         }
     }
 }
+
+/// A recorded error and its hints: lines starting with `hint: ` (as provider errors end)
+/// are hints; the rest is the error.
+pub fn split_hints(error: &str) -> (String, Vec<&str>) {
+    let mut detail = Vec::new();
+    let mut hints = Vec::new();
+    for line in error.lines() {
+        match line.strip_prefix("hint: ") {
+            Some(hint) => hints.push(hint),
+            None => detail.push(line),
+        }
+    }
+    (detail.join("\n"), hints)
+}

@@ -7,6 +7,7 @@ use axocoatl::history::TurnView;
 use axocoatl::query;
 use axocoatl::search::{matcher, Matcher};
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -30,7 +31,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct HistoryArgs {
     /// The session [default: HEAD].
-    #[arg(short, long, conflicts_with = "all")]
+    #[arg(short, long, conflicts_with = "all", add = ArgValueCandidates::new(crate::complete::sessions))]
     pub session: Option<String>,
     /// Every session.
     #[arg(long)]
@@ -58,7 +59,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if listing.matched == 0 && !args.json {
         let scope = session
             .as_deref()
-            .map(|s| format!("session {s}"))
+            .map(|s| format!("session {}", ws.shown_session(s)))
             .unwrap_or_else(|| "any session".into());
         let what = if args.search.is_some() {
             "matching turns"
@@ -70,9 +71,11 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let highlight = re.as_ref().filter(|_| ui.color);
     for t in &listing.turns {
         if args.json {
-            ui.json_line(&TurnJson::new(t, &t.output, names.get(&t.agent)))?;
+            let json = TurnJson::new(t, &t.output, names.get(&t.agent));
+            ui.json_line(&json.shown_as(ws.shown_session(&t.session)))?;
         } else {
-            let line = text_line(ui, t, args.all, highlight);
+            let session = args.all.then(|| ws.shown_session(&t.session));
+            let line = text_line(ui, t, session, highlight);
             writeln!(ui.out, "{line}")?;
         }
     }
@@ -84,7 +87,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 /// One turn as a line: id, time, agent, state, [session,] request → answer.
-fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
+fn text_line(ui: &Ui, t: &TurnView, session: Option<&str>, re: Option<&Matcher>) -> String {
     let mut line = format!(
         "{}  {}  {:<12} {}",
         ui.paint("33", &t.turn),
@@ -92,8 +95,8 @@ fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
         first_line(&t.agent, 12),
         state(ui, t, 11),
     );
-    if all {
-        line.push_str(&format!(" [{}]", t.session));
+    if let Some(session) = session {
+        line.push_str(&format!(" [{session}]"));
     }
     if t.superseded {
         line.push_str(&ui.paint("2", " (superseded)"));

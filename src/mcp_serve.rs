@@ -263,6 +263,7 @@ impl Handler {
                 retry_of: None,
                 wait,
                 origin: None,
+                overrides: Default::default(),
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };

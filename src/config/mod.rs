@@ -27,3 +27,6 @@ pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;
 pub use types::*;
 pub use validate::{check_name, parse_schedule};
+pub(crate) use validate::sampling_problems;
+pub(crate) use resolve::lookup_provider;
+pub(crate) use diag::suggestion;
