@@ -69,7 +69,9 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (_, shown) = ws.session_for_turn(chosen.as_deref())?;
     let agent = {
         let config = ws.config()?;
-        engine::resolve_agent(config, args.agent.as_deref())?.id.clone()
+        engine::resolve_agent(config, args.agent.as_deref())?
+            .id
+            .clone()
     };
     writeln!(
         ui.err,
@@ -113,13 +115,7 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 /// One turn, stopped (not the process ended) by Ctrl-C.
-fn turn(
-    ws: &Workspace,
-    shown: &str,
-    args: &ChatArgs,
-    message: String,
-    ui: &mut Ui,
-) -> CliResult {
+fn turn(ws: &Workspace, shown: &str, args: &ChatArgs, message: String, ui: &mut Ui) -> CliResult {
     let (session, _) = ws.session_for_turn(Some(shown))?;
     let opts = SendOptions {
         session,

@@ -68,10 +68,7 @@ pub fn sessions() -> Vec<CompletionCandidate> {
         .filter_map(|s| {
             let shown = names.shown(&s.session)?;
             let turns = if s.turns == 1 { "turn" } else { "turns" };
-            Some(
-                CompletionCandidate::new(shown)
-                    .help(Some(format!("{} {turns}", s.turns).into())),
-            )
+            Some(CompletionCandidate::new(shown).help(Some(format!("{} {turns}", s.turns).into())))
         })
         .collect()
 }

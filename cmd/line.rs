@@ -249,9 +249,7 @@ fn read_plain(prompt: &str) -> io::Result<Input> {
     if io::stdin().lock().read_line(&mut line)? == 0 {
         return Ok(Input::End);
     }
-    Ok(Input::Line(
-        line.trim_end_matches(['\n', '\r']).to_owned(),
-    ))
+    Ok(Input::Line(line.trim_end_matches(['\n', '\r']).to_owned()))
 }
 
 /// The terminal in raw mode (no echo, no line buffering, no signals from keys) until

@@ -42,8 +42,7 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let json = args.json;
     let result = (|| {
         let ws = g.open()?;
-        let opts =
-            engine::retry_options(&ws, &args.turn, args.wait, &args.overrides.overrides())?;
+        let opts = engine::retry_options(&ws, &args.turn, args.wait, &args.overrides.overrides())?;
         crate::send::run_turn(&ws, opts, args.json, ui)
     })();
     crate::send::json_error(ui, json, result)

@@ -3,8 +3,8 @@
 use std::io::{IsTerminal, Read, Write};
 
 use axocoatl::engine::{Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
-use axocoatl::sessions;
 use axocoatl::provider::Cancel;
+use axocoatl::sessions;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
 use clap::Args;

@@ -93,7 +93,11 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str) -> String {
             let _ = writeln!(o, "options  {} (this turn only)", safe(&options.join(" ")));
         }
         if let Some(system) = &x.system {
-            let _ = writeln!(o, "\nsystem prompt (this turn only):\n{}", indent(&safe(system)));
+            let _ = writeln!(
+                o,
+                "\nsystem prompt (this turn only):\n{}",
+                indent(&safe(system))
+            );
         }
     }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));

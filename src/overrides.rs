@@ -69,7 +69,10 @@ impl Overrides {
             let model = model.trim();
             if model.is_empty() {
                 return Err(invalid(
-                    format!("-m {:?} names no model", self.model.as_deref().unwrap_or("")),
+                    format!(
+                        "-m {:?} names no model",
+                        self.model.as_deref().unwrap_or("")
+                    ),
                     "give a model, e.g. `-m llama3.2` or `-m ollama:llama3.2`".into(),
                 ));
             }
@@ -164,12 +167,8 @@ mod tests {
 
     fn apply(o: &Overrides) -> std::result::Result<AgentConfig, String> {
         let c = config();
-        o.apply(&c, &c.agents[0]).map_err(|e| {
-            format!(
-                "{e} / {}",
-                e.hints().first().cloned().unwrap_or_default()
-            )
-        })
+        o.apply(&c, &c.agents[0])
+            .map_err(|e| format!("{e} / {}", e.hints().first().cloned().unwrap_or_default()))
     }
 
     fn with(model: Option<&str>, options: &[(&str, &str)]) -> Overrides {
@@ -186,9 +185,15 @@ mod tests {
     #[test]
     fn models_with_and_without_a_provider() {
         let a = apply(&with(Some("llama3.2:3b"), &[])).expect("ok");
-        assert_eq!((a.provider.as_str(), a.model.as_deref()), ("local", Some("llama3.2:3b")));
+        assert_eq!(
+            (a.provider.as_str(), a.model.as_deref()),
+            ("local", Some("llama3.2:3b"))
+        );
         let a = apply(&with(Some("ollama:llama3.2:3b"), &[])).expect("ok");
-        assert_eq!((a.provider.as_str(), a.model.as_deref()), ("ollama", Some("llama3.2:3b")));
+        assert_eq!(
+            (a.provider.as_str(), a.model.as_deref()),
+            ("ollama", Some("llama3.2:3b"))
+        );
         let a = apply(&with(Some("box:qwen"), &[])).expect("ok");
         assert_eq!(a.provider, "box");
         assert!(apply(&with(Some("openai:"), &[])).is_err());
@@ -196,8 +201,11 @@ mod tests {
 
     #[test]
     fn options_are_checked_in_the_configuration_words() {
-        let a = apply(&with(None, &[("temperature", "0.3"), ("response_format", "json")]))
-            .expect("ok");
+        let a = apply(&with(
+            None,
+            &[("temperature", "0.3"), ("response_format", "json")],
+        ))
+        .expect("ok");
         assert_eq!(a.sampling.temperature, Some(0.3));
         assert_eq!(a.sampling.response_format, Some(ResponseFormat::Json));
         let e = apply(&with(None, &[("temperature", "-1")])).expect_err("negative");
@@ -215,14 +223,20 @@ mod tests {
         let original = Overrides {
             model: Some("a".into()),
             system: Some("s".into()),
-            options: vec![("temperature".into(), "1".into()), ("top_p".into(), "0.5".into())],
+            options: vec![
+                ("temperature".into(), "1".into()),
+                ("top_p".into(), "0.5".into()),
+            ],
         };
         let newer = with(None, &[("temperature", "0")]);
         let merged = original.merged(&newer);
         assert_eq!(merged.model.as_deref(), Some("a"));
         assert_eq!(
             merged.options,
-            vec![("top_p".into(), "0.5".into()), ("temperature".into(), "0".into())]
+            vec![
+                ("top_p".into(), "0.5".into()),
+                ("temperature".into(), "0".into())
+            ]
         );
         assert_eq!(
             Overrides::parse_option("temperature=0.2"),

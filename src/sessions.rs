@@ -6,9 +6,9 @@
 //! configuration names one.
 
 use axocoatl_store::layout::check_session_name;
-use axocoatl_store::names::Names;
 use axocoatl_store::ledger::record::{SessionAgents, SessionCreated};
 use axocoatl_store::ledger::{Damaged, Record};
+use axocoatl_store::names::Names;
 
 use crate::clock;
 use crate::error::{Result, RuntimeError};
@@ -52,14 +52,17 @@ pub fn list(ws: &Workspace, removed: bool) -> Result<Listing> {
     let mut listed: Vec<Listed> = sessions
         .into_iter()
         .filter_map(|view| {
-            let removed_at = names.removed_at(&view.session);
-            if removed_at.is_some() && !removed {
+            let gone = names.removed(&view.session);
+            if gone.is_some() && !removed {
                 return None;
             }
             Some(Listed {
-                name: ws.shown_session(&view.session).to_owned(),
+                name: match gone {
+                    Some((_, name)) => name.to_owned(),
+                    None => ws.shown_session(&view.session).to_owned(),
+                },
                 current: view.session == current,
-                removed_at,
+                removed_at: gone.map(|(at, _)| at),
                 view,
             })
         })

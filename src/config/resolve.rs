@@ -26,8 +26,8 @@ pub struct ResolvedProvider {
     pub kind: ProviderKind,
     pub model: String,
     pub base_url: Option<String>,
-    /// Where `base_url` came from, for messages: `OLLAMA_HOST`, `OPENAI_BASE_URL`, the
-    /// entry's `base_url`, or the kind's default.
+    /// Where `base_url` came from, as a clause for messages ("set by OLLAMA_HOST",
+    /// the entry's `base_url`, the kind's default).
     pub base_url_from: Option<String>,
     /// The name of the environment variable holding the API key; never the key.
     pub api_key_env: Option<String>,
@@ -109,26 +109,29 @@ impl Config {
         let from_entry = entry.and_then(|e| e.base_url.clone()).map(|url| {
             (
                 url,
-                format!("`base_url` of provider `{name}` in the configuration"),
+                format!("set by `base_url` of provider `{name}` in the configuration"),
             )
         });
         let (base_url, base_url_from) = match kind {
             ProviderKind::Ollama => from_entry
                 .or_else(|| {
-                    env("OLLAMA_HOST").map(|host| (ollama_url(&host), "OLLAMA_HOST".to_string()))
+                    env("OLLAMA_HOST")
+                        .map(|host| (ollama_url(&host), "set by OLLAMA_HOST".to_string()))
                 })
                 .unwrap_or_else(|| {
                     (
                         DEFAULT_OLLAMA_URL.to_string(),
-                        "the default (OLLAMA_HOST is unset)".to_string(),
+                        "the default, as OLLAMA_HOST is unset".to_string(),
                     )
                 }),
             ProviderKind::Openai => from_entry
-                .or_else(|| env("OPENAI_BASE_URL").map(|url| (url, "OPENAI_BASE_URL".to_string())))
+                .or_else(|| {
+                    env("OPENAI_BASE_URL").map(|url| (url, "set by OPENAI_BASE_URL".to_string()))
+                })
                 .unwrap_or_else(|| {
                     (
                         DEFAULT_OPENAI_URL.to_string(),
-                        "the default (OPENAI_BASE_URL is unset)".to_string(),
+                        "the default, as OPENAI_BASE_URL is unset".to_string(),
                     )
                 }),
             ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),

@@ -163,10 +163,11 @@ pub fn send_held(
 ) -> Result<(TurnOutcome, Conversation)> {
     let patched = patched_agent(ws, &opts)?;
     let added = prepare::attach_files(ws, &opts, sink)?;
-    let started = prepare::prepare(ws, opts, held, patched.as_ref(), sink).and_then(|mut prepared| {
-        let begun = begin::begin(ws, &mut prepared, sink)?;
-        Ok((prepared, begun))
-    });
+    let started =
+        prepare::prepare(ws, opts, held, patched.as_ref(), sink).and_then(|mut prepared| {
+            let begun = begin::begin(ws, &mut prepared, sink)?;
+            Ok((prepared, begun))
+        });
     match started {
         Ok((prepared, begun)) => finish::run(ws, prepared, begun, cancel, sink),
         Err(e) => {

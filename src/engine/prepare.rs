@@ -87,11 +87,10 @@ pub(crate) fn prepare<'w>(
     }
     let projection = crate::history::project_session(ws.repo(), &opts.session)?;
     let multi = match projection.session_agents.get(&opts.session) {
-        Some(_) if patched.is_some() => {
-            return Err(RuntimeError::NotSupported(
-                "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session".into(),
-            ))
-        }
+        Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
+            "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"
+                .into(),
+        )),
         Some(members) => Some(decide(ws, &opts, members, &projection)?),
         None => None,
     };

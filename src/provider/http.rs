@@ -420,20 +420,20 @@ impl HttpClient {
     fn connect_error(&self, url: &str, detail: String) -> ProviderError {
         let start = self
             .start_hint
-            .map(|how| format!(" (start it with `{how}`)"))
+            .map(|how| format!(" (`{how}` starts it)"))
             .unwrap_or_default();
         let from = self
             .opts
             .base_url_from
             .as_deref()
-            .map(|from| format!("; that address is {from}"))
+            .map(|from| format!(" That address is {from}."))
             .unwrap_or_default();
         ProviderError::Connect {
             provider: self.opts.name.clone(),
             url: url.to_string(),
             detail: self.redact(&detail),
             hint: Some(format!(
-                "is the server at {} running{start}{from}",
+                "is the server at {} running?{start}{from}",
                 self.opts.base_url.trim_end_matches('/')
             )),
         }
@@ -644,7 +644,10 @@ fn classify_send_error(e: ureq::Error) -> Failure {
 
 /// An I/O error's message, unwrapping the ureq errors it may carry.
 fn io_detail(io: &std::io::Error) -> String {
-    match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
+    match io
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+    {
         Some(ureq::Error::Io(inner)) => io_detail(inner),
         _ => {
             let text = io.to_string();

@@ -250,7 +250,10 @@ pub enum ProviderError {
         /// What to check, on a line of its own (`hint: ...`) after the message.
         hint: Option<String>,
     },
-    #[error("{provider}: {url} answered HTTP {status}: {message}{}", hint_line(hint))]
+    #[error(
+        "{provider}: {url} answered HTTP {status}: {message}{}",
+        hint_line(hint)
+    )]
     Http {
         provider: String,
         url: String,

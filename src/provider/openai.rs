@@ -369,7 +369,10 @@ impl Provider for OpenAiProvider {
             answer.line(http, &url, line, on_event)
         })
         .map_err(|e| {
-            let model = body.get("model").and_then(Value::as_str).unwrap_or_default();
+            let model = body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             explain_missing_model(http, model, e)
         })?;
         if !answer.done {

@@ -14,7 +14,7 @@
 //! ```text
 //! axocoatl session names 1
 //! alias review-42 2026-01-02-030405
-//! removed scratch 1767323045000
+//! removed scratch 1767323045000 scratch
 //! ```
 
 use std::collections::BTreeMap;
@@ -44,8 +44,8 @@ pub enum Resolved {
 pub struct Names {
     /// Shown name → ledger name, where they differ.
     aliases: BTreeMap<String, String>,
-    /// Removed ledger names → when they were removed.
-    removed: BTreeMap<String, Millis>,
+    /// Removed ledger names → when they were removed, and the name they had then.
+    removed: BTreeMap<String, (Millis, String)>,
 }
 
 impl Names {
@@ -99,14 +99,25 @@ impl Names {
                     for name in [shown, ledger] {
                         check_session_name(name).map_err(|_| bad(n, "not a session name"))?;
                     }
-                    names.aliases.insert((*shown).to_owned(), (*ledger).to_owned());
+                    names
+                        .aliases
+                        .insert((*shown).to_owned(), (*ledger).to_owned());
                 }
-                ["removed", ledger, at] => {
-                    check_session_name(ledger).map_err(|_| bad(n, "not a session name"))?;
+                ["removed", ledger, at, shown] => {
+                    for name in [ledger, shown] {
+                        check_session_name(name).map_err(|_| bad(n, "not a session name"))?;
+                    }
                     let at = at.parse().map_err(|_| bad(n, "not a time"))?;
-                    names.removed.insert((*ledger).to_owned(), at);
+                    names
+                        .removed
+                        .insert((*ledger).to_owned(), (at, (*shown).to_owned()));
                 }
-                _ => return Err(bad(n, "expected `alias NAME LEDGER` or `removed LEDGER TIME`")),
+                _ => {
+                    return Err(bad(
+                        n,
+                        "expected `alias NAME LEDGER` or `removed LEDGER TIME NAME`",
+                    ))
+                }
             }
         }
         Ok(names)
@@ -117,8 +128,8 @@ impl Names {
         for (shown, ledger) in &self.aliases {
             out.push_str(&format!("alias {shown} {ledger}\n"));
         }
-        for (ledger, at) in &self.removed {
-            out.push_str(&format!("removed {ledger} {at}\n"));
+        for (ledger, (at, shown)) in &self.removed {
+            out.push_str(&format!("removed {ledger} {at} {shown}\n"));
         }
         out
     }
@@ -160,9 +171,11 @@ impl Names {
         )
     }
 
-    /// When the session with ledger name `ledger` was removed, if it was.
-    pub fn removed_at(&self, ledger: &str) -> Option<Millis> {
-        self.removed.get(ledger).copied()
+    /// When the session with ledger name `ledger` was removed, and the name it had then.
+    pub fn removed(&self, ledger: &str) -> Option<(Millis, &str)> {
+        self.removed
+            .get(ledger)
+            .map(|(at, shown)| (*at, shown.as_str()))
     }
 
     /// Gives the session with ledger name `ledger` the name `shown` (dropping any name it
@@ -176,8 +189,9 @@ impl Names {
 
     /// Marks the session with ledger name `ledger` removed, freeing the name it was shown by.
     pub fn remove(&mut self, ledger: &str, at: Millis) {
+        let shown = self.shown(ledger).unwrap_or(ledger).to_owned();
         self.aliases.retain(|_, l| l != ledger);
-        self.removed.insert(ledger.to_owned(), at);
+        self.removed.insert(ledger.to_owned(), (at, shown));
     }
 
     /// A ledger name for a new session shown as `name`: `name.2`, `name.3`, … the first that
@@ -234,14 +248,14 @@ mod tests {
             .expect("fresh");
         assert_eq!(fresh, "main.3");
         Names::update(root, |n| {
-            n.set_alias("main", &fresh);
             n.remove("main", 7);
+            n.set_alias("main", &fresh);
             Ok(())
         })
         .expect("update");
         let names = Names::load(root).expect("load");
         assert_eq!(names.shown("main"), None, "removed");
-        assert_eq!(names.removed_at("main"), Some(7));
+        assert_eq!(names.removed("main"), Some((7, "review")));
         assert_eq!(names.shown("main.3"), Some("main"));
         assert_eq!(names.resolve("main"), Resolved::Ledger("main.3".into()));
         assert_eq!(names.resolve("review"), Resolved::Ledger("review".into()));

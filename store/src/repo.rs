@@ -236,10 +236,17 @@ mod tests {
         assert!(matches!(init(dir.path()), Err(Error::AlreadyExists { .. })));
         let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
         assert_eq!(repo.head().expect("head"), "main");
-        assert_eq!(fs::read(root.join(GITIGNORE_FILE)).expect("read"), GITIGNORE);
+        assert_eq!(
+            fs::read(root.join(GITIGNORE_FILE)).expect("read"),
+            GITIGNORE
+        );
         fs::remove_file(root.join(GITIGNORE_FILE)).expect("rm");
         Repo::open(&root, &OpenOptions::default()).expect("open");
-        assert_eq!(fs::read(root.join(GITIGNORE_FILE)).expect("read"), GITIGNORE, "restored");
+        assert_eq!(
+            fs::read(root.join(GITIGNORE_FILE)).expect("read"),
+            GITIGNORE,
+            "restored"
+        );
         fs::write(root.join(FORMAT_FILE), format_marker(FORMAT_VERSION + 1)).expect("write");
         match Repo::open(&root, &OpenOptions::default()) {
             Err(Error::UnsupportedFormat {

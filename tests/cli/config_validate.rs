@@ -457,8 +457,16 @@ fn the_starter_config_is_short_valid_and_opens_with_the_switch_to_a_server() {
     assert!(lines.len() <= 60, "{} lines", lines.len());
     // The first three lines say how to use Ollama or an OpenAI key.
     let opening = lines[..3].join("\n");
-    for needed in ["provider: ollama", "provider: openai", "OPENAI_API_KEY", "-m ollama:"] {
-        assert!(opening.contains(needed), "{needed} missing from:\n{opening}");
+    for needed in [
+        "provider: ollama",
+        "provider: openai",
+        "OPENAI_API_KEY",
+        "-m ollama:",
+    ] {
+        assert!(
+            opening.contains(needed),
+            "{needed} missing from:\n{opening}"
+        );
     }
     let loaded = match config::load_str(Path::new("axocoatl.yaml"), text) {
         Ok(loaded) => loaded,
