@@ -453,6 +453,12 @@ impl Printer<'_> {
                 };
                 let first = crate::fmt::first_line(output, 120);
                 writeln!(ui.err, "tool {name} {status}: {first}")?;
+                if let Some(diff) = crate::fmt::tool_diff(name, output) {
+                    for line in diff.lines() {
+                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
+                        writeln!(ui.err, "  {line}")?;
+                    }
+                }
             }
             TurnEvent::Warning(message) => ui.warn(&safe(message))?,
             TurnEvent::Planned { method, subtasks } => writeln!(

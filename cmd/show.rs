@@ -46,7 +46,7 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         return Ok(exit::OK);
     }
     let mut o = head(ui, &t, &names, ws.shown_session(&t.session));
-    body(&mut o, &t, &output);
+    body(ui, &mut o, &t, &output);
     ui.out.write_all(o.as_bytes())?;
     Ok(exit::OK)
 }
@@ -130,7 +130,7 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str) -> String {
 
 /// Tools, output (whole: `output` is read from its object when it was too long for one
 /// record), error, warnings and usage.
-fn body(o: &mut String, t: &TurnView, output: &str) {
+fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
@@ -151,6 +151,19 @@ fn body(o: &mut String, t: &TurnView, output: &str) {
                 x.name,
                 crate::fmt::first_line(&x.arguments, 100)
             );
+            if let Some(diff) = x
+                .output
+                .as_deref()
+                .and_then(|out| crate::fmt::tool_diff(&x.name, out))
+            {
+                for line in diff.lines() {
+                    let _ = writeln!(
+                        o,
+                        "      {}",
+                        crate::fmt::diff_line(line, |c, t| ui.paint(c, t))
+                    );
+                }
+            }
         }
     }
     team(o, t);

@@ -23,6 +23,38 @@ enum Op {
     Added,
 }
 
+/// Files larger than this (before or after) are not diffed: the result says so instead.
+const MAX_DIFFED_BYTES: usize = 4 << 20;
+
+/// `out` (a successful write or edit of `path`) with the diff from `old` (`None`: the file
+/// was created, and its content is in the call's own arguments) to `new` after its first
+/// line: what the model, `send` and `show` see of the change.
+pub fn attach(
+    mut out: super::ToolOutput,
+    path: &str,
+    old: Option<&[u8]>,
+    new: &str,
+) -> super::ToolOutput {
+    let Some(old) = old else {
+        return out;
+    };
+    let diff = match std::str::from_utf8(old) {
+        _ if old.len() > MAX_DIFFED_BYTES || new.len() > MAX_DIFFED_BYTES => {
+            Some("[no diff: the file is larger than 4 MiB]\n".to_string())
+        }
+        Ok(old) => for_result(path, Some(old), new),
+        Err(_) => Some("[no diff: the file was not UTF-8 text before]\n".to_string()),
+    };
+    match diff {
+        Some(diff) => {
+            out.text.push('\n');
+            out.text.push_str(&diff);
+        }
+        None => out.text.push_str("\n(no change)"),
+    }
+    out
+}
+
 /// The unified diff turning `old` into `new` for the file `path` (`None` when they are the
 /// same), cut as [`bounded`] cuts it. A file that did not exist is diffed from nothing.
 pub fn for_result(path: &str, old: Option<&str>, new: &str) -> Option<String> {
@@ -142,11 +174,12 @@ fn myers(a: &[&str], b: &[&str]) -> Option<Vec<Op>> {
     for d in (1..trace.len() as isize).rev() {
         let v = &trace[d as usize];
         let k = x - y;
-        let prev_k = if k == -d || (k != d && v[(k - 1 + offset) as usize] < v[(k + 1 + offset) as usize]) {
-            k + 1
-        } else {
-            k - 1
-        };
+        let prev_k =
+            if k == -d || (k != d && v[(k - 1 + offset) as usize] < v[(k + 1 + offset) as usize]) {
+                k + 1
+            } else {
+                k - 1
+            };
         let prev_x = v[(prev_k + offset) as usize];
         let prev_y = prev_x - prev_k;
         while x > prev_x && y > prev_y {
@@ -198,7 +231,12 @@ fn write_hunk(out: &mut String, ops: &[Op], a: &[&str], b: &[&str], (start, end)
             Op::Added => ib += 1,
         }
     }
-    let count = |want: Op| ops[start..end].iter().filter(|o| **o == Op::Same || **o == want).count();
+    let count = |want: Op| {
+        ops[start..end]
+            .iter()
+            .filter(|o| **o == Op::Same || **o == want)
+            .count()
+    };
     let (na, nb) = (count(Op::Removed), count(Op::Added));
     let first = |i: usize, n: usize| if n == 0 { i } else { i + 1 };
     out.push_str(&format!(
@@ -301,15 +339,65 @@ mod tests {
     }
 
     #[test]
+    fn write_and_edit_results_carry_the_diff() {
+        use crate::tools::testing::Fixture;
+        use serde_json::json;
+        let f = Fixture::new(crate::config::SandboxMode::WorkspaceWrite);
+        let created = f.call(
+            "write_file",
+            json!({"path": "a.txt", "content": "one\ntwo\n"}),
+        );
+        assert_eq!(
+            created.text, "created a.txt (8 bytes)",
+            "the content is in the call"
+        );
+        let edited = f.call(
+            "edit_file",
+            json!({"path": "a.txt", "old": "two", "new": "2"}),
+        );
+        assert_eq!(
+            edited.text,
+            "replaced 1 occurrence in a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"
+        );
+        let same = f.call(
+            "write_file",
+            json!({"path": "a.txt", "content": "one\n2\n"}),
+        );
+        assert_eq!(same.text, "wrote a.txt (6 bytes)\n(no change)");
+        let rewritten = f.call(
+            "write_file",
+            json!({"path": "a.txt", "content": "zero\none\n2\n"}),
+        );
+        assert!(
+            rewritten
+                .text
+                .ends_with("@@ -1,2 +1,3 @@\n+zero\n one\n 2\n"),
+            "{}",
+            rewritten.text
+        );
+    }
+
+    #[test]
     fn long_diffs_are_cut_with_a_note() {
         let new: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let diff = for_result("big.txt", None, &new).expect("a diff");
-        assert!(diff.lines().count() <= MAX_DIFF_LINES + 1, "{}", diff.lines().count());
-        assert!(diff.ends_with("more lines not shown; read the file for the rest]\n"), "{diff}");
+        assert!(
+            diff.lines().count() <= MAX_DIFF_LINES + 1,
+            "{}",
+            diff.lines().count()
+        );
+        assert!(
+            diff.ends_with("more lines not shown; read the file for the rest]\n"),
+            "{diff}"
+        );
         // Past the search bound the middle is replaced whole, still a correct diff.
         let old: String = (0..3000).map(|i| format!("{i}\n")).collect();
         let new: String = (0..3000).map(|i| format!("{}\n", i * 7)).collect();
         let diff = unified("x", Some(&old), &new).expect("a diff");
-        assert!(diff.starts_with("--- a/x\n+++ b/x\n@@ -1,"), "{}", &diff[..40]);
+        assert!(
+            diff.starts_with("--- a/x\n+++ b/x\n@@ -1,"),
+            "{}",
+            &diff[..40]
+        );
     }
 }

@@ -480,8 +480,9 @@ fn the_starter_config_is_short_valid_and_opens_with_the_switch_to_a_server() {
         .resolve_provider(agent, &|_| None, Path::new("."))
         .expect("resolves");
     assert_eq!(provider.kind, ProviderKind::Local);
-    // Its examples are valid too.
-    match config::load_str(Path::new("uncommented.yaml"), &uncommented(text)) {
+    // Its examples (past the opening prose) are valid too.
+    let rest: String = lines[3..].iter().map(|l| format!("{l}\n")).collect();
+    match config::load_str(Path::new("uncommented.yaml"), &uncommented(&rest)) {
         Ok(loaded) => assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings)),
         Err(diagnostics) => panic!("{}", render(&diagnostics)),
     }
