@@ -145,37 +145,6 @@ impl AgentNames {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::first_line;
-
-    /// The first line as `str::lines` ends it, cut and escaped: what `first_line` gave
-    /// before it stopped reading at the cut.
-    fn by_lines(s: &str, max: usize) -> String {
-        super::cut(s.trim_start().lines().next().unwrap_or("").chars(), max)
-    }
-
-    #[test]
-    fn first_line_ends_where_lines_ends_it() {
-        let pieces = [
-            "a", "é", " ", "\n", "\r", "\r\n", "\t", "\u{1b}", "xy", "~", "\u{7f}",
-        ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..20_000 {
-            let mut s = String::new();
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            for k in 0..(seed % 12) {
-                s.push_str(pieces[((seed >> (k * 5)) % pieces.len() as u64) as usize]);
-            }
-            for max in [0, 1, 3, 5, 40] {
-                assert_eq!(first_line(&s, max), by_lines(&s, max), "{s:?} {max}");
-            }
-        }
-    }
-}
-
 /// A recorded error and its hints: lines starting with `hint: ` (as provider errors end)
 /// are hints; the rest is the error.
 pub fn split_hints(error: &str) -> (String, Vec<&str>) {
@@ -214,4 +183,35 @@ pub fn diff_line(line: &str, paint: impl Fn(&str, &str) -> String) -> String {
         return line;
     };
     paint(code, &line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_line;
+
+    /// The first line as `str::lines` ends it, cut and escaped: what `first_line` gave
+    /// before it stopped reading at the cut.
+    fn by_lines(s: &str, max: usize) -> String {
+        super::cut(s.trim_start().lines().next().unwrap_or("").chars(), max)
+    }
+
+    #[test]
+    fn first_line_ends_where_lines_ends_it() {
+        let pieces = [
+            "a", "é", " ", "\n", "\r", "\r\n", "\t", "\u{1b}", "xy", "~", "\u{7f}",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for k in 0..(seed % 12) {
+                s.push_str(pieces[((seed >> (k * 5)) % pieces.len() as u64) as usize]);
+            }
+            for max in [0, 1, 3, 5, 40] {
+                assert_eq!(first_line(&s, max), by_lines(&s, max), "{s:?} {max}");
+            }
+        }
+    }
 }

@@ -401,12 +401,19 @@ mod tests {
     }
 
     /// The words of the first `axocoatl ...` command in a shell line: quotes removed, up to
-    /// the first unquoted `|`, `>`, `<`, `;`, `&` or `)`.
+    /// the first unquoted `|`, `>`, `<`, `;`, `&` or `)`, or two spaces (a description
+    /// follows).
     fn axocoatl_words(line: &str) -> Option<Vec<String>> {
         let at = line.find("axocoatl ")?;
         let mut words = Vec::new();
         let (mut word, mut quote, mut any) = (String::new(), None, false);
+        let mut previous = ' ';
         for c in line[at..].chars() {
+            let gap = quote.is_none() && c == ' ' && previous == ' ' && !words.is_empty();
+            previous = c;
+            if gap {
+                break;
+            }
             match (quote, c) {
                 (Some(q), c) if c == q => quote = None,
                 (Some(_), c) => word.push(c),
@@ -414,7 +421,14 @@ mod tests {
                     quote = Some(c);
                     any = true;
                 }
-                (None, '|' | '>' | '<' | ';' | '&' | ')') => break,
+                (None, '>' | '<') => {
+                    // `2>> log`: the descriptor is the redirection's, not a word.
+                    if !word.is_empty() && word.chars().all(|d| d.is_ascii_digit()) {
+                        word.clear();
+                    }
+                    break;
+                }
+                (None, '|' | ';' | '&' | ')') => break,
                 (None, c) if c.is_whitespace() => {
                     if any || !word.is_empty() {
                         words.push(std::mem::take(&mut word));
