@@ -278,7 +278,7 @@ impl RawMode {
         raw.c_cc[libc::VMIN] = 1;
         raw.c_cc[libc::VTIME] = 0;
         // SAFETY: tcsetattr reads the termios we own.
-        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSAFLUSH, &raw) } != 0 {
+        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &raw) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(RawMode { saved })
@@ -293,7 +293,7 @@ impl Drop for RawMode {
     fn drop(&mut self) {
         // SAFETY: tcsetattr reads the termios we own.
         unsafe {
-            libc::tcsetattr(libc::STDIN_FILENO, libc::TCSAFLUSH, &self.saved);
+            libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved);
         }
     }
 }

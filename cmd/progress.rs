@@ -4,11 +4,16 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use axocoatl::progress::Progress;
 
 /// Whether a progress line is on the screen (to be cleared).
 static DRAWN: AtomicBool = AtomicBool::new(false);
+/// When the line was last drawn: reports closer together than [`REDRAW`] are skipped.
+static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+const REDRAW: Duration = Duration::from_millis(100);
 
 /// Starts drawing progress on stderr, and the ledger's note about building its indexes.
 pub fn install() {
@@ -37,6 +42,15 @@ pub fn text(p: &Progress<'_>) -> Option<String> {
 fn draw(p: &Progress<'_>) {
     match text(p) {
         Some(line) => {
+            let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+            let steady = matches!(
+                p,
+                Progress::ReadingPrompt { .. } | Progress::Importing { .. }
+            );
+            if steady && last.is_some_and(|at| at.elapsed() < REDRAW) {
+                return;
+            }
+            *last = Some(Instant::now());
             let mut err = std::io::stderr();
             let _ = write!(err, "\r\x1b[K{line}");
             let _ = err.flush();
@@ -48,6 +62,7 @@ fn draw(p: &Progress<'_>) {
 
 /// Removes the progress line, if one is drawn.
 pub fn clear() {
+    *LAST.lock().unwrap_or_else(|e| e.into_inner()) = None;
     if DRAWN.swap(false, Ordering::SeqCst) {
         let mut err = std::io::stderr();
         let _ = write!(err, "\r\x1b[K");

@@ -436,3 +436,161 @@ fn help_of_the_new_commands() {
         );
     }
 }
+
+/// A pseudo-terminal: what the child writes to it is collected by a thread; keys are
+/// written to it as a person would type them.
+struct Pty {
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Pty {
+    /// Opens a terminal and gives `cmd` its other end as stdin and stderr (stdout stays
+    /// the caller's to set).
+    fn attach(cmd: &mut std::process::Command) -> Pty {
+        use std::os::fd::FromRawFd;
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes two descriptors we then own; no name, termios or size.
+        #[expect(unsafe_code, reason = "openpty: libc has no safe wrapper")]
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty");
+        // SAFETY: both descriptors were just opened for us and are owned once each.
+        #[expect(unsafe_code, reason = "from_raw_fd of descriptors openpty returned")]
+        let (master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::fs::File::from_raw_fd(slave),
+            )
+        };
+        cmd.stdin(slave.try_clone().expect("dup")).stderr(slave);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = master.try_clone().expect("dup");
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut reader = reader;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
+            }
+        });
+        Pty { master, seen }
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        use std::io::Write;
+        self.master.write_all(keys.as_bytes()).expect("type");
+        self.master.flush().expect("flush");
+    }
+
+    fn seen(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
+    }
+}
+
+#[test]
+fn chat_on_a_terminal_edits_lines_recalls_them_and_leaves_on_ctrl_d() {
+    let server = answering();
+    let env = ollama_env(&server);
+    let mut cmd = env.cmd(&["chat", "-s", "tty"]);
+    cmd.stdout(Stdio::piped());
+    let mut pty = Pty::attach(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn chat");
+    wait_until("the prompt", || pty.seen().contains("tty> "));
+    // "wrld", Home (Ctrl-A), "hello ", End (Ctrl-E), three lefts, "o", three rights, a
+    // typo "?" taken back with Backspace, "!", Enter: the line sent is what the editor shows.
+    pty.type_keys("wrld\x01hello \x05\x1b[D\x1b[D\x1b[Do\x1b[C\x1b[C\x1b[C?\x7f!\r");
+    wait_until("the first turn", || server.request_count() == 1);
+    // Up recalls the line; Enter sends it again.
+    wait_until("the prompt again", || {
+        pty.seen().matches("tty> ").count() >= 2
+    });
+    pty.type_keys("\x1b[A\r");
+    wait_until("the second turn", || server.request_count() == 2);
+    // Ctrl-C drops a half-typed line; Ctrl-D on an empty line leaves.
+    wait_until("the third prompt", || {
+        pty.seen().matches("tty> ").count() >= 3
+    });
+    pty.type_keys("never sent\x03");
+    wait_until("the fourth prompt", || {
+        pty.seen().matches("tty> ").count() >= 4
+    });
+    pty.type_keys("\x04");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{}", pty.seen());
+    let sent: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            let messages = body["messages"].as_array().expect("messages").clone();
+            messages
+                .last()
+                .and_then(|m| m["content"].as_str())
+                .expect("user message")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(sent, ["hello world!", "hello world!"], "{}", pty.seen());
+    let mut out = String::new();
+    use std::io::Read;
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    assert_eq!(out, "ok\nok\n");
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_only_and_quiet_silences_it() {
+    let model = axocoatl::config::local_model_path(&|k| std::env::var(k).ok()).expect("HOME");
+    assert!(
+        model.is_file(),
+        "{} missing: run scripts/fetch-model.sh",
+        model.display()
+    );
+    let env = TestEnv::with_config(
+        "agents:\n  - id: a\n    provider: local\n    sampling: {max_tokens: 4}\n",
+    );
+    // Past 256 tokens, the reading of a prompt is drawn.
+    let long = "tell me about this. ".repeat(60);
+    let run = |extra: &[&str], message: &str| {
+        let mut args = extra.to_vec();
+        args.extend(["send", message]);
+        let mut cmd = env.cmd(&args);
+        cmd.env("AXOCOATL_MODEL", &model).stdout(Stdio::piped());
+        let pty = Pty::attach(&mut cmd);
+        let out = cmd.output().expect("run");
+        assert_eq!(out.status.code(), Some(0), "{}", pty.seen());
+        // The reader thread may still be draining the terminal.
+        wait_until("the turn's line", || pty.seen().contains("turn "));
+        pty.seen()
+    };
+    let seen = run(&[], &long);
+    assert!(
+        seen.contains("loading model SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "{seen:?}"
+    );
+    assert!(seen.contains("reading the prompt: 0/"), "{seen:?}");
+    assert!(seen.contains("\r\x1b[K"), "the line is cleared: {seen:?}");
+    let quiet = run(&["--quiet"], "hi");
+    assert!(!quiet.contains("loading model"), "{quiet:?}");
+    // Piped stderr: never.
+    let mut cmd = env.cmd(&["send", "hi"]);
+    cmd.env("AXOCOATL_MODEL", &model);
+    let out = cmd.output().expect("run");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("loading model"));
+}

@@ -45,6 +45,8 @@ const REPEAT_WINDOW: usize = 64;
 /// Prompt tokens per forward pass: large enough for matrix-matrix speed, small enough that
 /// cancellation is seen within ~100 ms.
 const PROMPT_CHUNK: usize = 8;
+/// Prompts of at least this many tokens report their reading as progress.
+const LONG_PROMPT: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalOptions {
@@ -306,7 +308,8 @@ impl LocalProvider {
         let started = Instant::now();
         self.weights.clear_kv_cache();
         let mut logits = None;
-        let long = prompt.len() > PROMPT_CHUNK;
+        // A prompt this long takes a second or more on a laptop: its reading is reported.
+        let long = prompt.len() >= LONG_PROMPT;
         for (i, chunk) in prompt.chunks(PROMPT_CHUNK).enumerate() {
             if cancel.is_cancelled() {
                 crate::progress::report(crate::progress::Progress::Done);
