@@ -594,3 +594,99 @@ fn progress_is_drawn_on_a_terminal_only_and_quiet_silences_it() {
     let out = cmd.output().expect("run");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("loading model"));
 }
+
+/// The lines of README's tour, as written: `(command words, stdin, marked as needing more)`.
+fn tour() -> Vec<(String, bool)> {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .expect("README");
+    let tour = readme.split("## A tour").nth(1).expect("a tour");
+    let block = tour.split("```sh\n").nth(1).expect("its block");
+    let block = block.split("```").next().expect("its end");
+    block
+        .lines()
+        .map(|l| (l.to_owned(), l.contains("(needs")))
+        .collect()
+}
+
+/// Splits a shell line of the tour: its piped input (`git diff | ...`), the words of the
+/// axocoatl command, and what it is piped into (`| jq`), comments dropped.
+fn tour_words(line: &str) -> (Option<String>, Vec<String>) {
+    let command = line.split("  #").next().expect("command").trim();
+    let (input, command) = match command.split_once(" | axocoatl") {
+        Some((before, after)) => (Some(before.to_owned()), format!("axocoatl{after}")),
+        None => (None, command.to_owned()),
+    };
+    let command = command.split(" | ").next().expect("command");
+    let mut words = Vec::new();
+    let (mut word, mut quote) = (String::new(), None);
+    for c in command.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ' ') => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    (input, words)
+}
+
+/// README's tour runs as written against the starter configuration (the offline model),
+/// but for the lines that say what more they need; `3f2a` is the first turn's id.
+#[test]
+fn the_readme_tour_runs_against_the_starter_config() {
+    let model = axocoatl::config::local_model_path(&|k| std::env::var(k).ok()).expect("HOME");
+    assert!(
+        model.is_file(),
+        "{} missing: run scripts/fetch-model.sh",
+        model.display()
+    );
+    let mut env = TestEnv::new();
+    env.set_env("AXOCOATL_MODEL", &model.display().to_string());
+    env.write("README.md", "# a project\n");
+    let lines = tour();
+    assert!(lines.len() > 20, "{lines:?}");
+    let mut first_turn: Option<String> = None;
+    for (line, needs) in lines {
+        let (input, words) = tour_words(&line);
+        assert_eq!(
+            words.first().map(String::as_str),
+            Some("axocoatl"),
+            "{line}"
+        );
+        if needs || words[1] == "serve" {
+            continue;
+        }
+        let args: Vec<String> = words[1..]
+            .iter()
+            .map(|w| match (&first_turn, w.as_str()) {
+                (Some(t), "3f2a") => t.clone(),
+                _ => w.clone(),
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = match input {
+            Some(_) => env.run_stdin(&args, "diff --git a/x b/x\n+one line\n"),
+            None => env.run(&args),
+        };
+        // `stop` of a turn that ended says so (exit 6): that is the line's point.
+        let expected = if args[0] == "stop" { 6 } else { 0 };
+        assert_eq!(r.code, expected, "{line}\n{}", r.stderr);
+        if first_turn.is_none() && args[0] == "send" {
+            first_turn = r
+                .stderr
+                .lines()
+                .find_map(|l| l.strip_prefix("turn "))
+                .map(str::to_owned);
+        }
+    }
+    assert!(first_turn.is_some());
+}
