@@ -690,3 +690,45 @@ fn the_readme_tour_runs_against_the_starter_config() {
     }
     assert!(first_turn.is_some());
 }
+
+#[test]
+fn overrides_travel_to_a_serve_actor_for_that_turn_only() {
+    let server = answering();
+    let env = ollama_env(&server);
+    let serve = crate::common::procs::Serve::start(&env);
+    let r = env.run(&[
+        "send",
+        "-o",
+        "temperature=0.3",
+        "--system",
+        "Be terse.",
+        "hi",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = env.run(&["send", "again"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let second = r.stderr.lines().next().expect("turn")[5..].to_owned();
+    let requests = server.requests();
+    let first = requests[0].json();
+    assert_eq!(first["options"]["temperature"], json!(0.3));
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Be terse.")),
+        "{first}"
+    );
+    let next = requests[1].json();
+    assert!(next.get("options").is_none(), "{next}");
+    assert!(
+        next["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("Be brief.")),
+        "{next}"
+    );
+    // The actor ran them.
+    let list = env.run(&["agents", "list", "--json"]);
+    let actor: Value =
+        serde_json::from_str(list.stdout.lines().next().expect("actor")).expect("json");
+    assert_eq!(actor["last_turn"], json!(second), "{}", list.stdout);
+    assert_eq!(serve.terminate(), 0);
+}
