@@ -385,7 +385,9 @@ fn execute(
     ))?;
     let mut update_error = None;
     // The session as people name it now (a renamed or removed one is followed).
-    let session = ws.session_for_turn(Some(&session_of(auto))).map(|(ledger, _)| ledger);
+    let session = ws
+        .session_for_turn(Some(&session_of(auto)))
+        .map(|(ledger, _)| ledger);
     let result = match (agent_of(ws.config()?, auto), session) {
         (Err(e), _) | (_, Err(e)) => Err(e),
         (Ok(agent), Ok(session)) => {

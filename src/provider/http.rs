@@ -621,7 +621,7 @@ fn classify_read_error(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::TimedOut || ureq_timeout {
         Failure::Timeout
     } else {
-        Failure::Broken(e.to_string())
+        Failure::Broken(io_detail(&e))
     }
 }
 
@@ -789,6 +789,36 @@ pub(crate) fn base_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_errors_are_said_once_without_prefixes() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let twice = std::io::Error::other(ureq::Error::Io(std::io::Error::other(ureq::Error::Io(
+            refused,
+        ))));
+        assert_eq!(io_detail(&twice), "connection refused");
+        let prefixed = std::io::Error::other("io: io: reset");
+        assert_eq!(io_detail(&prefixed), "reset");
+    }
+
+    #[test]
+    fn the_missing_model_hint_lists_and_guesses() {
+        let have = ["llama3.2:latest".to_string(), "qwen2.5:7b".to_string()];
+        assert_eq!(
+            missing_model_hint("llama3.3", Some(&have)),
+            "did you mean `llama3.2:latest`? the server has: llama3.2:latest, qwen2.5:7b"
+        );
+        assert_eq!(
+            missing_model_hint("zzz", Some(&have)),
+            "the server has: llama3.2:latest, qwen2.5:7b"
+        );
+        assert_eq!(
+            missing_model_hint("m", None),
+            "check that the server has a model named `m`"
+        );
+        let many: Vec<String> = (0..25).map(|i| format!("m{i}")).collect();
+        assert!(missing_model_hint("x", Some(&many)).ends_with(" and 5 more"));
+    }
 
     #[test]
     fn a_per_read_timeout_of_ureq_is_a_timeout() {
