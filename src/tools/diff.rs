@@ -26,7 +26,7 @@ enum Op {
 /// Files larger than this (before or after) are not diffed: the result says so instead.
 const MAX_DIFFED_BYTES: usize = 4 << 20;
 
-/// `out` (a successful write or edit of `path`) with the diff from `old` (`None`: the file
+/// `out` (a write or edit of `path`; an error is returned as it is) with the diff from `old` (`None`: the file
 /// was created, and its content is in the call's own arguments) to `new` after its first
 /// line: what the model, `send` and `show` see of the change.
 pub fn attach(
@@ -35,7 +35,7 @@ pub fn attach(
     old: Option<&[u8]>,
     new: &str,
 ) -> super::ToolOutput {
-    let Some(old) = old else {
+    let Some(old) = old.filter(|_| !out.is_error) else {
         return out;
     };
     let diff = match std::str::from_utf8(old) {

@@ -176,29 +176,22 @@ impl Handler for WriteFile {
             return ToolOutput::err(format!("{} is a directory", self.path));
         }
         let created = !path.exists();
-        let before = if created {
-            None
-        } else {
-            std::fs::read(&path).ok()
-        };
+        let before = (!created).then(|| std::fs::read(&path).ok()).flatten();
         let result = path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| std::fs::write(&path, &self.content));
-        match result {
-            Ok(()) => super::diff::attach(
-                ToolOutput::ok(format!(
-                    "{} {} ({} bytes)",
-                    if created { "created" } else { "wrote" },
-                    cx.root.display(&path),
-                    self.content.len()
-                )),
-                &cx.root.display(&path),
-                before.as_deref(),
-                &self.content,
-            ),
+        let out = match result {
+            Ok(()) => ToolOutput::ok(format!(
+                "{} {} ({} bytes)",
+                if created { "created" } else { "wrote" },
+                cx.root.display(&path),
+                self.content.len()
+            )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        let shown = cx.root.display(&path);
+        super::diff::attach(out, &shown, before.as_deref(), &self.content)
     }
 }
 
@@ -254,19 +247,15 @@ impl Handler for EditFile {
             ));
         }
         let new = text.replace(self.old.as_str(), &self.new);
-        match std::fs::write(&path, &new) {
-            Ok(()) => super::diff::attach(
-                ToolOutput::ok(format!(
-                    "replaced {count} occurrence{} in {}",
-                    if count == 1 { "" } else { "s" },
-                    cx.root.display(&path)
-                )),
-                &cx.root.display(&path),
-                Some(text.as_bytes()),
-                &new,
-            ),
+        let out = match std::fs::write(&path, &new) {
+            Ok(()) => ToolOutput::ok(format!(
+                "replaced {count} occurrence{} in {}",
+                if count == 1 { "" } else { "s" },
+                cx.root.display(&path)
+            )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        super::diff::attach(out, &cx.root.display(&path), Some(text.as_bytes()), &new)
     }
 }
 
@@ -337,10 +326,9 @@ mod tests {
             "edit_file",
             json!({"path": "d/n.txt", "old": "x = 1", "new": "y", "replace_all": true}),
         );
-        assert_eq!(
-            all.text.lines().next(),
-            Some("replaced 2 occurrences in d/n.txt")
-        );
+        assert!(all
+            .text
+            .starts_with("replaced 2 occurrences in d/n.txt\n--- a/"));
         assert_eq!(f.read("d/n.txt"), "y\ny\n");
         let none = f.call(
             "edit_file",
