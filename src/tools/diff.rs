@@ -24,26 +24,53 @@ enum Op {
 }
 
 /// Files larger than this (before or after) are not diffed: the result says so instead.
-const MAX_DIFFED_BYTES: usize = 4 << 20;
+const MAX_DIFFED_BYTES: u64 = 4 << 20;
 
-/// `out` (a write or edit of `path`; an error is returned as it is) with the diff from `old` (`None`: the file
-/// was created, and its content is in the call's own arguments) to `new` after its first
-/// line: what the model, `send` and `show` see of the change.
+/// A file as it was before a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Before {
+    Text(Vec<u8>),
+    /// Why it was not read (too large, not a regular file, unreadable).
+    Unread(&'static str),
+}
+
+/// Reads a file about to be replaced, when a diff of it is worth making: a regular file
+/// of at most 4 MiB (a FIFO is never opened, a huge file never read whole).
+pub fn read_before(path: &std::path::Path) -> Before {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Before::Unread("[no diff: it was not a regular file]"),
+        Ok(m) if m.len() > MAX_DIFFED_BYTES => {
+            Before::Unread("[no diff: the file was larger than 4 MiB]")
+        }
+        Ok(_) => match std::fs::read(path) {
+            Ok(bytes) => Before::Text(bytes),
+            Err(_) => Before::Unread("[no diff: the file could not be read before]"),
+        },
+        Err(_) => Before::Unread("[no diff: the file could not be read before]"),
+    }
+}
+
+/// `out` (a write or edit of `path`; an error is returned as it is) with the diff from
+/// `before` (`None`: the file was created, and its content is in the call's own arguments)
+/// to `new` after its first line: what the model, `send` and `show` see of the change.
 pub fn attach(
     mut out: super::ToolOutput,
     path: &str,
-    old: Option<&[u8]>,
+    before: Option<&Before>,
     new: &str,
 ) -> super::ToolOutput {
-    let Some(old) = old.filter(|_| !out.is_error) else {
+    let Some(before) = before.filter(|_| !out.is_error) else {
         return out;
     };
-    let diff = match std::str::from_utf8(old) {
-        _ if old.len() > MAX_DIFFED_BYTES || new.len() > MAX_DIFFED_BYTES => {
+    let diff = match before {
+        Before::Unread(why) => Some(format!("{why}\n")),
+        Before::Text(_) if new.len() as u64 > MAX_DIFFED_BYTES => {
             Some("[no diff: the file is larger than 4 MiB]\n".to_string())
         }
-        Ok(old) => for_result(path, Some(old), new),
-        Err(_) => Some("[no diff: the file was not UTF-8 text before]\n".to_string()),
+        Before::Text(old) => match std::str::from_utf8(old) {
+            Ok(old) => for_result(path, Some(old), new),
+            Err(_) => Some("[no diff: the file was not UTF-8 text before]\n".to_string()),
+        },
     };
     match diff {
         Some(diff) => {
@@ -374,6 +401,34 @@ mod tests {
                 .ends_with("@@ -1,2 +1,3 @@\n+zero\n one\n 2\n"),
             "{}",
             rewritten.text
+        );
+    }
+
+    #[test]
+    fn what_is_not_worth_reading_is_never_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            // Opening it would block until a writer came: it is not opened.
+            assert!(matches!(read_before(&fifo), Before::Unread(_)));
+        }
+        let big = dir.path().join("big");
+        let file = std::fs::File::create(&big).expect("create");
+        file.set_len(MAX_DIFFED_BYTES + 1).expect("sparse");
+        assert_eq!(
+            read_before(&big),
+            Before::Unread("[no diff: the file was larger than 4 MiB]")
+        );
+        let out = attach(
+            crate::tools::ToolOutput::ok("wrote big"),
+            "big",
+            Some(&read_before(&big)),
+            "x",
+        );
+        assert_eq!(
+            out.text,
+            "wrote big\n[no diff: the file was larger than 4 MiB]\n"
         );
     }
 

@@ -176,7 +176,7 @@ impl Handler for WriteFile {
             return ToolOutput::err(format!("{} is a directory", self.path));
         }
         let created = !path.exists();
-        let before = (!created).then(|| std::fs::read(&path).ok()).flatten();
+        let before = (!created).then(|| super::diff::read_before(&path));
         let result = path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
@@ -191,7 +191,7 @@ impl Handler for WriteFile {
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
         };
         let shown = cx.root.display(&path);
-        super::diff::attach(out, &shown, before.as_deref(), &self.content)
+        super::diff::attach(out, &shown, before.as_ref(), &self.content)
     }
 }
 
@@ -255,7 +255,8 @@ impl Handler for EditFile {
             )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
         };
-        super::diff::attach(out, &cx.root.display(&path), Some(text.as_bytes()), &new)
+        let before = super::diff::Before::Text(text.into_bytes());
+        super::diff::attach(out, &cx.root.display(&path), Some(&before), &new)
     }
 }
 
