@@ -1,6 +1,8 @@
 //! `axocoatl chat`
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use axocoatl::engine::{self, Attachments, SendOptions};
 use axocoatl::history;
@@ -77,6 +79,7 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ui.err,
         "chat with {agent} in session {shown}: one turn per line; !help lists commands, Ctrl-D leaves"
     )?;
+    let signals = Signals::install();
     let mut editor = LineEditor::new();
     let prompt = format!("{shown}> ");
     let mut code = exit::OK;
@@ -96,14 +99,14 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 writeln!(ui.err, "{COMMANDS}")?;
                 Ok(exit::OK)
             }
-            "!retry" => retry(&ws, &shown, &args, ui),
+            "!retry" => retry(&ws, &shown, &args, &signals, ui),
             "!rewind" => rewind(&ws, &shown, ui),
             "!stop" => stop(&ws, &shown, ui),
             t if t.starts_with('!') && !t.contains(char::is_whitespace) => Err(CliError::usage(
                 format!("unknown command {t}"),
             )
             .hint("!retry, !rewind, !stop and !help are the commands; other lines are sent")),
-            _ => turn(&ws, &shown, &args, line.trim_end().to_owned(), ui),
+            _ => turn(&ws, &shown, &args, line.trim_end().to_owned(), &signals, ui),
         };
         code = match done {
             Ok(c) => c,
@@ -114,8 +117,15 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     Ok(code)
 }
 
-/// One turn, stopped (not the process ended) by Ctrl-C.
-fn turn(ws: &Workspace, shown: &str, args: &ChatArgs, message: String, ui: &mut Ui) -> CliResult {
+/// One turn, stopped (not the chat ended) by Ctrl-C.
+fn turn(
+    ws: &Workspace,
+    shown: &str,
+    args: &ChatArgs,
+    message: String,
+    signals: &Signals,
+    ui: &mut Ui,
+) -> CliResult {
     let (session, _) = ws.session_for_turn(Some(shown))?;
     let opts = SendOptions {
         session,
@@ -125,21 +135,65 @@ fn turn(ws: &Workspace, shown: &str, args: &ChatArgs, message: String, ui: &mut 
         overrides: args.overrides.overrides(),
         ..SendOptions::default()
     };
-    cancellable(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
+    signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 
-/// Runs `f` with a cancellation that SIGINT and SIGTERM set, for as long as it runs.
-fn cancellable(f: impl FnOnce(&Cancel) -> CliResult) -> CliResult {
-    let cancel = Cancel::new();
-    let ids: Vec<_> = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM]
-        .into_iter()
-        .filter_map(|sig| signal_hook::flag::register(sig, cancel.flag()).ok())
-        .collect();
-    let result = f(&cancel);
-    for id in ids {
-        signal_hook::low_level::unregister(id);
+/// What SIGINT and SIGTERM do in a chat: at the prompt they end it (130, 143); during a
+/// turn the first stops the turn (the chat goes on) and a second ends the chat.
+struct Signals {
+    /// At the prompt: a signal ends the process.
+    idle: Arc<AtomicBool>,
+    /// A signal came during the current turn.
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Signals {
+    /// Installed once: signal-hook never gives a signal back its default action, so the
+    /// handlers stay for the whole chat and the flags say what a signal does.
+    fn install() -> Signals {
+        let signals = Signals {
+            idle: Arc::new(AtomicBool::new(true)),
+            interrupted: Arc::new(AtomicBool::new(false)),
+        };
+        for (sig, code) in [
+            (signal_hook::consts::SIGINT, 130),
+            (signal_hook::consts::SIGTERM, 143),
+        ] {
+            let _ =
+                signal_hook::flag::register_conditional_shutdown(sig, code, signals.idle.clone());
+            let _ = signal_hook::flag::register_conditional_shutdown(
+                sig,
+                code,
+                signals.interrupted.clone(),
+            );
+            let _ = signal_hook::flag::register(sig, signals.interrupted.clone());
+        }
+        signals
     }
-    result
+
+    /// Runs one turn: a signal stops it (within the turn's own ~100 ms).
+    fn turn(&self, f: impl FnOnce(&Cancel) -> CliResult) -> CliResult {
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.idle.store(false, Ordering::SeqCst);
+        let cancel = Cancel::new();
+        let (flag, interrupted) = (cancel.flag(), self.interrupted.clone());
+        let done = Arc::new(AtomicBool::new(false));
+        let watching = done.clone();
+        let watcher = std::thread::spawn(move || {
+            while !watching.load(Ordering::SeqCst) {
+                if interrupted.load(Ordering::SeqCst) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        });
+        let result = f(&cancel);
+        done.store(true, Ordering::SeqCst);
+        let _ = watcher.join();
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.idle.store(true, Ordering::SeqCst);
+        result
+    }
 }
 
 /// The session's newest turn that is not superseded.
@@ -154,10 +208,16 @@ fn last_turn(ws: &Workspace, shown: &str) -> CliResult<history::TurnView> {
         .ok_or_else(|| CliError::new(axocoatl::ErrorKind::NotFound, "no turn in this session yet"))
 }
 
-fn retry(ws: &Workspace, shown: &str, args: &ChatArgs, ui: &mut Ui) -> CliResult {
+fn retry(
+    ws: &Workspace,
+    shown: &str,
+    args: &ChatArgs,
+    signals: &Signals,
+    ui: &mut Ui,
+) -> CliResult {
     let last = last_turn(ws, shown)?;
     let opts = engine::retry_options(ws, &last.turn, false, &args.overrides.overrides())?;
-    cancellable(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
+    signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 
 fn rewind(ws: &Workspace, shown: &str, ui: &mut Ui) -> CliResult {

@@ -462,6 +462,13 @@ impl Pty {
             )
         };
         assert_eq!(rc, 0, "openpty");
+        for fd in [master, slave] {
+            // SAFETY: fcntl on a descriptor we own; no pointer is passed.
+            #[expect(unsafe_code, reason = "fcntl: libc has no safe wrapper")]
+            // The child gets the terminal as its stdio only, not these descriptors too.
+            let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            assert_eq!(rc, 0, "FD_CLOEXEC");
+        }
         // SAFETY: both descriptors were just opened for us and are owned once each.
         #[expect(unsafe_code, reason = "from_raw_fd of descriptors openpty returned")]
         let (master, slave) = unsafe {
@@ -507,28 +514,29 @@ fn chat_on_a_terminal_edits_lines_recalls_them_and_leaves_on_ctrl_d() {
     cmd.stdout(Stdio::piped());
     let mut pty = Pty::attach(&mut cmd);
     let mut child = cmd.spawn().expect("spawn chat");
-    wait_until("the prompt", || pty.seen().contains("tty> "));
+    // A prompt is drawn empty once each time the editor starts a line (typing redraws it
+    // with the line after it): keys are typed only at a prompt.
+    let prompts = |pty: &Pty| pty.seen().matches("\rtty> \x1b[K").count();
+    wait_until("the prompt", || prompts(&pty) >= 1);
     // "wrld", Home (Ctrl-A), "hello ", End (Ctrl-E), three lefts, "o", three rights, a
     // typo "?" taken back with Backspace, "!", Enter: the line sent is what the editor shows.
     pty.type_keys("wrld\x01hello \x05\x1b[D\x1b[D\x1b[Do\x1b[C\x1b[C\x1b[C?\x7f!\r");
     wait_until("the first turn", || server.request_count() == 1);
     // Up recalls the line; Enter sends it again.
-    wait_until("the prompt again", || {
-        pty.seen().matches("tty> ").count() >= 2
-    });
+    wait_until("the second prompt", || prompts(&pty) >= 2);
     pty.type_keys("\x1b[A\r");
     wait_until("the second turn", || server.request_count() == 2);
     // Ctrl-C drops a half-typed line; Ctrl-D on an empty line leaves.
-    wait_until("the third prompt", || {
-        pty.seen().matches("tty> ").count() >= 3
-    });
+    wait_until("the third prompt", || prompts(&pty) >= 3);
     pty.type_keys("never sent\x03");
-    wait_until("the fourth prompt", || {
-        pty.seen().matches("tty> ").count() >= 4
-    });
+    wait_until("the fourth prompt", || prompts(&pty) >= 4);
     pty.type_keys("\x04");
-    let status = child.wait().expect("wait");
-    assert_eq!(status.code(), Some(0), "{}", pty.seen());
+    let mut status = None;
+    wait_until("chat to leave on Ctrl-D", || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", pty.seen());
     let sent: Vec<String> = server
         .requests()
         .iter()
