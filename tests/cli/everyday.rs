@@ -740,3 +740,27 @@ fn overrides_travel_to_a_serve_actor_for_that_turn_only() {
     assert_eq!(actor["last_turn"], json!(second), "{}", list.stdout);
     assert_eq!(serve.terminate(), 0);
 }
+
+#[test]
+fn chat_ends_on_sigterm_at_the_prompt_even_after_a_turn() {
+    let server = answering();
+    let env = ollama_env(&server);
+    let mut cmd = env.cmd(&["chat", "-s", "term"]);
+    cmd.stdout(Stdio::null());
+    let mut pty = Pty::attach(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn chat");
+    let prompts = |pty: &Pty| pty.seen().matches("\rterm> \x1b[K").count();
+    wait_until("the prompt", || prompts(&pty) >= 1);
+    pty.type_keys("hi\r");
+    wait_until("the next prompt", || prompts(&pty) >= 2);
+    // SAFETY: sends a signal to our own child process, which is still running.
+    #[expect(unsafe_code, reason = "kill: libc has no safe wrapper")]
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let mut status = None;
+    wait_until("chat to end", || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(143), "{}", pty.seen());
+}
