@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The size of the binary `cargo install` ships (the release profile: no debug info, symbols
-# kept), beside its goal and its floor (the same binary with every symbol stripped).
+# The size of the binary `cargo install` ships (the release profile: no debug info, no
+# symbols), beside its goal and its floor (the binary with every symbol stripped: for the
+# release binary, itself).
 #
 #   bench/binary_size.sh                     # builds the release binary first (a cold
 #                                            # release build: tens of minutes on 2 cores)
 #   bench/binary_size.sh PATH                # measures an existing release binary
 #   bench/binary_size.sh --proxy PATH        # a binary of another profile (CI: the test
-#                                            # build's), with its debug info stripped as
-#                                            # the release profile strips it
+#                                            # build's), stripped as the release profile
+#                                            # strips it
 #
 # Prints one line, `binary size: N MB (goal: at most 60 MB; fully stripped: M MB)`, and exits
 # 1 when a release binary misses the goal (a proxy only reports: its own crate is built
@@ -29,8 +30,8 @@ goal_mb=60
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 if [[ -n "$proxy" ]]; then
-  what="$(basename "$(dirname "$bin")") binary, debug info stripped (a proxy for the release binary)"
-  strip --strip-debug -o "$work/measured" "$bin"
+  what="$(basename "$(dirname "$bin")") binary, stripped (a proxy for the release binary)"
+  strip --strip-all -o "$work/measured" "$bin"
   bin="$work/measured"
 fi
 size=$(stat -c %s "$bin")
