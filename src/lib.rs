@@ -4,7 +4,8 @@
 //! Modules depend on each other in one direction only (`tests/cli/layers.rs` checks there
 //! is no import circle), from the leaves up:
 //!
-//! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote);
+//! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote),
+//!   `ocr_data` (where OCR's language data is);
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`;
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
 //!   (the `Tool` trait and the `Toolbox` registry);
@@ -43,6 +44,7 @@ pub mod mcp_serve;
 pub mod mcp_serve;
 pub mod memory;
 pub mod models;
+pub mod ocr_data;
 pub mod orchestration;
 pub mod provider;
 pub mod query;

@@ -158,7 +158,7 @@ pub fn send_held(
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
-    let added = prepare::attach_files(ws, &opts, sink)?;
+    let added = prepare::attach_files(ws, &opts, cancel, sink)?;
     let started = prepare::prepare(ws, opts, held, sink).and_then(|mut prepared| {
         let begun = begin::begin(ws, &mut prepared, sink)?;
         Ok((prepared, begun))
