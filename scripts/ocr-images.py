@@ -208,6 +208,8 @@ def main():
     a4 = a4_page()
     a4.save(out / "a4.png", optimize=False)
     expected["a4.png"] = ["axocoatl", "ledger", "attachments"]
+    a4.rotate(180).save(out / "a4-turned.png", optimize=False)
+    expected["a4-turned.png"] = ["axocoatl", "ledger", "attachments"]
     if "--a4-only" in sys.argv:
         return
     # Four such pages in one TIFF: long enough to read that a stop lands in the middle.

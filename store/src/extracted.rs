@@ -1,7 +1,7 @@
 //! The extracted text of an attachment, as its text object holds it.
 //!
-//! Plain text (of a text file or a PDF's text layer) is stored as it is: UTF-8 without NUL
-//! bytes, at most [`TEXT_CAP`] bytes. Text that OCR read (from an image, or from the pages
+//! Plain text (of a text file or a PDF's text layer) is stored as it is: UTF-8, at most
+//! [`TEXT_CAP`] bytes. Text that OCR read (from an image, or from the pages
 //! of a PDF that have no text layer) is stored with what produced it, so that everything
 //! said about it (engine, languages, mean confidence) travels with the text and with every
 //! turn that pins it:
@@ -12,8 +12,9 @@
 //! <the text, at most TEXT_CAP bytes>
 //! ```
 //!
-//! The leading NUL byte tells the two apart: plain extracted text never contains one (text
-//! files with NUL bytes are refused; NUL characters of a PDF's text are replaced).
+//! The leading NUL byte and the line after it tell the two apart: plain extracted text
+//! never starts so (text files with NUL bytes are refused; NUL characters of a PDF's text
+//! are replaced, and older builds' PDF text that began with one is still plain text).
 
 use serde::{Deserialize, Serialize};
 
@@ -78,14 +79,10 @@ pub fn encode_ocr(info: &OcrInfo, text: &str) -> Vec<u8> {
     out
 }
 
-/// Decodes a text object, checking what every text object must be: UTF-8, no NUL in the
-/// text, at most [`TEXT_CAP`] bytes of text, and for OCR text a header that parses and
-/// holds together.
+/// Decodes a text object, checking what every text object must be: UTF-8, at most
+/// [`TEXT_CAP`] bytes of text, and for OCR text a header that parses and holds together.
 pub fn decode(bytes: &[u8]) -> Result<Extracted<'_>, String> {
     let Some(rest) = bytes.strip_prefix(OCR_MAGIC) else {
-        if bytes.first() == Some(&0) {
-            return Err("starts with a NUL byte but is not OCR text of a known version".into());
-        }
         return Ok(Extracted::Plain(checked_text(bytes)?));
     };
     let end = memchr::memchr(b'\n', rest).ok_or("OCR text without the end of its header")?;
@@ -121,11 +118,7 @@ fn checked_text(bytes: &[u8]) -> Result<&str, String> {
             bytes.len()
         ));
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("text that is not UTF-8: {e}"))?;
-    if text.contains('\0') {
-        return Err("text with a NUL byte".into());
-    }
-    Ok(text)
+    std::str::from_utf8(bytes).map_err(|e| format!("text that is not UTF-8: {e}"))
 }
 
 #[cfg(test)]
@@ -166,10 +159,13 @@ mod tests {
         let mut bad_json = good.clone();
         bad_json[OCR_MAGIC.len()] = b'[';
         assert!(decode(&bad_json).is_err());
-        assert!(decode(b"\0something else").is_err());
         assert!(decode(b"caf\xe9").is_err());
         assert!(decode(&vec![b'a'; TEXT_CAP + 1]).is_err());
-        assert!(decode(b"nul\0inside").is_err());
+        // Text of an older build that happens to start with a NUL is still plain text.
+        assert_eq!(
+            decode(b"\0older text").expect("decodes"),
+            Extracted::Plain("\0older text")
+        );
         let lie = |f: fn(&mut OcrInfo)| {
             let mut i = info();
             f(&mut i);

@@ -250,6 +250,37 @@ fn a_png_bomb_is_refused_before_it_is_decoded() {
     );
 }
 
+#[test]
+fn damaged_images_are_refused_with_the_reason_alone() {
+    let env = script_env("");
+    let png = std::fs::read(image("size64.png")).expect("png");
+    let jpeg = std::fs::read(image("page.jpg")).expect("jpeg");
+    let bmp = std::fs::read(image("page.bmp")).expect("bmp");
+    let mut scrambled = png.clone();
+    for b in &mut scrambled[200..png.len() - 20] {
+        *b ^= 0x5a;
+    }
+    for (name, bytes) in [
+        ("cut.png", &png[..3000]),
+        ("cut.jpg", &jpeg[..5000]),
+        ("scrambled.png", &scrambled[..]),
+        ("cut.bmp", &bmp[..5000]),
+    ] {
+        std::fs::write(env.work.join(name), bytes).expect("write");
+        let r = env.run(&["attach", "add", name]);
+        assert_eq!(r.code, 11, "{name}: {}", r.stderr);
+        // The image libraries' own complaints ("libpng error: …", "Premature end of JPEG
+        // file") stay off the terminal: the error says what happened.
+        let first = r.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("error: {name}: OCR cannot read it: ")),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(objects(&env), 0);
+}
+
 /// Whether process `pid` has Tesseract loaded (OCR has begun).
 fn tesseract_loaded(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libtesseract"))

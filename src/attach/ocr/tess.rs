@@ -202,6 +202,53 @@ impl Drop for Pix {
     }
 }
 
+/// Standard error pointed at /dev/null while it lives, then given back. The image
+/// libraries under Leptonica (libpng, libjpeg, libtiff) print their complaints about a
+/// damaged file straight to standard error, past Leptonica's own switch; the damage is
+/// reported as an error of the attachment instead. The window is one header read or one
+/// decode: what another thread prints meanwhile is lost.
+struct Quiet {
+    saved: c_int,
+}
+
+impl Quiet {
+    #[expect(
+        unsafe_code,
+        reason = "open, fcntl and dup2 on descriptors this process owns"
+    )]
+    fn new() -> Option<Quiet> {
+        // SAFETY: plain system calls on a NUL-ended path and small integers; every
+        // descriptor opened here is closed here or by Drop.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if null < 0 {
+                return None;
+            }
+            let saved = libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3);
+            if saved < 0 || libc::dup2(null, 2) < 0 {
+                libc::close(null);
+                if saved >= 0 {
+                    libc::close(saved);
+                }
+                return None;
+            }
+            libc::close(null);
+            Some(Quiet { saved })
+        }
+    }
+}
+
+impl Drop for Quiet {
+    #[expect(unsafe_code, reason = "dup2 and close of the descriptor saved in new")]
+    fn drop(&mut self) {
+        // SAFETY: `saved` is the descriptor `new` duplicated from standard error.
+        unsafe {
+            libc::dup2(self.saved, 2);
+            libc::close(self.saved);
+        }
+    }
+}
+
 /// What Leptonica's header reader says of encoded image bytes, without decoding them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -215,6 +262,7 @@ impl Library {
     #[expect(unsafe_code, reason = "Leptonica reads a header from a slice we own")]
     pub fn header(&self, bytes: &[u8]) -> Option<Header> {
         let (mut format, mut w, mut h, mut bps, mut spp, mut cmap) = (0, 0, 0, 0, 0, 0);
+        let quiet = Quiet::new();
         // SAFETY: the pointer and length describe `bytes`; the outputs are locals.
         let r = unsafe {
             (self.f.pixReadHeaderMem)(
@@ -228,6 +276,7 @@ impl Library {
                 &mut cmap,
             )
         };
+        drop(quiet);
         (r == 0 && w > 0 && h > 0).then_some(Header {
             width: w as u32,
             height: h as u32,
@@ -240,6 +289,7 @@ impl Library {
         reason = "Leptonica decodes a slice we own into a new Pix"
     )]
     pub fn decode(&'static self, bytes: &[u8], tiff_page: Option<u32>) -> Option<Pix> {
+        let quiet = Quiet::new();
         // SAFETY: the pointer and length describe `bytes`; the result is a new Pix or null.
         let p = unsafe {
             match tiff_page {
@@ -247,6 +297,7 @@ impl Library {
                 None => (self.f.pixReadMem)(bytes.as_ptr(), bytes.len()),
             }
         };
+        drop(quiet);
         NonNull::new(p).map(|ptr| Pix { lib: self, ptr })
     }
 }
