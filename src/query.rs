@@ -103,11 +103,13 @@ fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<TurnView>> {
         let matched = match read.get(hash) {
             Some(m) => *m,
             None => {
-                // A damaged text object is fsck's to report; the search goes on without it.
-                let m = matches!(
-                    crate::attach::stored_text(repo, Some(hash)),
-                    Ok(crate::attach::Text::Ocr(_, text)) if re.is_match(&text)
-                );
+                // Only OCR text is read whole (a PDF's text layer is not searched); a damaged
+                // text object is fsck's to report, and the search goes on without it.
+                let m = is_ocr_text(repo, hash)
+                    && matches!(
+                        crate::attach::stored_text(repo, Some(hash)),
+                        Ok(crate::attach::Text::Ocr(_, text)) if re.is_match(&text)
+                    );
                 read.insert(hash.clone(), m);
                 m
             }
@@ -133,6 +135,20 @@ fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<TurnView>> {
         }
     }
     Ok(out)
+}
+
+/// Whether a text object holds OCR text, from its first bytes.
+fn is_ocr_text(repo: &Repo, hash: &str) -> bool {
+    use std::io::Read;
+    let magic = axocoatl_store::extracted::OCR_MAGIC;
+    if !axocoatl_store::objects::is_hash(hash) {
+        return false;
+    }
+    let mut head = vec![0; magic.len()];
+    std::fs::File::open(repo.objects().path(hash))
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == magic
 }
 
 /// The turn `prefix` names (an id or a unique prefix of at least 4 characters), whole.
