@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use axocoatl::attach::{self, Text};
 use axocoatl::clock;
 use axocoatl::history::{self, TurnView};
 use axocoatl::query;
@@ -12,7 +13,7 @@ use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
 use crate::fmt::{safe, state, usage_text, AgentNames};
-use crate::json::{ShowJson, TurnJson};
+use crate::json::{OcrJson, PinTextJson, ShowJson, TurnJson};
 use crate::ui::Ui;
 
 /// Show one turn whole: request, context references, output, tool events, state, usage.
@@ -36,23 +37,42 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let t = query::show(ws.repo(), &args.turn)?;
     let output = query::full_output(ws.repo(), &t)?;
     let names = AgentNames::of(&ws);
+    let texts = t
+        .attachments
+        .iter()
+        .map(|a| attach::stored_text(ws.repo(), a.text_object.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
     if args.json {
         ui.json_line(&ShowJson {
             turn: TurnJson::new(&t, &output, names.get(&t.agent))
                 .shown_as(ws.shown_session(&t.session)),
             calls: &t.calls,
             stop_requested: t.stop_requested,
+            attachment_texts: t
+                .attachments
+                .iter()
+                .zip(&texts)
+                .map(|(a, text)| PinTextJson {
+                    reference: &a.reference,
+                    text: match (text, &a.text_object) {
+                        (Text::Ocr(..), _) => "ocr",
+                        (_, Some(_)) => "extracted",
+                        (_, None) => "none",
+                    },
+                    ocr: text.ocr().map(OcrJson::from),
+                })
+                .collect(),
         })?;
         return Ok(exit::OK);
     }
-    let mut o = head(ui, &t, &names, ws.shown_session(&t.session));
+    let mut o = head(ui, &t, &names, ws.shown_session(&t.session), &texts);
     body(ui, &mut o, &t, &output);
     ui.out.write_all(o.as_bytes())?;
     Ok(exit::OK)
 }
 
 /// Who, when, what state, and the request with its context and attachments.
-fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str) -> String {
+fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "turn     {}", t.turn);
@@ -114,10 +134,15 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str) -> String {
     }
     if !t.attachments.is_empty() {
         let _ = writeln!(o, "\nattachments:");
-        for a in &t.attachments {
+        for (a, text) in t.attachments.iter().zip(texts) {
+            let ocr = match text {
+                Text::Ocr(info, _) => format!("; {}", crate::attach::ocr_summary(info)),
+                Text::None if attach::is_image(&a.media_type) => "; not read by OCR".into(),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 o,
-                "  - {} {} ({}, {} bytes)",
+                "  - {} {} ({}, {} bytes{ocr})",
                 a.reference,
                 a.name.escape_debug(),
                 a.media_type,

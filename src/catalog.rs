@@ -124,5 +124,5 @@ pub fn for_model(text: &str) -> String {
 
 /// What `attach add` accepts, for the message that refuses everything else.
 pub const SUPPORTED_ATTACHMENTS: &str =
-    "images (PNG, JPEG, GIF, WebP) up to 10 MiB; PDF and UTF-8 \
+    "images (PNG, JPEG, GIF, WebP; TIFF and BMP through OCR) up to 10 MiB; PDF and UTF-8 \
      text (plain text, Markdown, source code, JSON, CSV, HTML, XML, YAML) up to 25 MiB";

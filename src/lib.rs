@@ -5,7 +5,8 @@
 //! is no import circle), from the leaves up:
 //!
 //! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote),
-//!   `progress` (slow steps reported to whoever draws them);
+//!   `progress` (slow steps reported to whoever draws them), `ocr_data` (where OCR's
+//!   language data is);
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
 //!   `overrides` (a turn's own model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
@@ -45,6 +46,7 @@ pub mod mcp_serve;
 pub mod mcp_serve;
 pub mod memory;
 pub mod models;
+pub mod ocr_data;
 pub mod orchestration;
 pub mod overrides;
 pub mod progress;

@@ -1,7 +1,7 @@
 //! What `history`, `show` and `export` present: the turns of a scope (optionally those
 //! matching a search), one turn by id or prefix, every record of some turns.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use axocoatl_store::ledger::Damaged;
 use axocoatl_store::Repo;
@@ -35,7 +35,8 @@ impl Listing {
 }
 
 /// Whether a turn matches: requests, responses, errors, context metadata (context labels,
-/// attachment names, warnings) and tool calls (name, arguments and result).
+/// attachment names, warnings) and tool calls (name, arguments and result). (The text OCR
+/// read in a turn's attachments matches too: see [`history`].)
 pub fn turn_matches(re: &Matcher, t: &TurnView) -> bool {
     let is = |s: &str| re.is_match(s);
     is(&t.request)
@@ -66,11 +67,88 @@ pub fn history(
     let mut listing = Listing::of(projection, |t| {
         session.is_none_or(|s| t.session == s) && re.is_none_or(|re| turn_matches(re, t))
     });
+    if let Some((_, re)) = search {
+        let have: HashSet<String> = listing.turns.iter().map(|t| t.turn.clone()).collect();
+        let more: Vec<TurnView> = ocr_matches(repo, re)?
+            .into_iter()
+            .filter(|t| !have.contains(&t.turn) && session.is_none_or(|s| t.session == s))
+            .collect();
+        if !more.is_empty() {
+            listing.turns.extend(more);
+            listing.turns.sort_by_key(|t| t.begin_seq);
+            listing.matched = listing.turns.len();
+        }
+    }
     if let Some(n) = limit {
         let skip = listing.turns.len().saturating_sub(n);
         listing.turns.drain(..skip);
     }
     Ok(listing)
+}
+
+/// The turns that pinned an attachment whose OCR text matches `re`: OCR text lives in
+/// objects, not in the ledger that the search reads. The attachments' records are few and
+/// indexed; a matching reference's turns are found through its name, which every turn that
+/// pins it records (and the ledger search finds), then kept by the reference itself.
+fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<TurnView>> {
+    let attachments = history::project_walked(repo, repo.ledger().read_attachments()?)?.attachments;
+    let mut read: HashMap<String, bool> = HashMap::new();
+    let mut hits: HashSet<String> = HashSet::new();
+    let mut names: Vec<String> = Vec::new();
+    for r in attachments.all() {
+        let Some(hash) = &r.text_object else { continue };
+        if !(r.media_type.starts_with("image/") || r.media_type == "application/pdf") {
+            continue;
+        }
+        let matched = match read.get(hash) {
+            Some(m) => *m,
+            None => {
+                // Only OCR text is read whole (a PDF's text layer is not searched); a damaged
+                // text object is fsck's to report, and the search goes on without it.
+                let m = is_ocr_text(repo, hash)
+                    && matches!(
+                        crate::attach::stored_text(repo, Some(hash)),
+                        Ok(crate::attach::Text::Ocr(_, text)) if re.is_match(&text)
+                    );
+                read.insert(hash.clone(), m);
+                m
+            }
+        };
+        if matched {
+            hits.insert(r.reference.clone());
+            if !names.contains(&r.name) {
+                names.push(r.name.clone());
+            }
+        }
+    }
+    let mut out: Vec<TurnView> = Vec::new();
+    for name in names {
+        let Ok(by_name) = crate::search::matcher(&name) else {
+            continue;
+        };
+        for t in crate::search::search_with(repo, &by_name, &name)?.turns {
+            if t.attachments.iter().any(|a| hits.contains(&a.reference))
+                && !out.iter().any(|o| o.turn == t.turn)
+            {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a text object holds OCR text, from its first bytes.
+fn is_ocr_text(repo: &Repo, hash: &str) -> bool {
+    use std::io::Read;
+    let magic = axocoatl_store::extracted::OCR_MAGIC;
+    if !axocoatl_store::objects::is_hash(hash) {
+        return false;
+    }
+    let mut head = vec![0; magic.len()];
+    std::fs::File::open(repo.objects().path(hash))
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == magic
 }
 
 /// The turn `prefix` names (an id or a unique prefix of at least 4 characters), whole.

@@ -678,7 +678,67 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
     }
 }
 
+/// `attachments.ocr`: the language codes, the limits, and (when the section is written)
+/// whether each language's data is installed: a missing one is named with its Debian
+/// package (a warning: attaching an image then says so too).
+fn attachments(c: &mut Checker<'_>, config: &Config) {
+    let ocr = &config.attachments.ocr;
+    let at_langs = at!["attachments", "ocr", "languages"];
+    if ocr.languages.is_empty() {
+        c.error(
+            c.value(at_langs),
+            "attachments.ocr.languages is empty",
+            "name at least one Tesseract language, e.g. [eng], or set attachments.ocr.enabled: false",
+        );
+    }
+    let mut bad = false;
+    for (i, lang) in ocr.languages.iter().enumerate() {
+        let ok = !lang.is_empty()
+            && lang.len() <= 64
+            && lang
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && !lang.starts_with('-');
+        if !ok {
+            bad = true;
+            c.error(
+                c.value(at!["attachments", "ocr", "languages", i]),
+                format!("attachments.ocr.languages: {lang:?} is not a Tesseract language code"),
+                "use codes such as eng, deu, fra, chi_sim (the names of the .traineddata files)",
+            );
+        }
+    }
+    for (key, zero) in [
+        ("max_pixels", ocr.max_pixels == 0),
+        ("timeout_secs", ocr.timeout_secs == 0),
+    ] {
+        if zero {
+            c.error(
+                c.value(at!["attachments", "ocr", key]),
+                format!("attachments.ocr.{key} must be positive"),
+                "give a positive number, or remove it for the default (max_pixels 50000000, timeout_secs 120)",
+            );
+        }
+    }
+    if bad || !ocr.enabled || !c.has(at!["attachments", "ocr"]) {
+        return;
+    }
+    for (i, lang) in ocr.languages.iter().enumerate() {
+        if !crate::ocr_data::has_language(lang) {
+            c.warning(
+                c.value(at!["attachments", "ocr", "languages", i]),
+                format!("the OCR language data {lang:?} is not installed: images are attached without their text until it is"),
+                format!(
+                    "apt-get install {} (or TESSDATA_PREFIX names the directory with {lang}.traineddata)",
+                    crate::ocr_data::package_of(lang)
+                ),
+            );
+        }
+    }
+}
+
 fn other_sections(c: &mut Checker<'_>, config: &Config) {
+    attachments(c, config);
     let cons = &config.consolidation;
     for (key, zero) in [
         ("idle_threshold_secs", cons.idle_threshold_secs == 0),

@@ -162,7 +162,7 @@ pub fn send_held(
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
     let patched = patched_agent(ws, &opts)?;
-    let added = prepare::attach_files(ws, &opts, sink)?;
+    let added = prepare::attach_files(ws, &opts, cancel, sink)?;
     let started =
         prepare::prepare(ws, opts, held, patched.as_ref(), sink).and_then(|mut prepared| {
             let begun = begin::begin(ws, &mut prepared, sink)?;

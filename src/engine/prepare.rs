@@ -15,7 +15,7 @@ use crate::config::{AgentConfig, CheckpointPolicy, ResolvedProvider};
 use crate::conversation::{self, Conversation};
 use crate::error::{size_text, Result, RuntimeError};
 use crate::history::TurnView;
-use crate::provider::Message;
+use crate::provider::{Cancel, Message};
 use crate::session::{self, ActiveNote, Wait};
 use crate::team::lattice;
 use crate::turn::{TurnEvent, TurnOrigin};
@@ -99,7 +99,7 @@ pub(crate) fn prepare<'w>(
     }
     let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
     warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
-    let user = attach::user_message(
+    let mut user = attach::user_message(
         ws.repo(),
         &opts.message,
         &opts.inline_context,
@@ -108,7 +108,7 @@ pub(crate) fn prepare<'w>(
     )?;
     // Read (and verified) before the turn begins, so a damaged object or an image for a
     // provider that cannot read images refuses the turn instead of failing it.
-    attach::check_images(&user, &state.attachments, &provider)?;
+    attach::check_images(ws.repo(), &mut user, &state.attachments, &provider)?;
     let inline = opts
         .inline_context
         .iter()
@@ -400,19 +400,28 @@ fn warn_damaged(damaged: &[Damaged], rebuilt: bool, sink: &mut dyn FnMut(TurnEve
 pub(crate) fn attach_files(
     ws: &Workspace,
     opts: &SendOptions,
+    cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<Vec<(String, String)>> {
     if opts.attach_files.is_empty() {
         return Ok(Vec::new());
     }
     check_session_name(&opts.session)?;
+    let reading = attach::Reading {
+        ocr: attach::ocr::Settings::of(&ws.config()?.attachments.ocr),
+        cancel,
+    };
     let added = attach::add(
         ws.repo(),
         &opts.session,
         &opts.attach_files,
         AttachmentScope::Once,
+        &reading,
     )?;
     for a in &added {
+        for note in &a.notes {
+            sink(TurnEvent::Warning(&format!("{}: {note}", a.reference.name)));
+        }
         if a.reference.text_truncated {
             sink(TurnEvent::AttachmentTruncated {
                 name: &a.reference.name,

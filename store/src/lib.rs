@@ -8,6 +8,7 @@ pub mod automation;
 pub mod checkpoint;
 pub mod civil;
 pub mod error;
+pub mod extracted;
 pub mod failpoint;
 pub mod fsck;
 pub mod fsutil;

@@ -27,6 +27,7 @@ mod mcp;
 mod memory;
 mod memory_turns;
 mod models;
+mod ocr;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
