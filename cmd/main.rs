@@ -8,6 +8,7 @@ mod fmt;
 mod json;
 mod line;
 mod progress;
+mod json_ref;
 mod ui;
 
 mod agents;
