@@ -130,9 +130,8 @@ change meaning; new fields may be added, so ignore the ones you do not know. Tim
 RFC 3339 UTC strings unless noted; `null` means absent. A field marked *optional* is left
 out when it does not apply; every other field is always there.
 
-`memory … --json` and `models … --json` print objects built where they are printed, not
-types of this reference: their fields are in [memory.md](memory.md) and
-[models.md](models.md).
+`memory … --json` and `models … --json` print objects built where they are printed
+(cmd/memory.rs, cmd/models.rs), not yet types of this reference.
 
 ";
 
