@@ -36,7 +36,7 @@ impl Listing {
 
 /// Whether a turn matches: requests, responses, errors, context metadata (context labels,
 /// attachment names, warnings) and tool calls (name, arguments and result). (The text OCR
-/// read in a turn's attachments matches too: see [`history`].)
+/// read in a turn's attachments matches too: see [`history()`].)
 pub fn turn_matches(re: &Matcher, t: &TurnView) -> bool {
     let is = |s: &str| re.is_match(s);
     is(&t.request)
