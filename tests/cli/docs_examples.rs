@@ -335,3 +335,37 @@ fn a_failing_example_or_configuration_fails_its_page() {
         .expect("an invalid configuration fails");
     assert!(err.contains("the yaml example failed"), "{err}");
 }
+
+#[test]
+fn every_link_between_pages_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let link = regex::Regex::new(r"\]\(([^)#\s]+)(#[^)\s]*)?\)").expect("re");
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    let mut pages = pages(root);
+    pages.extend(
+        std::fs::read_dir(root.join("bench/runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "md")),
+    );
+    for page in pages {
+        let text = std::fs::read_to_string(&page).expect("read page");
+        let dir = page.parent().expect("a page's directory");
+        for c in link.captures_iter(&text) {
+            let target = &c[1];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            if !dir.join(target).exists() {
+                broken.push(format!("{}: {target}", page.display()));
+            }
+        }
+    }
+    assert!(checked > 0);
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+}
