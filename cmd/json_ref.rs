@@ -26,7 +26,8 @@ fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
 const OUTPUTS: &[Output] = &[
     Output {
         commands: "send --json, retry --json",
-        lines: "one event per line, `turn.begun` first and `turn.ended` last",
+        lines: "one event per line, `turn.begun` first and `turn.ended` last (or one `error` \
+                when the command failed before its turn ended)",
         schema: of::<SendEvent<'static>>,
     },
     Output {
@@ -56,7 +57,7 @@ const OUTPUTS: &[Output] = &[
         schema: of::<SessionJson<'static>>,
     },
     Output {
-        commands: "sessions new --json, sessions switch --json",
+        commands: "sessions new --json, sessions switch --json, sessions rm --json, sessions rename --json",
         lines: "the action",
         schema: of::<SessionActionJson<'static>>,
     },
@@ -90,6 +91,11 @@ const OUTPUTS: &[Output] = &[
         commands: "init --json",
         lines: "the repository",
         schema: of::<InitJson<'static>>,
+    },
+    Output {
+        commands: "repo --json",
+        lines: "the repository commands use here, and how it was found",
+        schema: of::<RepoJson<'static>>,
     },
     Output {
         commands: "validate --json",

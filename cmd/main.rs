@@ -6,9 +6,9 @@ mod error;
 mod exit;
 mod fmt;
 mod json;
+mod json_ref;
 mod line;
 mod progress;
-mod json_ref;
 mod ui;
 
 mod agents;
