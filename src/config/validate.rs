@@ -254,7 +254,94 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     }
 
     sampling_and_budget(c, i, agent);
+    budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
+}
+
+/// A budget no call fits: each call reserves at least the schemas of the agent's built-in
+/// tools and its completion bound, so a smaller `per_call` (or `per_execution`) refuses
+/// every call. A warning (the estimate is the fallback one, and MCP tools add to it).
+fn budget_floor(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
+    let Some(budget) = &agent.token_budget else {
+        return;
+    };
+    let Some((key, limit)) = [
+        ("per_call", budget.per_call),
+        ("per_execution", budget.per_execution),
+    ]
+    .into_iter()
+    .filter_map(|(key, v)| v.filter(|&v| v > 0).map(|v| (key, v)))
+    .min_by_key(|&(_, v)| v) else {
+        return;
+    };
+    let completion = agent.sampling.max_tokens.map(u64::from);
+    if completion.is_some_and(|m| m > limit) {
+        return; // an error already says so
+    }
+    // The local model calls no tools: none are advertised.
+    let local =
+        lookup_provider(config, &agent.provider).is_some_and(|(k, _)| k == ProviderKind::Local);
+    let tools: Vec<&crate::catalog::ToolName> = crate::catalog::TOOL_NAMES
+        .iter()
+        .filter(|_| !local)
+        .filter(|t| {
+            if agent.tools.is_empty() {
+                t.access.in_baseline(agent.sandbox)
+            } else {
+                agent.tools.iter().any(|a| a == t.name) && t.access.permitted(agent.sandbox)
+            }
+        })
+        // A coordinator's own calls advertise no memory tools.
+        .filter(|t| {
+            agent.role != AgentRole::Coordinator || t.access != crate::catalog::Access::Memory
+        })
+        .collect();
+    let schemas: u64 = tools.iter().map(|t| t.schema_tokens).sum();
+    let (answer, why) = match completion {
+        Some(m) => (m, "sampling.max_tokens"),
+        None => (
+            u64::from(crate::catalog::DEFAULT_COMPLETION_BOUND),
+            "the bound reserved when sampling.max_tokens is not set",
+        ),
+    };
+    let floor = schemas + answer;
+    if floor <= limit {
+        return;
+    }
+    let id = agent.id.as_str();
+    let n = tools.len();
+    let hint = if schemas >= limit {
+        format!("raise {key} to at least {floor}, or list fewer tools under `tools:`")
+    } else {
+        format!("raise {key} to at least {floor}, or set a smaller `sampling.max_tokens`")
+    };
+    c.warning(
+        c.value(at!["agents", i, "token_budget", key]),
+        format!(
+            "agent `{id}`: token_budget.{key} ({limit}) can never be met: every call reserves at least {floor} tokens, {schemas} estimated for the schemas of its {n} built-in tool{} and {answer} for the answer ({why})",
+            if n == 1 { "" } else { "s" }
+        ),
+        hint,
+    );
+}
+
+/// An automation's schedule, once it parses: one that never fires is an error naming its
+/// fields; one that fires more than once a minute is a warning.
+pub(crate) fn schedule_checks(c: &mut Checker<'_>, i: usize, id: &str, expr: &str) {
+    let pos = c.value(at!["automations", i, "schedule"]);
+    if let Some(problem) = crate::schedule::never_fires(expr, crate::clock::now()) {
+        c.error(
+            pos,
+            format!("automation `{id}`: schedule `{expr}` never fires: {problem}"),
+            "fix the fields it names (`axocoatl automations list` shows the next occurrences of a schedule that fires)",
+        );
+    } else if let Some(n) = crate::schedule::per_minute(expr) {
+        c.warning(
+            pos,
+            format!("automation `{id}`: schedule `{expr}` fires up to {n} times a minute: each occurrence is a turn"),
+            "use 5 fields (`minute hour day-of-month month day-of-week`) to run at most once a minute; with `catch_up: all`, `catch_up_max_runs` bounds the runs after a pause",
+        );
+    }
 }
 
 /// An agent's `mcp_servers:` list: each names an entry of `mcp_servers:`, once.
