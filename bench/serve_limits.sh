@@ -166,4 +166,4 @@ fi
 dir="$work/d"; repo "$dir"
 printf 'providers:\n  llm: {kind: ollama, base_url: "http://127.0.0.1:11434"}\nagents:\n  - id: coder\n    provider: llm\n    model: m\n    token_budget:\n      per_call: 30\n' >"$dir/axocoatl.yaml"
 said=$( (cd "$dir" && "$bin" validate 2>&1) | grep -o 'at least [0-9]* tokens, [0-9]* estimated' | head -1)
-row "validate, per_call 30 with the read-only baseline tools" "${said:-none}" "a warning" "1,822 (the issue's figure)"
+row "validate, per_call 30 with the read-only baseline tools" "${said:-none}" "a warning" "the schemas' estimate (1,822 when filed)"

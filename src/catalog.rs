@@ -98,7 +98,7 @@ pub const TOOL_NAMES: &[ToolName] = &[
     tool("core_memory_append", Access::Memory, 148),
     tool("core_memory_replace", Access::Memory, 160),
     tool("core_memory_set", Access::Memory, 135),
-    tool("recall_search", Access::Memory, 196),
+    tool("recall_search", Access::Memory, 267),
     tool("recall_timeframe", Access::Memory, 281),
 ];
 
