@@ -7,6 +7,7 @@ use axocoatl::history::TurnView;
 use axocoatl::query::{self, Hit};
 use axocoatl::search::{matcher, Matcher};
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 use serde::Serialize;
 
 use crate::ctx::GlobalArgs;
@@ -32,7 +33,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct HistoryArgs {
     /// The session [default: HEAD].
-    #[arg(short, long, conflicts_with = "all")]
+    #[arg(short, long, conflicts_with = "all", add = ArgValueCandidates::new(crate::complete::sessions))]
     pub session: Option<String>,
     /// Every session.
     #[arg(long)]
@@ -60,7 +61,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if listing.matched == 0 && !args.json {
         let scope = session
             .as_deref()
-            .map(|s| format!("session {s}"))
+            .map(|s| format!("session {}", ws.shown_session(s)))
             .unwrap_or_else(|| "any session".into());
         let what = if args.search.is_some() {
             "matching turns"
@@ -73,13 +74,15 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     for (i, t) in listing.turns.iter().enumerate() {
         let hit = listing.hits.get(i);
         if args.json {
-            let turn = TurnJson::new(t, &t.output, names.get(&t.agent));
+            let turn = TurnJson::new(t, &t.output, names.get(&t.agent))
+                .shown_as(ws.shown_session(&t.session));
             match hit {
                 Some(hit) => ui.json_line(&SearchJson { turn, hit })?,
                 None => ui.json_line(&turn)?,
             }
         } else {
-            let mut line = text_line(ui, t, args.all, highlight);
+            let session = args.all.then(|| ws.shown_session(&t.session));
+            let mut line = text_line(ui, t, session, highlight);
             if let Some(hit) = hit {
                 line.push_str(&hit_text(ui, hit, highlight));
             }
@@ -117,7 +120,7 @@ fn hit_text(ui: &Ui, hit: &Hit, re: Option<&Matcher>) -> String {
 }
 
 /// One turn as a line: id, time, agent, state, [session,] request → answer.
-fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
+fn text_line(ui: &Ui, t: &TurnView, session: Option<&str>, re: Option<&Matcher>) -> String {
     let mut line = format!(
         "{}  {}  {:<12} {}",
         ui.paint("33", &t.turn),
@@ -125,8 +128,8 @@ fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
         first_line(&t.agent, 12),
         state(ui, t, 11),
     );
-    if all {
-        line.push_str(&format!(" [{}]", t.session));
+    if let Some(session) = session {
+        line.push_str(&format!(" [{session}]"));
     }
     if t.superseded {
         line.push_str(&ui.paint("2", " (superseded)"));

@@ -266,6 +266,7 @@ impl Handler {
                 retry_of: None,
                 wait,
                 origin: None,
+                overrides: Default::default(),
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };

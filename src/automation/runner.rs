@@ -383,11 +383,15 @@ fn execute(
         record.runner.pid
     ))?;
     let mut update_error = None;
-    let result = match agent_of(ws.config()?, auto) {
-        Err(e) => Err(e),
-        Ok(agent) => {
+    // The session as people name it now (a renamed or removed one is followed).
+    let session = ws
+        .session_for_turn(Some(&session_of(auto)))
+        .map(|(ledger, _)| ledger);
+    let result = match (agent_of(ws.config()?, auto), session) {
+        (Err(e), _) | (_, Err(e)) => Err(e),
+        (Ok(agent), Ok(session)) => {
             let opts = SendOptions {
-                session: session_of(auto),
+                session,
                 agent: Some(agent),
                 message: auto.request.clone(),
                 // Behind a turn someone else runs in the session: the occurrence waits.

@@ -496,28 +496,63 @@ fn kind_note(name: &str, kind: ProviderKind) -> String {
     }
 }
 
-fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+/// A problem with a sampling value: the key, the message and the hint. The same words
+/// serve the YAML (with its position) and `send -o` (with the option).
+pub(crate) struct SamplingProblem {
+    pub key: &'static str,
+    pub message: String,
+    pub hint: String,
+}
+
+/// What is wrong with `agent`'s sampling values, alone and against its token budget.
+pub(crate) fn sampling_problems(agent: &AgentConfig) -> Vec<SamplingProblem> {
     let id = agent.id.as_str();
     let s = &agent.sampling;
+    let mut out = Vec::new();
+    let mut problem = |key, message: String, hint: String| {
+        out.push(SamplingProblem { key, message, hint });
+    };
     if let Some(t) = s.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "temperature"]),
+        problem(
+            "temperature",
             format!("agent `{id}`: temperature must be 0 or more (got {t})"),
-            "use 0 for focused output up to about 1 for varied output, or remove it for the provider default",
+            "use 0 for focused output up to about 1 for varied output, or remove it for the provider default".into(),
         );
     }
     if let Some(p) = s.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "top_p"]),
+        problem(
+            "top_p",
             format!("agent `{id}`: top_p must be greater than 0 and at most 1 (got {p})"),
-            "use a value like 0.9, or remove it for the provider default",
+            "use a value like 0.9, or remove it for the provider default".into(),
         );
     }
     if s.max_tokens == Some(0) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "max_tokens"]),
+        problem(
+            "max_tokens",
             format!("agent `{id}`: max_tokens must be at least 1"),
-            "set a positive completion limit, or remove it for the provider default",
+            "set a positive completion limit, or remove it for the provider default".into(),
+        );
+    }
+    let call = agent.token_budget.as_ref().and_then(|b| b.per_call);
+    if let (Some(max), Some(call)) = (s.max_tokens, call) {
+        if u64::from(max) > call && call > 0 {
+            problem(
+                "max_tokens",
+                format!("agent `{id}`: sampling.max_tokens ({max}) exceeds token_budget.per_call ({call}), so no call could fit"),
+                format!("lower max_tokens to at most {call}, or raise per_call"),
+            );
+        }
+    }
+    out
+}
+
+fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    for p in sampling_problems(agent) {
+        c.error(
+            c.value(at!["agents", i, "sampling", p.key]),
+            p.message,
+            p.hint,
         );
     }
 
@@ -542,15 +577,6 @@ fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
                 c.value(at!["agents", i, "token_budget", "per_call"]),
                 format!("agent `{id}`: token_budget.per_call ({call}) exceeds per_execution ({execution})"),
                 format!("lower per_call to at most {execution}, or raise per_execution"),
-            );
-        }
-    }
-    if let (Some(max), Some(call)) = (s.max_tokens, budget.per_call) {
-        if u64::from(max) > call && call > 0 {
-            c.error(
-                c.value(at!["agents", i, "sampling", "max_tokens"]),
-                format!("agent `{id}`: sampling.max_tokens ({max}) exceeds token_budget.per_call ({call}), so no call could fit"),
-                format!("lower max_tokens to at most {call}, or raise per_call"),
             );
         }
     }

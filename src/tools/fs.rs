@@ -176,11 +176,12 @@ impl Handler for WriteFile {
             return ToolOutput::err(format!("{} is a directory", self.path));
         }
         let created = !path.exists();
+        let before = (!created).then(|| super::diff::read_before(&path));
         let result = path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| std::fs::write(&path, &self.content));
-        match result {
+        let out = match result {
             Ok(()) => ToolOutput::ok(format!(
                 "{} {} ({} bytes)",
                 if created { "created" } else { "wrote" },
@@ -188,7 +189,9 @@ impl Handler for WriteFile {
                 self.content.len()
             )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        let shown = cx.root.display(&path);
+        super::diff::attach(out, &shown, before.as_ref(), &self.content)
     }
 }
 
@@ -244,14 +247,16 @@ impl Handler for EditFile {
             ));
         }
         let new = text.replace(self.old.as_str(), &self.new);
-        match std::fs::write(&path, new) {
+        let out = match std::fs::write(&path, &new) {
             Ok(()) => ToolOutput::ok(format!(
                 "replaced {count} occurrence{} in {}",
                 if count == 1 { "" } else { "s" },
                 cx.root.display(&path)
             )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        let before = super::diff::Before::Text(text.into_bytes());
+        super::diff::attach(out, &cx.root.display(&path), Some(&before), &new)
     }
 }
 
@@ -322,7 +327,9 @@ mod tests {
             "edit_file",
             json!({"path": "d/n.txt", "old": "x = 1", "new": "y", "replace_all": true}),
         );
-        assert_eq!(all.text, "replaced 2 occurrences in d/n.txt");
+        assert!(all
+            .text
+            .starts_with("replaced 2 occurrences in d/n.txt\n--- a/"));
         assert_eq!(f.read("d/n.txt"), "y\ny\n");
         let none = f.call(
             "edit_file",

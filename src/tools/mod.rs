@@ -9,6 +9,7 @@
 //! the model (recorded like any other result), never a failure of the turn.
 
 mod command;
+pub mod diff;
 mod fs;
 mod memory;
 mod mountns;

@@ -73,6 +73,14 @@ pub enum Error {
     /// `HEAD` names the current session; the message says how to rewrite it.
     #[error("{}: {reason}; it names the current session: `axocoatl fsck --repair` sets it to `main`, then `axocoatl sessions switch NAME` picks another", path.display())]
     BadHead { path: PathBuf, reason: String },
+    /// The session name map (renamed and removed sessions) does not parse: never read as
+    /// empty, which would bring removed sessions back and lose renames.
+    #[error("{}:{line}: {reason}; it lists renamed and removed sessions: fix or restore that line", path.display())]
+    BadNames {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
 }
 
 impl Error {

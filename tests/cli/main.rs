@@ -16,6 +16,7 @@ mod cli_turns;
 mod config_validate;
 mod docs_sync;
 mod engine;
+mod everyday;
 mod hostile_input;
 mod layers;
 mod ledger_crash;

@@ -732,7 +732,8 @@ fn mcp_serve_memory_search_finds_what_an_agent_remembers_in_its_own_scope_only()
 #[test]
 fn mcp_serve_outside_a_repository_fails_at_once() {
     let env = TestEnv::new();
-    let r = env.run(&["mcp", "serve"]);
+    // `-C .`: no home repository to fall back to.
+    let r = env.run(&["-C", ".", "mcp", "serve"]);
     assert_eq!(r.code, 10, "{}", r.stderr);
     assert!(r.stderr.contains("no axocoatl repository"), "{}", r.stderr);
 }
