@@ -30,6 +30,7 @@ mod ocr;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod sandbox_files;
 mod serve;
 mod store_faults;
 mod store_fixture;
