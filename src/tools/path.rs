@@ -184,7 +184,7 @@ impl Root {
     pub fn read_only_for_commands(&self) -> Vec<&Path> {
         let mut out: Vec<&Path> = Vec::new();
         for p in &self.protected {
-            let places = p.links.iter().chain(p.id.map(|_| &p.resolved));
+            let places = p.links.iter().chain(std::iter::once(&p.resolved));
             for place in places {
                 let inside = place.starts_with(&self.dir) && place != &self.dir;
                 if inside
