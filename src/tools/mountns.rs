@@ -346,6 +346,7 @@ mod tests {
     /// The plan for a configuration reached through a symlink, kept in a subdirectory: the
     /// link is bound itself, the directory on the way is pinned, outer places come first.
     #[test]
+    #[expect(clippy::print_stderr, reason = "a skipped test says why")]
     fn links_are_bound_themselves_and_the_directories_on_the_way_are_pinned() {
         if !available() {
             eprintln!("skipped: this process can create no mount namespace");

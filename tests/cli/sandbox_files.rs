@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::common::env::TestEnv;
 use crate::common::fake_http::{FakeServer, Reply};
 use crate::common::ollama::{ollama_call, ollama_calls, ollama_text};
-use crate::common::procs::{json_lines, tool_results, turn_until_tool_started};
+use crate::common::procs::{json_lines, tool_results};
 
 /// A repository whose agent `coder` (workspace-write) talks to `server`; `extra` is added to
 /// the top level of the configuration.
@@ -52,8 +52,9 @@ fn exit_within(child: &mut std::process::Child, what: &str) -> i32 {
 }
 
 /// `mkfifo pipe`, then `read_file pipe`: the tool is refused at once (it never opens a FIFO
-/// to read: that would wait for a writer, for ever, in axocoatl's own process), so a `stop`
-/// of the turn ends it.
+/// to read: that would wait for a writer, for ever, in axocoatl's own process), and a `stop`
+/// of the turn then ends it. Had the tool blocked, its result would never come, and the
+/// stop sent after 20 s would not end `send` either.
 #[test]
 fn a_stop_ends_a_turn_whose_tool_named_a_fifo() {
     let server = FakeServer::with([
@@ -68,8 +69,31 @@ fn a_stop_ends_a_turn_whose_tool_named_a_fifo() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn send");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let turn = turn_until_tool_started(&mut lines);
+    // The events, read by a thread: a blocked tool sends none, and the test must go on.
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, events) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.iter().any(|e: &Value| e["type"] == "tool.result") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(e) => seen.push(e),
+            Err(_) => break,
+        }
+    }
+    let turn = seen
+        .iter()
+        .find(|e| e["type"] == "turn.begun")
+        .and_then(|e| e["turn"].as_str())
+        .expect("the turn began")
+        .to_owned();
     let stop = env.run(&["stop", &turn]);
     assert_eq!(stop.code, 0, "{}", stop.stderr);
     assert_eq!(
@@ -80,10 +104,8 @@ fn a_stop_ends_a_turn_whose_tool_named_a_fifo() {
         4,
         "a stopped turn exits 4"
     );
-    let rest: Vec<Value> = lines
-        .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
-        .collect();
-    let result = rest
+    seen.extend(events.iter());
+    let result = seen
         .iter()
         .find(|e| e["type"] == "tool.result")
         .expect("result");
@@ -92,7 +114,7 @@ fn a_stop_ends_a_turn_whose_tool_named_a_fifo() {
         result["output"],
         "pipe is a FIFO, not a regular file; read_file reads regular files only"
     );
-    assert_eq!(rest.last().expect("ended")["state"], "stopped");
+    assert_eq!(seen.last().expect("ended")["state"], "stopped");
 }
 
 /// An MCP server's program and its script inside the workspace: the write tools refuse
