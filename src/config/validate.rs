@@ -148,9 +148,78 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
             );
         }
     }
+    servers_in_a_writable_workspace(&mut c, config);
     relations::check(&mut c, config);
     other_sections(&mut c, config);
     c.out
+}
+
+/// An MCP server program (or a file in its `args:`) inside a workspace an agent can write:
+/// the write tools refuse it and commands find it read-only, but what it imports or reads
+/// from its directory is not protected, and that runs outside the sandbox.
+fn servers_in_a_writable_workspace(c: &mut Checker<'_>, config: &Config) {
+    let Some(writer) = config
+        .agents
+        .iter()
+        .find(|a| a.sandbox != SandboxMode::ReadOnly)
+    else {
+        return;
+    };
+    let dir = match c.file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let workspace = real(&match &config.workspace {
+        Some(w) => dir.join(w),
+        None => dir.to_path_buf(),
+    });
+    for (name, server) in &config.mcp_servers {
+        if !config.agents.iter().any(|a| a.mcp_servers.contains(name)) {
+            continue;
+        }
+        let mut files = Vec::new();
+        if let Some(program) = server.program_path(dir) {
+            files.push((
+                at!["mcp_servers", name.as_str(), "command"].to_vec(),
+                server.command.as_str(),
+                program,
+            ));
+        }
+        for (i, file) in server.file_args(dir) {
+            files.push((
+                at!["mcp_servers", name.as_str(), "args", i].to_vec(),
+                server.args[i].as_str(),
+                file,
+            ));
+        }
+        for (at, shown, file) in files {
+            if !real(&file).starts_with(&workspace) {
+                continue;
+            }
+            let (id, sandbox) = (&writer.id, writer.sandbox.as_str());
+            let message = if file.exists() {
+                format!("MCP server `{name}`: `{shown}` lies inside the workspace, which agent `{id}` can write (sandbox: {sandbox}); agents' tools and commands find that file read-only, but not what it imports or reads from its directory, and the server runs outside the sandbox")
+            } else {
+                format!("MCP server `{name}`: `{shown}` does not exist, and lies inside the workspace, which agent `{id}` can write (sandbox: {sandbox}); a command could create it, and the server would run it outside the sandbox")
+            };
+            c.warning(
+                c.value(&at),
+                message,
+                "move the server's files out of the workspace, or set `workspace:` to a directory that does not hold them",
+            );
+        }
+    }
+}
+
+/// `path` with its symlinks resolved as far as it exists.
+fn real(path: &Path) -> std::path::PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => real(parent).join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
 }
 
 fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {

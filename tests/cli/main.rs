@@ -31,6 +31,7 @@ mod ocr;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod sandbox_files;
 mod serve;
 mod serve_limits;
 mod store_faults;
