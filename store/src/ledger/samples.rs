@@ -7,13 +7,14 @@ use super::record::*;
 
 /// Every kind, in the order [`turn_of_every_kind`] appends them: the session's, then a
 /// turn from its begin to its end, then what follows a turn.
-pub const TURN_ORDER: [Kind; 24] = [
+pub const TURN_ORDER: [Kind; 25] = [
     Kind::SessionCreated,
     Kind::SessionAgents,
     Kind::LegacyImportBegun,
     Kind::AttachmentAdded,
     Kind::TurnBegun,
     Kind::TurnOrigin,
+    Kind::TurnOverrides,
     Kind::AttachmentConsumed,
     Kind::ActivationDecided,
     Kind::PlanMade,
@@ -204,6 +205,15 @@ pub fn sample(
             trigger: "schedule".into(),
             runner: "tick".into(),
             pid: 3,
+            at,
+        }
+        .into(),
+        Kind::TurnOverrides => TurnOverrides {
+            turn: t,
+            session: s,
+            model: Some("ollama:qwen2.5:7b".into()),
+            system: Some(text()),
+            options: vec![("temperature".into(), "0.2".into())],
             at,
         }
         .into(),

@@ -118,10 +118,11 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
                 f(field::WARNING, &w.message);
             }
         }
-        // What a turn's search result does not show (ids, models, plans, usage), or
-        // records of no turn.
+        // What a turn's search result does not show (ids, models, plans, usage, a turn's
+        // own model and system prompt), or records of no turn.
         Record::SessionCreated(_)
         | Record::ModelCall(_)
+        | Record::TurnOverrides(_)
         | Record::StopRequested(_)
         | Record::RewindBoundary(_)
         | Record::AttachmentAdded(_)
