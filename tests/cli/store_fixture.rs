@@ -303,11 +303,25 @@ fn freeze_every_record_kind() {
     let object = "3fc64477b256c14f3f0499e362644b4592976938acd70a90b8f3cff50e4880b5";
     assert!(env.repo().join("objects/3f").join(&object[2..]).exists());
     let repo = Repo::open(&env.repo(), &OpenOptions::default()).expect("open");
+    // Each freeze appends a turn of its own (its own id, session and minute), so that a
+    // turn frozen before reads exactly as it did.
+    let frozen_before = repo
+        .ledger()
+        .scan_all()
+        .filter_map(|e| match e.expect("an intact fixture").record {
+            Some(Record::SessionCreated(c)) if c.session.starts_with(FROZEN_SESSION) => Some(()),
+            _ => None,
+        })
+        .count();
+    let session = match frozen_before {
+        0 => FROZEN_SESSION.to_owned(),
+        n => format!("{FROZEN_SESSION}-{}", n + 1),
+    };
     let mut n = 0;
     let mut records = axocoatl_store::ledger::samples::turn_of_every_kind(
-        "f0f0f0f0f0f0f0f0",
-        FROZEN_SESSION,
-        1_767_323_100_000,
+        &format!("f0f0f0f0f0f0f0{frozen_before:02x}"),
+        &session,
+        1_767_323_100_000 + 60_000 * frozen_before as i64,
         &mut || {
             n += 1;
             format!("frozen text {n}")

@@ -212,7 +212,9 @@ pub fn sample(
             turn: t,
             session: s,
             model: Some("ollama:qwen2.5:7b".into()),
-            system: Some(text()),
+            // A fixed text: the numbered texts are the searched fields' (the index tests
+            // count them), and an override's system prompt is not searched.
+            system: Some("a per-call system prompt".into()),
             options: vec![("temperature".into(), "0.2".into())],
             at,
         }
