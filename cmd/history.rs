@@ -4,10 +4,11 @@ use std::io::Write;
 
 use axocoatl::clock;
 use axocoatl::history::TurnView;
-use axocoatl::query;
+use axocoatl::query::{self, Hit};
 use axocoatl::search::{matcher, Matcher};
 use clap::Args;
 use clap_complete::engine::ArgValueCandidates;
+use serde::Serialize;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -19,9 +20,10 @@ use crate::ui::Ui;
 /// List turns, newest last, optionally searching them.
 ///
 /// `--search` is a literal, case-insensitive (Unicode-aware) match across requests,
-/// responses, errors and context metadata (context labels, attachment names, tool names and
-/// arguments), in the current session or, with --all, in every session. Superseded turns
-/// (before a rewind) are marked.
+/// responses, errors, context labels, attachment names, tool calls (names, arguments and
+/// results) and warnings, in the current session or, with --all, in every session. Each
+/// hit says where it matched: the field and a short piece of it (`match` in --json).
+/// Superseded turns (before a rewind) are marked.
 ///
 /// Examples:
 ///   axocoatl history
@@ -69,13 +71,21 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         writeln!(ui.err, "no {what} in {scope}")?;
     }
     let highlight = re.as_ref().filter(|_| ui.color);
-    for t in &listing.turns {
+    for (i, t) in listing.turns.iter().enumerate() {
+        let hit = listing.hits.get(i);
         if args.json {
-            let json = TurnJson::new(t, &t.output, names.get(&t.agent));
-            ui.json_line(&json.shown_as(ws.shown_session(&t.session)))?;
+            let turn = TurnJson::new(t, &t.output, names.get(&t.agent))
+                .shown_as(ws.shown_session(&t.session));
+            match hit {
+                Some(hit) => ui.json_line(&SearchJson { turn, hit })?,
+                None => ui.json_line(&turn)?,
+            }
         } else {
             let session = args.all.then(|| ws.shown_session(&t.session));
-            let line = text_line(ui, t, session, highlight);
+            let mut line = text_line(ui, t, session, highlight);
+            if let Some(hit) = hit {
+                line.push_str(&hit_text(ui, hit, highlight));
+            }
             writeln!(ui.out, "{line}")?;
         }
     }
@@ -84,6 +94,29 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     } else {
         exit::ERROR
     })
+}
+
+/// A turn a search found, with where it matched.
+#[derive(Serialize)]
+struct SearchJson<'a> {
+    #[serde(flatten)]
+    turn: TurnJson<'a>,
+    #[serde(rename = "match")]
+    hit: &'a Hit,
+}
+
+/// `  [tool_output of run_command: …the piece around the match…]`
+fn hit_text(ui: &Ui, hit: &Hit, re: Option<&Matcher>) -> String {
+    let field = match &hit.tool {
+        Some(tool) if hit.field != "tool" => format!("{} of {tool}", hit.field),
+        _ => hit.field.to_owned(),
+    };
+    let snippet = crate::fmt::safe(&hit.snippet);
+    let snippet = match re {
+        Some(re) => highlight(ui, re, &snippet),
+        None => snippet,
+    };
+    format!("  [{}: {snippet}]", ui.paint("2", &field))
 }
 
 /// One turn as a line: id, time, agent, state, [session,] request → answer.

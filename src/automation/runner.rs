@@ -15,7 +15,7 @@ use axocoatl_store::ledger::record::TurnState;
 use axocoatl_store::ledger::{Position, Record};
 use axocoatl_store::lock::Lock;
 
-use super::plan::{plan, Plan};
+use super::plan::{plan, Plan, Policy};
 use super::{schedule_of, session_of, target_of, RunnerKind, Target};
 use crate::clock::{self, Millis};
 use crate::config::{AutomationConfig, Overlap};
@@ -96,13 +96,12 @@ pub fn run_due_one(
         let after = runs
             .last_scheduled(&auto.id)?
             .map_or(origin, |l| l.max(origin));
-        let Plan { skip, run } = plan(
-            &schedule,
-            auto.catch_up,
-            auto.catch_up_window_secs,
-            after,
-            now,
-        );
+        let policy = Policy {
+            catch_up: auto.catch_up,
+            window_secs: auto.catch_up_window_secs,
+            max_runs: auto.catch_up_max_runs,
+        };
+        let Plan { skip, run } = plan(&schedule, policy, after, now);
         if let Some(span) = skip {
             let mut record = new_record(auto, Trigger::Schedule, span.last, &me);
             record.span = (span.first != span.last || span.count != Some(1)).then_some(Span {

@@ -34,18 +34,26 @@ pub enum Before {
     Unread(&'static str),
 }
 
-/// Reads a file about to be replaced, when a diff of it is worth making: a regular file
-/// of at most 4 MiB (a FIFO is never opened, a huge file never read whole).
-pub fn read_before(path: &std::path::Path) -> Before {
-    match std::fs::metadata(path) {
+/// Reads a file about to be replaced through its opened descriptor, when a diff of it is
+/// worth making: a regular file of at most 4 MiB (a huge file is never read whole). The
+/// descriptor is left at its end; the caller rewinds it before writing.
+pub fn read_before(file: &mut std::fs::File) -> Before {
+    use std::io::{Read, Seek};
+    match file.metadata() {
         Ok(m) if !m.is_file() => Before::Unread("[no diff: it was not a regular file]"),
         Ok(m) if m.len() > MAX_DIFFED_BYTES => {
             Before::Unread("[no diff: the file was larger than 4 MiB]")
         }
-        Ok(_) => match std::fs::read(path) {
-            Ok(bytes) => Before::Text(bytes),
-            Err(_) => Before::Unread("[no diff: the file could not be read before]"),
-        },
+        Ok(m) => {
+            let mut bytes = Vec::with_capacity(m.len() as usize);
+            let read = file
+                .rewind()
+                .and_then(|()| file.by_ref().take(MAX_DIFFED_BYTES).read_to_end(&mut bytes));
+            match read {
+                Ok(_) => Before::Text(bytes),
+                Err(_) => Before::Unread("[no diff: the file could not be read before]"),
+            }
+        }
         Err(_) => Before::Unread("[no diff: the file could not be read before]"),
     }
 }
@@ -406,24 +414,36 @@ mod tests {
 
     #[test]
     fn what_is_not_worth_reading_is_never_read() {
+        use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let fifo = dir.path().join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         if made.is_ok_and(|s| s.success()) {
-            // Opening it would block until a writer came: it is not opened.
-            assert!(matches!(read_before(&fifo), Before::Unread(_)));
+            // Opened without blocking, it is still never read: it is not a regular file.
+            let mut opened = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .expect("open fifo");
+            assert!(matches!(read_before(&mut opened), Before::Unread(_)));
         }
         let big = dir.path().join("big");
-        let file = std::fs::File::create(&big).expect("create");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&big)
+            .expect("create");
         file.set_len(MAX_DIFFED_BYTES + 1).expect("sparse");
         assert_eq!(
-            read_before(&big),
+            read_before(&mut file),
             Before::Unread("[no diff: the file was larger than 4 MiB]")
         );
         let out = attach(
             crate::tools::ToolOutput::ok("wrote big"),
             "big",
-            Some(&read_before(&big)),
+            Some(&read_before(&mut file)),
             "x",
         );
         assert_eq!(

@@ -174,6 +174,10 @@ const INVALID: &[(&str, &str)] = &[
         "automation_timezone_window",
         "unknown time zones (one close to a real name), a zero window, an hour of 25",
     ),
+    (
+        "automation_schedule_never_fires",
+        "schedules that never fire (30 February, a past year), one firing every 2 s, catch_up_max_runs 0",
+    ),
     // sessions and other sections
     (
         "session_name_invalid",
@@ -359,6 +363,25 @@ fn deprecated_summarize_is_warn_with_a_warning() {
         || {
             insta::assert_snapshot!(
                 format!("config_validate__{}", "valid_deprecated_summarize"),
+                render(&loaded.warnings)
+            )
+        },
+    );
+}
+
+#[test]
+fn a_budget_no_call_can_fit_is_a_warning_with_the_estimate() {
+    let loaded = load_valid("budget_never_met");
+    let agents: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.message.split('`').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(agents, ["coder", "lean"], "{}", render(&loaded.warnings));
+    snapshot_settings("budgets below what every call reserves are accepted with a warning").bind(
+        || {
+            insta::assert_snapshot!(
+                format!("config_validate__{}", "valid_budget_never_met"),
                 render(&loaded.warnings)
             )
         },
