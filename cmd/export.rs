@@ -67,7 +67,13 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .collect::<Result<Vec<String>, _>>()?;
     let names = AgentNames::of(&ws);
     let text = match args.format {
-        Format::Markdown => markdown(turns, &outputs, session.as_deref(), &listing.problems),
+        Format::Markdown => markdown(
+            turns,
+            &outputs,
+            session.as_deref(),
+            &listing.problems,
+            &|s: &str| ws.shown_session(s).to_owned(),
+        ),
         Format::Json => {
             let damaged = &listing.problems;
             json_export(
@@ -77,6 +83,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 &names,
                 session.as_deref(),
                 damaged,
+                &|s: &str| ws.shown_session(s).to_owned(),
             )?
         }
     };
@@ -109,11 +116,13 @@ fn markdown(
     outputs: &[String],
     session: Option<&str>,
     damaged: &[Damaged],
+    // The name a session is shown by (after `sessions rename`), from its ledger name.
+    shown: &dyn Fn(&str) -> String,
 ) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let scope = session
-        .map(|s| format!("session {s}"))
+        .map(|s| format!("session {}", shown(s)))
         .unwrap_or_else(|| "all sessions".into());
     let _ = writeln!(o, "# axocoatl History: {scope}\n");
     let _ = writeln!(o, "> {NOT_A_BACKUP}\n");
@@ -133,7 +142,7 @@ fn markdown(
     for (t, output) in turns.iter().zip(outputs) {
         if session.is_none() && t.session != current {
             current = &t.session;
-            let _ = writeln!(o, "## Session {}\n", t.session);
+            let _ = writeln!(o, "## Session {}\n", shown(&t.session));
         }
         markdown_turn(&mut o, t, output);
     }
@@ -231,15 +240,16 @@ fn json_export(
     names: &AgentNames,
     session: Option<&str>,
     damaged: &[Damaged],
+    // The name a session is shown by; the records keep the ledger's.
+    shown: &dyn Fn(&str) -> String,
 ) -> CliResult<String> {
+    let shown_names: Vec<String> = turns.iter().map(|t| shown(&t.session)).collect();
     let doc = ExportJson {
         export: ExportHeader {
             format: "axocoatl-history-export",
             version: 1,
             scope: match session {
-                Some(s) => ExportScope::Session {
-                    session: s.to_owned(),
-                },
+                Some(s) => ExportScope::Session { session: shown(s) },
                 None => ExportScope::All("all"),
             },
             note: NOT_A_BACKUP,
@@ -256,8 +266,9 @@ fn json_export(
         turns: turns
             .iter()
             .zip(outputs)
-            .map(|(t, output)| ExportTurn {
-                turn: TurnJson::new(t, output, names.get(&t.agent)),
+            .zip(&shown_names)
+            .map(|((t, output), shown_name)| ExportTurn {
+                turn: TurnJson::new(t, output, names.get(&t.agent)).shown_as(shown_name),
                 records: records
                     .remove(&t.turn)
                     .unwrap_or_default()

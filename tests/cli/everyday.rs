@@ -221,6 +221,19 @@ fn sessions_rename_and_rm_keep_the_ledger_and_free_the_name() {
         .collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["session"], "done");
+    // An export names it as it is shown now.
+    let r = env.run(&["export", "-s", "done"]);
+    assert!(
+        r.stdout.starts_with("# axocoatl History: session done\n"),
+        "{}",
+        r.stdout
+    );
+    let r = env.run(&["export", "--all"]);
+    assert!(r.stdout.contains("\n## Session done\n"), "{}", r.stdout);
+    let r = env.run(&["export", "-s", "done", "--format", "json"]);
+    let v: Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(v["export"]["scope"]["session"], "done", "{v}");
+    assert_eq!(v["turns"][0]["session"], "done", "{v}");
     // The renamed session goes on: its conversation is the one it had.
     assert_eq!(env.run(&["send", "three"]).code, 0);
     let body = server.requests()[2].json();
