@@ -89,6 +89,8 @@ impl Workspace {
             None => repo.workdir().join(CONFIG_FILE),
         };
         let recovered = session::recover_orphans(&repo)?;
+        // Temporary directories of commands whose process was killed.
+        crate::tools::sweep_command_dirs();
         let ws = Workspace {
             repo,
             config_path,

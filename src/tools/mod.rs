@@ -9,13 +9,18 @@
 //! the model (recorded like any other result), never a failure of the turn.
 
 mod command;
+#[cfg(test)]
+mod escapes;
 mod fs;
+mod launch;
+mod limits;
 mod memory;
 mod mountns;
 mod path;
 pub mod registry;
 pub mod sandbox;
 mod schema;
+mod scratch;
 mod search;
 
 use std::sync::Arc;
@@ -23,14 +28,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::config::{split_mcp_tool_name, SandboxMode};
+use crate::config::{split_mcp_tool_name, CommandLimits, SandboxMode};
 use crate::mcp::{Hub, McpTool};
 use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
-pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
+pub use command::{DEFAULT_TIMEOUT_SECS, GRACE, NOT_UTF8_NOTE};
 pub use path::{Root, Workplace};
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
+pub use scratch::sweep as sweep_command_dirs;
 
 pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};
 
@@ -39,6 +45,9 @@ pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};
 pub struct ToolOutput {
     /// The whole output (the model sees it through [`for_model`]).
     pub text: String,
+    /// The exact bytes when the output was not UTF-8 (`text` is their lossy decoding, with a
+    /// note saying so): the ledger keeps these.
+    pub raw: Option<Vec<u8>>,
     pub is_error: bool,
     /// A command's exit code (`None` for other tools, or a command ended by a signal).
     pub exit_code: Option<i32>,
@@ -73,6 +82,10 @@ pub struct Context<'a> {
     pub memory: &'a AgentMemory,
     /// The turn making the call (memory edits are logged with it).
     pub turn: Option<&'a str>,
+    /// Environment variables providers read keys from: never passed to commands.
+    pub secret_env: &'a [String],
+    /// What each `run_command` may use (sandboxed commands).
+    pub limits: CommandLimits,
 }
 
 /// The tools of one agent: its allowlist, or the baseline of its sandbox, and the tools of
@@ -248,6 +261,7 @@ impl Toolbox {
             warnings = r.warnings;
             ToolOutput {
                 text: r.text,
+                raw: None,
                 is_error: r.is_error,
                 exit_code: None,
                 stopped: r.stopped,
@@ -306,6 +320,8 @@ pub(crate) mod testing {
         pub root: Root,
         pub sandbox: SandboxMode,
         pub cancel: Cancel,
+        pub limits: CommandLimits,
+        pub secret_env: Vec<String>,
         memory: AgentMemory,
     }
 
@@ -322,6 +338,8 @@ pub(crate) mod testing {
                 _tmp: tmp,
                 sandbox,
                 cancel: Cancel::new(),
+                limits: CommandLimits::default(),
+                secret_env: Vec::new(),
                 memory,
             }
         }
@@ -333,6 +351,8 @@ pub(crate) mod testing {
                 cancel: &self.cancel,
                 memory: &self.memory,
                 turn: None,
+                secret_env: &self.secret_env,
+                limits: self.limits,
             }
         }
 

@@ -1,27 +1,32 @@
-//! Read-only places beneath a writable one, for `run_command`: a private mount namespace in
-//! which each such directory or file (the repository, the configuration file) is
-//! bind-mounted onto itself read-only; a mount point can be neither written, removed nor
-//! renamed over.
+//! The mounts of a command's own mount namespace (entered in `launch.rs`): a fresh `/proc`
+//! for its pid namespace, the repository's `run/` directory covered by an empty read-only
+//! tmpfs, and read-only places beneath a writable one (the repository, the configuration
+//! file) bind-mounted onto themselves read-only.
 //!
-//! Landlock grants access to whole hierarchies and cannot take a subdirectory back out of a
-//! writable one, so the repository (`.axocoatl/`, which normally lies inside the workspace)
-//! would be writable by a command in `workspace-write`. Here the child, between fork and
-//! exec, enters a mount namespace of its own (`unshare(CLONE_NEWNS)`, or together with a
-//! user namespace when the process may not create one alone), makes every mount private (so
-//! nothing propagates back), and remounts each protected directory read-only. Then Landlock
-//! forbids every further change of the mount topology, so the command cannot undo it, and
-//! `/proc/<pid>/root` of processes outside the sandbox is out of reach (Landlock's ptrace
-//! restriction).
+//! Why each:
+//! - `/proc`: the command's pid namespace shows only its own processes there; without a
+//!   fresh mount it would still read every process of the machine (their `environ` too,
+//!   when run by root).
+//! - `run/`: the control sockets of `serve` and of its actors live there. Landlock has no
+//!   rule for `connect(2)` on a pathname socket and a read-only mount does not stop it
+//!   either; a socket that is not in the command's view of the filesystem cannot be reached.
+//! - Read-only binds: Landlock grants access to whole hierarchies and cannot take a
+//!   subdirectory back out of a writable one, so the repository (`.axocoatl/`, which normally
+//!   lies inside the workspace) would be writable by a command in `workspace-write`. A mount
+//!   point can be neither written, removed nor renamed over.
+//!
+//! Every mount is made private first (slave for `full-access`, which keeps seeing the host's
+//! later mounts), so nothing propagates back. Then Landlock forbids every further change of
+//! the mount topology (and seccomp refuses the mount calls), so the command cannot undo it.
 //!
 //! As in `sandbox.rs`, everything that allocates happens in the parent: paths become C
-//! strings, the mount flags that must be kept are read with `statvfs`, the uid/gid maps are
-//! formatted. The child only makes system calls.
+//! strings and the mount flags that must be kept are read with `statvfs`. The child only
+//! makes system calls.
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// One directory or file to be made read-only, with the flags of its mount that must be kept.
 #[derive(Debug)]
@@ -30,166 +35,124 @@ struct Target {
     remount_flags: libc::c_ulong,
 }
 
-/// Prepared read-only binds, applied in the child by [`ReadOnlyBinds::apply`].
+/// Prepared mounts, applied in the child by [`Mounts::apply`] once it is in its own mount
+/// (and pid) namespace.
 #[derive(Debug)]
-pub struct ReadOnlyBinds {
-    targets: Vec<Target>,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
+pub struct Mounts {
+    /// `MS_PRIVATE` or `MS_SLAVE`, applied to every mount first.
+    propagation: libc::c_ulong,
+    read_only: Vec<Target>,
+    covered: Vec<CString>,
+    proc: bool,
 }
 
-impl ReadOnlyBinds {
-    /// Prepares read-only binds of `dirs` (directories or files, which must exist), or says
-    /// why it cannot.
-    pub fn new(dirs: &[&Path]) -> Result<ReadOnlyBinds, String> {
-        if !available() {
-            return Err("the kernel cannot enforce the sandbox: mount namespaces are not available to this process (neither unshare(CLONE_NEWNS) nor an unprivileged user namespace is permitted), so the repository inside the workspace cannot be kept read-only".into());
+impl Mounts {
+    /// The mounts of a sandboxed command: private propagation, a fresh `/proc`.
+    pub fn sandbox() -> Mounts {
+        Mounts {
+            propagation: libc::MS_PRIVATE,
+            read_only: Vec::new(),
+            covered: Vec::new(),
+            proc: true,
         }
-        let mut targets = Vec::with_capacity(dirs.len());
-        for dir in dirs {
-            let path = CString::new(dir.as_os_str().as_bytes())
-                .map_err(|_| format!("{}: the path contains a NUL byte", dir.display()))?;
-            let remount_flags = kept_flags(&path)
-                .map_err(|e| format!("{}: cannot read its mount flags: {e}", dir.display()))?;
-            targets.push(Target {
-                path,
-                remount_flags,
-            });
-        }
-        Ok(ReadOnlyBinds {
-            targets,
-            uid_map: id_map(current_ids().0),
-            gid_map: id_map(current_ids().1),
-        })
     }
 
-    /// Enters a private mount namespace and remounts every target read-only. Meant for a
-    /// `pre_exec` hook, before Landlock is applied: only system calls.
+    /// The mounts of a `full-access` command in a pid namespace: the host's mounts keep
+    /// propagating in, and only `/proc` is its own.
+    pub fn supervised() -> Mounts {
+        Mounts {
+            propagation: libc::MS_SLAVE,
+            read_only: Vec::new(),
+            covered: Vec::new(),
+            proc: true,
+        }
+    }
+
+    /// Makes `path` (a directory or a file, which must exist) read-only.
+    pub fn read_only(&mut self, path: &Path) -> Result<(), String> {
+        let c = c_path(path)?;
+        let remount_flags = kept_flags(&c)
+            .map_err(|e| format!("{}: cannot read its mount flags: {e}", path.display()))?;
+        self.read_only.push(Target {
+            path: c,
+            remount_flags,
+        });
+        Ok(())
+    }
+
+    /// Hides what is in the directory `path` behind an empty read-only tmpfs.
+    pub fn cover(&mut self, path: &Path) -> Result<(), String> {
+        self.covered.push(c_path(path)?);
+        Ok(())
+    }
+
+    /// Applies every mount. Meant for a `pre_exec` hook, in the new namespaces and before
+    /// Landlock is applied: only system calls.
     #[expect(
         unsafe_code,
-        reason = "unshare and mount system calls in a pre_exec hook: libc has no safe wrapper"
+        reason = "mount system calls in a pre_exec hook: libc has no safe wrapper"
     )]
     pub fn apply(&self) -> io::Result<()> {
-        enter(&self.uid_map, &self.gid_map)?;
-        for t in &self.targets {
-            // SAFETY: plain system calls on C strings this value owns.
-            unsafe {
-                if libc::mount(
+        let null = std::ptr::null::<libc::c_char>();
+        // SAFETY: plain system calls on C strings this value owns or that are static.
+        unsafe {
+            check(libc::mount(
+                null,
+                c"/".as_ptr(),
+                null,
+                libc::MS_REC | self.propagation,
+                null.cast(),
+            ))?;
+            for t in &self.read_only {
+                check(libc::mount(
                     t.path.as_ptr(),
                     t.path.as_ptr(),
-                    std::ptr::null(),
+                    null,
                     libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::mount(
-                    std::ptr::null(),
+                    null.cast(),
+                ))?;
+                check(libc::mount(
+                    null,
                     t.path.as_ptr(),
-                    std::ptr::null(),
+                    null,
                     t.remount_flags,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
+                    null.cast(),
+                ))?;
+            }
+            for dir in &self.covered {
+                check(libc::mount(
+                    c"axocoatl-hidden".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=4k,mode=0555".as_ptr().cast(),
+                ))?;
+            }
+            if self.proc {
+                check(libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    null.cast(),
+                ))?;
             }
         }
         Ok(())
     }
 }
 
-/// Enters a new mount namespace (inside a new user namespace when that is the only way) and
-/// makes every mount in it private.
-#[expect(
-    unsafe_code,
-    reason = "unshare and mount system calls in a pre_exec hook: libc has no safe wrapper"
-)]
-fn enter(uid_map: &[u8], gid_map: &[u8]) -> io::Result<()> {
-    // SAFETY: plain system calls on memory the caller owns; no allocation.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Kernels before 3.19 have no setgroups file; mapping works without it there.
-            match write_proc(c"/proc/self/setgroups", b"deny") {
-                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
-                _ => {}
-            }
-            write_proc(c"/proc/self/uid_map", uid_map)?;
-            write_proc(c"/proc/self/gid_map", gid_map)?;
-        }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
-    Ok(())
 }
 
-#[expect(
-    unsafe_code,
-    reason = "open/write/close in a pre_exec hook: std's File may allocate"
-)]
-fn write_proc(path: &CStr, bytes: &[u8]) -> io::Result<()> {
-    // SAFETY: plain system calls on a C string and a buffer the caller owns.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        let err = io::Error::last_os_error();
-        libc::close(fd);
-        if n != bytes.len() as isize {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-/// Whether this process can give a child a mount namespace of its own (asked once, by
-/// starting `/bin/true` in one).
-#[expect(
-    unsafe_code,
-    reason = "pre_exec runs the namespace system calls in the probing child"
-)]
-pub fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        use std::os::unix::process::CommandExt;
-        let (uid, gid) = current_ids();
-        let (uid_map, gid_map) = (id_map(uid), id_map(gid));
-        let mut probe = std::process::Command::new("/bin/true");
-        probe
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        // SAFETY: `enter` only makes system calls.
-        unsafe {
-            probe.pre_exec(move || enter(&uid_map, &gid_map));
-        }
-        probe.status().map(|s| s.success()).unwrap_or(false)
-    })
-}
-
-#[expect(unsafe_code, reason = "getuid/getgid: libc has no safe wrapper")]
-fn current_ids() -> (u32, u32) {
-    // SAFETY: these calls cannot fail and touch no memory.
-    unsafe { (libc::geteuid(), libc::getegid()) }
-}
-
-/// `ID ID 1`: the same id inside the namespace as outside, so files keep their owner.
-fn id_map(id: u32) -> Vec<u8> {
-    format!("{id} {id} 1").into_bytes()
+fn c_path(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: the path contains a NUL byte", path.display()))
 }
 
 /// The remount flags for a read-only bind of `path`: read-only, plus the flags of the mount
@@ -225,16 +188,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_maps_keep_the_ids() {
-        assert_eq!(id_map(1000), b"1000 1000 1".to_vec());
-    }
-
-    #[test]
     fn kept_flags_always_ask_for_a_read_only_bind() {
         let f = kept_flags(c"/").expect("statvfs /");
         assert_eq!(
             f & (libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY),
             libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY
         );
+    }
+
+    #[test]
+    fn paths_with_nul_are_refused() {
+        let mut m = Mounts::sandbox();
+        let bad = Path::new(std::ffi::OsStr::from_bytes(b"a\0b"));
+        assert!(m.cover(bad).expect_err("refused").contains("NUL"));
     }
 }

@@ -29,6 +29,7 @@ mod models;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod sandbox;
 mod serve;
 mod store_faults;
 mod store_fixture;

@@ -52,8 +52,12 @@ impl Serve {
     }
 
     pub fn start_with(env: &TestEnv, args: &[&str]) -> Serve {
-        let mut child = env
-            .cmd(args)
+        Serve::from_command(env.cmd(args))
+    }
+
+    /// Starts `cmd` (a `serve` command line) and waits until it has started.
+    pub fn from_command(mut cmd: std::process::Command) -> Serve {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,0 +1,503 @@
+//! A command that tries to leave its sandbox, through the real binary: serve's and the
+//! actors' control sockets, provider keys in its environment and in other processes'
+//! `/proc/<pid>/environ`, descriptors it was not given, device nodes, and processes that
+//! outlive their call (kill -9 of `send`, of an actor, of serve). Each as root and, where
+//! the mechanism differs (a user namespace instead of none), as an unprivileged user
+//! (`setpriv --reuid 65534`).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::env::{wait_until, TestEnv};
+use crate::common::procs::{actor, agents_status, json_lines, kill, tool_results, Serve};
+
+const NOBODY: u32 = 65534;
+
+/// The python of the system (readable by every user, unlike a per-user install).
+fn python() -> &'static str {
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+fn sandbox_available() -> bool {
+    let ok = axocoatl::tools::sandbox::Support::probe().landlock_abi >= 1;
+    if !ok {
+        eprintln!("skipped: no Landlock on this kernel (the refusal is tested in tools.rs)");
+    }
+    ok
+}
+
+#[expect(unsafe_code, reason = "geteuid: libc has no safe wrapper")]
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The script of a model that runs each command (one tool round each) when a request
+/// contains `key`, then answers `done`.
+fn replies(turns: &[(&str, Vec<String>)]) -> String {
+    let mut s = String::from("replies:\n");
+    for (key, commands) in turns {
+        for c in commands {
+            let args = json!({"command": c, "timeout_secs": 120});
+            s += &format!(
+                "  - match: {key}\n    tool_calls: [{{name: run_command, arguments: {args}}}]\n"
+            );
+        }
+        s += &format!("  - match: {key}\n    text: done\n");
+    }
+    s
+}
+
+/// A repository whose agent `coder` (in `sandbox`) follows `turns`; `providers` is added to
+/// the `providers:` section.
+fn scripted(sandbox: &str, turns: &[(&str, Vec<String>)], providers: &str) -> TestEnv {
+    let env = TestEnv::with_config(&format!(
+        "providers:\n  canned: {{kind: script, script: replies.yaml}}\n{providers}agents:\n  - id: coder\n    provider: canned\n    sandbox: {sandbox}\n"
+    ));
+    env.write("replies.yaml", &replies(turns));
+    env
+}
+
+/// Hands the whole test directory to the unprivileged user.
+fn give_to_nobody(env: &TestEnv) {
+    let status = Command::new("chown")
+        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+        .arg(env.tmp.path())
+        .status()
+        .expect("chown");
+    assert!(status.success());
+    std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+}
+
+/// `cmd` run as the unprivileged user, with the same arguments, environment and directory.
+fn as_nobody(cmd: &Command) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid",
+        &NOBODY.to_string(),
+        "--regid",
+        &NOBODY.to_string(),
+        "--clear-groups",
+        "--",
+    ])
+    .arg(cmd.get_program())
+    .args(cmd.get_args())
+    .env_clear()
+    .stdin(Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        c.current_dir(dir);
+    }
+    c
+}
+
+/// `env.cmd(args)`, as root or as the unprivileged user.
+fn command(env: &TestEnv, nobody: bool, args: &[&str]) -> Command {
+    let c = env.cmd(args);
+    if nobody {
+        as_nobody(&c)
+    } else {
+        c
+    }
+}
+
+/// `agents status --json` (as the user serve runs as: root must not make files in a
+/// repository that belongs to another user).
+fn status(env: &TestEnv, nobody: bool) -> Vec<Value> {
+    let r = command(env, nobody, &["agents", "status", "--json"])
+        .output()
+        .expect("status");
+    assert!(r.status.success());
+    json_lines(&String::from_utf8_lossy(&r.stdout))
+}
+
+/// The outputs of `send --json`'s tool results.
+fn outputs(stdout: &str) -> Vec<String> {
+    tool_results(&json_lines(stdout))
+        .iter()
+        .map(|r| r["output"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// A number no other test uses, to write as `sleep {marker}N` and find in process lists.
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "86400.{}{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed) + 500
+    )
+}
+
+/// The processes of the machine whose command line contains `marker`.
+fn running_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+fn wait_gone(marker: &str, after: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !running_with(marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = running_with(marker);
+    for pid in &left {
+        kill(*pid, libc::SIGKILL);
+    }
+    assert_eq!(left, Vec::<u32>::new(), "processes survived {after}");
+}
+
+/// Commands that start processes meant to outlive their call: in the group, in a new
+/// session, double-forked; the last one keeps the call running.
+fn lingering(m: &str) -> String {
+    format!(
+        "echo \"$TMPDIR\" > tmpdir.txt; sleep {m}1 & setsid sleep {m}2 & (setsid sh -c 'sleep {m}3 &' &); sleep {m}4"
+    )
+}
+
+#[test]
+fn control_sockets_of_serve_and_actors_are_out_of_reach() {
+    if !sandbox_available() {
+        return;
+    }
+    for nobody in [false, true] {
+        let env = scripted(
+            "workspace-write",
+            &[(
+                "knock",
+                vec![format!(
+                    "ls -A .axocoatl/run; {} probe.py $(cat sockets.txt)",
+                    python()
+                )],
+            )],
+            "",
+        );
+        // Connects to each socket given and sends a line (serve would take a patch of the
+        // agent's sandbox); prints what happened.
+        env.write(
+            "probe.py",
+            "import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(p)\n        s.sendall(b'{}\\n')\n        print('connected', p)\n    except OSError as e:\n        print('refused', type(e).__name__)\n",
+        );
+        let config = std::fs::read(env.work.join("axocoatl.yaml")).expect("config");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let serve = Serve::from_command(command(&env, nobody, &["serve"]));
+        wait_until("the actor is up", || {
+            actor(&status(&env, nobody), "coder")["state"] == "idle"
+        });
+        let mut sockets = vec![env.repo().join("run/serve.sock")];
+        for e in std::fs::read_dir(env.repo().join("run/actors")).expect("actors") {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == "sock") {
+                sockets.push(p);
+            }
+        }
+        assert!(sockets.len() >= 2, "{sockets:?}");
+        let list: Vec<String> = sockets.iter().map(|p| p.display().to_string()).collect();
+        env.write("sockets.txt", &list.join(" "));
+        let r = command(&env, nobody, &["send", "--json", "knock"])
+            .output()
+            .expect("send");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}");
+        let out = &outputs(&stdout)[0];
+        assert!(!out.contains("connected"), "nobody={nobody}: {out}");
+        assert_eq!(
+            out.matches("refused FileNotFoundError").count(),
+            sockets.len(),
+            "{out}"
+        );
+        assert!(!out.contains(".sock"), "the command saw run/: {out}");
+        assert_eq!(
+            std::fs::read(env.work.join("axocoatl.yaml")).expect("config"),
+            config
+        );
+        assert_eq!(serve.terminate(), 0);
+    }
+}
+
+#[test]
+fn provider_keys_stay_out_of_commands_and_other_processes() {
+    if !sandbox_available() {
+        return;
+    }
+    for nobody in [false, true] {
+        let look = "env | grep -c value-; grep -l -e llm-auth-value -e sk-openai-value /proc/[0-9]*/environ 2>/dev/null; echo end".to_string();
+        let mut env = scripted(
+            "workspace-write",
+            &[("look", vec![look])],
+            "  other: {kind: openai, base_url: \"http://127.0.0.1:9/v1\", api_key_env: LLM_AUTH}\n",
+        );
+        env.set_env("LLM_AUTH", "llm-auth-value-1");
+        env.set_env("OPENAI_API_KEY", "sk-openai-value-2");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let r = command(&env, nobody, &["send", "--json", "look"])
+            .output()
+            .expect("send");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}");
+        let out = &outputs(&stdout)[0];
+        assert_eq!(out, "0\nend\n[exit code 0]", "nobody={nobody}");
+    }
+}
+
+/// `cmd` with `outside` opened for appending as descriptor 9 (not close-on-exec), by a
+/// shell that then execs it.
+fn with_descriptor(cmd: &Command, outside: &std::path::Path) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" 9>>'{}'", outside.display()))
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .stdin(Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        c.current_dir(dir);
+    }
+    c
+}
+
+#[test]
+fn descriptors_of_the_caller_do_not_reach_commands() {
+    for (nobody, sandbox) in [
+        (false, "workspace-write"),
+        (false, "full-access"),
+        (true, "workspace-write"),
+    ] {
+        if sandbox != "full-access" && !sandbox_available() {
+            continue;
+        }
+        let env = scripted(
+            sandbox,
+            &[("write", vec!["echo escaped >&9; echo rc=$?".into()])],
+            "",
+        );
+        let outside = env.tmp.path().join("outside.txt");
+        std::fs::write(&outside, "").expect("outside");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let r = with_descriptor(
+            &command(&env, nobody, &["send", "--json", "write"]),
+            &outside,
+        )
+        .output()
+        .expect("send");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}");
+        let out = &outputs(&stdout)[0];
+        assert!(
+            out.contains("Bad file descriptor") && out.contains("rc=2"),
+            "{sandbox}: {out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).expect("read"),
+            "",
+            "{sandbox}"
+        );
+    }
+}
+
+#[test]
+fn a_command_cannot_make_a_device_or_limit_processes_outside() {
+    if !sandbox_available() || !is_root() {
+        eprintln!("skipped: root's capabilities are what this checks");
+        return;
+    }
+    let disk = "mknod disk b 7 0; ls disk; grep CapBnd /proc/self/status".to_string();
+    let limit = format!("prlimit --pid $PPID --fsize=0; echo rc=$?; {} -c 'import os, resource; resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))'", python());
+    let env = scripted("workspace-write", &[("try", vec![disk, limit])], "");
+    let r = env.run(&["send", "--json", "try"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = outputs(&r.stdout);
+    // Landlock refuses first (no MAKE_BLOCK anywhere); without it CAP_MKNOD is gone too.
+    assert!(
+        out[0].contains("mknod: disk: Permission denied"),
+        "{}",
+        out[0]
+    );
+    assert!(out[0].contains("CapBnd:\t0000000000000000"), "{}", out[0]);
+    assert!(!env.work.join("disk").exists());
+    assert!(
+        out[1].contains("rc=1") && out[1].contains("PermissionError"),
+        "{}",
+        out[1]
+    );
+}
+
+/// Starts `send --json` of a turn that runs [`lingering`] processes, waits until they all
+/// run; returns the send process.
+fn send_lingering(env: &TestEnv, nobody: bool, m: &str) -> std::process::Child {
+    let mut child = command(env, nobody, &["send", "--json", "linger"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("send");
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || for _ in BufReader::new(stdout).lines() {});
+    wait_until("the command's processes", || running_with(m).len() >= 4);
+    child
+}
+
+#[test]
+fn kill_9_of_send_ends_everything_its_command_started() {
+    for (nobody, sandbox) in [
+        (false, "workspace-write"),
+        (false, "full-access"),
+        (true, "workspace-write"),
+    ] {
+        if sandbox != "full-access" && !sandbox_available() {
+            continue;
+        }
+        let m = marker();
+        let env = scripted(sandbox, &[("linger", vec![lingering(&m)])], "");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let mut child = send_lingering(&env, nobody, &m);
+        let tmpdir = std::fs::read_to_string(env.work.join("tmpdir.txt")).expect("tmpdir");
+        let tmpdir = std::path::PathBuf::from(tmpdir.trim());
+        assert!(tmpdir.is_dir());
+        assert_eq!(
+            std::fs::metadata(&tmpdir)
+                .expect("meta")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+        kill(child.id(), libc::SIGKILL);
+        let _ = child.wait();
+        let pid_namespace =
+            sandbox != "full-access" || axocoatl::tools::sandbox::full_access_has_pid_namespace();
+        if pid_namespace {
+            wait_gone(&m, &format!("kill -9 of send ({sandbox}, nobody={nobody})"));
+        } else {
+            // The shell dies with send; processes that left its group are not followed.
+            wait_until("the shell to end", || {
+                running_with(&format!("{m}4")).is_empty()
+            });
+            for pid in running_with(&m) {
+                kill(pid, libc::SIGKILL);
+            }
+        }
+        // The next open of the repository removes the temporary directory it left.
+        assert!(tmpdir.exists());
+        let r = command(&env, nobody, &["history"])
+            .output()
+            .expect("history");
+        assert!(r.status.success());
+        assert!(!tmpdir.exists(), "{} was left behind", tmpdir.display());
+    }
+}
+
+#[test]
+fn kill_9_of_an_actor_or_of_serve_ends_its_commands() {
+    if !sandbox_available() {
+        return;
+    }
+    let (first, second) = (marker(), marker());
+    let env = scripted(
+        "workspace-write",
+        &[
+            ("first", vec![lingering(&first)]),
+            ("second", vec![lingering(&second)]),
+        ],
+        "",
+    );
+    let serve = Serve::start(&env);
+    wait_until("the actor is up", || {
+        actor(&agents_status(&env), "coder")["state"] == "idle"
+    });
+    let pid = actor(&agents_status(&env), "coder")["pid"]
+        .as_u64()
+        .expect("pid") as u32;
+    let mut send = env
+        .cmd(&["send", "--json", "first"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("send");
+    wait_until("the command's processes", || {
+        running_with(&first).len() >= 4
+    });
+    assert_eq!(kill(pid, libc::SIGKILL), 0);
+    wait_gone(&first, "kill -9 of the actor");
+    let _ = send.wait();
+    wait_until("the actor is back", || {
+        let s = agents_status(&env);
+        let a = actor(&s, "coder");
+        a["state"] == "idle" && a["pid"].as_u64() != Some(pid as u64)
+    });
+    let mut send = env
+        .cmd(&["send", "--json", "second"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("send");
+    wait_until("the command's processes", || {
+        running_with(&second).len() >= 4
+    });
+    serve.signal(libc::SIGKILL);
+    wait_gone(&second, "kill -9 of serve");
+    let _ = send.wait();
+}
+
+#[test]
+fn binary_output_is_kept_byte_for_byte() {
+    let env = scripted(
+        "full-access",
+        &[("bytes", vec!["printf 'a\\377b'".into()])],
+        "",
+    );
+    let r = env.run(&["send", "--json", "bytes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = &outputs(&r.stdout)[0];
+    assert!(
+        out.starts_with("a\u{FFFD}b\n[the output is not valid UTF-8"),
+        "{out}"
+    );
+    let h = env.run(&["history", "--json"]);
+    let lines: Vec<Value> = json_lines(&h.stdout);
+    let object = lines
+        .iter()
+        .flat_map(|l| l["tools"].as_array().cloned().unwrap_or_default())
+        .find_map(|t| t["output_object"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no output object: {}", h.stdout));
+    let objects = axocoatl_store::objects::Objects::new(&env.repo().join("objects"));
+    let bytes = objects.get(&object).expect("object");
+    assert!(
+        bytes.starts_with(b"a\xffb\n[the output is not valid UTF-8"),
+        "{bytes:?}"
+    );
+}
