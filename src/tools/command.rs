@@ -26,7 +26,7 @@ use super::mountns::Mounts;
 use super::registry::Handler;
 use super::scratch::Scratch;
 use super::{sandbox, Context, ToolOutput};
-use crate::child::{exited, signal_group};
+use crate::child::{exited, signal_group, ExitWatch};
 use crate::config::SandboxMode;
 
 /// The default and the largest `timeout_secs`.
@@ -209,7 +209,8 @@ fn prepare(
 struct Spawned {
     child: std::process::Child,
     captured: Arc<Mutex<Capture>>,
-    reading: std::thread::JoinHandle<()>,
+    /// Closed (disconnected) when the reading thread is done.
+    reading: std::sync::mpsc::Receiver<()>,
 }
 
 /// Starts `/bin/sh -c command` in the workspace, in its own process group, without
@@ -256,10 +257,14 @@ fn spawn(
     })?;
     drop(cmd); // closes our copies of the pipe's write end
     let captured = Arc::new(Mutex::new(Capture::default()));
-    let reading = {
+    let (done, reading) = std::sync::mpsc::channel::<()>();
+    {
         let captured = captured.clone();
-        std::thread::spawn(move || read_all(reader, &captured))
-    };
+        std::thread::spawn(move || {
+            read_all(reader, &captured);
+            drop(done);
+        });
+    }
     Ok(Spawned {
         child,
         captured,
@@ -269,7 +274,9 @@ fn spawn(
 
 /// Waits until the command exits, the turn is stopped or the deadline passes.
 fn wait_for(pid: libc::pid_t, deadline: Instant, stop: &dyn Fn() -> bool) -> Ending {
-    // Short commands are the common case: look again after 0.25 ms, then back off to POLL.
+    let watch = ExitWatch::new(pid);
+    // Without a pidfd, short commands are the common case: look again after 0.25 ms, then
+    // back off to POLL.
     let mut pause = Duration::from_micros(250);
     loop {
         if exited(pid) {
@@ -278,10 +285,11 @@ fn wait_for(pid: libc::pid_t, deadline: Instant, stop: &dyn Fn() -> bool) -> End
         if stop() {
             return Ending::Stopped;
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Ending::TimedOut;
         }
-        std::thread::sleep(pause);
+        watch.wait((deadline - now).min(POLL), pause);
         pause = (pause * 2).min(POLL);
     }
 }
@@ -292,8 +300,14 @@ fn end_group(pid: libc::pid_t, ending: Ending) {
     if ending != Ending::Exited {
         signal_group(pid, libc::SIGTERM);
         let grace_end = Instant::now() + GRACE;
+        let watch = ExitWatch::new(pid);
         while !exited(pid) && Instant::now() < grace_end {
-            std::thread::sleep(POLL);
+            watch.wait(
+                grace_end
+                    .saturating_duration_since(Instant::now())
+                    .min(POLL),
+                POLL,
+            );
         }
     }
     signal_group(pid, libc::SIGKILL);
@@ -301,20 +315,17 @@ fn end_group(pid: libc::pid_t, ending: Ending) {
 
 /// The output kept, byte for byte, with notes on what was not kept or is not shown as is.
 fn collect_output(
-    reading: &std::thread::JoinHandle<()>,
+    reading: &std::sync::mpsc::Receiver<()>,
     captured: &Mutex<Capture>,
     supervised: bool,
 ) -> Vec<u8> {
     // The output ends when every process holding the pipe is gone. In a pid namespace they
     // all are once the command has ended; without one, a process that left the group
     // (setsid) could hold it open, so the wait is bounded.
-    let read_end = Instant::now() + GRACE;
-    let mut pause = Duration::from_micros(100);
-    while !reading.is_finished() && Instant::now() < read_end {
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(POLL);
-    }
-    let incomplete = !reading.is_finished();
+    let incomplete = matches!(
+        reading.recv_timeout(GRACE),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+    );
     let capture = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
     let mut out = capture.bytes;
     if !out.is_empty() && !out.ends_with(b"\n") {

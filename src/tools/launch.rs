@@ -7,19 +7,24 @@
 //! 2. It enters new mount, pid and IPC namespaces (inside a new user namespace unless this
 //!    process is privileged enough without one; the user namespace maps only this process's
 //!    own uid and gid, so files keep their owner). `unshare(CLONE_NEWPID)` only affects
-//!    later children, so the keeper forks once more: that child is pid 1 of the new pid
-//!    namespace and becomes the command (`/bin/sh`), the keeper stays outside and waits.
-//!    - The keeper closes every descriptor but one (std's exec-status pipe among them, so
-//!      std learns of the command's exec, or of its failure, from the command itself),
-//!      ignores SIGTERM (a timeout or stop signals the whole process group and must not kill
-//!      the keeper before the grace period ends), waits for the command and exits the same
-//!      way (same exit code, or the same signal).
-//!    - The command dies with the keeper (`PR_SET_PDEATHSIG` again; a keeper that died before
-//!      that is noticed through a pipe only the keeper holds). When the command, pid 1 of
-//!      its namespace, ends, the kernel kills every process left in the namespace: nothing
-//!      a command started outlives it, `setsid` and double forks included. So kill -9 of
-//!      axocoatl (of `send`, an actor or serve) ends the keeper, the command and everything
-//!      it started.
+//!    later children, so the keeper forks the namespace's *init* (pid 1), which dies with
+//!    the keeper (`PR_SET_PDEATHSIG` again; a keeper that died before that is noticed
+//!    through a pipe only the keeper holds). The init forks once more: that process (pid 2)
+//!    becomes the command, `/bin/sh`.
+//!    - The keeper and the init close every descriptor but their pipes (std's exec-status
+//!      pipe among them, so std learns of the command's exec, or of its failure, from the
+//!      command itself).
+//!    - The init reaps every process that ends up its child (a shell as pid 1 would leave
+//!      orphans as zombies, which count against the process limit) until the command ends,
+//!      then tells the keeper how it ended and exits. When the init ends, the kernel kills
+//!      every process left in the namespace: nothing a command started outlives it, `setsid`
+//!      and double forks included. The init ignores every signal sent from inside (it is
+//!      pid 1 and sets no handler); SIGTERM to the command's process group reaches the
+//!      command's processes as usual.
+//!    - The keeper ignores SIGTERM (a timeout or stop signals the whole process group and
+//!      must not kill the keeper before the grace period ends), waits for the init and exits
+//!      as the command did (same exit code, or the same signal). So kill -9 of axocoatl (of
+//!      `send`, an actor or serve) ends the keeper, then the init, then everything else.
 //! 3. The command mounts its view (`mountns.rs`: private propagation, read-only binds, the
 //!    repository's `run/` covered, a fresh `/proc`), sets its rlimits (`limits.rs`), marks
 //!    every descriptor above 2 close-on-exec (`close_range`), drops every capability and
@@ -31,8 +36,8 @@
 //! `PR_SET_PDEATHSIG` on the shell alone. Its descriptors are closed all the same.
 //!
 //! The hook only makes system calls: whatever allocates was prepared in the parent. The
-//! second fork is a raw `clone` system call, not libc's `fork`, whose atfork handlers could
-//! wait forever on a lock another thread of axocoatl held when the keeper was forked.
+//! forks are raw `clone` system calls, not libc's `fork`, whose atfork handlers could wait
+//! forever on a lock another thread of axocoatl held when the keeper was forked.
 
 use std::io;
 use std::process::{Command, Stdio};
@@ -296,29 +301,33 @@ fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Forks the first process of the new pid namespace, which returns (and becomes the
-/// command); the calling process becomes its keeper and never returns.
+/// Forks the first process of the new pid namespace (its init), which forks the command's
+/// process and reaps; the calling process becomes the keeper. Only the command's process
+/// returns.
 #[expect(
     unsafe_code,
-    reason = "pipe2, a raw clone, prctl and poll in a pre_exec hook: libc has no safe wrapper"
+    reason = "pipe2, raw clones, prctl and poll in a pre_exec hook: libc has no safe wrapper"
 )]
 fn become_init() -> io::Result<()> {
-    let mut keep = [0 as libc::c_int; 2];
-    // SAFETY: plain system calls on memory of this frame. The clone has no CLONE_VM: the
+    // `alive`: only the keeper holds its write end, so its end shows as a hang-up.
+    // `status`: the init tells the keeper how the command ended.
+    let (mut alive, mut status) = ([0 as libc::c_int; 2], [0 as libc::c_int; 2]);
+    // SAFETY: plain system calls on memory of this frame. The clones have no CLONE_VM: each
     // child gets a copy of this (single-threaded) process, like fork without atfork handlers.
     unsafe {
-        if libc::pipe2(keep.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+        if libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) != 0
+            || libc::pipe2(status.as_mut_ptr(), libc::O_CLOEXEC) != 0
+        {
             return Err(io::Error::last_os_error());
         }
-        let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0);
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
+        let init = raw_fork()?;
+        if init > 0 {
+            libc::close(alive[0]);
+            libc::close(status[1]);
+            keep_until_ended(init, alive[1], status[0]);
         }
-        if pid > 0 {
-            libc::close(keep[0]);
-            keep_until_ended(pid as libc::pid_t, keep[1]);
-        }
-        libc::close(keep[1]);
+        libc::close(alive[1]);
+        libc::close(status[0]);
         if libc::prctl(
             libc::PR_SET_PDEATHSIG,
             libc::SIGKILL as libc::c_ulong,
@@ -331,30 +340,80 @@ fn become_init() -> io::Result<()> {
         }
         // A keeper that died before the line above left the pipe without a writer.
         let mut p = libc::pollfd {
-            fd: keep[0],
+            fd: alive[0],
             events: libc::POLLIN,
             revents: 0,
         };
         libc::poll(&mut p, 1, 0);
-        libc::close(keep[0]);
+        libc::close(alive[0]);
         if p.revents != 0 {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
+        let command = raw_fork()?;
+        if command > 0 {
+            reap_until_ended(command, status[1]);
+        }
+        libc::close(status[1]);
     }
     Ok(())
 }
 
-/// The keeper: waits for the command `init`, then exits as it did. Never returns.
+/// `fork()` as a raw system call: no atfork handlers run.
+#[expect(unsafe_code, reason = "a raw clone system call in a pre_exec hook")]
+fn raw_fork() -> io::Result<libc::pid_t> {
+    // SAFETY: clone without CLONE_VM or a new stack behaves as fork; the arguments after
+    // the flags are unused.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid as libc::pid_t)
+}
+
+/// The namespace's init: reaps every process that ends up its child (orphans of the
+/// command included) until the command ends, tells the keeper how, and exits; the kernel
+/// then kills whatever is left in the namespace. Never returns.
 #[expect(
     unsafe_code,
-    reason = "close_range, sigaction, waitpid, kill and _exit in a pre_exec hook: libc has no safe wrapper"
+    reason = "close_range, waitpid, write and _exit in a pre_exec hook: libc has no safe wrapper"
 )]
-fn keep_until_ended(init: libc::pid_t, keep: libc::c_int) -> ! {
+fn reap_until_ended(command: libc::pid_t, status_out: libc::c_int) -> ! {
     // SAFETY: plain system calls on integers and on memory of this frame; `_exit` ends this
     // process without running anything of the parent's.
     unsafe {
         // std's exec-status pipe among them: std must hear from the command, not from here.
-        close_from(3, keep);
+        close_from(3, status_out);
+        // A copy of axocoatl, environment and memory included: not readable through /proc
+        // (Landlock keeps the sandboxed command from tracing it as well).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let mut status: libc::c_int = 0;
+        loop {
+            let r = libc::waitpid(-1, &mut status, 0);
+            if r == command {
+                break;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        let bytes = status.to_ne_bytes();
+        libc::write(status_out, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(0);
+    }
+}
+
+/// The keeper: waits for the namespace's init, then exits as the command did (as the init
+/// did, if it could not say). Never returns.
+#[expect(
+    unsafe_code,
+    reason = "close_range, sigaction, waitpid, read, kill and _exit in a pre_exec hook: libc has no safe wrapper"
+)]
+fn keep_until_ended(init: libc::pid_t, alive: libc::c_int, status_in: libc::c_int) -> ! {
+    // SAFETY: plain system calls on integers and on memory of this frame; `_exit` ends this
+    // process without running anything of the parent's.
+    unsafe {
+        // std's exec-status pipe among them: std must hear from the command, not from here.
+        close_from_keeping(3, [alive, status_in]);
         let mut ignore: libc::sigaction = std::mem::zeroed();
         ignore.sa_sigaction = libc::SIG_IGN;
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -370,6 +429,10 @@ fn keep_until_ended(init: libc::pid_t, keep: libc::c_int) -> ! {
             if r < 0 && *libc::__errno_location() != libc::EINTR {
                 libc::_exit(127);
             }
+        }
+        let mut told = [0u8; 4];
+        if libc::read(status_in, told.as_mut_ptr().cast(), told.len()) == told.len() as isize {
+            status = libc::c_int::from_ne_bytes(told);
         }
         if libc::WIFEXITED(status) {
             libc::_exit(libc::WEXITSTATUS(status));
@@ -422,23 +485,36 @@ fn cloexec_from(first: libc::c_uint) {
 }
 
 /// Closes every descriptor from `first` on but `keep`.
+fn close_from(first: libc::c_int, keep: libc::c_int) {
+    close_from_keeping(first, [keep, keep]);
+}
+
+/// Closes every descriptor from `first` on but the two in `keep`.
 #[expect(
     unsafe_code,
     reason = "close_range/close in a pre_exec hook: libc has no safe wrapper"
 )]
-fn close_from(first: libc::c_int, keep: libc::c_int) {
+fn close_from_keeping(first: libc::c_int, keep: [libc::c_int; 2]) {
+    let (a, b) = (
+        keep[0].min(keep[1]) as libc::c_uint,
+        keep[0].max(keep[1]) as libc::c_uint,
+    );
+    let first = first as libc::c_uint;
+    // The ranges around the kept descriptors (a range whose end is before its start is empty).
     let ranges = [
-        (first as libc::c_uint, keep as libc::c_uint - 1),
-        (keep as libc::c_uint + 1, libc::c_uint::MAX),
+        (first, a.saturating_sub(1)),
+        (a + 1, b.saturating_sub(1)),
+        (b + 1, libc::c_uint::MAX),
     ];
     for (from, to) in ranges {
-        if from > to {
+        if from > to || to < first {
             continue;
         }
+        let from = from.max(first);
         // SAFETY: plain system calls with integer arguments.
         unsafe {
             if libc::syscall(libc::SYS_close_range, from, to, 0 as libc::c_uint) != 0 {
-                for fd in from..to.min(open_files_limit()) {
+                for fd in from..=to.min(open_files_limit()) {
                     libc::close(fd as libc::c_int);
                 }
             }

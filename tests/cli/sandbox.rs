@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::env::{wait_until, TestEnv};
-use crate::common::procs::{actor, agents_status, json_lines, kill, tool_results, Serve};
+use crate::common::procs::{
+    actor, agents_status, json_lines, kill, marker, running_with, tool_results, Serve,
+};
 
 const NOBODY: u32 = 65534;
 
@@ -128,32 +130,6 @@ fn outputs(stdout: &str) -> Vec<String> {
     tool_results(&json_lines(stdout))
         .iter()
         .map(|r| r["output"].as_str().unwrap_or("").to_owned())
-        .collect()
-}
-
-/// A number no other test uses, to write as `sleep {marker}N` and find in process lists.
-fn marker() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "86400.{}{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed) + 500
-    )
-}
-
-/// The processes of the machine whose command line contains `marker`.
-fn running_with(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
         .collect()
 }
 
@@ -335,7 +311,7 @@ fn a_command_cannot_make_a_device_or_limit_processes_outside() {
         return;
     }
     let disk = "mknod disk b 7 0; ls disk; grep CapBnd /proc/self/status".to_string();
-    let limit = format!("prlimit --pid $PPID --fsize=0; echo rc=$?; {} -c 'import os, resource; resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))'", python());
+    let limit = format!("sleep 30 & prlimit --pid $! --fsize=0; echo rc=$?; kill $!; {} -c 'import os, resource; resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))'", python());
     let env = scripted("workspace-write", &[("try", vec![disk, limit])], "");
     let r = env.run(&["send", "--json", "try"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
