@@ -48,15 +48,21 @@ pub fn wait_gone(marker: &str) {
     );
 }
 
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
 fn sandboxed() -> bool {
-    let ok = super::sandbox::Support::probe().landlock_abi >= 1
-        && super::launch::sandbox_namespaces().is_ok();
-    if !ok {
-        eprintln!(
-            "skipped: this kernel cannot make the sandbox (the refusal is tested in command.rs)"
-        );
+    match super::sandbox::unavailable() {
+        None => true,
+        Some(why) => {
+            skipped(&format!(
+                "{why} (the refusal is tested in command.rs and launch.rs)"
+            ));
+            false
+        }
     }
-    ok
 }
 
 fn run(f: &Fixture, command: &str) -> ToolOutput {
@@ -84,7 +90,7 @@ fn nothing_a_command_started_outlives_it() {
             && !super::launch::Launch::supervised().has_pid_namespace();
         if full_access_without_pid_namespace {
             // Processes that left the group are not tracked there (README says so).
-            eprintln!("full-access without a pid namespace: setsid processes are not followed");
+            skipped("full-access without a pid namespace: setsid processes are not followed");
             for pid in running_with(&m) {
                 // SAFETY: test cleanup of processes this test started.
                 #[expect(unsafe_code, reason = "kill of leftover test processes")]
@@ -273,7 +279,7 @@ fn a_fork_bomb_is_bounded_and_its_turn_ends() {
         return;
     }
     if !super::launch::process_limit_enforced() {
-        eprintln!("skipped: run by root where no pids cgroup can be made, the kernel does not bound a command's processes");
+        skipped("run by root where no pids cgroup can be made, the kernel does not bound a command's processes");
         return;
     }
     let mut f = Fixture::new(SandboxMode::WorkspaceWrite);

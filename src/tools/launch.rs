@@ -157,21 +157,31 @@ pub fn sandbox_namespaces() -> Result<bool, String> {
     static FOUND: OnceLock<Result<bool, String>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
-            // Root needs no user namespace (and is spared the rules a user namespace puts
-            // on mounting /proc); anyone else needs one.
-            if is_root() && probe(SANDBOX_NAMESPACES, None, Some(Mounts::sandbox())).is_ok() {
-                return Ok(false);
-            }
-            let flags = SANDBOX_NAMESPACES | libc::CLONE_NEWUSER;
-            if let Err(e) = probe(flags, Some(own_maps()), None) {
-                return Err(format!("the kernel cannot enforce the sandbox: this process cannot create a user namespace with its own mount, pid and IPC namespaces ({e}); unprivileged user namespaces may be disabled (sysctl `kernel.unprivileged_userns_clone`, `user.max_user_namespaces`, an AppArmor or SELinux policy) or refused by a container's seccomp profile"));
-            }
-            if let Err(e) = probe(flags, Some(own_maps()), Some(Mounts::sandbox())) {
-                return Err(format!("the kernel cannot enforce the sandbox: a private /proc cannot be mounted in the command's pid namespace ({e}), as in containers whose /proc is partly masked"));
-            }
-            Ok(true)
+            find_namespaces(is_root(), &|user, proc| {
+                let flags = SANDBOX_NAMESPACES | if user { libc::CLONE_NEWUSER } else { 0 };
+                probe(flags, user.then(own_maps), proc.then(Mounts::sandbox))
+            })
         })
         .clone()
+}
+
+/// [`sandbox_namespaces`] with `probe(user namespace?, fresh /proc?)` starting the probe.
+fn find_namespaces(
+    root: bool,
+    probe: &dyn Fn(bool, bool) -> io::Result<()>,
+) -> Result<bool, String> {
+    // Root needs no user namespace (and is spared the rules a user namespace puts on
+    // mounting /proc); anyone else needs one.
+    if root && probe(false, true).is_ok() {
+        return Ok(false);
+    }
+    if let Err(e) = probe(true, false) {
+        return Err(format!("the kernel cannot enforce the sandbox: this process cannot create a user namespace with its own mount, pid and IPC namespaces ({e}); unprivileged user namespaces may be disabled (sysctl `kernel.unprivileged_userns_clone`, `user.max_user_namespaces`, an AppArmor or SELinux policy) or refused by a container's seccomp profile"));
+    }
+    if let Err(e) = probe(true, true) {
+        return Err(format!("the kernel cannot enforce the sandbox: a private /proc cannot be mounted in the command's pid namespace ({e}), as in containers whose /proc is partly masked"));
+    }
+    Ok(true)
 }
 
 /// Whether the kernel bounds a sandboxed command's processes: by `RLIMIT_NPROC` in its own
@@ -533,4 +543,82 @@ fn open_files_limit() -> libc::c_uint {
         return 1024;
     }
     limit.rlim_cur.min(1 << 20) as libc::c_uint
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn missing_namespaces_are_named() {
+        let refused = |_: bool, _: bool| Err(io::Error::from_raw_os_error(libc::EPERM));
+        let err = find_namespaces(false, &refused).expect_err("refused");
+        assert!(err.contains("cannot create a user namespace"), "{err}");
+        assert!(err.contains("Operation not permitted"), "{err}");
+        let no_proc = |_: bool, proc: bool| {
+            if proc {
+                Err(io::Error::from_raw_os_error(libc::EPERM))
+            } else {
+                Ok(())
+            }
+        };
+        let err = find_namespaces(true, &no_proc).expect_err("refused");
+        assert!(err.contains("a private /proc cannot be mounted"), "{err}");
+        assert_eq!(
+            find_namespaces(true, &|user, _| if user {
+                Err(io::Error::other("x"))
+            } else {
+                Ok(())
+            }),
+            Ok(false)
+        );
+        assert_eq!(find_namespaces(false, &|_, _| Ok(())), Ok(true));
+    }
+
+    fn launch() -> Option<Launch> {
+        if sandbox_namespaces().is_err() {
+            return None;
+        }
+        let confinement = sandbox::confine(&[]).ok()?;
+        let rlimits = Rlimits::new(&Default::default());
+        Launch::sandboxed(Mounts::sandbox(), rlimits, None, confinement).ok()
+    }
+
+    /// std learns of the exec from the command itself: neither the keeper nor the init
+    /// (which never exec) may hold its pipe, or every spawn would wait for the command's end,
+    /// and a failed exec is still reported.
+    #[test]
+    #[expect(unsafe_code, reason = "pre_exec runs the launch in the child")]
+    fn spawns_return_at_once_and_report_a_failed_exec() {
+        for launch in [launch(), Some(Launch::supervised())].into_iter().flatten() {
+            let launch = std::sync::Arc::new(launch);
+            let l = launch.clone();
+            let mut sleeper = Command::new("/bin/sleep");
+            sleeper.arg("5").stdin(Stdio::null());
+            // SAFETY: `in_child` only makes system calls.
+            unsafe {
+                sleeper.pre_exec(move || l.in_child());
+            }
+            let started = Instant::now();
+            let mut child = sleeper.spawn().expect("spawn");
+            assert!(
+                started.elapsed() < Duration::from_secs(4),
+                "spawn waited for the command"
+            );
+            child.kill().expect("kill");
+            child.wait().expect("wait");
+
+            let l = launch.clone();
+            let mut missing = Command::new("/nonexistent/program");
+            missing.stdin(Stdio::null());
+            // SAFETY: as above.
+            unsafe {
+                missing.pre_exec(move || l.in_child());
+            }
+            let err = missing.spawn().expect_err("no such program");
+            assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        }
+    }
 }

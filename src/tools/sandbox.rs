@@ -320,6 +320,14 @@ fn seccomp_program(landlock_abi: i32) -> Vec<libc::sock_filter> {
     p
 }
 
+/// Why this process cannot sandbox a command (Landlock, seccomp or the namespaces are
+/// missing), or `None` when it can.
+pub fn unavailable() -> Option<String> {
+    confine_with(Support::probe(), &[])
+        .err()
+        .or_else(|| super::launch::sandbox_namespaces().err())
+}
+
 /// Whether a `full-access` command runs in a pid namespace of its own, so that everything
 /// it starts ends with it (see `launch.rs`).
 pub fn full_access_has_pid_namespace() -> bool {

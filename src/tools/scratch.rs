@@ -171,7 +171,7 @@ mod tests {
         );
         fs::create_dir(dir.join("locked")).expect("mkdir");
         fs::write(dir.join("locked/f"), "x").expect("write");
-        fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0)).expect("chmod");
+        fs::set_permissions(dir.join("locked"), fs::Permissions::from_mode(0o000)).expect("chmod");
         drop(s);
         assert!(!dir.exists());
     }

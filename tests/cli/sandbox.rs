@@ -28,12 +28,19 @@ fn python() -> &'static str {
     }
 }
 
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
 fn sandbox_available() -> bool {
-    let ok = axocoatl::tools::sandbox::Support::probe().landlock_abi >= 1;
-    if !ok {
-        eprintln!("skipped: no Landlock on this kernel (the refusal is tested in tools.rs)");
+    match axocoatl::tools::sandbox::unavailable() {
+        None => true,
+        Some(why) => {
+            skipped(&format!("{why} (the refusal is tested in src/tools)"));
+            false
+        }
     }
-    ok
 }
 
 #[expect(unsafe_code, reason = "geteuid: libc has no safe wrapper")]
@@ -307,7 +314,7 @@ fn descriptors_of_the_caller_do_not_reach_commands() {
 #[test]
 fn a_command_cannot_make_a_device_or_limit_processes_outside() {
     if !sandbox_available() || !is_root() {
-        eprintln!("skipped: root's capabilities are what this checks");
+        skipped("root's capabilities are what this checks");
         return;
     }
     let disk = "mknod disk b 7 0; ls disk; grep CapBnd /proc/self/status".to_string();
