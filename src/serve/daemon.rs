@@ -519,6 +519,11 @@ async fn client(
     stream: UnixStream,
     spawn: tokio::sync::mpsc::UnboundedSender<usize>,
 ) {
+    // Another repository's sandboxed command may find this socket by its path.
+    if crate::tools::sandbox::peer_is_sandboxed(std::os::fd::AsFd::as_fd(&stream)) {
+        warn!("refused a connection from a sandboxed command");
+        return;
+    }
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut line = String::new();

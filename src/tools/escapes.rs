@@ -191,8 +191,9 @@ fn control_sockets_in_the_repository_are_out_of_reach() {
         let out = run(
             &f,
             &format!(
-                "ls -A .axocoatl/run {}; python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"connected\")' {}",
+                "ls -A .axocoatl/run {}; {} -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"connected\")' {}",
                 f.root.repo().join("run").display(),
+                python(),
                 sock.display()
             ),
         );
@@ -256,7 +257,7 @@ fn limits_bound_memory_file_size_and_cpu_time() {
         file_size_mb: Some(1),
         cpu_secs: Some(1),
     };
-    let out = run(&f, "python3 -c 'bytearray(512 << 20)'");
+    let out = run(&f, &format!("{} -c 'bytearray(512 << 20)'", python()));
     assert!(out.text.contains("MemoryError"), "{}", out.text);
     let out = run(&f, "head -c 3000000 /dev/zero > big");
     assert!(out.is_error, "{}", out.text);
@@ -289,7 +290,8 @@ fn a_fork_bomb_is_bounded_and_its_turn_ends() {
     };
     let out = run(
         &f,
-        "python3 -c '
+        &(python().to_owned()
+            + " -c '
 import os, time
 n = 0
 for i in range(100):
@@ -301,7 +303,7 @@ for i in range(100):
     except OSError as e:
         print(\"fork refused:\", e.strerror)
         break
-print(\"children\", n)'",
+print(\"children\", n)'"),
     );
     assert!(out.text.contains("fork refused"), "{}", out.text);
     let children: u32 = out
@@ -312,10 +314,69 @@ print(\"children\", n)'",
         .expect("children line");
     assert!(children < 16, "{}", out.text);
     let started = Instant::now();
+    // The bomb goes off in a subshell; the shell spins (a builtin loop, it forks nothing
+    // more) while the bomb runs into the limit.
     let out = f.call(
         "run_command",
-        json!({"command": "b() { b | b & }; b; sleep 30", "timeout_secs": 3}),
+        json!({"command": "(b() { b | b & }; b); while :; do :; done", "timeout_secs": 3}),
     );
-    assert!(out.text.contains("timed out after 3 s"), "{}", out.text);
+    assert!(out.text.contains("Cannot fork"), "{}", out.text);
+    assert!(
+        out.text
+            .ends_with("[timed out after 3 s: the command and everything it started were killed]"),
+        "{}",
+        out.text
+    );
     assert!(started.elapsed() < Duration::from_secs(20), "{}", out.text);
+}
+
+/// serve and the actors refuse a peer that is a sandboxed command (of any repository); not
+/// a `full-access` command, nor any other process.
+#[test]
+fn control_sockets_know_a_sandboxed_peer() {
+    use std::os::fd::AsFd;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let f = Fixture::new(SandboxMode::FullAccess);
+    let path = f.root.dir().join("probe.sock");
+    let listener = UnixListener::bind(&path).expect("bind");
+    let _own = UnixStream::connect(&path).expect("connect");
+    let (accepted, _) = listener.accept().expect("accept");
+    assert!(!super::sandbox::peer_is_sandboxed(accepted.as_fd()));
+    if !sandboxed() {
+        return;
+    }
+    let connect = format!(
+        "{} -c 'import socket, sys, time; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(5)' {}",
+        python(),
+        path.display()
+    );
+    for (mode, sandboxed) in [
+        (SandboxMode::WorkspaceWrite, true),
+        (SandboxMode::ReadOnly, true),
+        (SandboxMode::FullAccess, false),
+    ] {
+        let g = Fixture::new(mode);
+        let connect = connect.clone();
+        // The command stays connected while its peer is looked at; a stop ends it.
+        std::thread::scope(|scope| {
+            let command = scope.spawn(|| run(&g, &connect));
+            let (peer, _) = listener.accept().expect("accept");
+            assert_eq!(
+                super::sandbox::peer_is_sandboxed(peer.as_fd()),
+                sandboxed,
+                "{mode:?}"
+            );
+            g.cancel.cancel();
+            command.join().expect("command");
+        });
+    }
+}
+
+/// The python of the system (readable by every user).
+fn python() -> &'static str {
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
 }

@@ -320,6 +320,66 @@ fn seccomp_program(landlock_abi: i32) -> Vec<libc::sock_filter> {
     p
 }
 
+/// Whether the peer of the connected Unix socket `socket` is a sandboxed command, of this
+/// or of any other axocoatl on the machine: a process in a pid namespace nested in this
+/// process's, with no_new_privs set (both read from its `/proc/<pid>/status`, which any
+/// user may read). The control sockets of serve and the actors refuse such peers: the
+/// command's own repository's `run/` is out of its view, but another repository's is not.
+/// A peer whose status cannot be read counts as sandboxed; a peer whose pid this process
+/// cannot see (an ancestor or sibling pid namespace) does not.
+pub fn peer_is_sandboxed(socket: std::os::fd::BorrowedFd<'_>) -> bool {
+    let Some(pid) = peer_pid(socket) else {
+        return true;
+    };
+    if pid == 0 {
+        return false;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    // NSpid: its pid in each pid namespace from this /proc's down to its own.
+    let nested = match field("NSpid:") {
+        Some(pids) => pids.split_whitespace().count() > 1,
+        // Before Linux 4.1: compare the namespaces themselves.
+        None => {
+            let ns = |path: &str| std::fs::read_link(path).ok();
+            let theirs = ns(&format!("/proc/{pid}/ns/pid"));
+            theirs.is_none() || theirs != ns("/proc/self/ns/pid")
+        }
+    };
+    nested && field("NoNewPrivs:") != Some("0")
+}
+
+#[expect(
+    unsafe_code,
+    reason = "getsockopt(SO_PEERCRED): libc has no safe wrapper"
+)]
+fn peer_pid(socket: std::os::fd::BorrowedFd<'_>) -> Option<libc::pid_t> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into a struct of this frame.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.pid)
+}
+
 /// Why this process cannot sandbox a command (Landlock, seccomp or the namespaces are
 /// missing), or `None` when it can.
 pub fn unavailable() -> Option<String> {

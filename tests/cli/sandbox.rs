@@ -160,6 +160,25 @@ fn lingering(m: &str) -> String {
     )
 }
 
+/// The sockets of `env`'s serve and actors, once its actor for `coder` is up.
+fn control_sockets(env: &TestEnv, nobody: bool) -> Vec<std::path::PathBuf> {
+    wait_until("the actor is up", || {
+        actor(&status(env, nobody), "coder")["state"] == "idle"
+    });
+    let mut sockets = vec![env.repo().join("run/serve.sock")];
+    for e in std::fs::read_dir(env.repo().join("run/actors")).expect("actors") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "sock") {
+            sockets.push(p);
+        }
+    }
+    assert!(sockets.len() >= 2, "{sockets:?}");
+    sockets
+}
+
+/// A command tries serve's and the actors' sockets of its own repository (out of its view)
+/// and another repository's serve (in view, by its path), asking each to widen the agent's
+/// sandbox; neither answers, and both agents keep their sandbox.
 #[test]
 fn control_sockets_of_serve_and_actors_are_out_of_reach() {
     if !sandbox_available() {
@@ -177,29 +196,27 @@ fn control_sockets_of_serve_and_actors_are_out_of_reach() {
             )],
             "",
         );
-        // Connects to each socket given and sends a line (serve would take a patch of the
-        // agent's sandbox); prints what happened.
+        let other = scripted("workspace-write", &[], "");
+        // Connects to each socket given, asks for `sandbox: full-access` and prints what
+        // happened.
         env.write(
             "probe.py",
-            "import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(p)\n        s.sendall(b'{}\\n')\n        print('connected', p)\n    except OSError as e:\n        print('refused', type(e).__name__)\n",
+            "import socket, sys\nline = b'{\"op\": \"set\", \"agent\": \"coder\", \"key\": \"sandbox\", \"value\": \"full-access\"}\\n'\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(p)\n    except OSError as e:\n        print('refused', type(e).__name__)\n        continue\n    try:\n        s.sendall(line)\n        reply = s.recv(4096)\n    except OSError:\n        reply = b''\n    print('connected; reply', reply)\n",
         );
         let config = std::fs::read(env.work.join("axocoatl.yaml")).expect("config");
         if nobody {
             give_to_nobody(&env);
+            give_to_nobody(&other);
         }
         let serve = Serve::from_command(command(&env, nobody, &["serve"]));
-        wait_until("the actor is up", || {
-            actor(&status(&env, nobody), "coder")["state"] == "idle"
-        });
-        let mut sockets = vec![env.repo().join("run/serve.sock")];
-        for e in std::fs::read_dir(env.repo().join("run/actors")).expect("actors") {
-            let p = e.expect("entry").path();
-            if p.extension().is_some_and(|x| x == "sock") {
-                sockets.push(p);
-            }
-        }
-        assert!(sockets.len() >= 2, "{sockets:?}");
-        let list: Vec<String> = sockets.iter().map(|p| p.display().to_string()).collect();
+        let other_serve = Serve::from_command(command(&other, nobody, &["serve"]));
+        let own = control_sockets(&env, nobody);
+        let theirs = control_sockets(&other, nobody);
+        let list: Vec<String> = own
+            .iter()
+            .chain(&theirs[..1])
+            .map(|p| p.display().to_string())
+            .collect();
         env.write("sockets.txt", &list.join(" "));
         let r = command(&env, nobody, &["send", "--json", "knock"])
             .output()
@@ -207,18 +224,31 @@ fn control_sockets_of_serve_and_actors_are_out_of_reach() {
         let stdout = String::from_utf8_lossy(&r.stdout);
         assert_eq!(r.status.code(), Some(0), "{stdout}");
         let out = &outputs(&stdout)[0];
-        assert!(!out.contains("connected"), "nobody={nobody}: {out}");
+        assert!(!out.contains(".sock"), "the command saw run/: {out}");
         assert_eq!(
             out.matches("refused FileNotFoundError").count(),
-            sockets.len(),
-            "{out}"
+            own.len(),
+            "nobody={nobody}: {out}"
         );
-        assert!(!out.contains(".sock"), "the command saw run/: {out}");
+        // The other repository's serve is in view, and hangs up without an answer.
+        assert_eq!(out.matches("connected; reply b''").count(), 1, "{out}");
+        other_serve.wait_log("refused a connection from a sandboxed command");
+        // The same line from outside the sandbox is answered (and would have worked).
+        let mut s = std::os::unix::net::UnixStream::connect(&theirs[0]).expect("connect");
+        std::io::Write::write_all(
+            &mut s,
+            b"{\"op\": \"set\", \"agent\": \"coder\", \"key\": \"sandbox\", \"value\": \"full-access\"}\n",
+        )
+        .expect("write");
+        let mut reply = String::new();
+        BufReader::new(s).read_line(&mut reply).expect("reply");
+        assert!(reply.contains("done"), "{reply}");
         assert_eq!(
             std::fs::read(env.work.join("axocoatl.yaml")).expect("config"),
             config
         );
         assert_eq!(serve.terminate(), 0);
+        assert_eq!(other_serve.terminate(), 0);
     }
 }
 
@@ -483,4 +513,56 @@ fn binary_output_is_kept_byte_for_byte() {
         bytes.starts_with(b"a\xffb\n[the output is not valid UTF-8"),
         "{bytes:?}"
     );
+}
+
+/// An unprivileged user's command is bounded by `RLIMIT_NPROC` in its own user namespace
+/// (root's by a pids cgroup: src/tools/escapes.rs); the turn goes on.
+#[test]
+fn an_unprivileged_fork_bomb_is_bounded() {
+    if !sandbox_available() {
+        return;
+    }
+    let forks = format!(
+        "{} -c 'import os, time\nn = 0\nfor i in range(100):\n    try:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\n    except OSError as e:\n        print(\"fork refused:\", e.strerror)\n        break\nprint(\"children\", n)'",
+        python()
+    );
+    let bomb = "(b() { b | b & }; b); while :; do :; done".to_string();
+    let env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: coder\n    provider: canned\n    sandbox: workspace-write\n    command_limits: {processes: 16}\n",
+    );
+    let mut script = replies(&[("bomb", vec![forks])]);
+    let args = json!({"command": bomb, "timeout_secs": 3});
+    script = script.replacen(
+        "  - match: bomb\n    text: done\n",
+        &format!("  - match: bomb\n    tool_calls: [{{name: run_command, arguments: {args}}}]\n  - match: bomb\n    text: done\n"),
+        1,
+    );
+    env.write("replies.yaml", &script);
+    give_to_nobody(&env);
+    let started = Instant::now();
+    let r = command(&env, true, &["send", "--json", "bomb"])
+        .output()
+        .expect("send");
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(r.status.code(), Some(0), "{stdout}");
+    let out = outputs(&stdout);
+    assert!(
+        out[0].contains("fork refused: Resource temporarily unavailable"),
+        "{}",
+        out[0]
+    );
+    let children: u32 = out[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("children "))
+        .and_then(|n| n.parse().ok())
+        .expect("children line");
+    assert!(children < 16, "{}", out[0]);
+    assert!(out[1].contains("Cannot fork"), "{}", out[1]);
+    assert!(
+        out[1]
+            .ends_with("[timed out after 3 s: the command and everything it started were killed]"),
+        "{}",
+        out[1]
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
 }
