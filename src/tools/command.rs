@@ -193,6 +193,11 @@ fn prepare(
             )));
         }
     }
+    // The machine's other control sockets (D-Bus, systemd, container engines, ...).
+    let mut keep = writable.clone();
+    keep.push(repo);
+    keep.extend(cx.root.config_inside());
+    mounts.hide_well_known_sockets(&keep);
     let confinement = sandbox::confine(&writable).map_err(refuse)?;
     let cgroup = ProcessCgroup::create(cx.limits.processes()).map(Arc::new);
     let launch = Launch::sandboxed(

@@ -380,3 +380,35 @@ fn python() -> &'static str {
         "python3"
     }
 }
+
+/// The machine's well-known control sockets (D-Bus, systemd, container engines, ...) are
+/// hidden like axocoatl's own: Landlock cannot refuse a pathname socket before ABI 9.
+#[test]
+fn the_machines_control_sockets_are_hidden() {
+    if !sandboxed() {
+        return;
+    }
+    let present: Vec<_> = ["/run/dbus", "/run/systemd"]
+        .into_iter()
+        .filter(|p| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some()))
+        .collect();
+    if present.is_empty() {
+        skipped("no /run/dbus or /run/systemd with anything in it on this machine");
+        return;
+    }
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let f = Fixture::new(mode);
+        let out = run(
+            &f,
+            &format!("find {} -mindepth 1 | wc -l", present.join(" ")),
+        );
+        assert_eq!(out.text, "0\n[exit code 0]", "{mode:?}");
+    }
+    // full-access sees them.
+    let f = Fixture::new(SandboxMode::FullAccess);
+    let out = run(
+        &f,
+        &format!("find {} -mindepth 1 | wc -l", present.join(" ")),
+    );
+    assert_ne!(out.text, "0\n[exit code 0]");
+}

@@ -43,6 +43,9 @@ pub struct Mounts {
     propagation: libc::c_ulong,
     read_only: Vec<Target>,
     covered: Vec<CString>,
+    /// Directories and sockets hidden if they are still there when the command starts.
+    hidden_dirs: Vec<CString>,
+    hidden_files: Vec<CString>,
     proc: bool,
 }
 
@@ -53,6 +56,8 @@ impl Mounts {
             propagation: libc::MS_PRIVATE,
             read_only: Vec::new(),
             covered: Vec::new(),
+            hidden_dirs: Vec::new(),
+            hidden_files: Vec::new(),
             proc: true,
         }
     }
@@ -64,6 +69,8 @@ impl Mounts {
             propagation: libc::MS_SLAVE,
             read_only: Vec::new(),
             covered: Vec::new(),
+            hidden_dirs: Vec::new(),
+            hidden_files: Vec::new(),
             proc: true,
         }
     }
@@ -84,6 +91,32 @@ impl Mounts {
     pub fn cover(&mut self, path: &Path) -> Result<(), String> {
         self.covered.push(c_path(path)?);
         Ok(())
+    }
+
+    /// Hides the well-known control sockets of the machine's services ([`well_known_sockets`])
+    /// that exist, except where that would hide one of `keep` (the workspace, the
+    /// repository, ...). Best effort: one that vanishes before the command starts is skipped.
+    pub fn hide_well_known_sockets(&mut self, keep: &[&Path]) {
+        for path in well_known_sockets() {
+            let Ok(real) = path.canonicalize() else {
+                continue;
+            };
+            if keep.iter().any(|k| k.starts_with(&real)) {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(&real) else {
+                continue;
+            };
+            let Ok(c) = c_path(&real) else { continue };
+            let list = if meta.is_dir() {
+                &mut self.hidden_dirs
+            } else {
+                &mut self.hidden_files
+            };
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
     }
 
     /// Applies every mount. Meant for a `pre_exec` hook, in the new namespaces and before
@@ -128,6 +161,24 @@ impl Mounts {
                     c"size=4k,mode=0555".as_ptr().cast(),
                 ))?;
             }
+            for dir in &self.hidden_dirs {
+                present(libc::mount(
+                    c"axocoatl-hidden".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=4k,mode=0555".as_ptr().cast(),
+                ))?;
+            }
+            for file in &self.hidden_files {
+                present(libc::mount(
+                    c"/dev/null".as_ptr(),
+                    file.as_ptr(),
+                    null,
+                    libc::MS_BIND,
+                    null.cast(),
+                ))?;
+            }
             if self.proc {
                 check(libc::mount(
                     c"proc".as_ptr(),
@@ -148,6 +199,63 @@ fn check(r: libc::c_int) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// [`check`] that lets a path that is gone (or changed kind) pass.
+fn present(r: libc::c_int) -> io::Result<()> {
+    match check(r) {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::EISDIR)
+            ) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Where the machine's services keep the sockets that control them: the system and user
+/// D-Bus and systemd (`systemd-run` starts anything outside the sandbox), container
+/// engines, snapd, databases, libvirt, CUPS, the user's runtime directory (its bus,
+/// podman, gpg-agent), X11 and ICE, tmux, and the ssh-agent of `SSH_AUTH_SOCK`. Landlock
+/// cannot refuse `connect(2)` to a pathname socket before ABI 9, so a command must not see
+/// them. (`/var/run` is normally a link to `/run`.)
+pub fn well_known_sockets() -> Vec<std::path::PathBuf> {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    #[expect(unsafe_code, reason = "geteuid: libc has no safe wrapper")]
+    let uid = unsafe { libc::geteuid() };
+    let mut paths: Vec<std::path::PathBuf> = [
+        "/run/dbus",
+        "/var/run/dbus",
+        "/run/systemd",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/docker",
+        "/run/containerd",
+        "/run/podman",
+        "/run/crio",
+        "/run/snapd.socket",
+        "/run/snapd-snap.socket",
+        "/run/postgresql",
+        "/run/mysqld",
+        "/run/libvirt",
+        "/run/cups",
+        "/tmp/.X11-unix",
+        "/tmp/.ICE-unix",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .collect();
+    paths.push(format!("/run/user/{uid}").into());
+    paths.push(format!("/tmp/tmux-{uid}").into());
+    if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK") {
+        if let Some(dir) = Path::new(&agent).parent().filter(|d| *d != Path::new("/")) {
+            paths.push(dir.to_path_buf());
+        }
+    }
+    paths
 }
 
 fn c_path(path: &Path) -> Result<CString, String> {
