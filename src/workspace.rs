@@ -90,7 +90,7 @@ impl Workspace {
         };
         let recovered = session::recover_orphans(&repo)?;
         // Temporary directories of commands whose process was killed.
-        crate::tools::sweep_command_dirs();
+        crate::scratch::sweep();
         let ws = Workspace {
             repo,
             config_path,

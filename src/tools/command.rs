@@ -24,10 +24,10 @@ use super::launch::Launch;
 use super::limits::{ProcessCgroup, Rlimits};
 use super::mountns::Mounts;
 use super::registry::Handler;
-use super::scratch::Scratch;
 use super::{sandbox, Context, ToolOutput};
 use crate::child::{exited, signal_group, ExitWatch};
 use crate::config::SandboxMode;
+use crate::scratch::Scratch;
 
 /// The default and the largest `timeout_secs`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;

@@ -94,7 +94,7 @@ impl ProcessCgroup {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = parent.join(format!(
             "{PREFIX}{}-{}",
-            super::scratch::owner_tag(),
+            crate::scratch::owner_tag(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         fs::create_dir(&dir).ok()?;
@@ -159,7 +159,7 @@ fn sweep(parent: &Path) {
         let Some(tag) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
             continue;
         };
-        if !super::scratch::owner_alive(tag) {
+        if !crate::scratch::owner_alive(tag) {
             let _ = fs::remove_dir(entry.path());
         }
     }

@@ -20,7 +20,6 @@ mod path;
 pub mod registry;
 pub mod sandbox;
 mod schema;
-mod scratch;
 mod search;
 
 use std::sync::Arc;
@@ -36,7 +35,6 @@ use crate::provider::{Cancel, ToolSchema};
 pub use command::{DEFAULT_TIMEOUT_SECS, GRACE, NOT_UTF8_NOTE};
 pub use path::{Root, Workplace};
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
-pub use scratch::sweep as sweep_command_dirs;
 
 pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};
 

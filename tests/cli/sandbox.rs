@@ -424,8 +424,8 @@ fn kill_9_of_send_ends_everything_its_command_started() {
                 kill(pid, libc::SIGKILL);
             }
         }
-        // The next open of the repository removes the temporary directory it left.
-        assert!(tmpdir.exists());
+        // The next open of the repository (or of any other, as in a parallel test) removes
+        // the temporary directory it left.
         let r = command(&env, nobody, &["history"])
             .output()
             .expect("history");

@@ -1,4 +1,4 @@
-//! The private temporary directory of each command (its `$TMPDIR`, writable in every
+//! The private temporary directory of each `run_command` (its `$TMPDIR`, writable in every
 //! sandbox): mode 0700, under a directory of this user's (`axocoatl-commands-<uid>` in the
 //! system's temporary directory, also 0700), named after the process that made it
 //! (`<pid>-<start time>-<n>`). It is removed when the command ends; one left behind by a
