@@ -261,7 +261,7 @@ sandbox_escapes() {
     "$connect $dir/.axocoatl/run/serve.sock 2>/dev/null && echo ESCAPED serve-socket"
     "for s in $dir/.axocoatl/run/actors/*.sock; do $connect \$s 2>/dev/null && echo ESCAPED actor-socket; done"
     "sleep ${tag}1 & setsid sleep ${tag}2 & (setsid sh -c 'sleep ${tag}3 &' &); echo started"
-    "b() { b | b & }; b; sleep 2"
+    "for i in \$(seq 200); do sleep 20 & done 2>/dev/null; [ \$(ls /proc | grep -c '^[0-9]') -gt 64 ] && echo ESCAPED process-limit"
   )
   {
     echo "replies:"
@@ -313,7 +313,7 @@ EOF
     sleep "0.$((RANDOM % 5))"
     if [[ -n "${serve_pid:-}" ]]; then
       local actor
-      actor=$(ax "$dir" agents status --json 2>/dev/null | jq -r 'select(.type == "actor") | .pid' | head -1)
+      actor=$(ax "$dir" agents status --json 2>/dev/null | jq -r --arg s "k$r" 'select(.type == "actor" and .session == $s) | .pid' | head -1)
       if [[ -n "$actor" && "$actor" != null ]] && kill -9 "$actor"; then sandbox_kills=$((sandbox_kills + 1)); fi
     elif kill -9 "$send" 2>/dev/null; then
       sandbox_kills=$((sandbox_kills + 1))

@@ -315,12 +315,10 @@ print(\"children\", n)'"),
         .expect("children line");
     assert!(children < 16, "{}", out.text);
     let started = Instant::now();
-    // The bomb goes off in a subshell; the shell spins (a builtin loop, it forks nothing
-    // more) while the bomb runs into the limit.
-    let out = f.call(
-        "run_command",
-        json!({"command": "(b() { b | b & }; b); while :; do :; done", "timeout_secs": 3}),
-    );
+    // A bomb of bounded depth (at most 254 processes even if nothing stopped it: a test
+    // must not take the machine down when what it tests breaks) goes off in a subshell; the
+    // shell spins (a builtin loop, it forks nothing more) while the bomb runs into the limit.
+    let out = f.call("run_command", json!({"command": BOMB, "timeout_secs": 3}));
     assert!(out.text.contains("Cannot fork"), "{}", out.text);
     assert!(
         out.text
@@ -330,6 +328,10 @@ print(\"children\", n)'"),
     );
     assert!(started.elapsed() < Duration::from_secs(20), "{}", out.text);
 }
+
+/// A fork bomb that stops by itself at depth 6 (at most 254 processes), spawned in a
+/// subshell, while the shell spins without forking until the timeout.
+pub const BOMB: &str = "(b() { [ $1 -gt 0 ] && { b $(($1 - 1)) | b $(($1 - 1)) & }; sleep 5; }; b 6); while :; do :; done";
 
 /// serve and the actors refuse a peer that is a sandboxed command (of any repository); not
 /// a `full-access` command, nor any other process.
