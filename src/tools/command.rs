@@ -168,14 +168,18 @@ fn prepare(
         SandboxMode::FullAccess => return Ok((Launch::supervised(), None)),
         SandboxMode::ReadOnly => vec![tmp],
         SandboxMode::WorkspaceWrite => {
-            // The repository and the configuration file inside the workspace stay
-            // read-only (Landlock alone cannot take them out of a writable directory).
+            // The repository and the protected files inside the workspace (the
+            // configuration, the programs it makes axocoatl run, every symbolic link that
+            // leads to them) stay read-only: Landlock alone cannot take them out of a
+            // writable directory.
+            let mut protected: Vec<&Path> = Vec::new();
             if repo.starts_with(workspace) && repo.is_dir() {
-                mounts.read_only(repo).map_err(refuse)?;
+                protected.push(repo);
             }
-            if let Some(config) = cx.root.config_inside() {
-                mounts.read_only(config).map_err(refuse)?;
-            }
+            protected.extend(cx.root.read_only_for_commands());
+            mounts
+                .read_only(&[workspace, tmp], &protected)
+                .map_err(refuse)?;
             vec![workspace, tmp]
         }
     };
@@ -196,7 +200,7 @@ fn prepare(
     // The machine's other control sockets (D-Bus, systemd, container engines, ...).
     let mut keep = writable.clone();
     keep.push(repo);
-    keep.extend(cx.root.config_inside());
+    keep.extend(cx.root.read_only_for_commands());
     mounts.hide_well_known_sockets(&keep);
     let confinement = sandbox::confine(&writable).map_err(refuse)?;
     let cgroup = ProcessCgroup::create(cx.limits.processes()).map(Arc::new);

@@ -8,7 +8,9 @@
 //! a path outside the workspace, or a write in a read-only sandbox is an error result for
 //! the model (recorded like any other result), never a failure of the turn.
 
+mod beneath;
 mod command;
+pub mod diff;
 #[cfg(test)]
 mod escapes;
 mod fs;
@@ -21,6 +23,7 @@ pub mod registry;
 pub mod sandbox;
 mod schema;
 mod search;
+mod walk;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

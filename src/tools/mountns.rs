@@ -13,7 +13,12 @@
 //! - Read-only binds: Landlock grants access to whole hierarchies and cannot take a
 //!   subdirectory back out of a writable one, so the repository (`.axocoatl/`, which normally
 //!   lies inside the workspace) would be writable by a command in `workspace-write`. A mount
-//!   point can be neither written, removed nor renamed over.
+//!   point can be neither written, removed nor renamed over. A symbolic link (a
+//!   configuration file reached through one) gets a bind of the link itself (`open_tree` +
+//!   `move_mount`, which do not follow it), so it cannot be replaced. Each directory between
+//!   the writable directory and such a place is bound onto itself as it is (writable): a
+//!   parent of a mount point can be renamed, a mount point cannot, so the place keeps its
+//!   path.
 //!
 //! Every mount is made private first (slave for `full-access`, which keeps seeing the host's
 //! later mounts), so nothing propagates back. Then Landlock forbids every further change of
@@ -28,11 +33,22 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// One directory or file to be made read-only, with the flags of its mount that must be kept.
+/// One place to bind, with the flags of its mount that must be kept.
 #[derive(Debug)]
 struct Target {
     path: CString,
+    kind: Kind,
     remount_flags: libc::c_ulong,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A directory or file, bound read-only.
+    ReadOnly,
+    /// A symbolic link, bound itself (not what it points to).
+    Link,
+    /// A directory on the way to one of the others, bound as it is so it keeps its name.
+    Pin,
 }
 
 /// Prepared mounts, applied in the child by [`Mounts::apply`] once it is in its own mount
@@ -75,15 +91,46 @@ impl Mounts {
         }
     }
 
-    /// Makes `path` (a directory or a file, which must exist) read-only.
-    pub fn read_only(&mut self, path: &Path) -> Result<(), String> {
-        let c = c_path(path)?;
-        let remount_flags = kept_flags(&c)
-            .map_err(|e| format!("{}: cannot read its mount flags: {e}", path.display()))?;
-        self.read_only.push(Target {
-            path: c,
-            remount_flags,
-        });
+    /// Makes `places` (directories, files or symbolic links, which must exist) beneath the
+    /// `writable` directories read-only, each keeping its path.
+    pub fn read_only(&mut self, writable: &[&Path], places: &[&Path]) -> Result<(), String> {
+        let mut plan: Vec<(&Path, Kind)> = Vec::new();
+        for place in places {
+            let kind = match place.symlink_metadata() {
+                Ok(m) if m.file_type().is_symlink() => Kind::Link,
+                _ => Kind::ReadOnly,
+            };
+            plan.push((place, kind));
+            let Some(top) = writable
+                .iter()
+                .filter(|w| place.starts_with(w))
+                .max_by_key(|w| w.components().count())
+            else {
+                continue;
+            };
+            for parent in place.ancestors().skip(1).take_while(|a| **a != **top) {
+                if !places.contains(&parent) && !plan.contains(&(parent, Kind::Pin)) {
+                    plan.push((parent, Kind::Pin));
+                }
+            }
+        }
+        // Outer places first, so that an inner bind lands on the outer one.
+        plan.sort_by_key(|(p, _)| p.components().count());
+        for (place, kind) in plan {
+            let path = c_path(place)?;
+            // A link's own mount is its directory's (statvfs would follow the link).
+            let flags_of = match (kind, place.parent()) {
+                (Kind::Link, Some(parent)) => c_path(parent)?,
+                _ => path.clone(),
+            };
+            let remount_flags = kept_flags(&flags_of)
+                .map_err(|e| format!("{}: cannot read its mount flags: {e}", place.display()))?;
+            self.read_only.push(Target {
+                path,
+                kind,
+                remount_flags,
+            });
+        }
         Ok(())
     }
 
@@ -137,6 +184,10 @@ impl Mounts {
                 null.cast(),
             ))?;
             for t in &self.read_only {
+                if t.kind == Kind::Link {
+                    bind_link(&t.path)?;
+                    continue;
+                }
                 check(libc::mount(
                     t.path.as_ptr(),
                     t.path.as_ptr(),
@@ -144,13 +195,15 @@ impl Mounts {
                     libc::MS_BIND | libc::MS_REC,
                     null.cast(),
                 ))?;
-                check(libc::mount(
-                    null,
-                    t.path.as_ptr(),
-                    null,
-                    t.remount_flags,
-                    null.cast(),
-                ))?;
+                if t.kind == Kind::ReadOnly {
+                    check(libc::mount(
+                        null,
+                        t.path.as_ptr(),
+                        null,
+                        t.remount_flags,
+                        null.cast(),
+                    ))?;
+                }
             }
             for dir in &self.covered {
                 check(libc::mount(
@@ -191,6 +244,48 @@ impl Mounts {
         }
         Ok(())
     }
+}
+
+/// Binds the symbolic link `path` itself onto itself: `open_tree` with
+/// `AT_SYMLINK_NOFOLLOW` clones the link's own mount, and `move_mount` without
+/// `MOVE_MOUNT_T_SYMLINKS` attaches it on the link, not on what it points to (Linux 5.2).
+#[expect(
+    unsafe_code,
+    reason = "open_tree and move_mount system calls: libc has no wrapper"
+)]
+fn bind_link(path: &CStr) -> io::Result<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+    // SAFETY: plain system calls on a C string the caller owns and a descriptor they
+    // return, closed here.
+    unsafe {
+        let tree = libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE
+                | libc::O_CLOEXEC as libc::c_uint
+                | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+        );
+        if tree < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let tree = tree as libc::c_int;
+        let r = libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        );
+        let err = io::Error::last_os_error();
+        libc::close(tree);
+        if r != 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
@@ -302,6 +397,51 @@ mod tests {
             f & (libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY),
             libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY
         );
+    }
+
+    /// The plan for a configuration reached through a symlink, kept in a subdirectory: the
+    /// link is bound itself, the directory on the way is pinned, outer places come first.
+    #[test]
+    fn links_are_bound_themselves_and_the_directories_on_the_way_are_pinned() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("conf/deep")).expect("mkdir");
+        std::fs::create_dir_all(ws.join(".axocoatl")).expect("mkdir");
+        std::fs::write(ws.join("conf/deep/real.yaml"), "x").expect("write");
+        std::os::unix::fs::symlink("conf/deep/real.yaml", ws.join("axocoatl.yaml"))
+            .expect("symlink");
+        let (link, real, repo) = (
+            ws.join("axocoatl.yaml"),
+            ws.join("conf/deep/real.yaml"),
+            ws.join(".axocoatl"),
+        );
+        let mut mounts = Mounts::sandbox();
+        mounts
+            .read_only(&[&ws, tmp.path()], &[&real, &link, &repo])
+            .expect("binds");
+        let plan: Vec<(String, Kind)> = mounts
+            .read_only
+            .iter()
+            .map(|t| {
+                let p = Path::new(std::ffi::OsStr::from_bytes(t.path.as_bytes()));
+                (
+                    p.strip_prefix(&ws).expect("in ws").display().to_string(),
+                    t.kind,
+                )
+            })
+            .collect();
+        let expected = [
+            ("conf", Kind::Pin),
+            ("axocoatl.yaml", Kind::Link),
+            (".axocoatl", Kind::ReadOnly),
+            ("conf/deep", Kind::Pin),
+            ("conf/deep/real.yaml", Kind::ReadOnly),
+        ];
+        let expected: Vec<(String, Kind)> = expected
+            .iter()
+            .map(|(p, k)| ((*p).to_owned(), *k))
+            .collect();
+        assert_eq!(plan, expected);
     }
 
     #[test]

@@ -208,8 +208,8 @@ fn control_sockets_of_serve_and_actors_are_out_of_reach() {
             give_to_nobody(&env);
             give_to_nobody(&other);
         }
-        let serve = Serve::from_command(command(&env, nobody, &["serve"]));
-        let other_serve = Serve::from_command(command(&other, nobody, &["serve"]));
+        let serve = Serve::start_command(command(&env, nobody, &["serve"]));
+        let other_serve = Serve::start_command(command(&other, nobody, &["serve"]));
         let own = control_sockets(&env, nobody);
         let theirs = control_sockets(&other, nobody);
         let list: Vec<String> = own

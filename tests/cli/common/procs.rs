@@ -52,11 +52,12 @@ impl Serve {
     }
 
     pub fn start_with(env: &TestEnv, args: &[&str]) -> Serve {
-        Serve::from_command(env.cmd(args))
+        Serve::start_command(env.cmd(args))
     }
 
-    /// Starts `cmd` (a `serve` command line) and waits until it has started.
-    pub fn from_command(mut cmd: std::process::Command) -> Serve {
+    /// A `serve` started by `cmd` (a limit set first, another directory), once it logged
+    /// that it started.
+    pub fn start_command(mut cmd: std::process::Command) -> Serve {
         let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
