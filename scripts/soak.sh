@@ -391,6 +391,8 @@ sandbox_escapes() {
     "for s in $dir/.axocoatl/run/actors/*.sock; do $connect \$s 2>/dev/null && echo ESCAPED actor-socket; done"
     "sleep ${tag}1 & setsid sleep ${tag}2 & (setsid sh -c 'sleep ${tag}3 &' &); echo started"
     "for i in \$(seq 200); do sleep 20 & done 2>/dev/null; [ \$(ls /proc | grep -c '^[0-9]') -gt 64 ] && echo ESCAPED process-limit"
+    "{ echo '# x' >> axocoatl.yaml || ln -sfn replies.yaml axocoatl.yaml || mv axocoatl.yaml moved.yaml; } 2>/dev/null && echo ESCAPED configuration"
+    "{ echo x > .axocoatl/format || mv .axocoatl moved; } 2>/dev/null && echo ESCAPED repository"
   )
   {
     echo "replies:"
@@ -416,7 +418,8 @@ EOF
   local -A seen=()
   gone() { # waits up to 5 s for every process of the tag to end; counts survivors
     for ((w = 0; w < 50; w++)); do pgrep -f "$tag" >/dev/null || return 0; sleep 0.1; done
-    survivors=$((survivors + $(pgrep -fc "$tag"))); pkill -9 -f "$tag"; log "sandbox: processes survived $1"
+    local left; left=$(pgrep -f "$tag")
+    survivors=$((survivors + $(wc -w <<<"$left"))); kill -9 $left 2>/dev/null; log "sandbox: processes survived $1"
   }
   local half=$((SANDBOX_ROUNDS / 2))
   for ((r = 0; r < SANDBOX_ROUNDS; r++)); do

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::env::{wait_until, TestEnv};
-use crate::common::procs::{
-    actor, agents_status, json_lines, kill, marker, running_with, tool_results, Serve,
-};
+use crate::common::procs::{actor, json_lines, kill, marker, running_with, tool_results, Serve};
 
 const NOBODY: u32 = 65534;
 
@@ -341,31 +339,98 @@ fn descriptors_of_the_caller_do_not_reach_commands() {
     }
 }
 
+/// A command makes no device (root's capabilities are gone; Landlock grants MAKE_BLOCK
+/// nowhere), and neither limits nor signals a process outside its sandbox: not its
+/// parent's `RLIMIT_FSIZE`, not a process it started, not this test's process. As root and
+/// as the unprivileged user (whose own processes a command could limit and kill before).
 #[test]
 fn a_command_cannot_make_a_device_or_limit_processes_outside() {
-    if !sandbox_available() || !is_root() {
-        skipped("root's capabilities are what this checks");
+    if !sandbox_available() {
         return;
     }
-    let disk = "mknod disk b 7 0; ls disk; grep CapBnd /proc/self/status".to_string();
-    let limit = format!("sleep 30 & prlimit --pid $! --fsize=0; echo rc=$?; kill $!; {} -c 'import os, resource; resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))'", python());
-    let env = scripted("workspace-write", &[("try", vec![disk, limit])], "");
-    let r = env.run(&["send", "--json", "try"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let out = outputs(&r.stdout);
-    // Landlock refuses first (no MAKE_BLOCK anywhere); without it CAP_MKNOD is gone too.
-    assert!(
-        out[0].contains("mknod: disk: Permission denied"),
-        "{}",
-        out[0]
-    );
-    assert!(out[0].contains("CapBnd:\t0000000000000000"), "{}", out[0]);
-    assert!(!env.work.join("disk").exists());
-    assert!(
-        out[1].contains("rc=1") && out[1].contains("PermissionError"),
-        "{}",
-        out[1]
-    );
+    for nobody in [false, true] {
+        if !nobody && !is_root() {
+            skipped("root's capabilities are what the first half checks");
+            continue;
+        }
+        let disk = "mknod disk b 7 0; ls disk; grep CapBnd /proc/self/status".to_string();
+        let limit = format!(
+            "sleep 30 & prlimit --pid $! --fsize=0; echo rc=$?; kill $!; kill -0 {} && echo ESCAPED signal; {} -c 'import os, resource; resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))'",
+            std::process::id(),
+            python()
+        );
+        let env = scripted("workspace-write", &[("try", vec![disk, limit])], "");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let r = command(&env, nobody, &["send", "--json", "try"])
+            .output()
+            .expect("send");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}");
+        let out = outputs(&stdout);
+        // Landlock refuses first (no MAKE_BLOCK anywhere); without it CAP_MKNOD is gone too.
+        assert!(
+            out[0].contains("mknod: disk: Permission denied"),
+            "nobody={nobody}: {}",
+            out[0]
+        );
+        assert!(
+            out[0].contains("CapBnd:\t0000000000000000"),
+            "nobody={nobody}: {}",
+            out[0]
+        );
+        assert!(!env.work.join("disk").exists());
+        assert!(
+            out[1].contains("rc=1") && out[1].contains("PermissionError"),
+            "nobody={nobody}: {}",
+            out[1]
+        );
+        assert!(!out[1].contains("ESCAPED"), "nobody={nobody}: {}", out[1]);
+    }
+}
+
+/// `axocoatl stop` from another process ends the turn and everything its command started:
+/// `setsid` and double-forked processes too (a pid namespace per command).
+#[test]
+fn stop_ends_everything_its_command_started() {
+    for (nobody, sandbox) in [
+        (false, "workspace-write"),
+        (false, "full-access"),
+        (true, "workspace-write"),
+    ] {
+        if sandbox != "full-access" && !sandbox_available() {
+            continue;
+        }
+        if sandbox == "full-access" && !axocoatl::tools::sandbox::full_access_has_pid_namespace() {
+            skipped("full-access without a pid namespace: setsid processes are not followed");
+            continue;
+        }
+        let m = marker();
+        let env = scripted(sandbox, &[("linger", vec![lingering(&m)])], "");
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let mut child = command(&env, nobody, &["send", "--json", "linger"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("send");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let turn = crate::common::procs::turn_until_tool_started(&mut lines);
+        wait_until("the command's processes", || running_with(&m).len() >= 4);
+        let stop = command(&env, nobody, &["stop", &turn])
+            .output()
+            .expect("stop");
+        assert!(
+            stop.status.success(),
+            "{}",
+            String::from_utf8_lossy(&stop.stderr)
+        );
+        for _ in lines {}
+        assert_eq!(child.wait().expect("wait").code(), Some(4), "{sandbox}");
+        wait_gone(&m, &format!("stop ({sandbox}, nobody={nobody})"));
+    }
 }
 
 /// Starts `send --json` of a turn that runs [`lingering`] processes, waits until they all
@@ -434,56 +499,61 @@ fn kill_9_of_send_ends_everything_its_command_started() {
     }
 }
 
+/// kill -9 of the actor running a command, then of serve, ends everything the command
+/// started (long before its `timeout_secs`), as root and as the unprivileged user.
 #[test]
 fn kill_9_of_an_actor_or_of_serve_ends_its_commands() {
     if !sandbox_available() {
         return;
     }
-    let (first, second) = (marker(), marker());
-    let env = scripted(
-        "workspace-write",
-        &[
-            ("first", vec![lingering(&first)]),
-            ("second", vec![lingering(&second)]),
-        ],
-        "",
-    );
-    let serve = Serve::start(&env);
-    wait_until("the actor is up", || {
-        actor(&agents_status(&env), "coder")["state"] == "idle"
-    });
-    let pid = actor(&agents_status(&env), "coder")["pid"]
-        .as_u64()
-        .expect("pid") as u32;
-    let mut send = env
-        .cmd(&["send", "--json", "first"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("send");
-    wait_until("the command's processes", || {
-        running_with(&first).len() >= 4
-    });
-    assert_eq!(kill(pid, libc::SIGKILL), 0);
-    wait_gone(&first, "kill -9 of the actor");
-    let _ = send.wait();
-    wait_until("the actor is back", || {
-        let s = agents_status(&env);
-        let a = actor(&s, "coder");
-        a["state"] == "idle" && a["pid"].as_u64() != Some(pid as u64)
-    });
-    let mut send = env
-        .cmd(&["send", "--json", "second"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("send");
-    wait_until("the command's processes", || {
-        running_with(&second).len() >= 4
-    });
-    serve.signal(libc::SIGKILL);
-    wait_gone(&second, "kill -9 of serve");
-    let _ = send.wait();
+    for nobody in [false, true] {
+        let (first, second) = (marker(), marker());
+        let env = scripted(
+            "workspace-write",
+            &[
+                ("first", vec![lingering(&first)]),
+                ("second", vec![lingering(&second)]),
+            ],
+            "",
+        );
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let serve = Serve::start_command(command(&env, nobody, &["serve"]));
+        wait_until("the actor is up", || {
+            actor(&status(&env, nobody), "coder")["state"] == "idle"
+        });
+        let pid = actor(&status(&env, nobody), "coder")["pid"]
+            .as_u64()
+            .expect("pid") as u32;
+        let mut send = command(&env, nobody, &["send", "--json", "first"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("send");
+        wait_until("the command's processes", || {
+            running_with(&first).len() >= 4
+        });
+        assert_eq!(kill(pid, libc::SIGKILL), 0);
+        wait_gone(&first, &format!("kill -9 of the actor (nobody={nobody})"));
+        let _ = send.wait();
+        wait_until("the actor is back", || {
+            let s = status(&env, nobody);
+            let a = actor(&s, "coder");
+            a["state"] == "idle" && a["pid"].as_u64() != Some(pid as u64)
+        });
+        let mut send = command(&env, nobody, &["send", "--json", "second"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("send");
+        wait_until("the command's processes", || {
+            running_with(&second).len() >= 4
+        });
+        serve.signal(libc::SIGKILL);
+        wait_gone(&second, &format!("kill -9 of serve (nobody={nobody})"));
+        let _ = send.wait();
+    }
 }
 
 #[test]
@@ -567,4 +637,45 @@ fn an_unprivileged_fork_bomb_is_bounded() {
         out[1]
     );
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// Every key of `command_limits` in the configuration reaches the command as its soft and
+/// hard limit (as root and as the unprivileged user); a write past `file_size_mb` fails and
+/// the turn goes on.
+#[test]
+fn command_limits_of_the_configuration_bound_the_command() {
+    if !sandbox_available() {
+        return;
+    }
+    for nobody in [false, true] {
+        let look = format!(
+            "{} -c 'import resource as r\nfor n in (\"NPROC\", \"AS\", \"FSIZE\", \"CPU\"): print(n, *r.getrlimit(getattr(r, \"RLIMIT_\" + n)))'; head -c 3000000 /dev/zero > big; wc -c < big",
+            python()
+        );
+        let env = TestEnv::with_config(
+            "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: coder\n    provider: canned\n    sandbox: workspace-write\n    command_limits: {processes: 40, memory_mb: 512, file_size_mb: 1, cpu_secs: 30}\n",
+        );
+        env.write("replies.yaml", &replies(&[("look", vec![look])]));
+        if nobody {
+            give_to_nobody(&env);
+        }
+        let r = command(&env, nobody, &["send", "--json", "look"])
+            .output()
+            .expect("send");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{stdout}");
+        let out = &outputs(&stdout)[0];
+        for line in [
+            "NPROC 40 40",
+            "AS 536870912 536870912",
+            "FSIZE 1048576 1048576",
+            "CPU 30 30",
+            "1048576",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "nobody={nobody}: no line {line:?} in {out}"
+            );
+        }
+    }
 }
