@@ -385,7 +385,7 @@ fn python() -> &'static str {
 }
 
 /// The machine's well-known control sockets (D-Bus, systemd, container engines, ...) are
-/// hidden like axocoatl's own: Landlock cannot refuse a pathname socket before ABI 9.
+/// hidden like axocoatl's own: the Landlock ruleset has no rule for pathname sockets.
 #[test]
 fn the_machines_control_sockets_are_hidden() {
     if !sandboxed() {

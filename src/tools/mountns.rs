@@ -314,9 +314,9 @@ fn present(r: libc::c_int) -> io::Result<()> {
 /// Where the machine's services keep the sockets that control them: the system and user
 /// D-Bus and systemd (`systemd-run` starts anything outside the sandbox), container
 /// engines, snapd, databases, libvirt, CUPS, the user's runtime directory (its bus,
-/// podman, gpg-agent), X11 and ICE, tmux, and the ssh-agent of `SSH_AUTH_SOCK`. Landlock
-/// cannot refuse `connect(2)` to a pathname socket before ABI 9, so a command must not see
-/// them. (`/var/run` is normally a link to `/run`.)
+/// podman, gpg-agent), X11 and ICE, tmux, and the ssh-agent of `SSH_AUTH_SOCK`. The
+/// sandbox's Landlock ruleset has no rule for `connect(2)` to a pathname socket, so a
+/// command must not see them. (`/var/run` is normally a link to `/run`.)
 pub fn well_known_sockets() -> Vec<std::path::PathBuf> {
     // SAFETY: geteuid cannot fail and touches no memory.
     #[expect(unsafe_code, reason = "geteuid: libc has no safe wrapper")]
