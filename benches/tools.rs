@@ -1,8 +1,11 @@
 //! Tool benchmarks. Prints figures; asserts nothing about time.
 //!
-//! 1. In process: one `read_file` dispatch through the toolbox (4 KiB file), and one
-//!    `run_command` of `true` unconfined vs under the workspace-write sandbox (Landlock +
-//!    seccomp set up for each command).
+//! 1. In process: one `read_file` dispatch through the toolbox (4 KiB file), and what the
+//!    sandbox costs one `run_command` of `true`: a bare spawn (the floor), `full-access`
+//!    (no sandbox), `read-only` and `workspace-write` (namespaces, mounts, limits,
+//!    Landlock and seccomp set up for each command), against the goal of at most 5 ms
+//!    beyond an unsandboxed spawn. A second floor: the same bare spawn run by the first
+//!    process of new namespaces (unshare and one fork), what the namespaces alone cost.
 //! 2. Whole process: `axocoatl send` of a turn whose model answers at once, vs the same turn
 //!    (same agent, same advertised tools) where the model first calls `read_file` once:
 //!    the difference is one tool round (dispatch, the ToolStarted/ToolFinished records and a
@@ -56,6 +59,8 @@ fn in_process(base: &Path) {
         cancel: &cancel,
         memory: &memory,
         turn: None,
+        secret_env: &[],
+        limits: Default::default(),
     };
     let ro = Toolbox::new(&[], SandboxMode::ReadOnly);
     let args = json!({"path": "file.txt"});
@@ -71,23 +76,148 @@ fn in_process(base: &Path) {
         "read_file dispatch in process (4 KiB file, path checks, schema-typed arguments): median {:.1} µs over 2000",
         median(times).as_secs_f64() * 1e6
     );
+    sandbox_cost(&cx);
+}
+
+/// What the sandbox costs one `run_command` of `true`: the floor is a bare fork+exec+wait
+/// of `/bin/sh -c true` from this process; `full-access` adds the output capture, the
+/// temporary directory and the supervision (a pid namespace when root); `read-only` and
+/// `workspace-write` add namespaces, mounts, limits, Landlock and seccomp. Interleaved, 200
+/// rounds, medians.
+fn sandbox_cost<'a>(cx: &dyn Fn(SandboxMode) -> Context<'a>) {
+    let rounds = 200;
     let run = json!({"command": "true"});
-    for sandbox in [SandboxMode::FullAccess, SandboxMode::WorkspaceWrite] {
-        let tb = Toolbox::new(&[], sandbox);
-        let c = cx(sandbox);
-        let mut times = Vec::new();
-        for _ in 0..60 {
+    let modes = [
+        SandboxMode::FullAccess,
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+    ];
+    let boxes: Vec<Toolbox> = modes
+        .iter()
+        .map(|m| Toolbox::new(&["run_command".to_string()], *m))
+        .collect();
+    // Once each first: the kernel's support is probed once per process.
+    for (m, tb) in modes.iter().zip(&boxes) {
+        let out = tb.call(&cx(*m), "run_command", &run);
+        assert_eq!(out.output.exit_code, Some(0), "{}", out.output.text);
+    }
+    let namespaces = in_namespaces().status().is_ok_and(|s| s.success());
+    let mut floor = Vec::new();
+    let mut unshared = Vec::new();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); modes.len()];
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let st = Command::new("/bin/sh")
+            .args(["-c", "true"])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        floor.push(t.elapsed());
+        assert!(st.success());
+        if namespaces {
+            let t = Instant::now();
+            let st = in_namespaces().status().unwrap();
+            unshared.push(t.elapsed());
+            assert!(st.success());
+        }
+        for (i, (m, tb)) in modes.iter().zip(&boxes).enumerate() {
+            let c = cx(*m);
             let t = Instant::now();
             let out = tb.call(&c, "run_command", &run);
-            times.push(t.elapsed());
+            times[i].push(t.elapsed());
             assert_eq!(out.output.exit_code, Some(0), "{}", out.output.text);
         }
+    }
+    let floor = ms(median(floor));
+    println!("run_command `true` ({rounds} rounds, medians); floor: bare spawn of /bin/sh -c true from this process {floor:.2} ms");
+    if namespaces {
+        let unshared = ms(median(unshared));
         println!(
-            "run_command `true`, {}: median {:.2} ms over 60",
-            sandbox.as_str(),
-            ms(median(times))
+            "  floor of the namespaces alone: the same spawn after unshare({}) and one fork (the new pid namespace's first process execs): {unshared:.2} ms ({:+.2} ms over the bare spawn)",
+            namespace_names(),
+            unshared - floor
+        );
+    } else {
+        println!(
+            "  floor of the namespaces alone: not measured, this process cannot unshare {}",
+            namespace_names()
         );
     }
+    let mut unsandboxed = 0.0;
+    for (m, t) in modes.iter().zip(times) {
+        let t = ms(median(t));
+        if *m == SandboxMode::FullAccess {
+            unsandboxed = t;
+            println!(
+                "  full-access (no sandbox; capture, temp dir, supervision): {t:.2} ms ({:+.2} ms over the floor)",
+                t - floor
+            );
+        } else {
+            println!(
+                "  {}: {t:.2} ms; the sandbox costs {:+.2} ms beyond the unsandboxed spawn (goal: at most 5 ms), {:+.2} ms over the floor",
+                m.as_str(),
+                t - unsandboxed,
+                t - floor
+            );
+        }
+    }
+}
+
+/// The namespaces a sandboxed command gets: a user namespace only when not root (as
+/// `launch.rs` does where root can make the others without one).
+fn namespace_flags() -> libc::c_int {
+    let user = if is_root() { 0 } else { libc::CLONE_NEWUSER };
+    libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | user
+}
+
+fn namespace_names() -> &'static str {
+    if is_root() {
+        "mount, pid, IPC"
+    } else {
+        "user, mount, pid, IPC"
+    }
+}
+
+#[expect(unsafe_code, reason = "geteuid: libc has no safe wrapper")]
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `/bin/sh -c true`, run by the first process of new namespaces: the child unshares them,
+/// forks (a raw clone: no atfork handlers), and waits for that process, which execs.
+#[expect(
+    unsafe_code,
+    reason = "pre_exec with unshare and a raw clone: the floor of the sandbox's namespaces"
+)]
+fn in_namespaces() -> Command {
+    use std::os::unix::process::CommandExt;
+    let flags = namespace_flags();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", "true"]).stdin(Stdio::null());
+    // SAFETY: only system calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::unshare(flags) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0);
+            if pid < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if pid == 0 {
+                return Ok(());
+            }
+            let mut status = 0;
+            libc::waitpid(pid as libc::pid_t, &mut status, 0);
+            libc::_exit(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                1
+            });
+        });
+    }
+    cmd
 }
 
 fn ollama_text(text: &str) -> fake_http::Reply {

@@ -2,9 +2,10 @@
 # Soak: kill -9 loops across send, attach, rewind and fsck --repair with small segments; a
 # disk-full run on a small tmpfs (when root); a run past `ulimit -f`; `serve` under attack
 # (idle connections past `ulimit -n 1024`, endless request lines, kill -9 loops of its
-# actors); and the store's decoder property tests for minutes. Prints iterations, kills,
-# lost turns and unusable repositories, and exits non-zero if any turn was lost or any
-# repository became unusable.
+# actors); the sandbox's escapes replayed in a loop (through serve and without it, with
+# kill -9 mid-command); and the store's decoder property tests for minutes. Prints
+# iterations, kills, lost turns, unusable repositories and escapes, and exits non-zero if
+# any turn was lost, any repository became unusable or any escape worked.
 #
 # Settings (environment):
 #   SOAK_KILLS=1000          stop the kill loops after this many processes were killed
@@ -12,7 +13,9 @@
 #   SOAK_SEGMENT_LIMIT=4096  AXOCOATL_SEGMENT_LIMIT for the kill loops (bytes)
 #   SOAK_PROPTEST_CASES=200000  cases per decoder property in the long property run
 #   SOAK_SERVE_KILLS=60      actors killed with kill -9 in the serve part
-#   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, serve, proptest)
+#   SOAK_SANDBOX_ROUNDS=30   rounds of the sandbox escapes (half through serve)
+#   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, serve, sandbox,
+#                            proptest)
 #   SOAK_BIN=target/debug/axocoatl  a binary to use instead of building the release one
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,7 @@ ITERS=${SOAK_ROUNDS_ITERS:-150}
 SEGMENT_LIMIT=${SOAK_SEGMENT_LIMIT:-4096}
 PROPTEST_CASES=${SOAK_PROPTEST_CASES:-200000}
 SERVE_KILLS=${SOAK_SERVE_KILLS:-60}
+SANDBOX_ROUNDS=${SOAK_SANDBOX_ROUNDS:-30}
 SKIP=" ${SOAK_SKIP:-} "
 
 skip() { [[ "$SKIP" == *" $1 "* ]]; }
@@ -39,6 +43,7 @@ fi
 
 work=$(mktemp -d /tmp/axocoatl-soak.XXXXXX)
 cleanup() {
+  [[ -z "${serve_pid:-}" ]] || kill -9 "$serve_pid" 2>/dev/null
   if mountpoint -q "$work/full" 2>/dev/null; then umount "$work/full"; fi
   rm -rf "$work"
 }
@@ -360,6 +365,99 @@ PY
   ((problems == 0)) || failures=$((failures + 1))
 }
 
+# ---------------------------------------------------------------- sandbox escapes
+# A workspace-write agent whose scripted model tries every known way out of the sandbox in
+# one turn; each way prints "ESCAPED <what>" if it works. Half the rounds go through serve
+# (the command runs in an actor), half without. Every round also kills a turn mid-command
+# (kill -9 of send, or of the actor under serve) and checks that nothing the command
+# started outlives it.
+sandbox_result="skipped"
+escaped=0 survivors=0 sandbox_rounds=0 sandbox_kills=0
+sandbox_escapes() {
+  local dir="$work/sandbox" outside="$work/sandbox-outside" tag="86400.7$$"
+  mkdir -p "$dir"
+  (cd "$dir" && "$bin" init >/dev/null) || { sandbox_result="init failed"; failures=$((failures + 1)); return; }
+  : >"$outside"
+  local py; py=$(command -v /usr/bin/python3 || command -v python3)
+  local connect="$py -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])'"
+  local escapes=(
+    "echo x > $outside && echo ESCAPED outside-write"
+    "env | grep -q soak-secret && echo ESCAPED environment"
+    "grep -l soak-secret /proc/[0-9]*/environ 2>/dev/null | grep -q . && echo ESCAPED proc-environ"
+    "{ echo x >&9; } 2>/dev/null && echo ESCAPED inherited-descriptor"
+    "mknod disk b 7 0 2>/dev/null && echo ESCAPED mknod"
+    "sleep 30 & prlimit --pid \$! --fsize=0 2>/dev/null && echo ESCAPED prlimit; kill \$!"
+    "$connect $dir/.axocoatl/run/serve.sock 2>/dev/null && echo ESCAPED serve-socket"
+    "for s in $dir/.axocoatl/run/actors/*.sock; do $connect \$s 2>/dev/null && echo ESCAPED actor-socket; done"
+    "sleep ${tag}1 & setsid sleep ${tag}2 & (setsid sh -c 'sleep ${tag}3 &' &); echo started"
+    "for i in \$(seq 200); do sleep 20 & done 2>/dev/null; [ \$(ls /proc | grep -c '^[0-9]') -gt 64 ] && echo ESCAPED process-limit"
+    "{ echo '# x' >> axocoatl.yaml || ln -sfn replies.yaml axocoatl.yaml || mv axocoatl.yaml moved.yaml; } 2>/dev/null && echo ESCAPED configuration"
+    "{ echo x > .axocoatl/format || mv .axocoatl moved; } 2>/dev/null && echo ESCAPED repository"
+  )
+  {
+    echo "replies:"
+    for e in "${escapes[@]}"; do
+      printf '  - match: escape\n    tool_calls: [{name: run_command, arguments: %s}]\n' \
+        "$(jq -cn --arg c "$e" '{command: $c, timeout_secs: 30}')"
+    done
+    printf '  - match: escape\n    text: done\n'
+    printf '  - match: linger\n    tool_calls: [{name: run_command, arguments: %s}]\n' \
+      "$(jq -cn --arg c "sleep ${tag}4 & setsid sleep ${tag}5 & sleep ${tag}6" '{command: $c}')"
+    printf '  - match: linger\n    text: done\n'
+  } >"$dir/replies.yaml"
+  cat >"$dir/axocoatl.yaml" <<'EOF'
+providers:
+  canned: {kind: script, script: replies.yaml}
+  other: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: SOAK_AUTH}
+agents:
+  - id: jailed
+    provider: canned
+    sandbox: workspace-write
+    command_limits: {processes: 64}
+EOF
+  local -A seen=()
+  gone() { # waits up to 5 s for every process of the tag to end; counts survivors
+    for ((w = 0; w < 50; w++)); do pgrep -f "$tag" >/dev/null || return 0; sleep 0.1; done
+    local left; left=$(pgrep -f "$tag")
+    survivors=$((survivors + $(wc -w <<<"$left"))); kill -9 $left 2>/dev/null; log "sandbox: processes survived $1"
+  }
+  local half=$((SANDBOX_ROUNDS / 2))
+  for ((r = 0; r < SANDBOX_ROUNDS; r++)); do
+    sandbox_rounds=$((sandbox_rounds + 1))
+    if ((r == 0 && half > 0)); then
+      (cd "$dir" && exec env SOAK_AUTH=soak-secret-1 OPENAI_API_KEY=soak-secret-2 "$bin" serve 9>>"$outside" </dev/null >/dev/null 2>"$work/sandbox-serve.err") &
+      serve_pid=$!
+      for ((w = 0; w < 100; w++)); do [[ -S "$dir/.axocoatl/run/serve.sock" ]] && break; sleep 0.1; done
+    elif ((r == half)) && [[ -n "${serve_pid:-}" ]]; then
+      kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""
+    fi
+    local out="$work/sandbox.out"
+    (cd "$dir" && exec env SOAK_AUTH=soak-secret-1 OPENAI_API_KEY=soak-secret-2 "$bin" send --json -s "r$r" escape 9>>"$outside" </dev/null >"$out" 2>/dev/null)
+    while read -r what; do
+      escaped=$((escaped + 1)); seen[$what]=1; log "sandbox round $r: ESCAPED $what"
+    done < <(jq -r 'select(.type == "tool.result") | .output' "$out" | grep -o 'ESCAPED [a-z-]*' | cut -d' ' -f2)
+    if [[ -s "$outside" ]]; then escaped=$((escaped + 1)); seen[outside-file]=1; : >"$outside"; fi
+    gone "the escape turn of round $r"
+    # kill -9 mid-command: of send without serve, of the actor under serve.
+    (cd "$dir" && exec "$bin" send -s "k$r" linger </dev/null >/dev/null 2>&1) &
+    local send=$!
+    for ((w = 0; w < 100; w++)); do (($(pgrep -fc "$tag") >= 3)) && break; sleep 0.05; done
+    sleep "0.$((RANDOM % 5))"
+    if [[ -n "${serve_pid:-}" ]]; then
+      local actor
+      actor=$(ax "$dir" agents status --json 2>/dev/null | jq -r --arg s "k$r" 'select(.type == "actor" and .session == $s) | .pid' | head -1)
+      if [[ -n "$actor" && "$actor" != null ]] && kill -9 "$actor"; then sandbox_kills=$((sandbox_kills + 1)); fi
+    elif kill -9 "$send" 2>/dev/null; then
+      sandbox_kills=$((sandbox_kills + 1))
+    fi
+    gone "kill -9 in round $r"
+    kill -9 "$send" 2>/dev/null; wait "$send" 2>/dev/null
+  done
+  [[ -z "${serve_pid:-}" ]] || { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""; }
+  sandbox_result="$sandbox_rounds rounds of ${#escapes[@]} escapes ($half through serve), $sandbox_kills kill -9 mid-command; escapes that worked: $escaped${seen[*]:+ (${!seen[*]})}; processes that outlived their call: $survivors"
+  ((escaped + survivors == 0)) || failures=$((failures + 1))
+}
+
 # ---------------------------------------------------------------- decoders
 prop_result="skipped"
 proptests() {
@@ -376,6 +474,7 @@ skip killloop || kill_loop
 skip diskfull || disk_full
 skip fsize || file_size_limit
 skip serve || serve_soak
+skip sandbox || sandbox_escapes
 skip proptest || proptests
 
 echo "soak: kill loops: $iterations iterations, $kills processes killed, $repos repositories (segments of $SEGMENT_LIMIT bytes)"
@@ -384,6 +483,7 @@ echo "soak: disk full (3 MiB tmpfs): $full_result"
 [[ -z "$full_sample" ]] || echo "soak: disk full, first refusal: $full_sample"
 echo "soak: ulimit -f: $fsize_result"
 echo "soak: serve: $serve_result"
+echo "soak: sandbox: $sandbox_result"
 echo "soak: decoder properties: $prop_result"
 echo "soak: $((SECONDS - start)) s, $failures failures"
 ((failures == 0))

@@ -29,6 +29,21 @@ pub fn bound(objects: &Objects, text: &str) -> Result<Bounded> {
     })
 }
 
+/// Output that is not UTF-8: `text` (its lossy decoding, what the model saw) inline up to
+/// [`INLINE_LIMIT`], and the exact bytes `raw` in an object whatever their size, so nothing
+/// of them is lost. The object decoded lossily is `text` again.
+pub fn bound_bytes(objects: &Objects, text: &str, raw: &[u8]) -> Result<Bounded> {
+    let mut cut = text.len().min(INLINE_LIMIT);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Ok(Bounded {
+        inline: text[..cut].to_owned(),
+        object: Some(objects.put(raw)?),
+        len: raw.len() as u64,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +63,23 @@ mod tests {
         assert_eq!(
             objects.get(b.object.as_deref().expect("obj")).expect("get"),
             big.as_bytes()
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_kept_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = Objects::new(dir.path());
+        let raw = b"ab\xff\xfecd\n".to_vec();
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let b = bound_bytes(&objects, &text, &raw).expect("bound");
+        assert_eq!(
+            (b.inline.as_str(), b.len),
+            (text.as_str(), raw.len() as u64)
+        );
+        assert_eq!(
+            objects.get(b.object.as_deref().expect("obj")).expect("get"),
+            raw
         );
     }
 }

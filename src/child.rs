@@ -1,6 +1,10 @@
 //! Child processes that run in process groups of their own (`run_command`'s commands, MCP
-//! servers): a signal to the whole group, and how a child ended, looked at without reaping
-//! it (so its id stays reserved and is never signalled after it was reused).
+//! servers): a signal to the whole group, how a child ended, looked at without reaping it
+//! (so its id stays reserved and is never signalled after it was reused), and a wait for
+//! that end which wakes as soon as it comes.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 /// Sends `sig` to the process group `pgid` (a group this process created). Errors (ESRCH:
 /// nothing is left in it) are fine: there is nothing to signal.
@@ -44,4 +48,44 @@ pub fn exit_status(pid: libc::pid_t) -> Option<String> {
 /// Whether the child `pid` has ended, leaving it unreaped.
 pub fn exited(pid: libc::pid_t) -> bool {
     exit_status(pid).is_some()
+}
+
+/// Waits for a child's end without reaping it: a pidfd polled with a timeout (Linux 5.3 and
+/// later), so a short command is seen ending at once; a plain sleep where there is none.
+#[derive(Debug)]
+pub struct ExitWatch {
+    pidfd: Option<OwnedFd>,
+}
+
+impl ExitWatch {
+    #[expect(unsafe_code, reason = "pidfd_open: libc has no safe wrapper")]
+    pub fn new(pid: libc::pid_t) -> ExitWatch {
+        // SAFETY: a plain system call with integer arguments; a descriptor it returns is
+        // owned here from then on.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        ExitWatch {
+            pidfd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }),
+        }
+    }
+
+    /// Returns when the child has ended or after `timeout` (`fallback` when there is no
+    /// pidfd), whichever is first.
+    #[expect(unsafe_code, reason = "poll: libc has no safe wrapper")]
+    pub fn wait(&self, timeout: Duration, fallback: Duration) {
+        match &self.pidfd {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ms = timeout.as_millis().clamp(0, i32::MAX as u128) as libc::c_int;
+                // SAFETY: poll on one pollfd of this frame.
+                unsafe {
+                    libc::poll(&mut p, 1, ms.max(1));
+                }
+            }
+            None => std::thread::sleep(fallback.min(timeout)),
+        }
+    }
 }

@@ -60,6 +60,7 @@ pub mod query;
 pub mod relations;
 pub mod rewind;
 pub mod schedule;
+mod scratch;
 pub mod search;
 pub mod serve;
 pub mod session;

@@ -185,6 +185,8 @@ impl Workspace {
             None => repo.workdir().join(CONFIG_FILE),
         };
         let recovered = session::recover_orphans(&repo)?;
+        // Temporary directories of commands whose process was killed.
+        crate::scratch::sweep();
         let ws = Workspace {
             repo,
             config_path,

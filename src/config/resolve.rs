@@ -59,6 +59,20 @@ pub(crate) fn needs_model(kind: ProviderKind) -> bool {
 }
 
 impl Config {
+    /// Every environment variable a provider key is read from: each entry's `api_key_env`
+    /// and the built-in default, whichever agents use them (commands never see these).
+    pub fn key_env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.clone())
+            .chain([DEFAULT_OPENAI_KEY_ENV.to_string()])
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     pub fn agent(&self, id: &str) -> Option<&AgentConfig> {
         self.agents.iter().find(|agent| agent.id == id)
     }

@@ -132,10 +132,76 @@ pub struct AgentConfig {
     /// The entries of `mcp_servers:` whose tools this agent may see.
     #[serde(default)]
     pub mcp_servers: Vec<String>,
+    /// What each of its `run_command` calls may use (sandboxed commands only).
+    #[serde(default)]
+    pub command_limits: CommandLimits,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 25;
+
+/// The limits of one `run_command` in a `read-only` or `workspace-write` sandbox, enforced
+/// by the kernel; an unset key takes its default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandLimits {
+    /// Processes and threads of the command at once, the shell included.
+    #[serde(default)]
+    pub processes: Option<u64>,
+    /// Address space of each process, in MiB.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    /// The largest file a process may write, in MiB.
+    #[serde(default)]
+    pub file_size_mb: Option<u64>,
+    /// CPU time of each process, in seconds.
+    #[serde(default)]
+    pub cpu_secs: Option<u64>,
+}
+
+pub const DEFAULT_COMMAND_PROCESSES: u64 = 1024;
+pub const DEFAULT_COMMAND_MEMORY_MB: u64 = 8192;
+pub const DEFAULT_COMMAND_FILE_SIZE_MB: u64 = 4096;
+pub const DEFAULT_COMMAND_CPU_SECS: u64 = 3600;
+/// The largest `memory_mb` and `file_size_mb` (1 PiB): beyond it, bytes no longer fit.
+pub const MAX_COMMAND_MB: u64 = 1 << 30;
+
+impl CommandLimits {
+    /// `(key, value, default)` of every limit, unset ones at their default.
+    pub fn effective(&self) -> [(&'static str, u64, u64); 4] {
+        [
+            ("processes", self.processes, DEFAULT_COMMAND_PROCESSES),
+            ("memory_mb", self.memory_mb, DEFAULT_COMMAND_MEMORY_MB),
+            (
+                "file_size_mb",
+                self.file_size_mb,
+                DEFAULT_COMMAND_FILE_SIZE_MB,
+            ),
+            ("cpu_secs", self.cpu_secs, DEFAULT_COMMAND_CPU_SECS),
+        ]
+        .map(|(key, value, default)| (key, value.unwrap_or(default), default))
+    }
+
+    pub fn processes(&self) -> u64 {
+        self.processes.unwrap_or(DEFAULT_COMMAND_PROCESSES)
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        mib(self.memory_mb.unwrap_or(DEFAULT_COMMAND_MEMORY_MB))
+    }
+
+    pub fn file_size_bytes(&self) -> u64 {
+        mib(self.file_size_mb.unwrap_or(DEFAULT_COMMAND_FILE_SIZE_MB))
+    }
+
+    pub fn cpu_secs(&self) -> u64 {
+        self.cpu_secs.unwrap_or(DEFAULT_COMMAND_CPU_SECS)
+    }
+}
+
+fn mib(n: u64) -> u64 {
+    n.saturating_mul(1024 * 1024)
+}
 
 impl AgentConfig {
     pub fn max_steps(&self) -> u32 {

@@ -11,7 +11,7 @@ use super::resolve::{lookup_provider, needs_model};
 use super::tree::{Locator, Pos, Seg};
 use super::types::{
     split_mcp_tool_name, AgentConfig, AgentRole, Config, McpServerConfig, OverflowPolicy,
-    ProviderConfig, ProviderKind, SandboxMode, DEFAULT_MAX_STEPS,
+    ProviderConfig, ProviderKind, SandboxMode, DEFAULT_MAX_STEPS, MAX_COMMAND_MB,
 };
 
 /// A path into the document: `at!["agents", 2, "token_budget", "per_call"]`.
@@ -547,11 +547,47 @@ fn sandbox_and_steps(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
             "use `sandbox: workspace-write` (writes confined to the workspace, no network) unless its commands need more",
         );
     }
+    command_limits(c, i, agent);
     if agent.max_steps == Some(0) {
         c.error(
             c.value(at!["agents", i, "max_steps"]),
             format!("agent `{id}`: max_steps must be at least 1"),
             format!("set the number of model calls a turn may make, or remove it for the default ({DEFAULT_MAX_STEPS})"),
+        );
+    }
+}
+
+/// An agent's `command_limits:`: each at least 1, byte sizes within range; a warning when
+/// its sandbox is `full-access`, whose commands run without them.
+fn command_limits(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    let given = [
+        ("processes", agent.command_limits.processes),
+        ("memory_mb", agent.command_limits.memory_mb),
+        ("file_size_mb", agent.command_limits.file_size_mb),
+        ("cpu_secs", agent.command_limits.cpu_secs),
+    ];
+    for ((key, value), (_, _, default)) in given.into_iter().zip(agent.command_limits.effective()) {
+        let pos = c.value(at!["agents", i, "command_limits", key]);
+        match value {
+            Some(0) => c.error(
+                pos,
+                format!("agent `{id}`: command_limits.{key} must be at least 1"),
+                format!("set a positive number, or remove `{key}` for the default ({default})"),
+            ),
+            Some(n) if key.ends_with("_mb") && n > MAX_COMMAND_MB => c.error(
+                pos,
+                format!("agent `{id}`: command_limits.{key} is too large ({n}; at most {MAX_COMMAND_MB})"),
+                format!("set a number of MiB up to {MAX_COMMAND_MB}, or remove `{key}` for the default ({default})"),
+            ),
+            _ => {}
+        }
+    }
+    if agent.sandbox == SandboxMode::FullAccess && c.has(at!["agents", i, "command_limits"]) {
+        c.warning(
+            c.key(at!["agents", i, "command_limits"]),
+            format!("agent `{id}`: command_limits apply to sandboxed commands only; with `sandbox: full-access` its commands run without them"),
+            "use `sandbox: workspace-write` for limited commands, or remove `command_limits`",
         );
     }
 }

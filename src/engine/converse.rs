@@ -138,6 +138,8 @@ impl<'a> Conversant<'a> {
             cancel: cx.cancel,
             memory: &self.memory,
             turn: Some(cx.turn),
+            secret_env: cx.secret_env,
+            limits: self.agent.command_limits,
         }
     }
 }
@@ -166,6 +168,8 @@ pub struct TurnCx<'a> {
     pub cancel: &'a Cancel,
     /// What the transcript holds of earlier turns.
     pub earlier: Earlier<'a>,
+    /// Every environment variable a provider key is read from (kept from commands).
+    pub secret_env: &'a [String],
 }
 
 /// The earlier turns a converse's transcript starts with, for passive recall (which
@@ -574,7 +578,10 @@ pub(super) fn run_tools(
             call_id: call.id.clone(),
             name: call.name.clone(),
             is_error: out.is_error,
-            output: rec.bound(&out.text)?,
+            output: match &out.raw {
+                Some(raw) => rec.bound_bytes(&out.text, raw)?,
+                None => rec.bound(&out.text)?,
+            },
             exit_code: out.exit_code,
             duration_ms,
             at: clock::now(),

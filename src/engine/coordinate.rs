@@ -516,6 +516,7 @@ fn run_worker(
             cancel: cx.cancel,
             // A worker's transcript holds only its subtask.
             earlier: converse::Earlier::default(),
+            secret_env: cx.secret_env,
         };
         let end = converse::converse(
             &mut conv,

@@ -48,6 +48,7 @@ pub(crate) fn run(
         provider::Message::new(provider::Role::User, ""),
     ));
     let mut tally = Tally::default();
+    let secret_env = config.key_env_names();
     let cx = TurnCx {
         repo,
         turn: &begun.turn,
@@ -59,6 +60,7 @@ pub(crate) fn run(
             messages: p.conversation.messages.len(),
             superseded: &p.superseded,
         },
+        secret_env: &secret_env,
     };
     let mut conv = None;
     let mut answers = Vec::new();

@@ -56,4 +56,9 @@ impl Recorder<'_> {
     pub fn bound(&self, text: &str) -> Result<Bounded> {
         bound(self.repo.objects(), text)
     }
+
+    /// [`Recorder::bound`] for output that was not UTF-8: `text` inline, `raw` whole.
+    pub fn bound_bytes(&self, text: &str, raw: &[u8]) -> Result<Bounded> {
+        crate::bounded::bound_bytes(self.repo.objects(), text, raw)
+    }
 }

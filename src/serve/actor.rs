@@ -286,6 +286,10 @@ fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path, hub:
 }
 
 fn handle(ws: &Workspace, shared: &Shared, args: &ActorArgs, stream: UnixStream, heard: &dyn Fn()) {
+    // Another repository's sandboxed command may find this socket by its path.
+    if crate::tools::sandbox::peer_is_sandboxed(std::os::fd::AsFd::as_fd(&stream)) {
+        return;
+    }
     let Ok(read_half) = stream.try_clone() else {
         return;
     };

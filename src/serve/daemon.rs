@@ -367,6 +367,11 @@ async fn client(
     id: u64,
     go: Arc<Notify>,
 ) {
+    // Another repository's sandboxed command may find this socket by its path.
+    if crate::tools::sandbox::peer_is_sandboxed(std::os::fd::AsFd::as_fd(&stream)) {
+        warn!("refused a connection from a sandboxed command");
+        return;
+    }
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();

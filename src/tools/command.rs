@@ -1,14 +1,18 @@
 //! run_command: `/bin/sh -c` in the workspace, in its own process group, confined by the
-//! agent's sandbox, with a timeout and a stop that reach every process of the group.
+//! agent's sandbox (`launch.rs` says how the child is set up), with a timeout and a stop
+//! that reach every process of the command.
 //!
 //! Ending a command (timeout, stop, Ctrl-C): SIGTERM to the whole group, then SIGKILL to the
-//! group once the shell has exited or after [`GRACE`]. Whatever the command left running in
-//! its group when it exited is killed too, so nothing outlives the call. Effects are never
-//! rolled back. The leader is not reaped until the group has been signalled, so its id
+//! group once the shell has exited or after [`GRACE`]. A sandboxed command is pid 1 of a pid
+//! namespace of its own, so whatever it started ends with it (in its group or not); a
+//! `full-access` one gets the same where this process can make a pid namespace without a
+//! user namespace, else whatever it left running in its group is killed. Effects are never
+//! rolled back. The keeper is not reaped until the group has been signalled, so its id
 //! cannot be reused by an unrelated process in the meantime.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,10 +20,14 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::launch::Launch;
+use super::limits::{ProcessCgroup, Rlimits};
+use super::mountns::Mounts;
 use super::registry::Handler;
 use super::{sandbox, Context, ToolOutput};
-use crate::child::{exited, signal_group};
+use crate::child::{exited, signal_group, ExitWatch};
 use crate::config::SandboxMode;
+use crate::scratch::Scratch;
 
 /// The default and the largest `timeout_secs`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -29,6 +37,8 @@ pub const GRACE: Duration = Duration::from_secs(2);
 /// Output kept from one command (stdout and stderr interleaved); the rest is counted.
 pub const CAPTURE_LIMIT: usize = 16 * 1024 * 1024;
 const POLL: Duration = Duration::from_millis(20);
+/// What the model is told when a command's output is not UTF-8.
+pub const NOT_UTF8_NOTE: &str = "[the output is not valid UTF-8: shown here with each invalid byte sequence replaced by U+FFFD; the ledger keeps the exact bytes]";
 
 /// Arguments of `run_command`.
 #[derive(Deserialize, JsonSchema)]
@@ -67,6 +77,12 @@ fn is_secret(name: &str) -> bool {
         .any(|w| upper.contains(w))
 }
 
+/// Whether the variable `name` is kept from commands: it looks like a credential, or a
+/// provider reads its key from it (`secret_env`), whatever it is called.
+fn withheld(name: &str, secret_env: &[String]) -> bool {
+    is_secret(name) || secret_env.iter().any(|s| s == name)
+}
+
 /// Why a command ended early.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Ending {
@@ -75,28 +91,34 @@ enum Ending {
     Stopped,
 }
 
-/// Runs `command`; `stop` is asked every [`POLL`] whether to end it. The steps: confine,
-/// spawn, wait (exit, stop or timeout), end the group, collect the output, summarize.
+/// Runs `command`; `stop` is asked every [`POLL`] whether to end it. The steps: prepare
+/// the child, spawn, wait (exit, stop or timeout), end the group, collect the output,
+/// summarize.
 pub fn run(
     cx: &Context<'_>,
     command: &str,
     timeout: Duration,
     stop: &dyn Fn() -> bool,
 ) -> ToolOutput {
-    let tmp = match tempfile::Builder::new().prefix("axocoatl-cmd-").tempdir() {
+    let tmp = match Scratch::new() {
         Ok(t) => t,
-        Err(e) => return ToolOutput::err(format!("cannot create a temporary directory: {e}")),
+        Err(e) => {
+            return ToolOutput::err(format!(
+                "cannot create the command's temporary directory: {e}"
+            ))
+        }
     };
-    let confinement = match confinement(cx, tmp.path()) {
-        Ok(c) => c,
+    let (launch, cgroup) = match prepare(cx, tmp.path()) {
+        Ok(prepared) => prepared,
         Err(refused) => return refused,
     };
+    let supervised = launch.has_pid_namespace();
     let started = Instant::now();
     let Spawned {
         mut child,
         captured,
         reading,
-    } = match spawn(cx, command, tmp.path(), confinement) {
+    } = match spawn(cx, command, tmp.path(), launch) {
         Ok(s) => s,
         Err(failed) => return failed,
     };
@@ -104,70 +126,113 @@ pub fn run(
     let ending = wait_for(pid, started + timeout, stop);
     end_group(pid, ending);
     let status = child.wait();
-    let mut text = collect_output(&reading, &captured);
+    drop(cgroup);
     let (exit_code, signal) = match &status {
         Ok(s) => (s.code(), s.signal()),
         Err(_) => (None, None),
     };
-    text.push_str(&format!(
-        "[{}]",
-        summary(ending, exit_code, signal, timeout)
-    ));
+    let mut bytes = collect_output(&reading, &captured, supervised);
+    bytes.extend_from_slice(summary(ending, exit_code, signal, timeout).as_bytes());
+    let (text, raw) = match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(e) => {
+            let raw = e.into_bytes();
+            (String::from_utf8_lossy(&raw).into_owned(), Some(raw))
+        }
+    };
     ToolOutput {
         text,
+        raw,
         is_error: ending != Ending::Exited || exit_code != Some(0),
         exit_code,
         stopped: ending == Ending::Stopped,
     }
 }
 
-/// The sandbox of the agent's mode, or the refusal to run without one.
-fn confinement(
+/// How the command's child is set up for the agent's sandbox, or the refusal to run
+/// without one; with the pids cgroup to remove after the command.
+fn prepare(
     cx: &Context<'_>,
-    tmp: &std::path::Path,
-) -> Result<Option<sandbox::Confinement>, ToolOutput> {
-    let workspace = cx.root.dir();
-    let confinement = match cx.sandbox {
-        SandboxMode::FullAccess => None,
-        SandboxMode::ReadOnly => Some(sandbox::confine(&[tmp], &[])),
-        SandboxMode::WorkspaceWrite => {
-            // The repository and the configuration file inside the workspace stay
-            // read-only (Landlock alone cannot take them out of a writable directory).
-            let repo = cx.root.repo();
-            let mut protected: Vec<&std::path::Path> = Vec::new();
-            if repo.starts_with(workspace) && repo.is_dir() {
-                protected.push(repo);
-            }
-            protected.extend(cx.root.read_only_for_commands());
-            Some(sandbox::confine(&[workspace, tmp], &protected))
-        }
-    };
-    confinement.transpose().map_err(|why| {
+    tmp: &Path,
+) -> Result<(Launch, Option<Arc<ProcessCgroup>>), ToolOutput> {
+    let refuse = |why: String| {
         ToolOutput::err(format!(
             "run_command refused: {why}. Commands never run unconfined in a {} sandbox; an agent with `sandbox: full-access` runs them without confinement.",
             cx.sandbox.as_str()
         ))
-    })
+    };
+    let workspace = cx.root.dir();
+    let repo = cx.root.repo();
+    let mut mounts = Mounts::sandbox();
+    let writable: Vec<&Path> = match cx.sandbox {
+        SandboxMode::FullAccess => return Ok((Launch::supervised(), None)),
+        SandboxMode::ReadOnly => vec![tmp],
+        SandboxMode::WorkspaceWrite => {
+            // The repository and the protected files inside the workspace (the
+            // configuration, the programs it makes axocoatl run, every symbolic link that
+            // leads to them) stay read-only: Landlock alone cannot take them out of a
+            // writable directory.
+            let mut protected: Vec<&Path> = Vec::new();
+            if repo.starts_with(workspace) && repo.is_dir() {
+                protected.push(repo);
+            }
+            protected.extend(cx.root.read_only_for_commands());
+            mounts
+                .read_only(&[workspace, tmp], &protected)
+                .map_err(refuse)?;
+            vec![workspace, tmp]
+        }
+    };
+    // The control sockets of serve and its actors, wherever the repository lies. The
+    // directory is made if missing: one made after the command started would be in view.
+    if repo.is_dir() {
+        let run_dir = repo.join(axocoatl_store::layout::RUN_DIR);
+        let _ = std::fs::create_dir(&run_dir);
+        if std::fs::symlink_metadata(&run_dir).is_ok_and(|m| m.is_dir()) {
+            mounts.cover(&run_dir).map_err(refuse)?;
+        } else {
+            return Err(refuse(format!(
+                "{} is not a directory, so serve's control socket could not be hidden from the command",
+                run_dir.display()
+            )));
+        }
+    }
+    // The machine's other control sockets (D-Bus, systemd, container engines, ...).
+    let mut keep = writable.clone();
+    keep.push(repo);
+    keep.extend(cx.root.read_only_for_commands());
+    mounts.hide_well_known_sockets(&keep);
+    let confinement = sandbox::confine(&writable).map_err(refuse)?;
+    let cgroup = ProcessCgroup::create(cx.limits.processes()).map(Arc::new);
+    let launch = Launch::sandboxed(
+        mounts,
+        Rlimits::new(&cx.limits),
+        cgroup.clone(),
+        confinement,
+    )
+    .map_err(refuse)?;
+    Ok((launch, cgroup))
 }
 
 /// A started command and the thread reading its output.
 struct Spawned {
     child: std::process::Child,
     captured: Arc<Mutex<Capture>>,
-    reading: std::thread::JoinHandle<()>,
+    /// Closed (disconnected) when the reading thread is done.
+    reading: std::sync::mpsc::Receiver<()>,
 }
 
 /// Starts `/bin/sh -c command` in the workspace, in its own process group, without
-/// credentials in its environment, confined when `confinement` is given.
+/// credentials in its environment, set up by `launch`.
 #[expect(
     unsafe_code,
-    reason = "pre_exec runs the sandbox's system calls in the child"
+    reason = "pre_exec runs the child's setup (namespaces, limits, sandbox) before exec"
 )]
 fn spawn(
     cx: &Context<'_>,
     command: &str,
-    tmp: &std::path::Path,
-    confinement: Option<sandbox::Confinement>,
+    tmp: &Path,
+    launch: Launch,
 ) -> Result<Spawned, ToolOutput> {
     let (reader, writer) =
         std::io::pipe().map_err(|e| ToolOutput::err(format!("cannot create a pipe: {e}")))?;
@@ -179,17 +244,15 @@ fn spawn(
         .arg(command)
         .current_dir(cx.root.dir())
         .env_clear()
-        .envs(std::env::vars_os().filter(|(k, _)| !is_secret(&k.to_string_lossy())))
+        .envs(std::env::vars_os().filter(|(k, _)| !withheld(&k.to_string_lossy(), cx.secret_env)))
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2)
         .process_group(0);
-    if let Some(c) = confinement {
-        // SAFETY: `apply` only makes system calls (see sandbox.rs).
-        unsafe {
-            cmd.pre_exec(move || c.apply());
-        }
+    // SAFETY: `in_child` only makes system calls (see launch.rs).
+    unsafe {
+        cmd.pre_exec(move || launch.in_child());
     }
     let child = cmd.spawn().map_err(|e| {
         ToolOutput::err(format!(
@@ -203,10 +266,14 @@ fn spawn(
     })?;
     drop(cmd); // closes our copies of the pipe's write end
     let captured = Arc::new(Mutex::new(Capture::default()));
-    let reading = {
+    let (done, reading) = std::sync::mpsc::channel::<()>();
+    {
         let captured = captured.clone();
-        std::thread::spawn(move || read_all(reader, &captured))
-    };
+        std::thread::spawn(move || {
+            read_all(reader, &captured);
+            drop(done);
+        });
+    }
     Ok(Spawned {
         child,
         captured,
@@ -216,7 +283,9 @@ fn spawn(
 
 /// Waits until the command exits, the turn is stopped or the deadline passes.
 fn wait_for(pid: libc::pid_t, deadline: Instant, stop: &dyn Fn() -> bool) -> Ending {
-    // Short commands are the common case: look again after 0.25 ms, then back off to POLL.
+    let watch = ExitWatch::new(pid);
+    // Without a pidfd, short commands are the common case: look again after 0.25 ms, then
+    // back off to POLL.
     let mut pause = Duration::from_micros(250);
     loop {
         if exited(pid) {
@@ -225,10 +294,11 @@ fn wait_for(pid: libc::pid_t, deadline: Instant, stop: &dyn Fn() -> bool) -> End
         if stop() {
             return Ending::Stopped;
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Ending::TimedOut;
         }
-        std::thread::sleep(pause);
+        watch.wait((deadline - now).min(POLL), pause);
         pause = (pause * 2).min(POLL);
     }
 }
@@ -239,39 +309,55 @@ fn end_group(pid: libc::pid_t, ending: Ending) {
     if ending != Ending::Exited {
         signal_group(pid, libc::SIGTERM);
         let grace_end = Instant::now() + GRACE;
+        let watch = ExitWatch::new(pid);
         while !exited(pid) && Instant::now() < grace_end {
-            std::thread::sleep(POLL);
+            watch.wait(
+                grace_end
+                    .saturating_duration_since(Instant::now())
+                    .min(POLL),
+                POLL,
+            );
         }
     }
     signal_group(pid, libc::SIGKILL);
 }
 
-/// The output kept, with notes on what was not kept.
-fn collect_output(reading: &std::thread::JoinHandle<()>, captured: &Mutex<Capture>) -> String {
-    // The output ends when every process holding the pipe is gone; a process that left the
-    // group (setsid) could hold it open, so the wait is bounded.
-    let read_end = Instant::now() + GRACE;
-    let mut pause = Duration::from_micros(100);
-    while !reading.is_finished() && Instant::now() < read_end {
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(POLL);
-    }
-    let incomplete = !reading.is_finished();
+/// The output kept, byte for byte, with notes on what was not kept or is not shown as is.
+fn collect_output(
+    reading: &std::sync::mpsc::Receiver<()>,
+    captured: &Mutex<Capture>,
+    supervised: bool,
+) -> Vec<u8> {
+    // The output ends when every process holding the pipe is gone. In a pid namespace they
+    // all are once the command has ended; without one, a process that left the group
+    // (setsid) could hold it open, so the wait is bounded.
+    let incomplete = matches!(
+        reading.recv_timeout(GRACE),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+    );
     let capture = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut text = String::from_utf8_lossy(&capture.bytes).into_owned();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
+    let mut out = capture.bytes;
+    if !out.is_empty() && !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    if std::str::from_utf8(&out).is_err() {
+        out.extend_from_slice(NOT_UTF8_NOTE.as_bytes());
+        out.push(b'\n');
     }
     if capture.dropped > 0 {
-        text.push_str(&format!(
-            "[{} more bytes of output were not kept]\n",
-            capture.dropped
-        ));
+        out.extend_from_slice(
+            format!("[{} more bytes of output were not kept]\n", capture.dropped).as_bytes(),
+        );
     }
     if incomplete {
-        text.push_str("[a process that left the command's process group kept its output open; output after the command ended is not included]\n");
+        let note = if supervised {
+            "[the command's output did not end with it; output after the command ended is not included]\n"
+        } else {
+            "[a process that left the command's process group kept its output open; output after the command ended is not included]\n"
+        };
+        out.extend_from_slice(note.as_bytes());
     }
-    text
+    out
 }
 
 /// The last line the model reads: how the command ended.
@@ -281,7 +367,7 @@ fn summary(
     signal: Option<i32>,
     timeout: Duration,
 ) -> String {
-    match ending {
+    let why = match ending {
         Ending::TimedOut => format!(
             "timed out after {} s: the command and everything it started were killed",
             timeout.as_secs()
@@ -294,7 +380,8 @@ fn summary(
             (None, Some(sig)) => format!("killed by signal {sig}"),
             (None, None) => "the exit status is unknown".into(),
         },
-    }
+    };
+    format!("[{why}]")
 }
 
 #[derive(Default)]
@@ -323,6 +410,7 @@ fn read_all(mut reader: std::io::PipeReader, captured: &Mutex<Capture>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::escapes::{marker, wait_gone};
     use crate::tools::testing::Fixture;
     use serde_json::json;
 
@@ -347,40 +435,30 @@ mod tests {
     fn secrets_stay_out_of_the_environment() {
         assert!(is_secret("OPENAI_API_KEY") && is_secret("github_token"));
         assert!(!is_secret("PATH") && !is_secret("HOME"));
-    }
-
-    fn gone(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            // A zombie waiting for init to reap it is gone too.
-            Ok(stat) => stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|s| s.trim_start().starts_with('Z')),
+        assert!(withheld("LLM_AUTH", &["LLM_AUTH".into()]) && !withheld("LLM_AUTH", &[]));
+        // Whatever a provider entry names is withheld, in every mode.
+        for mode in [SandboxMode::FullAccess, SandboxMode::WorkspaceWrite] {
+            let mut f = Fixture::new(mode);
+            f.secret_env = vec!["HOME".into()];
+            let out = f.call("run_command", json!({"command": "echo \"home=$HOME\""}));
+            assert_eq!(out.text, "home=\n[exit code 0]", "{mode:?}");
         }
     }
 
     #[test]
     fn a_timeout_kills_the_whole_group() {
         let f = Fixture::new(SandboxMode::FullAccess);
+        let m = marker();
         let out = f.call(
             "run_command",
-            json!({"command": "sleep 1000 & echo $! > pids; echo $$ >> pids; sleep 1000", "timeout_secs": 1}),
+            json!({"command": format!("sleep {m}1 & sleep {m}2"), "timeout_secs": 1}),
         );
         assert!(
             out.is_error && out.text.contains("timed out after 1 s"),
             "{}",
             out.text
         );
-        let pids = f.read("pids");
-        for pid in pids.split_whitespace() {
-            let pid: i32 = pid.parse().expect("pid");
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !gone(pid) && Instant::now() < deadline {
-                std::thread::sleep(POLL);
-            }
-            assert!(gone(pid), "process {pid} survived");
-        }
+        wait_gone(&m);
     }
 
     #[test]

@@ -11,7 +11,11 @@
 mod beneath;
 mod command;
 pub mod diff;
+#[cfg(test)]
+mod escapes;
 mod fs;
+mod launch;
+mod limits;
 mod memory;
 mod mountns;
 mod path;
@@ -26,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::config::{split_mcp_tool_name, SandboxMode};
+use crate::config::{split_mcp_tool_name, CommandLimits, SandboxMode};
 use crate::mcp::{Hub, McpTool};
 use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
-pub use command::{DEFAULT_TIMEOUT_SECS, GRACE};
+pub use command::{DEFAULT_TIMEOUT_SECS, GRACE, NOT_UTF8_NOTE};
 pub use path::{Root, Workplace};
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
 
@@ -42,6 +46,9 @@ pub use crate::catalog::{for_model, MODEL_OUTPUT_CAP};
 pub struct ToolOutput {
     /// The whole output (the model sees it through [`for_model`]).
     pub text: String,
+    /// The exact bytes when the output was not UTF-8 (`text` is their lossy decoding, with a
+    /// note saying so): the ledger keeps these.
+    pub raw: Option<Vec<u8>>,
     pub is_error: bool,
     /// A command's exit code (`None` for other tools, or a command ended by a signal).
     pub exit_code: Option<i32>,
@@ -76,6 +83,10 @@ pub struct Context<'a> {
     pub memory: &'a AgentMemory,
     /// The turn making the call (memory edits are logged with it).
     pub turn: Option<&'a str>,
+    /// Environment variables providers read keys from: never passed to commands.
+    pub secret_env: &'a [String],
+    /// What each `run_command` may use (sandboxed commands).
+    pub limits: CommandLimits,
 }
 
 /// The tools of one agent: its allowlist, or the baseline of its sandbox, and the tools of
@@ -251,6 +262,7 @@ impl Toolbox {
             warnings = r.warnings;
             ToolOutput {
                 text: r.text,
+                raw: None,
                 is_error: r.is_error,
                 exit_code: None,
                 stopped: r.stopped,
@@ -309,6 +321,8 @@ pub(crate) mod testing {
         pub root: Root,
         pub sandbox: SandboxMode,
         pub cancel: Cancel,
+        pub limits: CommandLimits,
+        pub secret_env: Vec<String>,
         memory: AgentMemory,
     }
 
@@ -325,6 +339,8 @@ pub(crate) mod testing {
                 _tmp: tmp,
                 sandbox,
                 cancel: Cancel::new(),
+                limits: CommandLimits::default(),
+                secret_env: Vec::new(),
                 memory,
             }
         }
@@ -336,6 +352,8 @@ pub(crate) mod testing {
                 cancel: &self.cancel,
                 memory: &self.memory,
                 turn: None,
+                secret_env: &self.secret_env,
+                limits: self.limits,
             }
         }
 

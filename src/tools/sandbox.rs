@@ -1,26 +1,32 @@
-//! The confinement of `run_command` on Linux: Landlock, seccomp and no_new_privs.
+//! The confinement of `run_command` on Linux: Landlock, seccomp, no_new_privs and no
+//! capabilities. The namespaces a command runs in (mount, pid, IPC, and user where needed)
+//! are set up before it, in `launch.rs`.
 //!
 //! Everything that allocates or can fail in an interesting way happens in the parent: the
 //! kernel's support is probed, the Landlock ruleset is built (its rules opened as `O_PATH`
 //! descriptors) and the seccomp program is assembled. Between fork and exec the child only
-//! makes three system calls ([`Confinement::apply`]), which is all that is safe there.
+//! makes system calls ([`Confinement::apply`], [`drop_capabilities`]), which is all that is
+//! safe there.
 //!
 //! What is enforced:
 //! - Landlock (ABI 1 and later): the whole filesystem is readable and executable; writes of
 //!   any kind (create, remove, rename, write, truncate on ABI ≥ 3, device ioctls on ABI ≥ 5)
-//!   only beneath the writable directories and to `/dev/null`. Every access right the
-//!   running kernel knows is handled, as a hard requirement: nothing is silently dropped.
+//!   only beneath the writable directories and to `/dev/null`, and nowhere may a device
+//!   node be made (MAKE_CHAR and MAKE_BLOCK are granted on no directory). Every access right
+//!   the running kernel knows is handled, as a hard requirement: nothing is silently dropped.
 //! - Landlock ABI ≥ 4: no TCP bind or connect at all. ABI ≥ 6: no signals to processes
 //!   outside the sandbox and no connecting to abstract Unix sockets created outside it.
 //! - seccomp: `socket`/`socketpair` fail unless the family is `AF_UNIX` (so no network
-//!   socket of any kind, on every Landlock ABI); io_uring is unavailable (it could open
-//!   sockets without the `socket` call); on x86_64 the x32 syscall numbers are refused; on
-//!   Landlock ABI < 3, `truncate(2)` is refused (Landlock cannot control it there); system
-//!   calls of another architecture kill the process.
+//!   socket of any kind, on every Landlock ABI); `prlimit64` fails for any process but the
+//!   caller (pid 0); io_uring is unavailable (it could open sockets without the `socket`
+//!   call); the kernel keyrings (`keyctl`, `add_key`, `request_key`) and every mount call
+//!   are refused; on x86_64 the x32 syscall numbers are refused; on Landlock ABI < 3,
+//!   `truncate(2)` is refused (Landlock cannot control it there); system calls of another
+//!   architecture kill the process.
 //! - `PR_SET_NO_NEW_PRIVS`: setuid binaries and file capabilities grant nothing.
-//! - Directories that must stay read-only beneath a writable one (the repository inside the
-//!   workspace) are bind-mounted read-only in a mount namespace of the command's own
-//!   (`mountns.rs`); mount system calls are refused by seccomp too.
+//! - Capabilities: the bounding set, the ambient set and the effective, permitted and
+//!   inheritable sets are emptied and the securebits locked (`SECBIT_NOROOT`), so a command
+//!   run by root holds no capability before or after exec (no `mknod`, no raw disk access).
 //!
 //! A kernel without Landlock or seccomp filters gets no sandbox at all: [`confine`] refuses
 //! with the missing feature's name, and the command is not run.
@@ -30,7 +36,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::mountns::ReadOnlyBinds;
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
@@ -117,7 +122,6 @@ const AUDIT_ARCH: Option<u32> = if cfg!(target_arch = "x86_64") {
 pub struct Confinement {
     ruleset: OwnedFd,
     filter: Vec<libc::sock_filter>,
-    read_only: Option<ReadOnlyBinds>,
 }
 
 impl Confinement {
@@ -132,9 +136,6 @@ impl Confinement {
             len: self.filter.len() as u16,
             filter: self.filter.as_ptr().cast_mut(),
         };
-        if let Some(binds) = &self.read_only {
-            binds.apply()?;
-        }
         // SAFETY: plain system calls on memory and descriptors this value owns.
         unsafe {
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -162,15 +163,11 @@ impl Confinement {
     }
 }
 
-/// Prepares a sandbox whose only writable places are `writable` (and `/dev/null`) except
-/// the directories in `read_only` beneath them (kept read-only by a private mount
-/// namespace, see `mountns.rs`), or says which kernel feature is missing.
-pub fn confine(writable: &[&Path], read_only: &[&Path]) -> Result<Confinement, String> {
-    let mut c = confine_with(Support::probe(), writable)?;
-    if !read_only.is_empty() {
-        c.read_only = Some(ReadOnlyBinds::new(writable, read_only)?);
-    }
-    Ok(c)
+/// Prepares a sandbox whose only writable places are `writable` (and `/dev/null`), or says
+/// which kernel feature is missing. Places beneath them that must stay read-only are made
+/// so by the command's mount namespace (`mountns.rs`).
+pub fn confine(writable: &[&Path]) -> Result<Confinement, String> {
+    confine_with(Support::probe(), writable)
 }
 
 fn confine_with(support: Support, writable: &[&Path]) -> Result<Confinement, String> {
@@ -189,7 +186,6 @@ fn confine_with(support: Support, writable: &[&Path]) -> Result<Confinement, Str
     Ok(Confinement {
         ruleset,
         filter: seccomp_program(support.landlock_abi),
-        read_only: None,
     })
 }
 
@@ -218,10 +214,12 @@ fn landlock_ruleset(abi_version: i32, writable: &[&Path]) -> Result<OwnedFd, Str
             AccessFs::from_read(abi),
         ))
         .map_err(|e| e.to_string())?;
+    // Writable, except that no device node may be made anywhere.
+    let writes = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     for dir in writable {
         let fd = PathFd::new(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         created = created
-            .add_rule(PathBeneath::new(fd, all))
+            .add_rule(PathBeneath::new(fd, writes))
             .map_err(|e| e.to_string())?;
     }
     let null = PathFd::new("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
@@ -292,6 +290,10 @@ fn seccomp_program(landlock_abi: i32) -> Vec<libc::sock_filter> {
         libc::SYS_fsmount,
         libc::SYS_fspick,
         libc::SYS_pivot_root,
+        // The kernel keyrings may hold the user's credentials.
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
     ];
     if landlock_abi < 3 {
         refused.push(libc::SYS_truncate);
@@ -300,16 +302,184 @@ fn seccomp_program(landlock_abi: i32) -> Vec<libc::sock_filter> {
         p.push(jump(nr as u32, 0, 1));
         p.push(ret(eperm));
     }
-    for nr in [libc::SYS_socket, libc::SYS_socketpair] {
-        // Not this call: skip the four instructions below with the number still loaded.
+    // Each: not this call, skip the four instructions below with the number still loaded;
+    // else allow only when the first argument is the value given.
+    for (nr, only) in [
+        (libc::SYS_socket, libc::AF_UNIX as u32),
+        (libc::SYS_socketpair, libc::AF_UNIX as u32),
+        // The caller's own limits (pid 0) only: no process outside can be limited.
+        (libc::SYS_prlimit64, 0),
+    ] {
         p.push(jump(nr as u32, 0, 4));
         p.push(load(ARG0));
-        p.push(jump(libc::AF_UNIX as u32, 0, 1));
+        p.push(jump(only, 0, 1));
         p.push(ret(allow));
         p.push(ret(eperm));
     }
     p.push(ret(allow));
     p
+}
+
+/// Whether the peer of the connected Unix socket `socket` is a sandboxed command, of this
+/// or of any other axocoatl on the machine: a process in a pid namespace nested in this
+/// process's, with no_new_privs set (both read from its `/proc/<pid>/status`, which any
+/// user may read). The control sockets of serve and the actors refuse such peers: the
+/// command's own repository's `run/` is out of its view, but another repository's is not.
+/// A peer whose status cannot be read counts as sandboxed; a peer whose pid this process
+/// cannot see (an ancestor or sibling pid namespace) does not.
+pub fn peer_is_sandboxed(socket: std::os::fd::BorrowedFd<'_>) -> bool {
+    let Some(pid) = peer_pid(socket) else {
+        return true;
+    };
+    if pid == 0 {
+        return false;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    // NSpid: its pid in each pid namespace from this /proc's down to its own.
+    let nested = match field("NSpid:") {
+        Some(pids) => pids.split_whitespace().count() > 1,
+        // Before Linux 4.1: compare the namespaces themselves.
+        None => {
+            let ns = |path: &str| std::fs::read_link(path).ok();
+            let theirs = ns(&format!("/proc/{pid}/ns/pid"));
+            theirs.is_none() || theirs != ns("/proc/self/ns/pid")
+        }
+    };
+    nested && field("NoNewPrivs:") != Some("0")
+}
+
+#[expect(
+    unsafe_code,
+    reason = "getsockopt(SO_PEERCRED): libc has no safe wrapper"
+)]
+fn peer_pid(socket: std::os::fd::BorrowedFd<'_>) -> Option<libc::pid_t> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into a struct of this frame.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.pid)
+}
+
+/// Why this process cannot sandbox a command (Landlock, seccomp or the namespaces are
+/// missing), or `None` when it can.
+pub fn unavailable() -> Option<String> {
+    confine_with(Support::probe(), &[])
+        .err()
+        .or_else(|| super::launch::sandbox_namespaces().err())
+}
+
+/// Whether a `full-access` command runs in a pid namespace of its own, so that everything
+/// it starts ends with it (see `launch.rs`).
+pub fn full_access_has_pid_namespace() -> bool {
+    super::launch::supervised_namespaces()
+}
+
+/// Whether the kernel bounds how many processes a sandboxed command may have (see
+/// `limits.rs`: never by `RLIMIT_NPROC` for root, so root needs a pids cgroup).
+pub fn process_limit_enforced() -> bool {
+    super::launch::process_limit_enforced()
+}
+
+/// The highest capability number the running kernel knows (asked once).
+pub fn last_capability() -> libc::c_int {
+    static LAST: OnceLock<libc::c_int> = OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(63)
+    })
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_NO_CAP_AMBIENT_RAISE, each with its
+/// lock, and SECBIT_KEEP_CAPS locked off: exec never grants root's capabilities again.
+const SECUREBITS: libc::c_ulong = 0b1110_1111;
+
+/// Empties every capability set of the calling process (bounding, ambient, effective,
+/// permitted, inheritable) and locks the securebits, so that no exec gives any back. For a
+/// `pre_exec` hook (only system calls); the process must still hold CAP_SETPCAP (root, or
+/// root of its own user namespace).
+#[expect(
+    unsafe_code,
+    reason = "prctl and capset in a pre_exec hook: libc has no safe wrapper"
+)]
+pub fn drop_capabilities(last_cap: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain system calls on integers and on memory owned by this frame.
+    unsafe {
+        for cap in 0..=last_cap {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    break; // past the kernel's last capability
+                }
+                return Err(e);
+            }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(e); // EINVAL: a kernel before ambient capabilities (4.3)
+            }
+        }
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header as *const CapHeader, none.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

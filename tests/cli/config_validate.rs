@@ -65,6 +65,10 @@ const INVALID: &[(&str, &str)] = &[
         "write tools in read-only agents' allowlists, and max_steps 0",
     ),
     ("sandbox_unknown", "a misspelled sandbox mode"),
+    (
+        "command_limits_out_of_range",
+        "command limits of 0 and too large, limits on a full-access agent",
+    ),
     ("workspace_missing", "a workspace that does not exist"),
     ("sampling_temperature_negative", "temperature < 0"),
     ("sampling_top_p_out_of_range", "top_p of 0 and above 1"),

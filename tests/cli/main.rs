@@ -32,6 +32,7 @@ mod ocr;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod sandbox;
 mod sandbox_files;
 mod serve;
 mod serve_limits;

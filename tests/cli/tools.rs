@@ -12,7 +12,7 @@ use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
 use crate::common::ollama::{ollama_call, ollama_calls, ollama_text};
 use crate::common::procs::{
-    advertised, gone, json_lines, tool_results as results, turn_until_tool_started,
+    advertised, json_lines, marker, running_with, tool_results as results, turn_until_tool_started,
 };
 
 fn sse(events: &[Value]) -> Reply {
@@ -486,10 +486,11 @@ fn a_command_in_workspace_write_cannot_touch_the_repository() {
 
 #[test]
 fn a_timeout_kills_the_command_and_its_children() {
+    let m = marker();
     let server = FakeServer::with([
         ollama_call(
             "run_command",
-            json!({"command": "sleep 1000 & echo $! > pids; echo $$ >> pids; sleep 1000", "timeout_secs": 1}),
+            json!({"command": format!("sleep {m}1 & echo $! > pids; echo $$ >> pids; sleep {m}2"), "timeout_secs": 1}),
         ),
         ollama_text("It hung."),
     ]);
@@ -507,9 +508,10 @@ fn a_timeout_kills_the_command_and_its_children() {
     );
     let pids = std::fs::read_to_string(env.work.join("pids")).expect("pids");
     assert_eq!(pids.lines().count(), 2);
-    for pid in pids.split_whitespace() {
-        wait_until(&format!("process {pid} to end"), || gone(pid));
-    }
+    // The shell (its command line holds the marker too) and the sleeps.
+    wait_until("the command's processes to end", || {
+        running_with(&m).is_empty()
+    });
     // The model was told, and the turn went on.
     let second = server.requests()[1].json();
     let last = second["messages"]
@@ -521,8 +523,9 @@ fn a_timeout_kills_the_command_and_its_children() {
         .is_some_and(|c| c.contains("timed out"))));
 }
 
-/// Starts `send --json` with a model that runs `sleep 1000`, waits until the command runs,
-/// and returns the child, its turn id, the remaining event lines and the sleep's pid.
+/// Starts `send --json` with a model that runs [`sleeper`], waits until the command runs,
+/// and returns the child, its turn id, the remaining event lines and the sleep's pid (in
+/// the command's pid namespace).
 fn send_with_running_command(
     env: &TestEnv,
 ) -> (
@@ -564,24 +567,26 @@ fn wait_exit(child: &mut std::process::Child) -> i32 {
     }
 }
 
-fn sleeper(server: &FakeServer) {
+/// A model that runs a sleep marked with `m`.
+fn sleeper(server: &FakeServer, m: &str) {
     server.push(ollama_call(
         "run_command",
-        json!({"command": "sleep 1000 & echo $! > pid; wait"}),
+        json!({"command": format!("sleep {m} & echo $! > pid; wait")}),
     ));
 }
 
 #[test]
 fn a_stop_during_a_command_ends_the_turn_stopped_and_kills_the_command() {
     let server = FakeServer::start();
-    sleeper(&server);
+    let m = marker();
+    sleeper(&server, &m);
     let env = env_with("ollama", &server, "    sandbox: workspace-write\n");
-    let (mut child, turn, lines, pid) = send_with_running_command(&env);
+    let (mut child, turn, lines, _pid) = send_with_running_command(&env);
     let stop = env.run(&["stop", &turn]);
     assert_eq!(stop.code, 0, "{}", stop.stderr);
     // `cargo bench --bench tools` prints how long this takes; here only the outcome counts.
     assert_eq!(wait_exit(&mut child), 4, "a stopped turn exits 4");
-    wait_until("the sleep to end", || gone(&pid));
+    wait_until("the sleep to end", || running_with(&m).is_empty());
     let rest: Vec<Value> = lines
         .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
         .collect();
@@ -606,15 +611,16 @@ fn a_stop_during_a_command_ends_the_turn_stopped_and_kills_the_command() {
 )]
 fn ctrl_c_during_a_command_stops_the_turn() {
     let server = FakeServer::start();
-    sleeper(&server);
+    let m = marker();
+    sleeper(&server, &m);
     let env = env_with("ollama", &server, "    sandbox: workspace-write\n");
-    let (mut child, _turn, _lines, pid) = send_with_running_command(&env);
+    let (mut child, _turn, _lines, _pid) = send_with_running_command(&env);
     // SAFETY: signals the child we spawned.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     assert_eq!(wait_exit(&mut child), 4);
-    wait_until("the sleep to end", || gone(&pid));
+    wait_until("the sleep to end", || running_with(&m).is_empty());
 }
 
 #[test]

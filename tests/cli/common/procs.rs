@@ -174,6 +174,34 @@ pub fn turn_until_tool_started(
     turn
 }
 
+/// A number no other test uses, to run as `sleep {marker}N` and find in process lists
+/// (a sandboxed command runs in a pid namespace: the pids it sees are not the machine's).
+pub fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "86400.{}{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed) + 500
+    )
+}
+
+/// The live processes of the machine whose command line contains `marker`.
+pub fn running_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            alive(*pid)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
 /// Whether the process `pid` is gone (a zombie waiting to be reaped counts as gone).
 pub fn gone(pid: &str) -> bool {
     pid.parse().map_or(true, |pid: u32| !alive(pid))
