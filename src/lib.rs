@@ -15,7 +15,9 @@
 //!   turn pipeline: see its module documentation for the seams wave-2 features plug into),
 //!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
-//!   clears.
+//!   clears;
+//! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
+//!   `engine`; `export` (the ledger as a SQLite database) beside `query`.
 
 pub mod attach;
 pub mod automation;
@@ -30,6 +32,7 @@ pub mod control;
 pub mod conversation;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod history;
 pub mod ids;
 pub mod legacy;
@@ -54,6 +57,7 @@ pub mod serve;
 pub mod session;
 pub mod sessions;
 pub mod team;
+pub mod telemetry;
 pub mod tools;
 pub mod turn;
 pub mod usage;

@@ -90,6 +90,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         "schedule" | "request" => "an entry of `automations:`",
         "entry_point" | "workers" | "members" | "max_parallel" => "an entry of `workflows:`",
         "policy" | "keep" => "checkpoint",
+        "otlp_endpoint" | "capture_content" => "telemetry",
         "command" | "args" | "env" | "startup_timeout_secs" | "tool_timeout_secs" => {
             "an entry of `mcp_servers:`"
         }

@@ -16,6 +16,8 @@ mod cli_turns;
 mod config_validate;
 mod docs_sync;
 mod engine;
+#[cfg(feature = "sqlite")]
+mod export_sqlite;
 mod hostile_input;
 mod layers;
 mod ledger_crash;
@@ -35,4 +37,6 @@ mod store_fixture;
 mod store_props;
 mod store_repair;
 mod teams;
+#[cfg(feature = "otlp")]
+mod telemetry;
 mod tools;
