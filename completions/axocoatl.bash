@@ -1298,7 +1298,7 @@ _axocoatl() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "markdown json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "markdown json sqlite otlp" -- "${cur}"))
                     return 0
                     ;;
                 --output)

@@ -15,6 +15,12 @@ use crate::common::fake_http::{closed_port_url, FakeServer, Recorded, Reply};
 use crate::common::ollama::{ollama_call, ollama_text};
 use crate::common::procs::Serve;
 
+/// Output with the loopback servers' ports (a new one each run) normalized.
+fn ports(s: &str) -> String {
+    let re = regex::Regex::new(r"127\.0\.0\.1:\d+").expect("re");
+    re.replace_all(s, "127.0.0.1:[PORT]").into_owned()
+}
+
 /// A receiver that answers every export with 200 and an empty response message.
 fn receiver() -> FakeServer {
     FakeServer::responding(|_| Reply::new(200).header("Content-Type", "application/x-protobuf"))
@@ -407,7 +413,7 @@ fn an_endpoint_that_cannot_be_reached_is_one_warning() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "Hello there.\n");
     assert_eq!(r.stderr.matches("warning").count(), 1, "{}", r.stderr);
-    snap!("unreachable", env.snap(&r));
+    snap!("unreachable", ports(&env.snap(&r)));
     let r = env.run(&["history", "--json"]);
     assert!(r.stdout.contains("\"completed\""), "{}", r.stdout);
 }
@@ -421,7 +427,7 @@ fn an_endpoint_that_never_answers_costs_the_flush_bound_once() {
     let r = env.run(&["send", "--no-stdin", "hello"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "Hello there.\n");
-    snap!("silent", env.snap(&r));
+    snap!("silent", ports(&env.snap(&r)));
 }
 
 #[test]
