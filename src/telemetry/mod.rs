@@ -22,7 +22,9 @@ pub mod otlp;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axocoatl_store::ledger::{Damaged, Position, Record};
+#[cfg(feature = "otlp")]
+use axocoatl_store::ledger::Record;
+use axocoatl_store::ledger::{Damaged, Position};
 use axocoatl_store::Repo;
 
 use crate::config::{Config, ProviderKind};

@@ -509,3 +509,226 @@ fn tool_span(
         error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axocoatl_store::ledger::record::{
+        Bounded, ModelCall, SubtaskEnded, SubtaskStarted, ToolFinished, Usage,
+    };
+
+    fn bounded(s: &str) -> Bounded {
+        Bounded {
+            inline: s.into(),
+            object: None,
+            len: s.len() as u64,
+        }
+    }
+
+    fn begun(at: Millis) -> Record {
+        Record::TurnBegun(TurnBegun {
+            turn: "t1".into(),
+            session: "main".into(),
+            agent: "lead".into(),
+            mode: "single".into(),
+            request: "key sk-0123456789 please".into(),
+            inline_context: vec![],
+            attachments: vec![],
+            retry_of: None,
+            pid: 1,
+            at,
+        })
+    }
+
+    fn ended(at: Millis) -> Record {
+        Record::TurnEnded(TurnEnded {
+            turn: "t1".into(),
+            session: "main".into(),
+            state: TurnState::Completed,
+            error: None,
+            usage: Usage::ZERO,
+            at,
+        })
+    }
+
+    fn call(agent: &str, at: Millis) -> Record {
+        Record::ModelCall(ModelCall {
+            turn: "t1".into(),
+            agent: agent.into(),
+            provider: "llm".into(),
+            model: format!("{agent}-m"),
+            reserved_tokens: 1,
+            prompt_tokens: Some(3),
+            completion_tokens: None,
+            finish_reason: None,
+            at,
+        })
+    }
+
+    fn started(subtask: &str, worker: &str, at: Millis) -> Record {
+        Record::SubtaskStarted(SubtaskStarted {
+            turn: "t1".into(),
+            subtask: subtask.into(),
+            worker: worker.into(),
+            at,
+        })
+    }
+
+    fn sub_ended(subtask: &str, worker: &str, at: Millis) -> Record {
+        Record::SubtaskEnded(SubtaskEnded {
+            turn: "t1".into(),
+            session: "main".into(),
+            coordinator: "lead".into(),
+            subtask: subtask.into(),
+            worker: worker.into(),
+            state: TurnState::Completed,
+            error: None,
+            output: bounded("out"),
+            usage: Usage::ZERO,
+            at,
+        })
+    }
+
+    fn spans_of(records: &[Record], content: &Content) -> Option<Vec<Span>> {
+        let refs: Vec<(u64, &Record)> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as u64 + 1, r))
+            .collect();
+        turn_spans(&refs, content)
+    }
+
+    fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
+        spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    #[test]
+    fn a_turn_that_has_not_ended_has_no_trace_yet() {
+        assert!(spans_of(&[begun(0), call("lead", 5)], &Content::default()).is_none());
+    }
+
+    #[test]
+    fn calls_start_when_their_agent_s_previous_step_ended_and_nest_under_their_subtask() {
+        // Two subtasks of two workers at once, then the coordinator's answer.
+        let records = [
+            begun(0),
+            call("lead", 10),
+            started("a", "w1", 11),
+            started("b", "w2", 12),
+            call("w1", 20),
+            call("w2", 25),
+            call("w1", 30),
+            sub_ended("a", "w1", 31),
+            sub_ended("b", "w2", 33),
+            call("lead", 50),
+            ended(51),
+        ];
+        let spans = spans_of(&records, &Content::default()).expect("ended");
+        let root = &spans[0];
+        assert_eq!((root.start, root.end, root.parent), (0, 51, None));
+        let sub = |id: &str| {
+            spans
+                .iter()
+                .find(|s| {
+                    s.attributes
+                        .contains(&("axocoatl.subtask.id", Value::Str(id.into())))
+                })
+                .expect("subtask span")
+        };
+        assert_eq!((sub("a").start, sub("a").end), (11, 31));
+        let w1: Vec<(Millis, Millis, Option<[u8; 8]>)> = named(&spans, "chat w1-m")
+            .iter()
+            .map(|s| (s.start, s.end, s.parent))
+            .collect();
+        assert_eq!(
+            w1,
+            [
+                (11, 20, Some(sub("a").span_id)),
+                (20, 30, Some(sub("a").span_id))
+            ]
+        );
+        let w2 = named(&spans, "chat w2-m");
+        assert_eq!((w2[0].start, w2[0].parent), (12, Some(sub("b").span_id)));
+        // The coordinator's answer waited for both subtasks.
+        let lead: Vec<(Millis, Millis)> = named(&spans, "chat lead-m")
+            .iter()
+            .map(|s| (s.start, s.end))
+            .collect();
+        assert_eq!(lead, [(0, 10), (33, 50)]);
+        assert!(spans.iter().all(|s| s.trace_id == root.trace_id));
+    }
+
+    #[test]
+    fn a_tool_without_a_result_ends_with_the_turn_as_an_error() {
+        let records = [
+            begun(0),
+            call("lead", 5),
+            Record::ToolStarted(ToolStarted {
+                turn: "t1".into(),
+                agent: "lead".into(),
+                call_id: "c1".into(),
+                name: "run_command".into(),
+                arguments: bounded("{}"),
+                at: 6,
+            }),
+            ended(40),
+        ];
+        let spans = spans_of(&records, &Content::default()).expect("ended");
+        let tool = named(&spans, "execute_tool run_command")[0];
+        assert_eq!((tool.start, tool.end), (6, 40));
+        assert_eq!(tool.error.as_deref(), Some("no result was recorded"));
+    }
+
+    #[test]
+    fn content_is_captured_only_when_asked_and_keys_are_redacted() {
+        let records = [
+            begun(0),
+            call("lead", 5),
+            Record::ToolStarted(ToolStarted {
+                turn: "t1".into(),
+                agent: "lead".into(),
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                arguments: bounded("{\"path\":\"sk-0123456789\"}"),
+                at: 6,
+            }),
+            Record::ToolFinished(ToolFinished {
+                turn: "t1".into(),
+                agent: "lead".into(),
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                is_error: true,
+                output: bounded("no file sk-0123456789"),
+                exit_code: None,
+                duration_ms: 1,
+                at: 7,
+            }),
+            ended(9),
+        ];
+        let off = spans_of(&records, &Content::default()).expect("ended");
+        let text = format!("{off:?}");
+        assert!(
+            !text.contains("sk-0123456789") && !text.contains("please"),
+            "{text}"
+        );
+        let on = Content {
+            capture: true,
+            redact: vec!["sk-0123456789".into()],
+            ..Content::default()
+        };
+        let spans = spans_of(&records, &on).expect("ended");
+        let text = format!("{spans:?}");
+        assert!(!text.contains("sk-0123456789"), "{text}");
+        assert!(text.contains("key <redacted> please"), "{text}");
+        let tool = named(&spans, "execute_tool read_file")[0];
+        assert_eq!(tool.error.as_deref(), Some("no file <redacted>"));
+    }
+
+    #[test]
+    fn ids_are_the_same_for_the_same_turn_and_record() {
+        assert_eq!(trace_id("t1"), trace_id("t1"));
+        assert_ne!(trace_id("t1"), trace_id("t2"));
+        assert_ne!(span_id("t1", 0), span_id("t1", 1));
+        assert_ne!(trace_id("t1"), [0; 16]);
+    }
+}
