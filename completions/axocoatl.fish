@@ -42,7 +42,7 @@ complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "rewind" -d 'Move 
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "sessions" -d 'List sessions, or switch and create them.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "history" -d 'List turns, newest last, optionally searching them.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "export" -d 'Export History: a readable transcript (markdown), every turn with all its records (json), a SQLite database (sqlite) or OpenTelemetry traces (otlp).'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
 complete -c axocoatl -n "__fish_axocoatl_needs_command" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
@@ -233,8 +233,10 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -l json -d 'Prin
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand show" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s s -l session -d 'The session [default: HEAD]' -r
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l format -r -f -a "markdown\t''
-json\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l format -r -f -a "markdown\t'A readable transcript'
+json\t'Every turn with all its records'
+sqlite\t'A SQLite database for SQL and Datasette (needs -o; refreshed in place)'
+otlp\t'OpenTelemetry traces of ended turns: OTLP JSON, one trace per line'"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s o -l output -d 'Write to FILE instead of stdout' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand export" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
@@ -661,7 +663,7 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_s
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "sessions" -d 'List sessions, or switch and create them.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "history" -d 'List turns, newest last, optionally searching them.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "show" -d 'Show one turn whole: request, context references, output, tool events, state, usage.'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "export" -d 'Export History: a readable transcript (markdown) or every turn with all its records (json).'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "export" -d 'Export History: a readable transcript (markdown), every turn with all its records (json), a SQLite database (sqlite) or OpenTelemetry traces (otlp).'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "usage" -d 'Report provider-reported token usage per agent, session or day.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "automations" -d 'Scheduled requests: list them, run one now, see their runs, or run what is due.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and not __fish_seen_subcommand_from init validate send attach stop retry rewind sessions history show export usage automations fsck import memory models serve agents mcp util help" -f -a "fsck" -d 'Check the repository: ledger, objects, checkpoints, memory files, automation run records.'
