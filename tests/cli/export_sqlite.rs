@@ -77,6 +77,7 @@ fn dump(env: &TestEnv, path: &Path) -> String {
         .expect("tables")
         .collect::<Result<_, _>>()
         .expect("tables");
+    let quoted = regex::Regex::new(r#"( (?:output|text)=)"(?:[^"\\]|\\.)*""#).expect("re");
     let mut out = String::new();
     for table in tables {
         out.push_str(&format!("## {table}\n"));
@@ -105,6 +106,8 @@ fn dump(env: &TestEnv, path: &Path) -> String {
             let row = row.expect("row");
             if table == "_meta"
                 && [
+                    "key=\"ledger_offset\"",
+                    "key=\"ledger_record_offset\"",
                     "key=\"exported_at\"",
                     "key=\"repository\"",
                     "key=\"ledger_record\"",
@@ -114,12 +117,30 @@ fn dump(env: &TestEnv, path: &Path) -> String {
             {
                 continue;
             }
+            // Warnings are other features' words (the memory tiers'): their kind and code
+            // are what the export is about.
+            let row = match (row.find(" kind=\"warning\""), row.find(" text=")) {
+                (Some(_), Some(at)) => format!("{} text=[warning]", &row[..at]),
+                _ => row,
+            };
+            // So are the memory tools' results.
+            let row =
+                if row.contains("name=\"core_memory_") && !row.contains("kind=\"memory_edit\"") {
+                    quoted
+                        .replace_all(&row, "${1}[memory tool output]")
+                        .into_owned()
+                } else {
+                    row
+                };
             out.push_str(&row);
             out.push('\n');
         }
     }
     // Tool durations are the machine's.
     let ms = regex::Regex::new(r#"duration_ms(\\?"?[:=])\d+"#).expect("re");
+    // Reservations follow the prompt, which memory and tool features shape.
+    let reserved = regex::Regex::new(r#"(reserved_tokens|output_len)(\\?"?[:=])\d+"#).expect("re");
+    let out = reserved.replace_all(&out, "${1}${2}[N]");
     env.normalize(&ms.replace_all(&out, "duration_ms${1}[MS]"))
 }
 
