@@ -52,10 +52,19 @@ impl Mark {
     }
 }
 
+/// The identity of a repository's history: the fingerprint of its first turn's begin
+/// record (a fresh random turn id, the request and the time) and where that record is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Identity {
+    fingerprint: String,
+    pos: Position,
+}
+
 /// The `_meta` of an export.
 #[derive(Debug, Default)]
 struct Meta {
-    repository: String,
+    /// Empty while the ledger had no turn.
+    repository: Identity,
     scope: String,
     mark: Mark,
     /// Records earlier exports into the file could not read.
@@ -68,26 +77,35 @@ pub(crate) fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> RuntimeError
 
 pub fn export(repo: &Repo, session: Option<&str>, path: &Path) -> Result<SqliteReport> {
     let scope = session.map_or_else(|| "all".to_owned(), |s| format!("session:{s}"));
-    let repository = repository_identity(repo)?;
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => Err(RuntimeError::Refused {
             message: format!("{} is not a regular file", path.display()),
             hint: "give -o a file name for the database".into(),
         }),
-        Ok(m) if m.len() > 0 => refresh(repo, session, path, &scope, &repository),
-        _ => create(repo, session, path, &scope, &repository),
+        Ok(m) if m.len() > 0 => refresh(repo, session, path, &scope),
+        _ => create(repo, session, path, &scope, &repository_identity(repo)),
     }
 }
 
-/// The identity of the repository's history: the fingerprint of its first turn's begin
-/// record (a fresh random turn id, the request and the time), "" while it has no turn.
-fn repository_identity(repo: &Repo) -> Result<String> {
-    for e in repo.ledger().scan_all().flatten() {
-        if e.kind == axocoatl_store::ledger::Kind::TurnBegun.tag() {
-            return Ok(fingerprint(&e));
-        }
-    }
-    Ok(String::new())
+/// The identity of the repository's history (empty while it has no turn).
+fn repository_identity(repo: &Repo) -> Identity {
+    repo.ledger()
+        .scan_all()
+        .flatten()
+        .find(|e| e.kind == axocoatl_store::ledger::Kind::TurnBegun.tag())
+        .map(|e| Identity {
+            fingerprint: fingerprint(&e),
+            pos: e.pos,
+        })
+        .unwrap_or_default()
+}
+
+/// The record at `pos`, read alone: one frame of its segment decoded and verified, however
+/// long the ledger (a refresh checks two records this way before it reads what is new).
+fn record_at(repo: &Repo, pos: Position) -> Option<Entry> {
+    let seg = repo.ledger().load_segment(pos.segment).ok()?;
+    let frame = seg.frame_at(pos.offset).ok()??;
+    seg.checked_entry(&frame).ok()
 }
 
 fn create(
@@ -95,7 +113,7 @@ fn create(
     session: Option<&str>,
     path: &Path,
     scope: &str,
-    repository: &str,
+    repository: &Identity,
 ) -> Result<SqliteReport> {
     let tmp = temp_path(path);
     let _ = std::fs::remove_file(&tmp);
@@ -126,7 +144,7 @@ fn fill_new(
     tmp: &Path,
     path: &Path,
     scope: &str,
-    repository: &str,
+    repository: &Identity,
 ) -> Result<SqliteReport> {
     let err = sql_error(path);
     let mut conn = Connection::open(tmp).map_err(&err)?;
@@ -145,7 +163,7 @@ fn fill_new(
         .map_err(&err)?;
     tx.execute_batch(schema::TABLES).map_err(&err)?;
     let meta = Meta {
-        repository: repository.to_owned(),
+        repository: repository.clone(),
         scope: scope.to_owned(),
         mark: Mark::default(),
         damaged: 0,
@@ -175,13 +193,7 @@ fn publish(tmp: &Path, path: &Path) -> Result<()> {
     sync(dir).map_err(RuntimeError::io("sync", dir))
 }
 
-fn refresh(
-    repo: &Repo,
-    session: Option<&str>,
-    path: &Path,
-    scope: &str,
-    repository: &str,
-) -> Result<SqliteReport> {
+fn refresh(repo: &Repo, session: Option<&str>, path: &Path, scope: &str) -> Result<SqliteReport> {
     let err = sql_error(path);
     let mut conn = Connection::open_with_flags(
         path,
@@ -198,9 +210,19 @@ fn refresh(
     // Read under the write lock: a refresh that waited for another sees where that one
     // stopped.
     let mut meta = read_meta(&tx, path)?;
-    check_meta(&meta, path, scope, repository)?;
-    if meta.repository.is_empty() {
-        meta.repository = repository.to_owned();
+    check_meta(&meta, path, scope)?;
+    if meta.repository.fingerprint.is_empty() {
+        meta.repository = repository_identity(repo);
+    } else if record_at(repo, meta.repository.pos)
+        .is_none_or(|e| fingerprint(&e) != meta.repository.fingerprint)
+    {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "{} is an export of another repository (its first turn is not this one's)",
+                path.display()
+            ),
+            hint: "export this repository into a new file".into(),
+        });
     }
     let report = apply_from(repo, session, &tx, &meta, path)?;
     tx.commit().map_err(&err)?;
@@ -266,7 +288,13 @@ fn read_meta(tx: &Transaction<'_>, path: &Path) -> Result<Meta> {
     }
     let num = |k: &str| get(k).parse::<u64>().unwrap_or(0);
     Ok(Meta {
-        repository: get("repository"),
+        repository: Identity {
+            fingerprint: get("repository"),
+            pos: Position {
+                segment: num("repository_segment"),
+                offset: num("repository_offset"),
+            },
+        },
         scope: get("scope"),
         mark: Mark {
             seq: num("ledger_seq"),
@@ -284,16 +312,7 @@ fn read_meta(tx: &Transaction<'_>, path: &Path) -> Result<Meta> {
     })
 }
 
-fn check_meta(meta: &Meta, path: &Path, scope: &str, repository: &str) -> Result<()> {
-    if !meta.repository.is_empty() && meta.repository != repository {
-        return Err(RuntimeError::Refused {
-            message: format!(
-                "{} is an export of another repository (its history starts with another record)",
-                path.display()
-            ),
-            hint: "export this repository into a new file".into(),
-        });
-    }
+fn check_meta(meta: &Meta, path: &Path, scope: &str) -> Result<()> {
     if meta.scope != scope {
         let says = |s: &str| match s.strip_prefix("session:") {
             Some(name) => format!("session {name}"),
@@ -326,15 +345,13 @@ fn apply_from(
     meta: &Meta,
     path: &Path,
 ) -> Result<SqliteReport> {
-    let mut scan = if meta.mark.seq == 0 {
+    let scan = if meta.mark.seq == 0 {
         repo.ledger().scan_all()
     } else {
-        repo.ledger().scan(meta.mark.pos)
+        verify_mark(repo, &meta.mark, path)?;
+        repo.ledger().scan(meta.mark.next)
     };
     let mut damaged: Vec<Damaged> = Vec::new();
-    if meta.mark.seq > 0 {
-        verify_mark(&mut scan, &meta.mark, path, &mut damaged)?;
-    }
     let mut applier = apply::Applier::new(repo, tx, session, path)?;
     let mut mark = meta.mark.clone();
     let mut records = 0u64;
@@ -357,39 +374,25 @@ fn apply_from(
     Ok(report)
 }
 
-/// The first record of a refresh's scan must be the one the export stopped after.
-fn verify_mark(
-    scan: &mut axocoatl_store::ledger::Scan,
-    mark: &Mark,
-    path: &Path,
-    damaged: &mut Vec<Damaged>,
-) -> Result<()> {
-    let moved = |why: &str| {
-        RuntimeError::Refused {
-        message: format!(
-            "{} stopped after ledger record {} at segment {} byte {}, and {why}",
-            path.display(),
-            mark.seq,
-            mark.pos.segment,
-            mark.pos.offset
-        ),
-        hint: "the ledger was repaired or replaced since (see `axocoatl fsck`); export into a new file".into(),
+/// The record an export stopped after must still be that record, where it was.
+fn verify_mark(repo: &Repo, mark: &Mark, path: &Path) -> Result<()> {
+    match record_at(repo, mark.pos) {
+        Some(e) if e.seq == mark.seq && fingerprint(&e) == mark.fingerprint => Ok(()),
+        found => Err(RuntimeError::Refused {
+            message: format!(
+                "{} stopped after ledger record {} at segment {} byte {}, and the ledger {}",
+                path.display(),
+                mark.seq,
+                mark.pos.segment,
+                mark.pos.offset,
+                match found {
+                    Some(e) => format!("now holds another record there (sequence number {})", e.seq),
+                    None => "no longer holds that record".to_owned(),
+                }
+            ),
+            hint: "the ledger was repaired or replaced since (see `axocoatl fsck`); export into a new file".into(),
+        }),
     }
-    };
-    for item in scan.by_ref() {
-        match item {
-            Ok(e) if e.seq == mark.seq && fingerprint(&e) == mark.fingerprint => return Ok(()),
-            Ok(e) if e.pos == mark.pos => {
-                return Err(moved(&format!(
-                    "the ledger now holds another record there (sequence number {})",
-                    e.seq
-                )))
-            }
-            Ok(_) => return Err(moved("the ledger no longer holds that record there")),
-            Err(e) => damaged.push(Damaged::from(e)),
-        }
-    }
-    Err(moved("the ledger now ends before it"))
 }
 
 fn write_meta(
@@ -404,7 +407,12 @@ fn write_meta(
         ("exporter", EXPORTER.to_owned()),
         ("schema_version", SCHEMA_VERSION.to_string()),
         ("axocoatl_version", env!("CARGO_PKG_VERSION").to_owned()),
-        ("repository", meta.repository.clone()),
+        ("repository", meta.repository.fingerprint.clone()),
+        (
+            "repository_segment",
+            meta.repository.pos.segment.to_string(),
+        ),
+        ("repository_offset", meta.repository.pos.offset.to_string()),
         ("scope", meta.scope.clone()),
         ("ledger_seq", mark.seq.to_string()),
         ("ledger_record", mark.fingerprint.clone()),
