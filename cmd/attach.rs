@@ -3,8 +3,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use axocoatl::attach::{self, AttachError};
+use axocoatl::attach::{self, AttachError, Reference, Text};
+use axocoatl::provider::Cancel;
 use axocoatl::RuntimeError;
+use axocoatl_store::extracted::OcrInfo;
 use axocoatl_store::ledger::record::AttachmentScope;
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -12,20 +14,23 @@ use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::exit;
 use crate::fmt::safe;
-use crate::json::ReferenceJson;
+use crate::json::{ReferenceJson, TextJson};
 use crate::ui::Ui;
 
 /// Attach files as context: immutable references that go along with turns.
 ///
 /// A file's bytes are stored once in the repository (identical content is shared) and its
 /// text is extracted (plain text, Markdown, source code, JSON, CSV, PDF; capped at 256 KiB).
+/// OCR (Tesseract) reads the text of images and of PDF pages without a text layer, once,
+/// when they are attached; the model is told it is OCR text and its mean confidence.
 /// A once-scoped reference goes along with the next turn of its session and is then
 /// consumed; a session-scoped one goes along with every turn until `attach rm`. Removing a
 /// reference never changes a turn that already used it: `show` and `export` still list it
 /// and `attach cat` still returns it.
 ///
-/// Images (PNG, JPEG, GIF, WebP) up to 10 MiB, other documents up to 25 MiB. Images go to
-/// providers that read images (ollama, openai); others refuse the turn.
+/// Images (PNG, JPEG, GIF, WebP; TIFF and BMP as OCR text only) up to 10 MiB, other
+/// documents up to 25 MiB. Images go to providers that read images (ollama, openai); others
+/// get their OCR text, and refuse the turn for an image without any.
 ///
 /// Examples:
 ///   axocoatl attach add report.pdf                 the next turn only
@@ -67,9 +72,11 @@ impl From<ScopeArg> for AttachmentScope {
 
 /// Attach files to a session; prints one reference id per file.
 ///
-/// The type comes from the file's content, not its name. Every file is checked before
-/// anything is stored: one refused file (too large, unsupported) attaches none. A file that
-/// is already selected with the same name, content and scope is not attached twice.
+/// The type comes from the file's content, not its name. Every file is checked and read
+/// before anything is stored: one refused file (too large, unsupported, over
+/// attachments.ocr.max_pixels, OCR past its time limit) attaches none. A file that is
+/// already selected with the same name, content and scope is not attached twice. Content
+/// read by OCR before (same languages) is not read again. Ctrl-C stops OCR.
 ///
 /// Examples:
 ///   axocoatl attach add notes.md data.csv
@@ -170,6 +177,24 @@ pub fn pin_line(a: &axocoatl_store::ledger::record::AttachmentPin) -> String {
     )
 }
 
+/// What OCR read: `OCR (tesseract 5.3.0, eng): 42 words, mean confidence 91%`.
+pub fn ocr_summary(info: &OcrInfo) -> String {
+    let pages = if info.of_pages > 1 {
+        format!(" of {} of {} pages", info.pages, info.of_pages)
+    } else {
+        String::new()
+    };
+    let found = match info.confidence {
+        Some(c) => format!(
+            "{} word{}, mean confidence {c}%",
+            info.words,
+            if info.words == 1 { "" } else { "s" }
+        ),
+        None => "no text found".to_owned(),
+    };
+    format!("OCR{pages} ({}, {}): {found}", info.engine, info.languages)
+}
+
 fn truncation_warning(ui: &mut Ui, a: &attach::Added) -> std::io::Result<()> {
     ui.warn(&format!(
         "{}: the extracted text ({}) was cut to {}",
@@ -183,13 +208,25 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.session_or_head(args.session.as_deref())?;
     let scope = AttachmentScope::from(args.scope);
-    let added = attach::add(ws.repo(), &session, &args.files, scope)?;
+    let cancel = Cancel::new();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // The first signal stops OCR (nothing is attached); a second ends the process.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, cancel.flag());
+        let _ = signal_hook::flag::register(sig, cancel.flag());
+    }
+    let reading = attach::Reading {
+        ocr: attach::ocr::Settings::of(&ws.config()?.attachments.ocr),
+        cancel: &cancel,
+    };
+    let added = attach::add(ws.repo(), &session, &args.files, scope, &reading)?;
     for a in &added {
         let r = &a.reference;
         if args.json {
             ui.json_line(&ReferenceJson {
                 reused: Some(a.reused),
-                ..ReferenceJson::new(r)
+                text_reused: Some(a.text_reused),
+                notes: Some(&a.notes),
+                ..ReferenceJson::new(r, &TextJson::of_ocr(a.ocr.as_ref(), r))
             })?;
             continue;
         }
@@ -214,6 +251,17 @@ fn add(args: AddArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 attach::size_text(r.size)
             )?;
         }
+        if let Some(info) = &a.ocr {
+            let again = if a.text_reused {
+                " (read before: the same content is not read again)"
+            } else {
+                ""
+            };
+            writeln!(ui.err, "{}: {}{again}", safe(&r.name), ocr_summary(info))?;
+        }
+        for note in &a.notes {
+            ui.warn(&format!("{}: {note}", safe(&r.name)))?;
+        }
         if r.text_truncated && !a.reused {
             truncation_warning(ui, a)?;
         }
@@ -237,8 +285,9 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         )?;
     }
     for r in &refs {
+        let text = attach::stored_text(ws.repo(), r.text_object.as_deref())?;
         if args.json {
-            ui.json_line(&ReferenceJson::new(r))?;
+            ui.json_line(&ReferenceJson::new(r, &TextJson::of(&text, r)))?;
             continue;
         }
         let mut line = format!(
@@ -256,9 +305,36 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         if r.text_truncated {
             line.push_str("  (text cut to 256 KiB)");
         }
+        if let Some(ocr) = ocr_column(&text, r) {
+            line.push_str(&format!("  ({ocr})"));
+        }
         writeln!(ui.out, "{line}")?;
     }
     Ok(exit::OK)
+}
+
+/// Whether OCR read an attachment, for `attach list` and `show`: `OCR eng, mean confidence
+/// 91%`, `OCR eng: no text found`, `not read by OCR` (an image without text); nothing for
+/// text that is no OCR's.
+pub fn ocr_column(text: &Text, r: &Reference) -> Option<String> {
+    match text {
+        Text::Ocr(info, _) => Some(match info.confidence {
+            Some(c) => format!(
+                "OCR {}{}, mean confidence {c}%",
+                info.languages,
+                if info.of_pages > 1 {
+                    format!(" of {}/{} pages", info.pages, info.of_pages)
+                } else {
+                    String::new()
+                }
+            ),
+            None => format!("OCR {}: no text found", info.languages),
+        }),
+        Text::None if attach::is_image(&r.media_type) || attach::is_ocr_image(&r.media_type) => {
+            Some("not read by OCR".into())
+        }
+        _ => None,
+    }
 }
 
 /// A size for a column: bytes, KiB or MiB with one decimal.
@@ -274,7 +350,8 @@ fn rm(args: RmArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let r = attach::remove(ws.repo(), &args.reference)?;
     if args.json {
-        ui.json_line(&ReferenceJson::new(&r))?;
+        let text = attach::stored_text(ws.repo(), r.text_object.as_deref())?;
+        ui.json_line(&ReferenceJson::new(&r, &TextJson::of(&text, &r)))?;
     } else {
         writeln!(
             ui.out,

@@ -4,9 +4,11 @@
 
 use std::path::Path;
 
+use axocoatl::attach::Text;
 use axocoatl::clock;
 use axocoatl::history::{CallView, ContextView, ToolEvent, TurnView};
 use axocoatl::relations::{scope_str, Reference};
+use axocoatl_store::extracted::OcrInfo;
 use axocoatl_store::ledger::record::Usage;
 use serde::Serialize;
 
@@ -98,6 +100,15 @@ pub enum SendEvent<'a> {
         agent: &'a str,
         reason: &'a str,
     },
+    /// A command that failed before its turn began (a bad option, a busy session, no
+    /// configuration): what stderr says, for scripts reading stdout.
+    #[serde(rename = "error")]
+    Error {
+        message: &'a str,
+        causes: &'a [String],
+        hints: &'a [String],
+        exit_code: i32,
+    },
     #[serde(rename = "turn.ended")]
     TurnEnded {
         turn: &'a str,
@@ -161,9 +172,19 @@ pub struct TurnJson<'a> {
     /// A multi-agent turn: each agent's activation and why it answered or not.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub activation: &'a [axocoatl_store::ledger::record::AgentActivation],
+    /// The sender's per-call `model`, `system` and `options` (`[key, value]` pairs); only
+    /// for a turn that had some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<&'a axocoatl::overrides::Overrides>,
 }
 
 impl<'a> TurnJson<'a> {
+    /// The session as people name it (after a rename, not as its records do).
+    pub fn shown_as(mut self, session: &'a str) -> Self {
+        self.session = session;
+        self
+    }
+
     /// `t` with `output` as its output text and `agent_name` from the configuration.
     pub fn new(t: &'a TurnView, output: &'a str, agent_name: Option<&'a str>) -> Self {
         TurnJson {
@@ -203,6 +224,7 @@ impl<'a> TurnJson<'a> {
                 .collect(),
             tools: &t.tools,
             warnings: &t.warnings,
+            overrides: t.overrides.as_ref(),
             plan: t.plan.as_ref(),
             subtasks: &t.subtasks,
             activation: &t.activation,
@@ -230,6 +252,17 @@ pub struct ShowJson<'a> {
     pub turn: TurnJson<'a>,
     pub calls: &'a [CallView],
     pub stop_requested: bool,
+    /// Where each pinned attachment's text comes from, in the order of `attachments`.
+    pub attachment_texts: Vec<PinTextJson<'a>>,
+}
+
+/// `show --json`: where a pinned attachment's text comes from.
+#[derive(Debug, Serialize)]
+pub struct PinTextJson<'a> {
+    pub reference: &'a str,
+    /// `none`, `extracted` or `ocr`.
+    pub text: &'static str,
+    pub ocr: Option<OcrJson>,
 }
 
 /// `export --format json`: the whole document.
@@ -324,14 +357,18 @@ pub struct SessionJson<'a> {
     pub turns: u64,
     pub last_activity: Option<String>,
     pub active_turn: Option<&'a str>,
+    /// Only for a removed session (`sessions --all`): when it was removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<String>,
 }
 
-/// `sessions new|switch --json`.
+/// `sessions new|switch|rm|rename --json`.
 #[derive(Debug, Serialize)]
 pub struct SessionActionJson<'a> {
     pub session: &'a str,
+    /// Whether it is the current session (HEAD) now.
     pub current: bool,
-    /// `created` or `switched`.
+    /// `created`, `switched`, `removed` or `renamed`.
     pub action: &'a str,
 }
 
@@ -362,13 +399,75 @@ pub struct ReferenceJson<'a> {
     pub consumed_by: Option<&'a str>,
     pub removed_at: Option<String>,
     pub used_by: &'a [String],
+    /// Where the text comes from: `none` (an image OCR did not read), `extracted` (text
+    /// and PDF text layers), `ocr`.
+    pub text: &'static str,
+    /// What OCR read with (null when OCR did not read it).
+    pub ocr: Option<OcrJson>,
     /// `attach add` only: the file was already selected, nothing new was recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+    /// `attach add` only: its text was read before (same content and OCR languages) and
+    /// not read again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_reused: Option<bool>,
+    /// `attach add` only: what was not read of the file, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<&'a [String]>,
+}
+
+/// What OCR read a text with (`attach add|list|rm --json`, `show --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct OcrJson {
+    pub engine: String,
+    pub languages: String,
+    /// The mean of the words' confidences, 0 to 100; null when no word was found.
+    pub confidence: Option<u8>,
+    pub words: u64,
+    /// Pages read by OCR, of `of_pages` (a PDF's pages without a text layer).
+    pub pages: u32,
+    pub of_pages: u32,
+}
+
+impl From<&OcrInfo> for OcrJson {
+    fn from(i: &OcrInfo) -> OcrJson {
+        OcrJson {
+            engine: i.engine.clone(),
+            languages: i.languages.clone(),
+            confidence: i.confidence,
+            words: i.words,
+            pages: i.pages,
+            of_pages: i.of_pages,
+        }
+    }
+}
+
+/// Where a reference's text comes from.
+#[derive(Debug)]
+pub struct TextJson {
+    pub text: &'static str,
+    pub ocr: Option<OcrJson>,
+}
+
+impl TextJson {
+    pub fn of(text: &Text, r: &Reference) -> TextJson {
+        TextJson::of_ocr(text.ocr(), r)
+    }
+
+    pub fn of_ocr(ocr: Option<&OcrInfo>, r: &Reference) -> TextJson {
+        TextJson {
+            text: match (ocr, &r.text_object) {
+                (Some(_), _) => "ocr",
+                (None, Some(_)) => "extracted",
+                (None, None) => "none",
+            },
+            ocr: ocr.map(OcrJson::from),
+        }
+    }
 }
 
 impl<'a> ReferenceJson<'a> {
-    pub fn new(r: &'a Reference) -> Self {
+    pub fn new(r: &'a Reference, text: &TextJson) -> Self {
         ReferenceJson {
             reference: &r.reference,
             session: &r.session,
@@ -384,7 +483,11 @@ impl<'a> ReferenceJson<'a> {
             consumed_by: r.consumed_by.as_deref(),
             removed_at: r.removed_at.map(clock::rfc3339),
             used_by: &r.used_by,
+            text: text.text,
+            ocr: text.ocr.clone(),
             reused: None,
+            text_reused: None,
+            notes: None,
         }
     }
 }
@@ -471,6 +574,16 @@ pub struct InitJson<'a> {
     pub config: &'a Path,
     pub config_written: bool,
     pub session: &'a str,
+}
+
+/// `repo --json`.
+#[derive(Debug, Serialize)]
+pub struct RepoJson<'a> {
+    pub repository: &'a Path,
+    pub config: &'a Path,
+    /// `explicit`, `discovered` or `home`.
+    pub source: &'a str,
+    pub exists: bool,
 }
 
 /// `validate --json`: one line per diagnostic, then a summary.

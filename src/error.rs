@@ -66,7 +66,7 @@ pub enum AttachError {
         reference: String,
         state: &'static str,
     },
-    #[error("attachment {reference} ({name}) is an image and has no extracted text")]
+    #[error("attachment {reference} ({name}) is an image whose text OCR did not read")]
     NoText { reference: String, name: String },
     #[error("{name} ({media_type}) is binary; not writing it to a terminal")]
     Binary {
@@ -74,6 +74,28 @@ pub enum AttachError {
         name: String,
         media_type: String,
     },
+    #[error("{name}: {width} x {height} pixels{} is over the OCR limit of {max} pixels", page.as_ref().map(|p| format!(" ({p})")).unwrap_or_default())]
+    TooManyPixels {
+        name: String,
+        page: Option<String>,
+        width: u32,
+        height: u32,
+        max: u64,
+    },
+    #[error("{name}: OCR cannot read it: {detail}")]
+    OcrFailed { name: String, detail: String },
+    #[error("{name}: OCR took longer than its limit of {secs} s{at}")]
+    OcrTimeout { name: String, secs: u64, at: String },
+    #[error("{name}: OCR was stopped{at}")]
+    OcrStopped { name: String, at: String },
+    #[error("{name}: {reason}")]
+    OcrUnavailable {
+        name: String,
+        reason: String,
+        hint: String,
+    },
+    #[error("the text object {object} does not read: {detail}")]
+    BadText { object: String, detail: String },
 }
 
 /// Why an edit of core memory was refused.
@@ -257,12 +279,18 @@ impl RuntimeError {
                 AttachError::TooLarge { .. }
                 | AttachError::Unsupported { .. }
                 | AttachError::Pdf { .. }
+                | AttachError::TooManyPixels { .. }
+                | AttachError::OcrFailed { .. }
                 | AttachError::NotSelected { .. } => Refused,
                 AttachError::NotFound { .. } | AttachError::Ambiguous { .. } => NotFound,
                 AttachError::NotAFile { .. }
                 | AttachError::Read { .. }
                 | AttachError::NoText { .. }
-                | AttachError::Binary { .. } => Failure,
+                | AttachError::Binary { .. }
+                | AttachError::OcrTimeout { .. }
+                | AttachError::OcrStopped { .. }
+                | AttachError::OcrUnavailable { .. }
+                | AttachError::BadText { .. } => Failure,
             },
             RuntimeError::Memory(e) => match e {
                 MemoryError::Store(s) => store_kind(s),
@@ -389,6 +417,7 @@ fn store_hint(e: &StoreError) -> Option<&'static str> {
         StoreError::UnsupportedFormat { .. } => "this repository was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
         StoreError::BadFormatMarker { .. } => "if `axocoatl init` was interrupted, remove the directory and run it again",
         StoreError::AlreadyExists { .. } => "nothing was changed",
+        StoreError::Poisoned { .. } => "a failed sync is an I/O error of the disk (see `dmesg`): check it, then run `axocoatl fsck`",
         StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
         StoreError::SemanticDamaged { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` moves damaged records aside (to `damaged/` beside the file)",
         StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",
@@ -426,6 +455,23 @@ fn attach_hints(e: &AttachError) -> Vec<String> {
         AttachError::Binary { reference, .. } => vec![format!(
             "redirect it: axocoatl attach cat {reference} > FILE"
         )],
+        AttachError::TooManyPixels { .. } => vec![
+            stored,
+            "nothing was decoded: the size comes from the image's header; scale the image down, or raise attachments.ocr.max_pixels in axocoatl.yaml".into(),
+        ],
+        AttachError::OcrFailed { .. } => vec![
+            stored,
+            "attach a PNG or JPEG of it, or set attachments.ocr.enabled: false in axocoatl.yaml to attach images without reading their text".into(),
+        ],
+        AttachError::OcrTimeout { .. } => vec![
+            stored,
+            "raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text".into(),
+        ],
+        AttachError::OcrStopped { .. } => vec![stored],
+        AttachError::OcrUnavailable { hint, .. } => vec![stored, hint.clone()],
+        AttachError::BadText { .. } => {
+            vec!["run `axocoatl fsck` to see every problem".into()]
+        }
     }
 }
 

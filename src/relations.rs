@@ -154,6 +154,11 @@ impl Attachments {
         self.index.get(reference).map(|&i| &self.refs[i])
     }
 
+    /// Every reference, in the order they were added.
+    pub fn all(&self) -> impl Iterator<Item = &Reference> {
+        self.refs.iter()
+    }
+
     /// Every reference of `session`, in the order they were added.
     pub fn of_session<'a>(&'a self, session: &'a str) -> impl Iterator<Item = &'a Reference> {
         self.refs.iter().filter(move |r| r.session == session)

@@ -5,7 +5,7 @@ use axocoatl_store::ledger::record::{AttachmentConsumed, AttachmentPin, Attachme
 use axocoatl_store::ledger::Record;
 use axocoatl_store::Repo;
 
-use super::{is_image, Attachments, State};
+use super::{is_image, is_ocr_image, stored_text, Attachments, State, Text};
 use crate::clock;
 use crate::config::{ProviderKind, ResolvedProvider};
 use crate::error::{Result, RuntimeError};
@@ -88,10 +88,32 @@ fn attr(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// How the model is told where an attachment's text comes from: nothing for plain text,
+/// and for OCR text the engine's languages and mean confidence.
+fn text_source(t: &Text) -> String {
+    let Some(info) = t.ocr() else {
+        return String::new();
+    };
+    let what = if info.of_pages > 1 && info.pages < info.of_pages {
+        format!(
+            "text layer and OCR of {} of {} pages",
+            info.pages, info.of_pages
+        )
+    } else {
+        "OCR".to_owned()
+    };
+    let confidence = match info.confidence {
+        Some(c) => format!("mean confidence {c}%"),
+        None => "no words found".to_owned(),
+    };
+    format!(" text=\"{what}, {}, {confidence}\"", attr(&info.languages))
+}
+
 /// The user message of a turn: the request, its inline context, then each attachment
-/// (its extracted text in an `<attachment>` block; an image as an empty tag). With
-/// `images`, the image bytes go along (the turn being sent); rebuilt earlier turns carry
-/// only the text, as checkpoints do.
+/// (its extracted text in an `<attachment>` block, saying when it is OCR text and with
+/// what mean confidence; an image without text as an empty tag). With `images`, the
+/// bytes of images that providers take go along (the turn being sent); rebuilt earlier
+/// turns carry only the text, as checkpoints do.
 pub fn user_message(
     repo: &Repo,
     request: &str,
@@ -105,27 +127,31 @@ pub fn user_message(
         if !content.is_empty() {
             content.push_str("\n\n");
         }
-        let attrs = format!(
+        let mut attrs = format!(
             "name=\"{}\" type=\"{}\" size=\"{}\"",
             attr(&pin.name),
             attr(&pin.media_type),
             pin.size
         );
-        if is_image(&pin.media_type) {
-            content.push_str(&format!("<attachment {attrs} image=\"true\"/>"));
-            if images {
+        let text = stored_text(repo, pin.text_object.as_deref())?;
+        if is_image(&pin.media_type) || is_ocr_image(&pin.media_type) {
+            attrs.push_str(" image=\"true\"");
+            if images && is_image(&pin.media_type) {
                 sent.push(Image {
                     media_type: pin.media_type.clone(),
                     data: repo.objects().get(&pin.object)?,
                 });
             }
-            continue;
         }
-        let text = match &pin.text_object {
-            Some(hash) => String::from_utf8_lossy(&repo.objects().get(hash)?).into_owned(),
-            None => String::new(),
-        };
-        content.push_str(&format!("<attachment {attrs}>\n{text}\n</attachment>"));
+        attrs.push_str(&text_source(&text));
+        match &text {
+            Text::None => content.push_str(&format!("<attachment {attrs}/>")),
+            Text::Ocr(_, t) if t.is_empty() => content.push_str(&format!("<attachment {attrs}/>")),
+            t => content.push_str(&format!(
+                "<attachment {attrs}>\n{}\n</attachment>",
+                t.text()
+            )),
+        }
     }
     let mut message = Message::new(Role::User, content);
     message.images = sent;
@@ -140,24 +166,32 @@ pub fn reads_images(kind: ProviderKind) -> bool {
     }
 }
 
-/// Refuses, before the turn begins, to send images to a provider that cannot read them
-/// (rather than dropping them silently).
+/// Before the turn begins: a provider that cannot read images gets the text OCR read in
+/// them instead of the images; an image with no such text is refused (never dropped
+/// silently).
 pub fn check_images(
-    message: &Message,
+    repo: &Repo,
+    message: &mut Message,
     pins: &[AttachmentPin],
     provider: &ResolvedProvider,
 ) -> Result<()> {
     if message.images.is_empty() || reads_images(provider.kind) {
         return Ok(());
     }
-    let names: Vec<String> = pins
-        .iter()
-        .filter(|p| is_image(&p.media_type))
-        .map(|p| format!("{} ({})", p.name, p.reference))
-        .collect();
+    let mut names = Vec::new();
+    for p in pins.iter().filter(|p| is_image(&p.media_type)) {
+        let text = stored_text(repo, p.text_object.as_deref())?;
+        if text.text().trim().is_empty() {
+            names.push(format!("{} ({})", p.name, p.reference));
+        }
+    }
+    if names.is_empty() {
+        message.images.clear();
+        return Ok(());
+    }
     Err(RuntimeError::Refused {
         message: format!(
-            "provider {:?} ({}) cannot read images, and the selection has {}: {}",
+            "provider {:?} ({}) cannot read images, and the selection has {} without text that OCR read: {}",
             provider.name,
             provider.kind.as_str(),
             if names.len() == 1 { "one" } else { "several" },

@@ -11,19 +11,19 @@ use super::AttachError;
 pub const IMAGE_CAP: u64 = 10 * 1024 * 1024;
 /// Other supported documents up to this size (inclusive) are accepted.
 pub const DOCUMENT_CAP: u64 = 25 * 1024 * 1024;
-/// Extracted text is cut to at most this many bytes (at a character boundary).
-pub const TEXT_CAP: usize = 256 * 1024;
 /// What `attach add` accepts, for the message that refuses everything else.
 pub use crate::catalog::SUPPORTED_ATTACHMENTS as SUPPORTED;
+/// Extracted text is cut to at most this many bytes (at a character boundary).
+pub use axocoatl_store::extracted::TEXT_CAP;
 
 /// How many leading bytes the content sniffer looks at.
 const HEAD: u64 = 8192;
-/// A PDF page whose content streams inflate past this is refused (decompression bombs).
-const PDF_PAGE_LIMIT: usize = 64 * 1024 * 1024;
 
 /// Image types that the HTTP providers pass to models (Ollama and OpenAI-compatible both
 /// accept these four).
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// Image types that reach models only as the text OCR reads in them.
+const OCR_IMAGE_TYPES: [&str; 2] = ["image/tiff", "image/bmp"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -32,23 +32,25 @@ pub enum Kind {
     Text,
 }
 
-/// A file checked and read, ready to be stored.
+/// A file checked and read, ready to have its text extracted and be stored.
 #[derive(Clone, Debug)]
 pub struct Prepared {
     pub name: String,
     pub media_type: String,
     pub kind: Kind,
     pub bytes: Vec<u8>,
-    /// The extracted text, cut to `TEXT_CAP` (`None` for images).
+    /// The text of a text file, whole (images' and PDFs' text is read later).
     pub text: Option<String>,
-    pub text_truncated: bool,
-    /// The length of the extracted text before the cut.
-    pub text_len: usize,
 }
 
 /// Whether a media type is one of the images models are given.
 pub fn is_image(media_type: &str) -> bool {
     IMAGE_TYPES.contains(&media_type)
+}
+
+/// Whether a media type is an image that reaches models only through OCR.
+pub fn is_ocr_image(media_type: &str) -> bool {
+    OCR_IMAGE_TYPES.contains(&media_type)
 }
 
 /// The name an attachment is stored under: only the final component of `path`, lossily
@@ -133,26 +135,6 @@ pub fn cap_text(mut text: String) -> (String, bool) {
     (text, true)
 }
 
-fn pdf_text(name: &str, bytes: &[u8]) -> Result<String, AttachError> {
-    let fail = |detail: String| AttachError::Pdf {
-        name: name.to_owned(),
-        detail,
-    };
-    // A malformed PDF must not take the process down with it: the parser is third-party
-    // code reading untrusted input.
-    let extracted = std::panic::catch_unwind(|| {
-        let doc = lopdf::Document::load_mem(bytes).map_err(|e| e.to_string())?;
-        let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
-        doc.extract_text_with_limit(&pages, PDF_PAGE_LIMIT)
-            .map_err(|e| e.to_string())
-    });
-    match extracted {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(e)) => Err(fail(e)),
-        Err(_) => Err(fail("the PDF parser failed on this file".into())),
-    }
-}
-
 /// Checks and reads the file at `path`: its type by content sniffing, its size against the
 /// cap of that type (before reading it whole), and its extracted text.
 pub fn prepare(path: &Path) -> Result<Prepared, AttachError> {
@@ -181,6 +163,10 @@ pub fn prepare(path: &Path) -> Result<Prepared, AttachError> {
     let sniffed = infer::get(&head);
     let (kind, media_type) = match sniffed {
         Some(t) if is_image(t.mime_type()) => (Kind::Image, t.mime_type().to_owned()),
+        // A BMP is known by two letters only: text that starts with "BM" is still text.
+        Some(t) if is_ocr_image(t.mime_type()) && !looks_like_text(&head) => {
+            (Kind::Image, t.mime_type().to_owned())
+        }
         Some(t) if t.mime_type() == "application/pdf" => (Kind::Pdf, t.mime_type().to_owned()),
         Some(t) if t.matcher_type() == infer::MatcherType::Text => {
             (Kind::Text, t.mime_type().to_owned())
@@ -218,8 +204,7 @@ pub fn prepare(path: &Path) -> Result<Prepared, AttachError> {
         return Err(too_large(bytes.len() as u64));
     }
     let text = match kind {
-        Kind::Image => None,
-        Kind::Pdf => Some(pdf_text(&name, &bytes)?),
+        Kind::Image | Kind::Pdf => None,
         Kind::Text => {
             let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
             match std::str::from_utf8(body) {
@@ -233,22 +218,12 @@ pub fn prepare(path: &Path) -> Result<Prepared, AttachError> {
             }
         }
     };
-    let text_len = text.as_ref().map_or(0, String::len);
-    let (text, text_truncated) = match text {
-        Some(t) => {
-            let (t, cut) = cap_text(t);
-            (Some(t), cut)
-        }
-        None => (None, false),
-    };
     Ok(Prepared {
         name,
         media_type,
         kind,
         bytes,
         text,
-        text_truncated,
-        text_len,
     })
 }
 

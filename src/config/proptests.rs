@@ -237,6 +237,11 @@ fn document() -> impl Strategy<Value = String> {
         "workflows",
         "entry_point",
         "workers",
+        "attachments",
+        "ocr",
+        "languages",
+        "max_pixels",
+        "timeout_secs",
     ]);
     let scalar = prop_oneof![
         prop::sample::select(vec![

@@ -20,6 +20,9 @@ pub struct Config {
     pub automations: Vec<AutomationConfig>,
     #[serde(default)]
     pub checkpoint: CheckpointConfig,
+    /// How attachments are read.
+    #[serde(default)]
+    pub attachments: AttachmentsConfig,
     #[serde(default)]
     pub default_agent: Option<String>,
     #[serde(default)]
@@ -427,6 +430,59 @@ fn default_interval() -> u64 {
     1800
 }
 
+/// `attachments:`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentsConfig {
+    #[serde(default)]
+    pub ocr: OcrConfig,
+}
+
+/// `attachments.ocr:` the text of images (and of PDF pages without a text layer), read by
+/// Tesseract once, when the attachment is added.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OcrConfig {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Tesseract language codes (`eng`, `deu`, `chi_sim`, ...), read together.
+    #[serde(default = "default_ocr_languages")]
+    pub languages: Vec<String>,
+    /// Images (and PDF page images) with more pixels than this are refused.
+    #[serde(default = "default_ocr_max_pixels")]
+    pub max_pixels: u64,
+    /// How long OCR of one attachment may take.
+    #[serde(default = "default_ocr_timeout")]
+    pub timeout_secs: u64,
+}
+
+impl Default for OcrConfig {
+    fn default() -> Self {
+        OcrConfig {
+            enabled: true,
+            languages: default_ocr_languages(),
+            max_pixels: default_ocr_max_pixels(),
+            timeout_secs: default_ocr_timeout(),
+        }
+    }
+}
+
+/// The default of `attachments.ocr.max_pixels`: 50 megapixels (an A4 page scanned at
+/// 600 dpi is 35).
+pub const DEFAULT_OCR_MAX_PIXELS: u64 = 50_000_000;
+/// The default of `attachments.ocr.timeout_secs`.
+pub const DEFAULT_OCR_TIMEOUT_SECS: u64 = 120;
+
+fn default_ocr_languages() -> Vec<String> {
+    vec!["eng".to_owned()]
+}
+fn default_ocr_max_pixels() -> u64 {
+    DEFAULT_OCR_MAX_PIXELS
+}
+fn default_ocr_timeout() -> u64 {
+    DEFAULT_OCR_TIMEOUT_SECS
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AutomationConfig {
@@ -450,6 +506,10 @@ pub struct AutomationConfig {
     /// Missed occurrences older than this are skipped (and recorded as skipped).
     #[serde(default = "default_catch_up_window")]
     pub catch_up_window_secs: u64,
+    /// With `catch_up: all`, at most this many missed occurrences run (the newest); the
+    /// older ones are skipped.
+    #[serde(default = "default_catch_up_max_runs")]
+    pub catch_up_max_runs: u32,
     /// What an occurrence does when it comes due while the previous run still runs.
     #[serde(default)]
     pub overlap: Overlap,
@@ -457,6 +517,13 @@ pub struct AutomationConfig {
 
 fn default_catch_up_window() -> u64 {
     86_400
+}
+
+/// How many missed occurrences `catch_up: all` runs at most, by default.
+pub const DEFAULT_CATCH_UP_MAX_RUNS: u32 = 100;
+
+fn default_catch_up_max_runs() -> u32 {
+    DEFAULT_CATCH_UP_MAX_RUNS
 }
 
 /// Occurrences missed while no runner ran (within `catch_up_window_secs`).

@@ -15,7 +15,7 @@ use crate::config::{AgentConfig, CheckpointPolicy, ResolvedProvider};
 use crate::conversation::{self, Conversation};
 use crate::error::{size_text, Result, RuntimeError};
 use crate::history::TurnView;
-use crate::provider::Message;
+use crate::provider::{Cancel, Message};
 use crate::session::{self, ActiveNote, Wait};
 use crate::team::lattice;
 use crate::turn::{TurnEvent, TurnOrigin};
@@ -50,6 +50,8 @@ pub(crate) struct Prepared<'w> {
     pub retry_of: Option<String>,
     /// The automation occurrence that started it.
     pub origin: Option<TurnOrigin>,
+    /// What the sender changed for this turn (recorded with its begin).
+    pub overrides: crate::overrides::Overrides,
     /// A turn of a multi-agent session: who answers, and why.
     pub multi: Option<Multi<'w>>,
 }
@@ -63,16 +65,21 @@ pub(crate) struct Multi<'w> {
 }
 
 /// Prepares the turn `opts` asks for, from `held` when an actor keeps the conversation.
+/// `patched` is the agent with this turn's overrides applied, when it has some.
 pub(crate) fn prepare<'w>(
     ws: &'w Workspace,
     opts: SendOptions,
     held: Option<Conversation>,
+    patched: Option<&'w AgentConfig>,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<Prepared<'w>> {
     check_request(&opts.message)?;
     check_session_name(&opts.session)?;
     // An explicit agent of a multi-agent session is checked against its members below.
-    let (mut agent, mut provider) = target(ws, opts.agent.as_deref())?;
+    let (mut agent, mut provider) = match patched {
+        Some(agent) => (agent, ws.resolve_provider(agent)?),
+        None => target(ws, opts.agent.as_deref())?,
+    };
     let mut lock = lock_session(ws, &opts.session, opts.wait, sink)?;
     // We hold the lock, so any turn its note names has lost its owner.
     if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
@@ -80,6 +87,10 @@ pub(crate) fn prepare<'w>(
     }
     let projection = crate::history::project_session(ws.repo(), &opts.session)?;
     let multi = match projection.session_agents.get(&opts.session) {
+        Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
+            "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"
+                .into(),
+        )),
         Some(members) => Some(decide(ws, &opts, members, &projection)?),
         None => None,
     };
@@ -88,7 +99,7 @@ pub(crate) fn prepare<'w>(
     }
     let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
     warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
-    let user = attach::user_message(
+    let mut user = attach::user_message(
         ws.repo(),
         &opts.message,
         &opts.inline_context,
@@ -97,7 +108,7 @@ pub(crate) fn prepare<'w>(
     )?;
     // Read (and verified) before the turn begins, so a damaged object or an image for a
     // provider that cannot read images refuses the turn instead of failing it.
-    attach::check_images(&user, &state.attachments, &provider)?;
+    attach::check_images(ws.repo(), &mut user, &state.attachments, &provider)?;
     let inline = opts
         .inline_context
         .iter()
@@ -124,6 +135,7 @@ pub(crate) fn prepare<'w>(
         once: state.once,
         retry_of: opts.retry_of,
         origin: opts.origin,
+        overrides: opts.overrides,
         multi,
     })
 }
@@ -388,19 +400,28 @@ fn warn_damaged(damaged: &[Damaged], rebuilt: bool, sink: &mut dyn FnMut(TurnEve
 pub(crate) fn attach_files(
     ws: &Workspace,
     opts: &SendOptions,
+    cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<Vec<(String, String)>> {
     if opts.attach_files.is_empty() {
         return Ok(Vec::new());
     }
     check_session_name(&opts.session)?;
+    let reading = attach::Reading {
+        ocr: attach::ocr::Settings::of(&ws.config()?.attachments.ocr),
+        cancel,
+    };
     let added = attach::add(
         ws.repo(),
         &opts.session,
         &opts.attach_files,
         AttachmentScope::Once,
+        &reading,
     )?;
     for a in &added {
+        for note in &a.notes {
+            sink(TurnEvent::Warning(&format!("{}: {note}", a.reference.name)));
+        }
         if a.reference.text_truncated {
             sink(TurnEvent::AttachmentTruncated {
                 name: &a.reference.name,

@@ -48,6 +48,9 @@ pub struct Span {
     pub attributes: Attributes,
     /// Set: the span's status is ERROR with this message.
     pub error: Option<String>,
+    /// The sequence number of the ledger record it stems from (0: the turn): siblings that
+    /// start in the same millisecond are in this order.
+    pub seq: u64,
 }
 
 /// What spans may carry beyond ids, names, times and counts.
@@ -117,6 +120,7 @@ struct Sub {
     /// The agent id its records carry: the worker, or `adhoc:<subtask>`.
     agent: String,
     span_id: [u8; 8],
+    seq: u64,
     start: Millis,
     end: Option<Millis>,
     state: Option<TurnState>,
@@ -174,6 +178,7 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                     worker: s.worker.clone(),
                     agent,
                     span_id: span_id(turn, seq),
+                    seq,
                     start: s.at,
                     end: None,
                     state: None,
@@ -239,6 +244,7 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                     end: c.at,
                     attributes: attrs,
                     error: None,
+                    seq,
                 });
                 last_at.insert(&c.agent, c.at);
             }
@@ -339,10 +345,11 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
             end: s.end.unwrap_or(ended.at),
             attributes: attrs,
             error,
+            seq: s.seq,
         });
     }
-    // The turn first, then in the order they started (ids break ties).
-    spans[1..].sort_by_key(|s| (s.start, s.end, s.span_id));
+    // The turn first, then in the order they started (the ledger's order breaks ties).
+    spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
 }
 
@@ -447,6 +454,7 @@ fn root_span(
         kind: Kind::Internal,
         start: begun.at,
         end: ended.at.max(begun.at),
+        seq: 0,
         attributes: attrs,
         error,
     }
@@ -507,6 +515,7 @@ fn tool_span(
         end: end.max(s.at),
         attributes: attrs,
         error,
+        seq,
     }
 }
 

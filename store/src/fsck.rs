@@ -32,6 +32,8 @@ pub enum FindingKind {
     DamagedObject,
     /// A ledger record refers to an object that is not stored.
     MissingObject,
+    /// An attachment's extracted text (or OCR text) is not what a text object must be.
+    BadAttachmentText,
     /// A checkpoint does not decode; it will be ignored and rebuilt.
     BadCheckpoint,
     /// A memory file (core memory, daily log) does not parse, or has a newer version.
@@ -63,6 +65,7 @@ impl FindingKind {
             FindingKind::UnknownRecordKind => "unknown-record-kind",
             FindingKind::DamagedObject => "damaged-object",
             FindingKind::MissingObject => "missing-object",
+            FindingKind::BadAttachmentText => "bad-attachment-text",
             FindingKind::BadCheckpoint => "bad-checkpoint",
             FindingKind::BadMemoryFile => "bad-memory-file",
             FindingKind::StaleIndex => "stale-index",
@@ -507,6 +510,9 @@ fn check_references(
         R::AttachmentAdded(r) => {
             hashes.push(&r.object);
             hashes.extend(r.text_object.as_deref());
+            if let Some(text) = &r.text_object {
+                check_text_object(repo, r, text, path, offset, findings);
+            }
         }
         _ => {}
     }
@@ -519,6 +525,40 @@ fn check_references(
                 message: format!("refers to object {hash}, which is not stored"),
             });
         }
+    }
+}
+
+/// An attachment's text object decodes (UTF-8 within the cap; OCR text with a header that
+/// holds together), and an image's text is OCR text. A missing or damaged object is
+/// reported by the object checks.
+fn check_text_object(
+    repo: &Repo,
+    added: &crate::ledger::record::AttachmentAdded,
+    hash: &str,
+    path: &std::path::Path,
+    offset: u64,
+    findings: &mut Vec<Finding>,
+) {
+    let Ok(bytes) = repo.objects().get(hash) else {
+        return;
+    };
+    let problem = match crate::extracted::decode(&bytes) {
+        Err(e) => Some(e),
+        Ok(crate::extracted::Extracted::Plain(_)) if added.media_type.starts_with("image/") => {
+            Some("an image's text is not OCR text".into())
+        }
+        Ok(_) => None,
+    };
+    if let Some(problem) = problem {
+        findings.push(Finding {
+            kind: FindingKind::BadAttachmentText,
+            file: path.to_owned(),
+            offset: Some(offset),
+            message: format!(
+                "attachment {} ({}): its text object {hash}: {problem}",
+                added.reference, added.name
+            ),
+        });
     }
 }
 

@@ -245,7 +245,9 @@ fn identical_files_share_one_object() {
     assert_ne!(ids[0], ids[1]);
     let refs = all_refs(&env);
     assert_eq!(refs[0]["object"], refs[1]["object"]);
-    assert_eq!(objects(&env).len(), before.len() + 1);
+    // The image and the text OCR read in it, once each.
+    assert_eq!(refs[0]["text_object"], refs[1]["text_object"]);
+    assert_eq!(objects(&env).len(), before.len() + 2);
     // The same file again (same name, content and scope) is not selected twice.
     let again = env.run(&["attach", "add", "--scope", "session", "pixel.png"]);
     assert_eq!(again.stdout.trim(), ids[0]);
@@ -255,6 +257,40 @@ fn identical_files_share_one_object() {
         again.stderr
     );
     assert_eq!(all_refs(&env).len(), 2);
+}
+
+/// CRC-32 (ISO-HDLC), as PNG chunks carry it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let table: Vec<u32> = (0..256u32)
+        .map(|n| {
+            (0..8).fold(n, |c, _| {
+                if c & 1 == 1 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                }
+            })
+        })
+        .collect();
+    !bytes.iter().fold(!0u32, |c, &b| {
+        table[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8)
+    })
+}
+
+/// The 1x1 PNG fixture with a comment chunk that makes it exactly `len` bytes.
+fn padded_png(len: usize) -> Vec<u8> {
+    let png = std::fs::read(fixture("pixel.png")).expect("fixture");
+    let (head, end) = png.split_at(png.len() - 12);
+    let mut chunk = b"tEXt".to_vec();
+    chunk.extend_from_slice(b"Comment\0");
+    chunk.resize(len - png.len() - 8, b' ');
+    let mut out = head.to_vec();
+    out.extend_from_slice(&((chunk.len() - 4) as u32).to_be_bytes());
+    out.extend_from_slice(&chunk);
+    out.extend_from_slice(&crc32(&chunk).to_be_bytes());
+    out.extend_from_slice(end);
+    assert_eq!(out.len(), len);
+    out
 }
 
 #[test]
@@ -283,9 +319,8 @@ fn caps_refuse_before_anything_is_stored() {
     assert_eq!(objects(&env), before);
     assert!(all_refs(&env).is_empty());
     assert!(turns(&env).is_empty());
-    // Exactly at the cap is accepted.
-    png.truncate(10 * MIB);
-    put_bytes(&env, "max.png", &png);
+    // Exactly at the cap is accepted: a whole PNG, padded with a comment.
+    put_bytes(&env, "max.png", &padded_png(10 * MIB));
     assert_eq!(add(&env, &["max.png"]).len(), 1);
 }
 
@@ -302,8 +337,9 @@ fn types_come_from_content() {
     add(&env, &["looks.txt", "really-text.png"]);
     let refs = all_refs(&env);
     assert_eq!(refs[0]["media_type"], "image/png");
-    assert_eq!(refs[0]["text_object"], Value::Null);
+    assert_eq!(refs[0]["text"], "ocr");
     assert_eq!(refs[1]["media_type"], "text/plain");
+    assert_eq!(refs[1]["text"], "extracted");
     let mut elf = vec![0u8; 256];
     elf[..4].copy_from_slice(b"\x7fELF");
     put_bytes(&env, "tool", &elf);

@@ -16,6 +16,7 @@ mod cli_turns;
 mod config_validate;
 mod docs_sync;
 mod engine;
+mod everyday;
 #[cfg(feature = "sqlite")]
 mod export_sqlite;
 mod hostile_input;
@@ -28,10 +29,13 @@ mod mcp;
 mod memory;
 mod memory_turns;
 mod models;
+mod ocr;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
+mod sandbox_files;
 mod serve;
+mod serve_limits;
 mod store_faults;
 mod store_fixture;
 mod store_props;
@@ -39,4 +43,5 @@ mod store_repair;
 mod teams;
 #[cfg(feature = "otlp")]
 mod telemetry;
+mod tool_arguments;
 mod tools;

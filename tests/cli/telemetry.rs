@@ -149,15 +149,17 @@ fn render(reqs: &[ExportTraceServiceRequest]) -> String {
 }
 
 fn tree(out: &mut String, children: &HashMap<Vec<u8>, Vec<&Span>>, parent: &[u8], depth: usize) {
-    let mut kids = children.get(parent).cloned().unwrap_or_default();
-    kids.sort_by_key(|s| {
-        (
-            s.start_time_unix_nano,
-            s.name.clone(),
-            attrs_text(&s.attributes, ""),
-        )
-    });
-    for s in kids {
+    // By start time; spans that start in the same millisecond (a scripted model answers at
+    // once) in the order they were sent, which is the ledger's.
+    let mut kids: Vec<(usize, &Span)> = children
+        .get(parent)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .collect();
+    kids.sort_by_key(|(sent, s)| (s.start_time_unix_nano, *sent));
+    for (_, s) in kids {
         let indent = "  ".repeat(depth);
         let status = s.status.clone().unwrap_or_default();
         let status = match status.code {

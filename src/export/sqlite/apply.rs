@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use axocoatl_store::automation::{Runs, Trigger};
+use axocoatl_store::extracted;
 use axocoatl_store::ledger::record::{Bounded, Millis, TurnBegun, TurnEnded};
 use axocoatl_store::ledger::{Entry, Record};
 use axocoatl_store::Repo;
@@ -520,20 +521,38 @@ impl<'c> Applier<'c> {
                 ev.text = Some(Cow::Owned(agents));
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
+            Record::TurnOverrides(o) => {
+                ev.kind = "overrides";
+                ev.name = o.model.as_deref();
+                ev.text = o.system.as_deref().map(Cow::Borrowed);
+                ev.detail = Some(json!({
+                    "model": o.model,
+                    "system": o.system,
+                    "options": o.options.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
+                }));
+            }
             Record::AttachmentAdded(a) => {
-                let text = match &a.text_object {
-                    Some(h) => self
-                        .repo
-                        .objects()
-                        .get(h)
-                        .ok()
-                        .map(|b| String::from_utf8_lossy(&b).into_owned()),
+                // The text without the header of OCR text; what OCR said about it (engine,
+                // languages, confidence) as JSON beside it.
+                let bytes = match &a.text_object {
+                    Some(h) => self.repo.objects().get(h).ok(),
                     None => None,
+                };
+                let (text, ocr) = match bytes.as_deref().map(extracted::decode) {
+                    Some(Ok(e)) => (
+                        Some(e.text().to_owned()),
+                        e.ocr().map(|info| json!(info).to_string()),
+                    ),
+                    Some(Err(_)) => (
+                        bytes.as_deref().map(|b| String::from_utf8_lossy(b).into_owned()),
+                        None,
+                    ),
+                    None => (None, None),
                 };
                 self.tx
                     .execute(
-                        "INSERT OR IGNORE INTO attachments (reference, session, name, media_type, size, scope, object, text_object, text_truncated, text, added_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                        params![a.reference, a.session, a.name, a.media_type, a.size as i64, scope_name(a.scope), a.object, a.text_object, a.text_truncated, text, rfc3339(a.at)],
+                        "INSERT OR IGNORE INTO attachments (reference, session, name, media_type, size, scope, object, text_object, text_truncated, text, ocr, added_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                        params![a.reference, a.session, a.name, a.media_type, a.size as i64, scope_name(a.scope), a.object, a.text_object, a.text_truncated, text, ocr, rfc3339(a.at)],
                     )
                     .map_err(self.err())?;
                 ev.kind = "attachment_added";

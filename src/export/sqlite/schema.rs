@@ -135,6 +135,7 @@ CREATE TABLE attachments (
     text_object TEXT,
     text_truncated INTEGER NOT NULL,
     text TEXT,
+    ocr TEXT,
     added_at TEXT NOT NULL,
     removed_at TEXT
 );
