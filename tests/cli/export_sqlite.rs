@@ -515,3 +515,81 @@ fn datasette_serves_an_export_and_searches_it() {
     assert!(events.contains("name=\"_search\""), "{events}");
     assert!(!turns.contains("name=\"_search\""), "{turns}");
 }
+
+#[test]
+fn per_call_overrides_and_ocr_text_are_exported() {
+    use axocoatl_store::extracted::{encode_ocr, OcrInfo};
+    use axocoatl_store::ledger::record::{AttachmentAdded, AttachmentScope};
+    use axocoatl_store::ledger::Record;
+    let env = env();
+    let r = env.run(&[
+        "send",
+        "--no-stdin",
+        "--system",
+        "Answer like a pirate.",
+        "-o",
+        "temperature=0.2",
+        "hello",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // An image whose text OCR read, as `attach add` stores it (Tesseract is not needed to
+    // write the records).
+    let repo =
+        axocoatl_store::Repo::open(&env.repo(), &axocoatl_store::repo::OpenOptions::default())
+            .expect("open");
+    let image = repo.objects().put(b"not really a png").expect("put");
+    let info = OcrInfo {
+        engine: "tesseract 5.3.0".into(),
+        languages: "eng".into(),
+        confidence: Some(91),
+        words: 2,
+        pages: 1,
+        of_pages: 1,
+        text_len: 13,
+    };
+    let text = repo
+        .objects()
+        .put(&encode_ocr(&info, "Invoice 4711\n"))
+        .expect("put");
+    repo.ledger()
+        .append(&[Record::AttachmentAdded(AttachmentAdded {
+            reference: "@scan.png".into(),
+            session: "main".into(),
+            name: "scan.png".into(),
+            media_type: "image/png".into(),
+            size: 16,
+            scope: AttachmentScope::Session,
+            object: image,
+            text_object: Some(text),
+            text_truncated: false,
+            at: 1_767_225_600_000,
+        })])
+        .expect("append");
+    drop(repo);
+    assert_eq!(export(&env, &["--all", "-o", "history.db"]).code, 0);
+    let db = open(&env.work.join("history.db"));
+    let (model, system, detail): (Option<String>, String, String) = db
+        .query_row(
+            "SELECT name, text, detail FROM events WHERE kind = 'overrides'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("the overrides event");
+    assert_eq!(model, None);
+    assert_eq!(system, "Answer like a pirate.");
+    assert!(
+        detail.contains("temperature") && detail.contains("0.2"),
+        "{detail}"
+    );
+    let (text, ocr): (String, String) = db
+        .query_row(
+            "SELECT text, ocr FROM attachments WHERE name = 'scan.png'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the attachment");
+    assert_eq!(text, "Invoice 4711\n", "the text without OCR's header");
+    let ocr: serde_json::Value = serde_json::from_str(&ocr).expect("json");
+    assert_eq!(ocr["confidence"], 91);
+    assert_eq!(ocr["engine"], "tesseract 5.3.0");
+}

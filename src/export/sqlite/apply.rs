@@ -544,7 +544,9 @@ impl<'c> Applier<'c> {
                         e.ocr().map(|info| json!(info).to_string()),
                     ),
                     Some(Err(_)) => (
-                        bytes.as_deref().map(|b| String::from_utf8_lossy(b).into_owned()),
+                        bytes
+                            .as_deref()
+                            .map(|b| String::from_utf8_lossy(b).into_owned()),
                         None,
                     ),
                     None => (None, None),
