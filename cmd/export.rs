@@ -21,15 +21,31 @@ pub const NOT_A_BACKUP: &str = "This export is a copy of the recorded History fo
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
+    /// A readable transcript.
     #[default]
     Markdown,
+    /// Every turn with all its records.
     Json,
+    /// A SQLite database for SQL and Datasette (needs -o; refreshed in place).
+    Sqlite,
+    /// OpenTelemetry traces of ended turns: OTLP JSON, one trace per line.
+    Otlp,
 }
 
-/// Export History: a readable transcript (markdown) or every turn with all its records (json).
+/// Export History: a readable transcript (markdown), every turn with all its records
+/// (json), a SQLite database (sqlite) or OpenTelemetry traces (otlp).
 ///
 /// An export is a copy, not a backup: it does not include the working tree, every data store,
 /// or enough information to restore axocoatl.
+///
+/// --format sqlite -o FILE writes tables of sessions, turns, events (every record in ledger
+/// order, full-text indexed as Datasette expects), model and tool calls, subtasks,
+/// attachments and automation runs. Exporting again into the same FILE adds only what the
+/// ledger gained since, in one transaction (cron can refresh it every minute); a file of
+/// another repository, scope or exporter is refused. See docs/export.md.
+///
+/// --format otlp writes the traces that `telemetry:` sends for new turns, for past ones: one
+/// OTLP JSON export request per turn and line. See docs/telemetry.md.
 ///
 /// When ledger records cannot be read (damage; see `axocoatl fsck`), the export is still
 /// written with what could be read, marked INCOMPLETE at its top (markdown) or with
@@ -39,6 +55,8 @@ pub enum Format {
 /// Examples:
 ///   axocoatl export > transcript.md
 ///   axocoatl export --all --format json -o history.json
+///   axocoatl export --all --format sqlite -o history.db && datasette history.db
+///   axocoatl export --all --format otlp -o traces.jsonl
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExportArgs {
@@ -58,6 +76,11 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
+    match args.format {
+        Format::Sqlite => return sqlite(&ws, session.as_deref(), args.output, g, ui),
+        Format::Otlp => return otlp(&ws, session.as_deref(), args.output, g, ui),
+        Format::Markdown | Format::Json => {}
+    }
     let (listing, records) = query::export(ws.repo(), session.as_deref())?;
     crate::fmt::warn_problems(ui, &listing.problems, listing.unknown_kinds)?;
     let turns = &listing.turns;
@@ -67,7 +90,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .collect::<Result<Vec<String>, _>>()?;
     let names = AgentNames::of(&ws);
     let text = match args.format {
-        Format::Markdown => markdown(
+        Format::Markdown | Format::Sqlite | Format::Otlp => markdown(
             turns,
             &outputs,
             session.as_deref(),
@@ -89,11 +112,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     };
     match args.output {
         Some(path) => {
-            let path = if path.is_absolute() {
-                path
-            } else {
-                g.cwd()?.join(path)
-            };
+            let path = absolute(path, g)?;
             std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
         }
         // A copy for a file or a pipe is exact; on a terminal, control sequences from
@@ -110,6 +129,93 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 type Damaged = axocoatl_store::ledger::Damaged;
+
+fn absolute(path: PathBuf, g: &GlobalArgs) -> CliResult<PathBuf> {
+    Ok(if path.is_absolute() {
+        path
+    } else {
+        g.cwd()?.join(path)
+    })
+}
+
+/// The exit code of an export that could not read every record: named on stderr, and 1.
+fn damaged_exit(ui: &mut Ui, damaged: &[Damaged], unknown_kinds: u64) -> CliResult {
+    crate::fmt::warn_problems(ui, damaged, unknown_kinds)?;
+    Ok(if damaged.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    })
+}
+
+fn sqlite(
+    ws: &axocoatl::workspace::Workspace,
+    session: Option<&str>,
+    output: Option<PathBuf>,
+    g: &GlobalArgs,
+    ui: &mut Ui,
+) -> CliResult {
+    let Some(path) = output else {
+        return Err(CliError::new(
+            ErrorKind::Usage,
+            "--format sqlite writes a database file: give it with -o FILE",
+        )
+        .hint("axocoatl export --all --format sqlite -o history.db"));
+    };
+    let path = absolute(path, g)?;
+    let report = axocoatl::export::sqlite(ws.repo(), session, &path)?;
+    writeln!(
+        ui.err,
+        "{} {}: {} turn{} ({} new), up to ledger record {}",
+        if report.created { "wrote" } else { "refreshed" },
+        path.display(),
+        report.turns,
+        if report.turns == 1 { "" } else { "s" },
+        report.turns_added,
+        report.seq
+    )?;
+    damaged_exit(ui, &report.damaged, report.unknown_kinds)
+}
+
+fn otlp(
+    ws: &axocoatl::workspace::Workspace,
+    session: Option<&str>,
+    output: Option<PathBuf>,
+    g: &GlobalArgs,
+    ui: &mut Ui,
+) -> CliResult {
+    // Traces need the configuration only for what spans may carry (content, keys to
+    // redact, provider systems): the ledger alone exports with the defaults.
+    let config = ws.config().cloned().unwrap_or_default();
+    let config = &config;
+    let report = match output {
+        Some(path) => {
+            let path = absolute(path, g)?;
+            let mut text = Vec::new();
+            let report = axocoatl::telemetry::backfill(ws.repo(), config, session, &mut text)?;
+            std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
+            report
+        }
+        None => axocoatl::telemetry::backfill(ws.repo(), config, session, &mut ui.out)?,
+    };
+    let running = if report.running > 0 {
+        format!(
+            "; {} running turn{} left out",
+            report.running,
+            if report.running == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        ui.err,
+        "{} trace{} ({} spans){running}",
+        report.turns,
+        if report.turns == 1 { "" } else { "s" },
+        report.spans
+    )?;
+    damaged_exit(ui, &report.damaged, 0)
+}
 
 fn markdown(
     turns: &[TurnView],

@@ -271,6 +271,11 @@ fn main() {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(code),
     });
+    // Traces of the turns this process ran go out after its output, within a short bound
+    // (an endpoint that cannot be reached is a warning, never the command's failure).
+    if let Some(warning) = axocoatl::telemetry::flush(axocoatl::telemetry::FLUSH_BOUND) {
+        let _ = ui.warn(&warning);
+    }
     let code = match finished {
         Ok(code) => code,
         // A closed pipe (`axocoatl history | head`) is not an error.

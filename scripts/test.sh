@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test: fetches the offline model once (cached), installs Tesseract and what the
-# OCR tests draw their images with from Debian's archive when missing, then the whole
-# workspace's tests, and ends with one summary line over all test binaries.
+# OCR tests draw their images with from Debian's archive when missing, makes the Datasette
+# the SQLite export's test serves its file with (once, in .cache/datasette-venv), then the
+# whole workspace's tests, and ends with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The models come from `axocoatl models fetch` of the debug build the tests use anyway.
 cargo build --locked >&2
 AXOCOATL_BIN="${CARGO_TARGET_DIR:-target}/debug/axocoatl" scripts/fetch-model.sh >&2
 scripts/setup-ocr.sh
+scripts/datasette-venv.sh >/dev/null
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0

@@ -19,7 +19,9 @@
 //!   features plug into),
 //!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
-//!   clears.
+//!   clears;
+//! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
+//!   `engine`; `export` (the ledger as a SQLite database) beside `query`.
 
 // These docs are for the people working on the runtime: CI builds them with
 // `--document-private-items`, where links to private items (the engine's steps) resolve.
@@ -38,6 +40,7 @@ pub mod control;
 pub mod conversation;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod history;
 pub mod ids;
 pub mod legacy;
@@ -66,6 +69,7 @@ pub mod serve;
 pub mod session;
 pub mod sessions;
 pub mod team;
+pub mod telemetry;
 pub mod tools;
 pub mod turn;
 pub mod usage;

@@ -91,6 +91,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         "entry_point" | "workers" | "members" | "max_parallel" => "an entry of `workflows:`",
         "policy" | "keep" => "checkpoint",
         "processes" | "memory_mb" | "file_size_mb" | "cpu_secs" => "command_limits",
+        "otlp_endpoint" | "capture_content" => "telemetry",
         "command" | "args" | "env" | "startup_timeout_secs" | "tool_timeout_secs" => {
             "an entry of `mcp_servers:`"
         }

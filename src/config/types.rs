@@ -34,6 +34,26 @@ pub struct Config {
     /// MCP servers by name, whose tools agents that list them may use.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// OpenTelemetry traces of turns (the `OTEL_EXPORTER_OTLP_*` environment overrides it).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// `telemetry:`: where traces of turns go (see `docs/telemetry.md`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// An OTLP/HTTP endpoint: a collector's base URL (`http://localhost:4318`; `/v1/traces`
+    /// is added) or the full URL of its traces path. Unset: no traces.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
+    /// How spans are encoded: `http/protobuf` (the default) or `http/json`.
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// Put requests, answers and tool arguments and results in the spans (keys redacted);
+    /// off by default.
+    #[serde(default)]
+    pub capture_content: bool,
 }
 
 /// Seconds an MCP server has to start and list its tools when `startup_timeout_secs` is unset.

@@ -870,6 +870,38 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
     }
 }
 
+/// The OTLP protocols `telemetry.protocol` takes.
+pub const OTLP_PROTOCOLS: &[&str] = &["http/protobuf", "http/json"];
+
+fn telemetry_section(c: &mut Checker<'_>, t: &super::TelemetryConfig) {
+    if let Some(url) = &t.otlp_endpoint {
+        let scheme_ok = ["http://", "https://"]
+            .iter()
+            .any(|p| url.len() > p.len() && url.to_ascii_lowercase().starts_with(p));
+        if !scheme_ok || url.chars().any(char::is_whitespace) {
+            c.error(
+                c.value(at!["telemetry", "otlp_endpoint"]),
+                format!("telemetry.otlp_endpoint `{url}` is not an http:// or https:// URL"),
+                "give the collector's OTLP/HTTP URL, e.g. http://localhost:4318",
+            );
+        }
+    }
+    if let Some(p) = &t.protocol {
+        if !OTLP_PROTOCOLS.contains(&p.as_str()) {
+            let why = if p == "grpc" {
+                "OTLP over gRPC is not supported; collectors take OTLP/HTTP too (port 4318)"
+            } else {
+                "one of http/protobuf (the default) and http/json"
+            };
+            c.error(
+                c.value(at!["telemetry", "protocol"]),
+                format!("telemetry.protocol `{p}` is not supported"),
+                why,
+            );
+        }
+    }
+}
+
 /// `attachments.ocr`: the language codes, the limits, and (when the section is written)
 /// whether each language's data is installed: a missing one is named with its Debian
 /// package (a warning: attaching an image then says so too).
@@ -951,6 +983,7 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
             "keep at least the latest checkpoint: recovery restarts from it (default 3)",
         );
     }
+    telemetry_section(c, &config.telemetry);
     if let Some(session) = &config.default_session {
         c.name(c.value(at!["default_session"]), "default_session", session);
     }

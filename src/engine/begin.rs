@@ -19,6 +19,8 @@ pub(crate) struct Begun {
     pub turn: String,
     /// Just after the begin record: where to look for a stop request.
     pub pos: Position,
+    /// At or before the begin record: where the turn's records start (its trace reads them).
+    pub start: Position,
 }
 
 /// Notes the turn in its session lock (so an orphan can be found), appends `TurnBegun`
@@ -54,7 +56,11 @@ pub(crate) fn begin(
         agent_name: p.agent.name.as_deref(),
         attachments: &p.attachments,
     });
-    Ok(Begun { turn, pos })
+    Ok(Begun {
+        turn,
+        pos,
+        start: head,
+    })
 }
 
 /// The records that begin `turn`: the session (when new), the turn, what started it (an

@@ -208,6 +208,7 @@ pub(super) fn finish(
         observe_turn(&mut conv, &rec, &p.request, &outcome)?;
     }
     crate::session::clear_note(repo, &mut p.lock)?;
+    crate::telemetry::turn_ended(config, repo, begun.start, &outcome.turn);
     Ok((outcome, after))
 }
 

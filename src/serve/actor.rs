@@ -282,6 +282,8 @@ fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path, hub:
     if let Some(hub) = hub {
         hub.shutdown();
     }
+    // The spans of its last turns (a failure is logged by the exporter).
+    let _ = crate::telemetry::flush(crate::telemetry::FLUSH_BOUND);
     std::process::exit(0);
 }
 

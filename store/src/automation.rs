@@ -536,6 +536,26 @@ impl Runs {
             .collect())
     }
 
+    /// The names of the automation's records in occurrence order, without reading them
+    /// (an export that already holds the terminal ones reads only the others).
+    pub fn names(&self, automation: &str) -> Result<Vec<String>> {
+        let mut names: Vec<String> = read_dir_names(&self.dir(automation))?
+            .into_iter()
+            .filter(|n| is_record_name(n))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// One record by its name (from [`Runs::names`]), or why it could not be read.
+    pub fn read(&self, automation: &str, name: &str) -> Listed {
+        let path = self.dir(automation).join(name);
+        let record = fs::read(&path)
+            .map_err(|e| format!("cannot be read: {e}"))
+            .and_then(|b| decode(&b));
+        Listed { path, record }
+    }
+
     /// Whether the runner of an open record holds its lock (a quick look for listings).
     pub fn runner_alive(&self, listed_path: &Path) -> bool {
         match File::open(listed_path) {

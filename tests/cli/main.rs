@@ -18,6 +18,8 @@ mod docs_examples;
 mod docs_sync;
 mod engine;
 mod everyday;
+#[cfg(feature = "sqlite")]
+mod export_sqlite;
 mod hostile_input;
 mod layers;
 mod ledger_crash;
@@ -41,5 +43,7 @@ mod store_fixture;
 mod store_props;
 mod store_repair;
 mod teams;
+#[cfg(feature = "otlp")]
+mod telemetry;
 mod tool_arguments;
 mod tools;

@@ -77,6 +77,13 @@ impl Damaged {
     }
 }
 
+/// A scan's error as damage to report beside what could be read.
+impl From<Error> for Damaged {
+    fn from(e: Error) -> Damaged {
+        Damaged::from_error(e)
+    }
+}
+
 impl From<Damaged> for Error {
     fn from(d: Damaged) -> Error {
         Error::Corrupt {
