@@ -367,7 +367,10 @@ fn measure(cmd: &mut Command) -> Usage {
     #[expect(unsafe_code, reason = "a zeroed libc struct for wait4 to fill")]
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `pid` is our child, not waited for yet; the pointers are to live locals.
-    #[expect(unsafe_code, reason = "wait4 reaps the child and reports its resource use")]
+    #[expect(
+        unsafe_code,
+        reason = "wait4 reaps the child and reports its resource use"
+    )]
     let got = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     let wall_ms = ms(start.elapsed());
     assert_eq!(got, pid, "wait4");
@@ -418,7 +421,9 @@ impl Mode {
         let model_dir = files.model.parent().expect("model directory");
         match self {
             Mode::Fast => cmd.env(EMBED_DIR_ENV, model_dir).env_remove(ENGINE_ENV),
-            Mode::Reference => cmd.env(EMBED_DIR_ENV, model_dir).env(ENGINE_ENV, "reference"),
+            Mode::Reference => cmd
+                .env(EMBED_DIR_ENV, model_dir)
+                .env(ENGINE_ENV, "reference"),
             Mode::Lexical => cmd.env(EMBED_DIR_ENV, empty).env_remove(ENGINE_ENV),
         };
         cmd
@@ -486,13 +491,17 @@ fn one_shot(files: &ModelFiles, floor: &Floor) {
     let send = |path: Mode, i: usize| {
         let mut cmd = path.command(&b.work, files, &b.empty);
         cmd.args(["send", "--no-stdin", "-a", "on", "-s", "main"])
-            .arg(format!("which backup check does the garden server need? ({i})"));
+            .arg(format!(
+                "which backup check does the garden server need? ({i})"
+            ));
         cmd
     };
     let search = |path: Mode, _| {
         let mut cmd = path.command(&b.work, files, &b.empty);
-        cmd.args(["memory", "search", "-a", "big", "-s", "main", "--top-k", "5"])
-            .arg("when is the garden invoice due");
+        cmd.args([
+            "memory", "search", "-a", "big", "-s", "main", "--top-k", "5",
+        ])
+        .arg("when is the garden invoice due");
         cmd
     };
     // One of each first: the session is created, the lexical path builds its index once.
@@ -565,7 +574,10 @@ fn main() {
     // The installed model's ready-to-run file, made as `scripts/fetch-embedder.sh` makes it.
     let made = Command::new(env!("CARGO_BIN_EXE_axocoatl"))
         .args(["util", "embedder"])
-        .env(EMBED_DIR_ENV, files.model.parent().expect("model directory"))
+        .env(
+            EMBED_DIR_ENV,
+            files.model.parent().expect("model directory"),
+        )
         .output()
         .expect("util embedder");
     assert!(
@@ -579,8 +591,9 @@ fn main() {
         Err(e) => panic!("{e}: run scripts/fetch-model.sh first"),
     };
     assert_eq!(fast.engine(), Engine::Fast);
-    let reference: &'static Embedder =
-        Box::leak(Box::new(Embedder::load_reference(&files).expect("reference")));
+    let reference: &'static Embedder = Box::leak(Box::new(
+        Embedder::load_reference(&files).expect("reference"),
+    ));
     println!(
         "semantic memory benchmark ({} facts); {}",
         pairs().len(),
@@ -590,7 +603,9 @@ fn main() {
     recall_quality(Ok(fast), "fast");
     recall_quality(Ok(reference), "tract");
     recall_quality(Err(EmbedError::FeatureOff), "lexical");
-    println!("  goal: recall@1 of the fast engine >= 0.95 (the reference's above it for comparison)");
+    println!(
+        "  goal: recall@1 of the fast engine >= 0.95 (the reference's above it for comparison)"
+    );
     println!("the fast engine's floor (in process):");
     let floor = floor(&files);
     println!("search speed (in process):");

@@ -204,9 +204,14 @@ fn embedder(ui: &mut Ui) -> CliResult {
     let ms = start.elapsed().as_secs_f64() * 1e3;
     match embedder.engine() {
         Engine::Fast => {
+            let how = if embedder.made_ready_file() {
+                "made"
+            } else {
+                "mapped"
+            };
             writeln!(
                 ui.out,
-                "fast engine: {} ({ms:.0} ms)",
+                "fast engine: {} ({how} in {ms:.0} ms)",
                 files.ready.display()
             )?;
             Ok(exit::OK)

@@ -542,9 +542,9 @@ fn vocab_section(vocab: &[(String, u32)], added: &[(String, u32)]) -> Vec<u8> {
     out
 }
 
-/// Writes `parts` to `path` (through a temporary file in its directory and a rename, so a
-/// reader sees the old file or the whole new one), with `source` naming what it was made
-/// from. Not fsynced: the file is a cache of the model files, checked whenever it is opened.
+/// Writes `parts` to `path` (created or truncated), with `source` naming what it was made
+/// from. Not fsynced, and not atomic: the caller writes to a name of its own and renames
+/// (the file is a cache of the model files, checked whenever it is opened).
 pub fn write(path: &Path, parts: &Parts, source: &[u8; SOURCE_LEN]) -> Result<()> {
     parts.check()?;
     let sections = sections_of(parts);
@@ -567,36 +567,17 @@ pub fn write(path: &Path, parts: &Parts, source: &[u8; SOURCE_LEN]) -> Result<()
     }
     let sum = crc(&header[..252]);
     header[252..256].copy_from_slice(&sum.to_le_bytes());
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".axoemb")
-        .tempfile_in(dir)
-        .map_err(Error::io(dir))?;
+    let file = File::create(path).map_err(Error::io(path))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&header).map_err(Error::io(path))?;
     let mut written = HEADER_LEN;
-    {
-        let file = tmp.as_file_mut();
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        w.write_all(&header).map_err(Error::io(path))?;
-        for s in &sections {
-            let pad = align(written) - written;
-            w.write_all(&[0u8; ALIGN][..pad]).map_err(Error::io(path))?;
-            w.write_all(s).map_err(Error::io(path))?;
-            written += pad + s.len();
-        }
-        w.flush().map_err(Error::io(path))?;
+    for s in &sections {
+        let pad = align(written) - written;
+        w.write_all(&[0u8; ALIGN][..pad]).map_err(Error::io(path))?;
+        w.write_all(s).map_err(Error::io(path))?;
+        written += pad + s.len();
     }
-    // Readable by all, as the model files it is made from (a temporary file is private).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(Error::io(path))?;
-    }
-    tmp.persist(path).map_err(|e| Error::io(path)(e.error))?;
+    w.flush().map_err(Error::io(path))?;
     Ok(())
 }
 

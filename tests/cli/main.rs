@@ -15,6 +15,7 @@ mod cli_rewind;
 mod cli_turns;
 mod config_validate;
 mod docs_sync;
+mod embedder;
 mod engine;
 mod hostile_input;
 mod layers;

@@ -105,33 +105,33 @@ fn agreement(fast: &Model, reference: &onnx::Model) -> Result<(f32, &'static str
 }
 
 /// Opens the ready-to-run file of `files`, making it first when it is missing, stale or
-/// damaged. `reference` loads the reference engine, which the converter needs (to check
-/// the new file). `Err` says why the fast path cannot be used.
+/// damaged (then `true` comes with it). `reference` loads the reference engine, which the
+/// converter needs (to check the new file). `Err` says why the fast path cannot be used.
 pub(super) fn open_or_make<'r>(
     files: &ModelFiles,
     reference: &dyn Fn() -> Result<&'r onnx::Model, String>,
-) -> Result<Model, String> {
+) -> Result<(Model, bool), String> {
     let why = match open(files) {
-        Ok(m) => return Ok(m),
+        Ok(m) => return Ok((m, false)),
         Err(why) => why,
     };
     let _lock = lock(&files.ready);
     // Another process may have made it while this one waited for the lock.
     if let Ok(m) = open(files) {
-        return Ok(m);
+        return Ok((m, false));
     }
-    make(files, reference()?).map_err(|e| format!("{why}, and making it failed: {e}"))
+    make(files, reference()?)
+        .map(|m| (m, true))
+        .map_err(|e| format!("{why}, and making it failed: {e}"))
 }
 
 /// Converts the model files, checks the result against `reference` and installs it.
 pub(super) fn make(files: &ModelFiles, reference: &onnx::Model) -> Result<Model, String> {
     let source = fingerprint(files).map_err(|e| e.to_string())?;
     let parts = convert::parts(files).map_err(|e| e.to_string())?;
-    let fresh = PathBuf::from(format!(
-        "{}.new-{}",
-        files.ready.display(),
-        std::process::id()
-    ));
+    // One name, under the lock: a file left by a process killed while writing it is
+    // overwritten by the next one.
+    let fresh = PathBuf::from(format!("{}.new", files.ready.display()));
     format::write(&fresh, &parts, &source).map_err(|e| e.to_string())?;
     drop(parts);
     let checked = Model::open(&fresh)

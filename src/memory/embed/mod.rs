@@ -150,6 +150,8 @@ pub struct Embedder {
     reference: OnceLock<Result<onnx::Model, EmbedError>>,
     /// Why the fast engine is not in use (set at load, or when its file turned out damaged).
     fallback: Mutex<Option<String>>,
+    /// This load made the ready-to-run file.
+    made: bool,
 }
 
 /// Texts the reference engine runs together: padding to the longest costs little when texts
@@ -193,14 +195,14 @@ impl Embedder {
                     .as_ref()
                     .map_err(|e: &EmbedError| e.to_string())
             };
-            let (fast, fallback) = match fast::open_or_make(files, &load_reference) {
-                Ok(m) => (Some(m), None),
+            let (fast, made, fallback) = match fast::open_or_make(files, &load_reference) {
+                Ok((m, made)) => (Some(m), made, None),
                 Err(why) => {
                     // A reference that cannot load either is the error to report.
                     if let Some(Err(e)) = reference.get() {
                         return Err(e.clone());
                     }
-                    (None, Some(why))
+                    (None, false, Some(why))
                 }
             };
             // The reference engine was only needed to make the file: its memory goes.
@@ -213,6 +215,7 @@ impl Embedder {
                 fast,
                 reference,
                 fallback: Mutex::new(fallback),
+                made,
             })
         }
         #[cfg(not(feature = "embeddings"))]
@@ -232,6 +235,7 @@ impl Embedder {
                 fast: None,
                 reference,
                 fallback: Mutex::new(Some("the reference engine was asked for".to_owned())),
+                made: false,
             })
         }
         #[cfg(not(feature = "embeddings"))]
@@ -260,6 +264,11 @@ impl Embedder {
     /// The files this embedder was loaded from.
     pub fn files(&self) -> &ModelFiles {
         &self.files
+    }
+
+    /// Whether loading made the ready-to-run file (it was missing, stale or damaged).
+    pub fn made_ready_file(&self) -> bool {
+        self.made
     }
 
     /// The engine in use, and why not the fast one.
@@ -657,7 +666,7 @@ mod model_tests {
             .expect("list")
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.contains(".new-") || n.starts_with(".axoemb"))
+            .filter(|n| n.ends_with(".new"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
     }
