@@ -354,6 +354,7 @@ struct Usage {
 }
 
 /// Runs `cmd` to its end and measures it (wait4's rusage gives its CPU and peak RSS).
+#[expect(clippy::zombie_processes, reason = "wait4 reaps the child")]
 fn measure(cmd: &mut Command) -> Usage {
     let start = Instant::now();
     let child = cmd

@@ -133,13 +133,16 @@ impl Config {
     /// fields cannot hold.
     pub fn check(&self) -> std::result::Result<(), String> {
         let c = self;
-        if c.hidden == 0 || c.heads == 0 || c.hidden % c.heads != 0 {
+        if c.hidden == 0 || c.heads == 0 || !c.hidden.is_multiple_of(c.heads) {
             return Err(format!(
                 "hidden size {} is not a multiple of {} heads",
                 c.hidden, c.heads
             ));
         }
-        if c.hidden % COLUMN_BLOCK != 0 || c.ffn % COLUMN_BLOCK != 0 || c.ffn == 0 {
+        if !c.hidden.is_multiple_of(COLUMN_BLOCK)
+            || !c.ffn.is_multiple_of(COLUMN_BLOCK)
+            || c.ffn == 0
+        {
             return Err(format!(
                 "hidden size {} and feed-forward size {} must be multiples of {COLUMN_BLOCK}",
                 c.hidden, c.ffn

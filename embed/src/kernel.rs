@@ -135,6 +135,10 @@ mod x86 {
 
     /// One block of `M` rows (starting at `x`, stride `k`) × 32 columns from `n0`, for AVX-512.
     #[inline(always)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a kernel's pointers and strides, spelled out"
+    )]
     unsafe fn block512<const M: usize>(
         x: *const f32,
         k: usize,
@@ -206,6 +210,10 @@ mod x86 {
 
     /// One block of `M` rows × 16 columns from `n0`, for AVX2.
     #[inline(always)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a kernel's pointers and strides, spelled out"
+    )]
     unsafe fn block256<const M: usize>(
         x: *const f32,
         k: usize,
