@@ -331,6 +331,9 @@ _axocoatl() {
             axocoatl__subcmd__help__subcmd__util,checkpoints)
                 cmd="axocoatl__subcmd__help__subcmd__util__subcmd__checkpoints"
                 ;;
+            axocoatl__subcmd__help__subcmd__util,embedder)
+                cmd="axocoatl__subcmd__help__subcmd__util__subcmd__embedder"
+                ;;
             axocoatl__subcmd__help__subcmd__util,generate)
                 cmd="axocoatl__subcmd__help__subcmd__util__subcmd__generate"
                 ;;
@@ -490,6 +493,9 @@ _axocoatl() {
             axocoatl__subcmd__util,checkpoints)
                 cmd="axocoatl__subcmd__util__subcmd__checkpoints"
                 ;;
+            axocoatl__subcmd__util,embedder)
+                cmd="axocoatl__subcmd__util__subcmd__embedder"
+                ;;
             axocoatl__subcmd__util,generate)
                 cmd="axocoatl__subcmd__util__subcmd__generate"
                 ;;
@@ -507,6 +513,9 @@ _axocoatl() {
                 ;;
             axocoatl__subcmd__util__subcmd__help,checkpoints)
                 cmd="axocoatl__subcmd__util__subcmd__help__subcmd__checkpoints"
+                ;;
+            axocoatl__subcmd__util__subcmd__help,embedder)
+                cmd="axocoatl__subcmd__util__subcmd__help__subcmd__embedder"
                 ;;
             axocoatl__subcmd__util__subcmd__help,generate)
                 cmd="axocoatl__subcmd__util__subcmd__help__subcmd__generate"
@@ -2063,7 +2072,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__util)
-            opts="generate ledger-append ledger-dump checkpoints actor"
+            opts="generate ledger-append ledger-dump embedder checkpoints actor"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2091,6 +2100,20 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__help__subcmd__util__subcmd__checkpoints)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__help__subcmd__util__subcmd__embedder)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3805,7 +3828,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util)
-            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump checkpoints actor help"
+            opts="-C -h -V --repo --config --color --help --version generate ledger-append ledger-dump embedder checkpoints actor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3914,6 +3937,36 @@ _axocoatl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        axocoatl__subcmd__util__subcmd__embedder)
+            opts="-C -h -V --repo --config --color --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                -C)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --repo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         axocoatl__subcmd__util__subcmd__generate)
             opts="-C -h -V --out --repo --config --color --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -3949,7 +4002,7 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util__subcmd__help)
-            opts="generate ledger-append ledger-dump checkpoints actor help"
+            opts="generate ledger-append ledger-dump embedder checkpoints actor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3977,6 +4030,20 @@ _axocoatl() {
             return 0
             ;;
         axocoatl__subcmd__util__subcmd__help__subcmd__checkpoints)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        axocoatl__subcmd__util__subcmd__help__subcmd__embedder)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -579,20 +579,21 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand mcp; and __fish_seen_s
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand mcp; and __fish_seen_subcommand_from help" -f -a "list" -d 'Start each MCP server of axocoatl.yaml, and list its state and its tools.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand mcp; and __fish_seen_subcommand_from help" -f -a "serve" -d 'Serve this repository to other agents over MCP on stdin and stdout.'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand mcp; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s C -d 'Run as if started in DIR' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -l color -d 'When to color output' -r -f -a "auto\t''
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -l color -d 'When to color output' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s h -l help -d 'Print help'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -s V -l version -d 'Print version'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
-complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump checkpoints actor help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "embedder" -d 'Make the embedder\'s ready-to-run file when it is missing, stale or damaged (as the first command needing the embedder would), and print which engine runs and from which file. scripts/fetch-embedder.sh and the memory benchmark run it'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and not __fish_seen_subcommand_from generate ledger-append ledger-dump embedder checkpoints actor help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l out -d 'The directory that receives man/ and completions/' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from generate" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
@@ -623,6 +624,14 @@ always\t''
 never\t''"
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s h -l help -d 'Print help'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from ledger-dump" -s V -l version -d 'Print version'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -s C -d 'Run as if started in DIR' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -l color -d 'When to color output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -s h -l help -d 'Print help'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from embedder" -s V -l version -d 'Print version'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -s C -d 'Run as if started in DIR' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -l repo -d 'The repository: a `.axocoatl` directory or the directory holding it' -r -F
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from checkpoints" -l config -d 'The configuration file [default: axocoatl.yaml beside .axocoatl/]' -r -F
@@ -648,6 +657,7 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "embedder" -d 'Make the embedder\'s ready-to-run file when it is missing, stale or damaged (as the first command needing the embedder would), and print which engine runs and from which file. scripts/fetch-embedder.sh and the memory benchmark run it'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand util; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -701,5 +711,6 @@ complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "generate" -d 'Write man pages and shell completions (man/ and completions/ of the source tree)'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-append" -d 'Append test records to the ledger, printing each sequence number once it is durable'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "ledger-dump" -d 'Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr'
+complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "embedder" -d 'Make the embedder\'s ready-to-run file when it is missing, stale or damaged (as the first command needing the embedder would), and print which engine runs and from which file. scripts/fetch-embedder.sh and the memory benchmark run it'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "checkpoints" -d 'Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines'
 complete -c axocoatl -n "__fish_axocoatl_using_subcommand help; and __fish_seen_subcommand_from util" -f -a "actor" -d 'An actor of `axocoatl serve` (started by serve only: its configuration comes as one JSON line on stdin; `ready` or `error JSON` on stdout)'
