@@ -374,4 +374,23 @@ mod tests {
         expected.push(3);
         assert_eq!(t.encode(&"a".repeat(20)), expected);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Any text: `[CLS]` first, `[SEP]` last, within the window, every id in the table.
+        #[test]
+        fn any_text_gives_ids_of_the_table(text in "(\\PC|[\\[\\]A-Z ]){0,80}") {
+            let (_d, m) = tokenizer();
+            let ids = m.tokenizer().encode(&text);
+            let c = m.config();
+            proptest::prop_assert!(ids.len() >= 2 && ids.len() <= c.max_tokens);
+            proptest::prop_assert_eq!(ids[0], c.cls);
+            proptest::prop_assert_eq!(ids[ids.len() - 1], c.sep);
+            proptest::prop_assert!(ids.iter().all(|&i| (i as usize) < c.vocab));
+            let v = m.embed(&[&text]).expect("embed");
+            let norm: f32 = v[0].iter().map(|x| x * x).sum();
+            proptest::prop_assert!((norm - 1.0).abs() < 1e-4, "norm {}", norm);
+        }
+    }
 }

@@ -464,6 +464,7 @@ mod model_tests {
                 "   ",
                 "[CLS] [SEP] [MASK] [PAD] [UNK]",
                 "a[MASK]b [mask] [ MASK ]",
+                "[SEP]\u{301}a [CLS]\u{308}",
                 "İstanbul ǅemal ﬁnance Straße ΣΊΣΥΦΟΣ",
                 "e\u{301}te\u{301} cafe\u{301} \u{0}\u{7}ctrl\u{fffd}\u{200b}zero-width",
                 "tabs\tand\nnewlines\r\nand\u{3000}ideographic\u{a0}spaces",
