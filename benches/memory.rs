@@ -353,25 +353,43 @@ struct Usage {
     rss_mib: f64,
 }
 
-/// Runs `cmd` to its end and measures it (wait4's rusage gives its CPU and peak RSS).
+/// Runs `cmd` to its end and measures it: wall time here, CPU time from wait4's rusage
+/// (the child's and its children's), peak RSS from GNU time's `%M`. (wait4's own peak RSS
+/// is no use here: Linux carries the forking process's peak, this benchmark's hundreds of
+/// megabytes, into the child's; `/usr/bin/time`, small, forks the measured process.)
 #[expect(clippy::zombie_processes, reason = "wait4 reaps the child")]
 fn measure(cmd: &mut Command) -> Usage {
+    let report = tempfile::NamedTempFile::new().expect("tempfile");
+    let mut timed = Command::new("/usr/bin/time");
+    timed
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(report.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        timed.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
     let start = Instant::now();
-    let child = cmd
+    let child = timed
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("run axocoatl");
+        .expect("run /usr/bin/time (GNU time) and axocoatl");
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     #[expect(unsafe_code, reason = "a zeroed libc struct for wait4 to fill")]
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `pid` is our child, not waited for yet; the pointers are to live locals.
-    #[expect(
-        unsafe_code,
-        reason = "wait4 reaps the child and reports its resource use"
-    )]
+    #[expect(unsafe_code, reason = "wait4 reaps the child and reports its resource use")]
     let got = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     let wall_ms = ms(start.elapsed());
     assert_eq!(got, pid, "wait4");
@@ -380,10 +398,15 @@ fn measure(cmd: &mut Command) -> Usage {
         "{cmd:?} failed ({status})"
     );
     let tv = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    let kib: f64 = std::fs::read_to_string(report.path())
+        .expect("GNU time's report")
+        .trim()
+        .parse()
+        .expect("peak RSS in KiB");
     Usage {
         wall_ms,
         cpu_ms: tv(ru.ru_utime) + tv(ru.ru_stime),
-        rss_mib: ru.ru_maxrss as f64 / 1024.0,
+        rss_mib: kib / 1024.0,
     }
 }
 
