@@ -1,16 +1,18 @@
 //! Global options and opening the workspace they point at.
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use axocoatl::workspace::{Locator, Workspace, DIR_ENV};
+use axocoatl::workspace::{self, Locator, Workspace, DIR_ENV};
 use clap::Args;
 
 use crate::error::CliResult;
 use crate::ui::ColorChoice;
 
 #[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Run as if started in DIR.
+    /// Run as if started in DIR (its repository, or one above it, must exist).
     #[arg(short = 'C', value_name = "DIR", global = true)]
     pub chdir: Option<PathBuf>,
     /// The repository: a `.axocoatl` directory or the directory holding it.
@@ -22,6 +24,12 @@ pub struct GlobalArgs {
     /// When to color output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
+    /// No progress lines on stderr (they are only ever shown on a terminal).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Say on stderr which repository the command uses.
+    #[arg(long, global = true)]
+    pub print_repo: bool,
 }
 
 impl GlobalArgs {
@@ -37,15 +45,54 @@ impl GlobalArgs {
         })
     }
 
+    /// Where the repository and configuration are looked for. Without `-C`, a directory
+    /// with no repository above it uses the home repository.
     pub fn locator(&self) -> CliResult<Locator> {
         Ok(Locator {
             cwd: self.cwd()?,
             repo: self.repo.clone(),
             config: self.config.clone(),
+            home: if self.chdir.is_none() {
+                workspace::home_dir()
+            } else {
+                None
+            },
         })
     }
 
+    /// Opens the repository; says so on stderr when this created the home repository (once:
+    /// the next command finds it), and with `--print-repo`.
     pub fn open(&self) -> CliResult<Workspace> {
-        Ok(Workspace::open(&self.locator()?)?)
+        let ws = Workspace::open(&self.locator()?)?;
+        self.said(&ws);
+        Ok(ws)
+    }
+
+    /// [`GlobalArgs::open`] without the pre-1.0 import every open runs.
+    pub fn open_without_import(&self) -> CliResult<Workspace> {
+        let ws = Workspace::open_without_import(&self.locator()?)?;
+        self.said(&ws);
+        Ok(ws)
+    }
+
+    fn said(&self, ws: &Workspace) {
+        let mut err = std::io::stderr();
+        let workdir = ws.repo().workdir().display().to_string();
+        if ws.created_home {
+            let _ = writeln!(
+                err,
+                "axocoatl: created the home repository in {workdir} with a starter {} \
+                 (no .axocoatl/ here or above; `axocoatl init` makes one for a project)",
+                workspace::CONFIG_FILE
+            );
+        }
+        if self.print_repo {
+            let _ = writeln!(
+                err,
+                "axocoatl: repository {} ({})",
+                ws.repo().root().display(),
+                ws.source.as_str()
+            );
+        }
     }
 }

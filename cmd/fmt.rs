@@ -145,6 +145,46 @@ impl AgentNames {
     }
 }
 
+/// A recorded error and its hints: lines starting with `hint: ` (as provider errors end)
+/// are hints; the rest is the error.
+pub fn split_hints(error: &str) -> (String, Vec<&str>) {
+    let mut detail = Vec::new();
+    let mut hints = Vec::new();
+    for line in error.lines() {
+        match line.strip_prefix("hint: ") {
+            Some(hint) => hints.push(hint),
+            None => detail.push(line),
+        }
+    }
+    (detail.join("\n"), hints)
+}
+
+/// The diff a `write_file` or `edit_file` result carries after its first line, if any.
+pub fn tool_diff<'a>(tool: &str, output: &'a str) -> Option<&'a str> {
+    if !matches!(tool, "write_file" | "edit_file") {
+        return None;
+    }
+    let (_, rest) = output.split_once('\n')?;
+    (rest.starts_with("--- ") || rest.starts_with("[no diff")).then_some(rest)
+}
+
+/// One line of a unified diff, coloured as `git diff` colours it when `paint` paints.
+pub fn diff_line(line: &str, paint: impl Fn(&str, &str) -> String) -> String {
+    let line = safe(line);
+    let code = if line.starts_with("+++ ") || line.starts_with("--- ") {
+        "1"
+    } else if line.starts_with("@@") {
+        "36"
+    } else if line.starts_with('+') {
+        "32"
+    } else if line.starts_with('-') {
+        "31"
+    } else {
+        return line;
+    };
+    paint(code, &line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::first_line;

@@ -4,9 +4,11 @@ use std::io::Write;
 
 use axocoatl::clock;
 use axocoatl::history::TurnView;
-use axocoatl::query;
+use axocoatl::query::{self, Hit};
 use axocoatl::search::{matcher, Matcher};
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
+use serde::Serialize;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -18,9 +20,10 @@ use crate::ui::Ui;
 /// List turns, newest last, optionally searching them.
 ///
 /// `--search` is a literal, case-insensitive (Unicode-aware) match across requests,
-/// responses, errors and context metadata (context labels, attachment names, tool names and
-/// arguments), in the current session or, with --all, in every session. Superseded turns
-/// (before a rewind) are marked.
+/// responses, errors, context labels, attachment names, tool calls (names, arguments and
+/// results) and warnings, in the current session or, with --all, in every session. Each
+/// hit says where it matched: the field and a short piece of it (`match` in --json).
+/// Superseded turns (before a rewind) are marked.
 ///
 /// Examples:
 ///   axocoatl history
@@ -30,7 +33,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct HistoryArgs {
     /// The session [default: HEAD].
-    #[arg(short, long, conflicts_with = "all")]
+    #[arg(short, long, conflicts_with = "all", add = ArgValueCandidates::new(crate::complete::sessions))]
     pub session: Option<String>,
     /// Every session.
     #[arg(long)]
@@ -58,7 +61,7 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if listing.matched == 0 && !args.json {
         let scope = session
             .as_deref()
-            .map(|s| format!("session {s}"))
+            .map(|s| format!("session {}", ws.shown_session(s)))
             .unwrap_or_else(|| "any session".into());
         let what = if args.search.is_some() {
             "matching turns"
@@ -68,11 +71,21 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         writeln!(ui.err, "no {what} in {scope}")?;
     }
     let highlight = re.as_ref().filter(|_| ui.color);
-    for t in &listing.turns {
+    for (i, t) in listing.turns.iter().enumerate() {
+        let hit = listing.hits.get(i);
         if args.json {
-            ui.json_line(&TurnJson::new(t, &t.output, names.get(&t.agent)))?;
+            let turn = TurnJson::new(t, &t.output, names.get(&t.agent))
+                .shown_as(ws.shown_session(&t.session));
+            match hit {
+                Some(hit) => ui.json_line(&SearchJson { turn, hit })?,
+                None => ui.json_line(&turn)?,
+            }
         } else {
-            let line = text_line(ui, t, args.all, highlight);
+            let session = args.all.then(|| ws.shown_session(&t.session));
+            let mut line = text_line(ui, t, session, highlight);
+            if let Some(hit) = hit {
+                line.push_str(&hit_text(ui, hit, highlight));
+            }
             writeln!(ui.out, "{line}")?;
         }
     }
@@ -83,8 +96,31 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     })
 }
 
+/// A turn a search found, with where it matched.
+#[derive(Serialize)]
+struct SearchJson<'a> {
+    #[serde(flatten)]
+    turn: TurnJson<'a>,
+    #[serde(rename = "match")]
+    hit: &'a Hit,
+}
+
+/// `  [tool_output of run_command: …the piece around the match…]`
+fn hit_text(ui: &Ui, hit: &Hit, re: Option<&Matcher>) -> String {
+    let field = match &hit.tool {
+        Some(tool) if hit.field != "tool" => format!("{} of {tool}", hit.field),
+        _ => hit.field.to_owned(),
+    };
+    let snippet = crate::fmt::safe(&hit.snippet);
+    let snippet = match re {
+        Some(re) => highlight(ui, re, &snippet),
+        None => snippet,
+    };
+    format!("  [{}: {snippet}]", ui.paint("2", &field))
+}
+
 /// One turn as a line: id, time, agent, state, [session,] request → answer.
-fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
+fn text_line(ui: &Ui, t: &TurnView, session: Option<&str>, re: Option<&Matcher>) -> String {
     let mut line = format!(
         "{}  {}  {:<12} {}",
         ui.paint("33", &t.turn),
@@ -92,8 +128,8 @@ fn text_line(ui: &Ui, t: &TurnView, all: bool, re: Option<&Matcher>) -> String {
         first_line(&t.agent, 12),
         state(ui, t, 11),
     );
-    if all {
-        line.push_str(&format!(" [{}]", t.session));
+    if let Some(session) = session {
+        line.push_str(&format!(" [{session}]"));
     }
     if t.superseded {
         line.push_str(&ui.paint("2", " (superseded)"));

@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use axocoatl::legacy::{self, Candidate, ImportState};
-use axocoatl::workspace::Workspace;
 use axocoatl_store::legacy::InputKind;
 use clap::Args;
 
@@ -44,7 +43,7 @@ pub struct ImportArgs {
 }
 
 pub fn run(args: ImportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = Workspace::open_without_import(&g.locator()?)?;
+    let ws = g.open_without_import()?;
     let report = if args.dry_run {
         legacy::plan(ws.repo())?
     } else {

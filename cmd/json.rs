@@ -100,6 +100,15 @@ pub enum SendEvent<'a> {
         agent: &'a str,
         reason: &'a str,
     },
+    /// A command that failed before its turn began (a bad option, a busy session, no
+    /// configuration): what stderr says, for scripts reading stdout.
+    #[serde(rename = "error")]
+    Error {
+        message: &'a str,
+        causes: &'a [String],
+        hints: &'a [String],
+        exit_code: i32,
+    },
     #[serde(rename = "turn.ended")]
     TurnEnded {
         turn: &'a str,
@@ -163,9 +172,19 @@ pub struct TurnJson<'a> {
     /// A multi-agent turn: each agent's activation and why it answered or not.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub activation: &'a [axocoatl_store::ledger::record::AgentActivation],
+    /// The sender's per-call `model`, `system` and `options` (`[key, value]` pairs); only
+    /// for a turn that had some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<&'a axocoatl::overrides::Overrides>,
 }
 
 impl<'a> TurnJson<'a> {
+    /// The session as people name it (after a rename, not as its records do).
+    pub fn shown_as(mut self, session: &'a str) -> Self {
+        self.session = session;
+        self
+    }
+
     /// `t` with `output` as its output text and `agent_name` from the configuration.
     pub fn new(t: &'a TurnView, output: &'a str, agent_name: Option<&'a str>) -> Self {
         TurnJson {
@@ -205,6 +224,7 @@ impl<'a> TurnJson<'a> {
                 .collect(),
             tools: &t.tools,
             warnings: &t.warnings,
+            overrides: t.overrides.as_ref(),
             plan: t.plan.as_ref(),
             subtasks: &t.subtasks,
             activation: &t.activation,
@@ -337,14 +357,18 @@ pub struct SessionJson<'a> {
     pub turns: u64,
     pub last_activity: Option<String>,
     pub active_turn: Option<&'a str>,
+    /// Only for a removed session (`sessions --all`): when it was removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<String>,
 }
 
-/// `sessions new|switch --json`.
+/// `sessions new|switch|rm|rename --json`.
 #[derive(Debug, Serialize)]
 pub struct SessionActionJson<'a> {
     pub session: &'a str,
+    /// Whether it is the current session (HEAD) now.
     pub current: bool,
-    /// `created` or `switched`.
+    /// `created`, `switched`, `removed` or `renamed`.
     pub action: &'a str,
 }
 
@@ -550,6 +574,16 @@ pub struct InitJson<'a> {
     pub config: &'a Path,
     pub config_written: bool,
     pub session: &'a str,
+}
+
+/// `repo --json`.
+#[derive(Debug, Serialize)]
+pub struct RepoJson<'a> {
+    pub repository: &'a Path,
+    pub config: &'a Path,
+    /// `explicit`, `discovered` or `home`.
+    pub source: &'a str,
+    pub exists: bool,
 }
 
 /// `validate --json`: one line per diagnostic, then a summary.

@@ -6,11 +6,15 @@ mod error;
 mod exit;
 mod fmt;
 mod json;
+mod line;
+mod progress;
 mod ui;
 
 mod agents;
 mod attach;
 mod automations;
+mod chat;
+mod complete;
 mod export;
 mod fsck;
 mod history;
@@ -19,6 +23,7 @@ mod init;
 mod mcp;
 mod memory;
 mod models;
+mod repo;
 mod retry;
 mod rewind;
 mod send;
@@ -71,6 +76,7 @@ pub enum Command {
     Init(init::InitArgs),
     Validate(validate::ValidateArgs),
     Send(send::SendArgs),
+    Chat(chat::ChatArgs),
     Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
     Retry(retry::RetryArgs),
@@ -89,6 +95,7 @@ pub enum Command {
     Serve(serve::ServeArgs),
     Agents(agents::AgentsArgs),
     Mcp(mcp::McpArgs),
+    Repo(repo::RepoArgs),
     #[command(hide = true)]
     Util(util::UtilArgs),
 }
@@ -137,6 +144,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "init" => init::InitArgs::augment_args(sub),
         "validate" => validate::ValidateArgs::augment_args(sub),
         "send" => send::SendArgs::augment_args(sub),
+        "chat" => chat::ChatArgs::augment_args(sub),
         "attach" => attach::AttachArgs::augment_args(sub),
         "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
@@ -154,6 +162,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "serve" | "dev" => serve::ServeArgs::augment_args(sub),
         "agents" => agents::AgentsArgs::augment_args(sub),
         "mcp" => mcp::McpArgs::augment_args(sub),
+        "repo" => repo::RepoArgs::augment_args(sub),
         "util" => util::UtilArgs::augment_args(sub),
         _ => return None,
     };
@@ -170,6 +179,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Init(args) => init::run(args, g, ui),
         Command::Validate(args) => validate::run(args, g, ui),
         Command::Send(args) => send::run(args, g, ui),
+        Command::Chat(args) => chat::run(args, g, ui),
         Command::Attach(args) => attach::run(args, g, ui),
         Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
@@ -187,8 +197,17 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Serve(args) => serve::run(args, g, ui),
         Command::Agents(args) => agents::run(args, g, ui),
         Command::Mcp(args) => mcp::run(args, g, ui),
+        Command::Repo(args) => repo::run(args, g, ui),
         Command::Util(args) => util::run(args, g, ui),
     }
+}
+
+/// Whether the command line asks for `--json` (options end at `--`).
+fn json_requested() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 fn main() {
@@ -199,6 +218,9 @@ fn main() {
         signal_hook::consts::SIGXFSZ,
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
+    // `COMPLETE=bash axocoatl ...` (what the scripts in completions/ run): complete the
+    // command line and exit. Without the variable this returns at once.
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command).complete();
     let cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => {
@@ -235,12 +257,11 @@ fn main() {
     if listing {
         ui.buffer_out();
     }
-    // The first command after the indexes of a large ledger went missing (or are of an
-    // older version) builds them: seconds, said on a terminal.
-    if ui.err_is_terminal {
-        axocoatl_store::ledger::report_builds_to(|m| {
-            let _ = writeln!(std::io::stderr(), "axocoatl: {m}");
-        });
+    // Slow steps (loading a local model, reading a long prompt, building the indexes of a
+    // large ledger, importing pre-1.0 state) are drawn on a terminal, unless the output is
+    // for a script (`--json`) or `--quiet` asks for silence.
+    if ui.err_is_terminal && !cli.globals.quiet && !json_requested() {
+        progress::install();
     }
     // What is still buffered is written before an error is reported, and a failure to
     // write it (a full disk under `export > file`) is the command's error; a reader gone
@@ -376,6 +397,85 @@ mod tests {
         Cli::command().debug_assert();
         for sub in Cli::command().get_subcommands() {
             narrow(sub.get_name()).expect("known").debug_assert();
+        }
+    }
+
+    /// The words of the first `axocoatl ...` command in a shell line: quotes removed, up to
+    /// the first unquoted `|`, `>`, `<`, `;`, `&` or `)`, or two spaces (a description
+    /// follows).
+    fn axocoatl_words(line: &str) -> Option<Vec<String>> {
+        let at = line.find("axocoatl ")?;
+        let mut words = Vec::new();
+        let (mut word, mut quote, mut any) = (String::new(), None, false);
+        let mut previous = ' ';
+        for c in line[at..].chars() {
+            let gap = quote.is_none() && c == ' ' && previous == ' ' && !words.is_empty();
+            previous = c;
+            if gap {
+                break;
+            }
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.push(c),
+                (None, '"' | '\'') => {
+                    quote = Some(c);
+                    any = true;
+                }
+                (None, '>' | '<') => {
+                    // `2>> log`: the descriptor is the redirection's, not a word.
+                    if !word.is_empty() && word.chars().all(|d| d.is_ascii_digit()) {
+                        word.clear();
+                    }
+                    break;
+                }
+                (None, '|' | ';' | '&' | ')') => break,
+                (None, c) if c.is_whitespace() => {
+                    if any || !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                    any = false;
+                }
+                (None, c) => word.push(c),
+            }
+        }
+        if any || !word.is_empty() {
+            words.push(word);
+        }
+        Some(words)
+    }
+
+    /// Every example of every `--help` is a command line the parser accepts.
+    #[test]
+    fn every_help_example_parses() {
+        use clap::CommandFactory;
+        fn visit(cmd: &mut clap::Command, out: &mut Vec<String>) {
+            let help = cmd.render_long_help().to_string();
+            if let Some(examples) = help.split("Examples:").nth(1) {
+                for line in examples.lines() {
+                    let line = line.trim();
+                    if line.is_empty() || line.ends_with(':') && !line.contains("axocoatl") {
+                        if line.is_empty() {
+                            continue;
+                        }
+                        break;
+                    }
+                    if line.contains("axocoatl ") {
+                        out.push(line.to_owned());
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                visit(sub, out);
+            }
+        }
+        let mut lines = Vec::new();
+        visit(&mut Cli::command(), &mut lines);
+        assert!(lines.len() > 50, "{} examples", lines.len());
+        for line in lines {
+            let words = axocoatl_words(&line).expect("a command");
+            if let Err(e) = Cli::try_parse_from(&words) {
+                panic!("the example `{line}` does not parse ({words:?}):\n{e}");
+            }
         }
     }
 

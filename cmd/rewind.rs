@@ -5,6 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use axocoatl::engine::SendOptions;
 use axocoatl::ErrorKind;
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -30,6 +31,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct RewindArgs {
     /// The turn to rewind to (it and every later turn are superseded).
+    #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     /// The session the turn must belong to [default: the turn's own session].
     #[arg(short, long)]

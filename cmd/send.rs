@@ -2,11 +2,13 @@
 
 use std::io::{IsTerminal, Read, Write};
 
-use axocoatl::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
+use axocoatl::engine::{Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
 use axocoatl::provider::Cancel;
+use axocoatl::sessions;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -20,9 +22,13 @@ use crate::ui::Ui;
 /// The message comes from the argument, or from stdin when it is absent or `-`. With both an
 /// argument and piped stdin, the piped text goes along as inline context. The session's
 /// selected attachments (`axocoatl attach list`) go along too; `--attach FILE` adds one for
-/// this turn only. `turn <id>` is
-/// printed to stderr as soon as the turn has begun, so it can be stopped from another
-/// terminal with `axocoatl stop <id>`; Ctrl-C stops it the same way (twice: exit at once).
+/// this turn only. `turn <id>` is printed to stderr as soon as the turn has begun, so it can
+/// be stopped from another terminal with `axocoatl stop <id>`; Ctrl-C stops it the same way
+/// (twice: exit at once).
+///
+/// Each send continues the session's conversation: `-n` starts a fresh one. `-m`,
+/// `--system` and `-o` change the agent for this turn only; the turn records them (`show`
+/// lists them, `retry` reuses them).
 ///
 /// A session runs one turn at a time: when it is busy, send waits up to 2 s for the active
 /// turn to end, then exits 8; --wait queues behind it instead.
@@ -32,6 +38,9 @@ use crate::ui::Ui;
 /// Examples:
 ///   axocoatl send "What changed in the last release?"
 ///   git diff | axocoatl send "review this"
+///   axocoatl send -n "a new question, without the earlier turns"
+///   axocoatl send -o temperature=0 --system "Answer in one word." "Capital of France?"
+///   axocoatl send -m ollama:llama3.2 "hi"
 ///   echo "hello" | axocoatl send --json -s scratch
 ///   axocoatl send --attach error.png --attach app.log "why does this fail?"
 #[derive(Debug, Args)]
@@ -40,11 +49,16 @@ pub struct SendArgs {
     /// The message; `-` or absent reads it from stdin.
     pub message: Option<String>,
     /// The session [default: HEAD, initially `main`]; a new name creates the session.
-    #[arg(short, long)]
+    #[arg(short, long, add = ArgValueCandidates::new(crate::complete::sessions))]
     pub session: Option<String>,
+    /// Start a new session (named by the time, printed on stderr) and make it current.
+    #[arg(short = 'n', long, conflicts_with = "session")]
+    pub new: bool,
     /// The agent [default: default_agent, else the first autonomous agent].
-    #[arg(short, long)]
+    #[arg(short, long, add = ArgValueCandidates::new(crate::complete::agents))]
     pub agent: Option<String>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
     /// Write JSON Lines events to stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -59,20 +73,86 @@ pub struct SendArgs {
     pub attach: Vec<std::path::PathBuf>,
 }
 
+/// `-m`, `--system`, `-o`: the agent as this one turn uses it (`send`, `retry`, `chat`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct OverrideArgs {
+    /// This turn's model: one of the agent's provider, or PROVIDER:MODEL (`ollama:llama3.2`).
+    #[arg(short, long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// This turn's system prompt, instead of the agent's.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// A sampling option for this turn (repeatable): temperature, top_p, max_tokens,
+    /// response_format (text or json).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
+    pub options: Vec<(String, String)>,
+}
+
+fn parse_option(text: &str) -> Result<(String, String), String> {
+    Overrides::parse_option(text)
+}
+
+impl OverrideArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            model: self.model.clone(),
+            system: self.system.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
 pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let json = args.json;
+    let result = send(args, g, ui);
+    json_error(ui, json, result)
+}
+
+fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
+    let mut notes = Vec::new();
+    let explicit = if args.new {
+        let name = sessions::start_new(&ws)?;
+        notes.push(format!("session {name} (new, now current)"));
+        Some(name)
+    } else {
+        args.session
+    };
+    let (session, shown) = ws.session_for_turn(explicit.as_deref())?;
+    if !args.new && explicit.is_some() && !sessions::exists(&ws, &session)? {
+        notes.push(format!("created session {shown}"));
+    }
     let opts = SendOptions {
-        session: ws.session_or_head(args.session.as_deref())?,
+        session,
         agent: args.agent,
         message,
         inline_context: context,
         attachments: Attachments::Selection,
         attach_files: args.attach,
         wait: args.wait,
+        overrides: args.overrides.overrides(),
         ..SendOptions::default()
     };
-    run_turn(&ws, opts, args.json, ui)
+    run_turn_noting(&ws, opts, args.json, ui, notes)
+}
+
+/// Under `--json`, an error before the turn's end is also an `error` event on stdout (the
+/// message goes to stderr as always).
+pub fn json_error(ui: &mut Ui, json: bool, result: CliResult) -> CliResult {
+    match result {
+        Err(e) if json && !e.is_broken_pipe() => {
+            let line = SendEvent::Error {
+                message: &e.message,
+                causes: &e.causes,
+                hints: &e.hints,
+                exit_code: exit::code(e.kind),
+            };
+            let _ = ui.json_line(&line).and_then(|()| ui.out.flush());
+            Err(e)
+        }
+        other => other,
+    }
 }
 
 /// The message and inline context from the argument and stdin.
@@ -122,20 +202,46 @@ fn read_input(arg: Option<&str>, no_stdin: bool) -> CliResult<(String, Vec<(Stri
 
 /// Runs a turn and prints it; shared with `retry` and `rewind --edit`.
 pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui) -> CliResult {
+    run_turn_noting(ws, opts, json_mode, ui, Vec::new())
+}
+
+/// [`run_turn`], saying `notes` on stderr once the turn has begun (a session it created).
+pub fn run_turn_noting(
+    ws: &Workspace,
+    opts: SendOptions,
+    json_mode: bool,
+    ui: &mut Ui,
+    notes: Vec<String>,
+) -> CliResult {
     let cancel = Cancel::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // The second signal ends the process at once; the first stops the turn.
         let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, cancel.flag());
         let _ = signal_hook::flag::register(sig, cancel.flag());
     }
+    run_turn_cancelled(ws, opts, json_mode, ui, notes, &cancel)
+}
+
+/// [`run_turn_noting`] with the caller's cancellation (`chat` stops each turn on Ctrl-C
+/// and carries on).
+pub fn run_turn_cancelled(
+    ws: &Workspace,
+    opts: SendOptions,
+    json_mode: bool,
+    ui: &mut Ui,
+    notes: Vec<String>,
+    cancel: &Cancel,
+) -> CliResult {
     let mut printer = Printer {
         ui,
+        ws,
         json: json_mode,
         turn: String::new(),
         ended_with_newline: true,
         io_error: None,
+        notes,
     };
-    let outcome = axocoatl::serve::client::send(ws, opts, &cancel, &mut |ev| printer.event(ev))?;
+    let outcome = axocoatl::serve::client::send(ws, opts, cancel, &mut |ev| printer.event(ev))?;
     if let Some(e) = printer.io_error.take() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
@@ -147,11 +253,14 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
 /// Prints a turn's events as they come.
 struct Printer<'u> {
     ui: &'u mut Ui,
+    ws: &'u Workspace,
     json: bool,
     turn: String,
     ended_with_newline: bool,
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
+    /// Said on stderr when the turn has begun.
+    notes: Vec<String>,
 }
 
 impl Printer<'_> {
@@ -216,6 +325,9 @@ impl Printer<'_> {
         }
         if let TurnEvent::Begun { turn, .. } = ev {
             self.turn = turn.to_owned();
+            for note in std::mem::take(&mut self.notes) {
+                writeln!(self.ui.err, "{note}")?;
+            }
         }
         let turn = self.turn.as_str();
         let line = match ev {
@@ -226,7 +338,7 @@ impl Printer<'_> {
                 ..
             } => SendEvent::TurnBegun {
                 turn,
-                session,
+                session: self.ws.shown_session(session),
                 agent,
                 agent_name,
             },
@@ -304,6 +416,9 @@ impl Printer<'_> {
                 turn, attachments, ..
             } => {
                 self.turn = turn.to_owned();
+                for note in std::mem::take(&mut self.notes) {
+                    writeln!(ui.err, "{note}")?;
+                }
                 writeln!(ui.err, "turn {turn}")?;
                 for pin in attachments {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
@@ -338,6 +453,12 @@ impl Printer<'_> {
                 };
                 let first = crate::fmt::first_line(output, 120);
                 writeln!(ui.err, "tool {name} {status}: {first}")?;
+                if let Some(diff) = crate::fmt::tool_diff(name, output) {
+                    for line in diff.lines() {
+                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
+                        writeln!(ui.err, "  {line}")?;
+                    }
+                }
             }
             TurnEvent::Warning(message) => ui.warn(&safe(message))?,
             TurnEvent::Planned { method, subtasks } => writeln!(
@@ -387,7 +508,7 @@ impl Printer<'_> {
         let out = if self.json {
             ui.json_line(&SendEvent::TurnEnded {
                 turn: &o.turn,
-                session: &o.session,
+                session: self.ws.shown_session(&o.session),
                 agent: &o.agent,
                 agent_name: o.agent_name.as_deref(),
                 state: o.state.as_str(),
@@ -406,9 +527,15 @@ impl Printer<'_> {
                     TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
                     _ => {
                         let label = ui.paint_err("31;1", "error");
-                        let detail = safe(o.error.as_deref().unwrap_or("no detail"));
+                        let (detail, hints) =
+                            crate::fmt::split_hints(o.error.as_deref().unwrap_or("no detail"));
                         let (turn, state) = (&o.turn, o.state.as_str());
-                        writeln!(ui.err, "{label}: turn {turn} {state}: {detail}")
+                        writeln!(ui.err, "{label}: turn {turn} {state}: {}", safe(&detail))?;
+                        for hint in hints {
+                            let label = ui.paint_err("36", "hint");
+                            writeln!(ui.err, "{label}: {}", safe(hint))?;
+                        }
+                        Ok(())
                     }
                 }
             })()

@@ -7,6 +7,7 @@ use axocoatl::clock;
 use axocoatl::history::{self, TurnView};
 use axocoatl::query;
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -24,6 +25,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct ShowArgs {
     /// The turn id, or a unique prefix of at least 4 characters.
+    #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     /// Print the turn as one JSON object.
     #[arg(long)]
@@ -42,7 +44,8 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         .collect::<Result<Vec<_>, _>>()?;
     if args.json {
         ui.json_line(&ShowJson {
-            turn: TurnJson::new(&t, &output, names.get(&t.agent)),
+            turn: TurnJson::new(&t, &output, names.get(&t.agent))
+                .shown_as(ws.shown_session(&t.session)),
             calls: &t.calls,
             stop_requested: t.stop_requested,
             attachment_texts: t
@@ -62,18 +65,18 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         })?;
         return Ok(exit::OK);
     }
-    let mut o = head(ui, &t, &names, &texts);
-    body(&mut o, &t, &output);
+    let mut o = head(ui, &t, &names, ws.shown_session(&t.session), &texts);
+    body(ui, &mut o, &t, &output);
     ui.out.write_all(o.as_bytes())?;
     Ok(exit::OK)
 }
 
 /// Who, when, what state, and the request with its context and attachments.
-fn head(ui: &Ui, t: &TurnView, names: &AgentNames, texts: &[Text]) -> String {
+fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "turn     {}", t.turn);
-    let _ = writeln!(o, "session  {}", t.session);
+    let _ = writeln!(o, "session  {session}");
     let _ = writeln!(o, "agent    {}", names.label(&t.agent));
     let mut st = state(ui, t, 0);
     if t.superseded {
@@ -100,6 +103,22 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, texts: &[Text]) -> String {
             origin.runner,
             origin.pid
         );
+    }
+    if let Some(x) = &t.overrides {
+        if let Some(model) = &x.model {
+            let _ = writeln!(o, "model    {} (this turn only)", safe(model));
+        }
+        if !x.options.is_empty() {
+            let options: Vec<String> = x.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(o, "options  {} (this turn only)", safe(&options.join(" ")));
+        }
+        if let Some(system) = &x.system {
+            let _ = writeln!(
+                o,
+                "\nsystem prompt (this turn only):\n{}",
+                indent(&safe(system))
+            );
+        }
     }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
     if !t.context.is_empty() {
@@ -136,7 +155,7 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, texts: &[Text]) -> String {
 
 /// Tools, output (whole: `output` is read from its object when it was too long for one
 /// record), error, warnings and usage.
-fn body(o: &mut String, t: &TurnView, output: &str) {
+fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
@@ -157,6 +176,19 @@ fn body(o: &mut String, t: &TurnView, output: &str) {
                 x.name,
                 crate::fmt::first_line(&x.arguments, 100)
             );
+            if let Some(diff) = x
+                .output
+                .as_deref()
+                .and_then(|out| crate::fmt::tool_diff(&x.name, out))
+            {
+                for line in diff.lines() {
+                    let _ = writeln!(
+                        o,
+                        "      {}",
+                        crate::fmt::diff_line(line, |c, t| ui.paint(c, t))
+                    );
+                }
+            }
         }
     }
     team(o, t);
@@ -178,7 +210,11 @@ fn body(o: &mut String, t: &TurnView, output: &str) {
         let _ = writeln!(o, "\noutput:\n{}", indent(&safe(output)));
     }
     if let Some(e) = &t.error {
-        let _ = writeln!(o, "\nerror: {}", safe(e));
+        let (detail, hints) = crate::fmt::split_hints(e);
+        let _ = writeln!(o, "\nerror: {}", safe(&detail));
+        for hint in hints {
+            let _ = writeln!(o, "hint: {}", safe(hint));
+        }
     }
     for w in &t.warnings {
         let _ = writeln!(o, "warning: {}", safe(w));

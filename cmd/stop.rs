@@ -4,6 +4,7 @@ use std::io::Write;
 
 use axocoatl::control;
 use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
 
 use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
@@ -27,6 +28,7 @@ use crate::ui::Ui;
 #[command(verbatim_doc_comment)]
 pub struct StopArgs {
     /// The turn id, or a unique prefix of at least 4 characters.
+    #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     /// Wait until the turn's terminal state is recorded, and print it.
     #[arg(long)]

@@ -9,7 +9,7 @@ use axocoatl_store::ledger::record::Note;
 use axocoatl_store::ledger::Record;
 use axocoatl_store::Repo;
 use clap::{Args, CommandFactory, Subcommand};
-use clap_complete::Shell;
+use clap_complete::env::EnvCompleter;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -233,14 +233,18 @@ pub fn generate(out: &Path) -> CliResult<()> {
     }
     let cmd = crate::Cli::command();
     write_man(&man, &cmd, "axocoatl")?;
-    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+    // What `COMPLETE=<shell> axocoatl` prints: scripts that ask the binary to complete,
+    // so agents, sessions and turn ids come from the repository (cmd/complete.rs).
+    let shells: [(&dyn EnvCompleter, &str); 3] = [
+        (&clap_complete::env::Bash, "axocoatl.bash"),
+        (&clap_complete::env::Zsh, "_axocoatl"),
+        (&clap_complete::env::Fish, "axocoatl.fish"),
+    ];
+    for (shell, name) in shells {
         let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut crate::Cli::command(), "axocoatl", &mut buf);
-        let name = match shell {
-            Shell::Bash => "axocoatl.bash",
-            Shell::Zsh => "_axocoatl",
-            _ => "axocoatl.fish",
-        };
+        shell
+            .write_registration("COMPLETE", "axocoatl", "axocoatl", "axocoatl", &mut buf)
+            .map_err(|e| CliError::io("render the completions in", Path::new(name), e))?;
         write(&comp.join(name), &buf)?;
     }
     Ok(())

@@ -92,6 +92,11 @@ fn all_tools() -> Vec<Tool> {
             "Print a line that is not JSON, then answer.",
             schema(json!({"type": "object"})),
         ),
+        Tool::new(
+            "huge",
+            "Answer with `bytes` bytes of text.",
+            schema(json!({"type": "object", "properties": {"bytes": {"type": "integer"}}})),
+        ),
     ]
 }
 
@@ -155,6 +160,13 @@ impl ServerHandler for Peer {
             }
             "malformed" => text("__MALFORMED__"),
             "noisy" => text("__NOISY__ quiet now"),
+            "huge" => {
+                let n = args
+                    .get("bytes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(100 << 20);
+                text("x".repeat(n as usize))
+            }
             other => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                 ContentBlock::text(format!("no tool {other}")),
             ]))),

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Soak: kill -9 loops across send, attach, rewind and fsck --repair with small segments; a
-# disk-full run on a small tmpfs (when root); a run past `ulimit -f`; and the store's
-# decoder property tests for minutes. Prints iterations, kills, lost turns and unusable
-# repositories, and exits non-zero if any turn was lost or any repository became unusable.
+# disk-full run on a small tmpfs (when root); a run past `ulimit -f`; `serve` under attack
+# (idle connections past `ulimit -n 1024`, endless request lines, kill -9 loops of its
+# actors); and the store's decoder property tests for minutes. Prints iterations, kills,
+# lost turns and unusable repositories, and exits non-zero if any turn was lost or any
+# repository became unusable.
 #
 # Settings (environment):
 #   SOAK_KILLS=1000          stop the kill loops after this many processes were killed
 #   SOAK_ROUNDS_ITERS=150    iterations per repository before starting a fresh one
 #   SOAK_SEGMENT_LIMIT=4096  AXOCOATL_SEGMENT_LIMIT for the kill loops (bytes)
 #   SOAK_PROPTEST_CASES=200000  cases per decoder property in the long property run
-#   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, proptest)
+#   SOAK_SERVE_KILLS=60      actors killed with kill -9 in the serve part
+#   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, serve, proptest)
+#   SOAK_BIN=target/debug/axocoatl  a binary to use instead of building the release one
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -18,15 +22,20 @@ KILLS_TARGET=${SOAK_KILLS:-1000}
 ITERS=${SOAK_ROUNDS_ITERS:-150}
 SEGMENT_LIMIT=${SOAK_SEGMENT_LIMIT:-4096}
 PROPTEST_CASES=${SOAK_PROPTEST_CASES:-200000}
+SERVE_KILLS=${SOAK_SERVE_KILLS:-60}
 SKIP=" ${SOAK_SKIP:-} "
 
 skip() { [[ "$SKIP" == *" $1 "* ]]; }
 log() { printf '%s\n' "$*" >&2; }
 
 target=${CARGO_TARGET_DIR:-$root/target}
-log "building the release binary (without the local model)..."
-cargo build --release --locked --no-default-features --quiet || exit 1
-bin="$target/release/axocoatl"
+if [[ -n "${SOAK_BIN:-}" ]]; then
+  bin=$SOAK_BIN
+else
+  log "building the release binary (without the local model)..."
+  cargo build --release --locked --no-default-features --quiet || exit 1
+  bin="$target/release/axocoatl"
+fi
 
 work=$(mktemp -d /tmp/axocoatl-soak.XXXXXX)
 cleanup() {
@@ -230,6 +239,127 @@ file_size_limit() {
   fi
 }
 
+# ---------------------------------------------------------------- serve
+serve_result="skipped"
+serve_soak() {
+  local dir="$work/serve"
+  make_repo "$dir" || { serve_result="init failed"; failures=$((failures + 1)); return; }
+  local log_file="$work/serve.log" acked="$work/serve.acked" problems=0
+  : >"$acked"
+  (cd "$dir" && ulimit -n 1024 && exec "$bin" serve) 2>"$log_file" &
+  local serve_pid=$!
+  # The actor of the agent, once it is idle: its pid.
+  actor_up() {
+    local deadline=$((SECONDS + 30)) pid
+    while ((SECONDS < deadline)); do
+      pid=$(timeout 10 "$bin" -C "$dir" agents status --json 2>/dev/null |
+        jq -r 'select(.type == "actor" and .state == "idle") | .pid' 2>/dev/null)
+      if [[ -n "$pid" && "$pid" != "${1:-}" ]]; then echo "$pid"; return 0; fi
+      sleep 0.1
+    done
+    return 1
+  }
+  local actor; actor=$(actor_up) || { serve_result="serve never had an idle actor"; failures=$((failures + 1)); kill -9 "$serve_pid"; return; }
+
+  # 1,100 idle connections from another process of the same user.
+  local flag="$work/serve.idle" sock="$dir/.axocoatl/run/serve.sock"
+  python3 - "$sock" 1100 "$flag" <<'PY' &
+import os, resource, socket, sys, time
+path, n, flag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = [socket.socket(socket.AF_UNIX) for _ in range(n)]
+for s in held:
+    s.connect(path)
+open(flag, "w").write(str(len(held)))
+while os.path.exists(flag):
+    time.sleep(0.1)
+PY
+  local idle_pid=$!
+  local waited=0
+  while [[ ! -s "$flag" ]] && ((waited < 300)); do sleep 0.1; waited=$((waited + 1)); done
+  local t0=$SECONDS status_ok=no send_ok=no
+  timeout 20 "$bin" -C "$dir" agents status >/dev/null 2>&1 && status_ok=yes
+  timeout 30 "$bin" -C "$dir" send "msg while idle connections are open" >/dev/null 2>&1 && send_ok=yes
+  local idle_secs=$((SECONDS - t0))
+  rm -f "$flag"; wait "$idle_pid" 2>/dev/null
+  [[ $status_ok == yes && $send_ok == yes ]] || { problems=$((problems + 1)); log "serve: with 1,100 idle connections status: $status_ok, send: $send_ok"; }
+
+  # Endless request lines, to serve and to the actor.
+  endless() {
+    python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+chunk = b"x" * (1 << 20)
+try:
+    for _ in range(256):
+        s.sendall(chunk)
+except OSError:
+    pass
+answer = b""
+try:
+    while True:
+        got = s.recv(4096)
+        if not got:
+            break
+        answer += got
+except OSError:
+    pass
+print(answer.decode(errors="replace"))
+PY
+  }
+  local hwm_before; hwm_before=$(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status")
+  local lines_ok=yes
+  local answer
+  answer=$(endless "$sock"); [[ $answer == *"longer than 64 MiB"* ]] || lines_ok=no
+  answer=$(endless "$dir/.axocoatl/run/actors/0.sock"); [[ $answer == *"longer than 64 MiB"* ]] || lines_ok=no
+  local grown=$(( ($(awk '/VmHWM/ {print $2}' "/proc/$serve_pid/status") - hwm_before) / 1024 ))
+  [[ $lines_ok == yes ]] || { problems=$((problems + 1)); log "serve: an endless line was not refused"; }
+
+  # kill -9 loops: the actor, in the middle of turns. Every 5 kills an `agents restart`
+  # (the 6th crash within 10 minutes leaves the agent down: checked once).
+  local kills_done=0 restarts=0 down_checked=no
+  while ((kills_done < SERVE_KILLS)); do
+    actor=$(actor_up "") || { problems=$((problems + 1)); log "serve: no idle actor after $kills_done kills"; break; }
+    local err="$work/serve.err"
+    (cd "$dir" && exec "$bin" send "msg $kills_done" </dev/null >/dev/null 2>"$err") &
+    local send_pid=$!
+    sleep "$(printf '0.%03d' $((RANDOM % 60 + 1)))"
+    kill -9 "$actor" 2>/dev/null && kills_done=$((kills_done + 1))
+    wait "$send_pid" 2>/dev/null
+    grep -E '^turn [0-9a-f]{16}$' "$err" | cut -d' ' -f2 >>"$acked"
+    if ((kills_done % 5 == 0)); then
+      if [[ $down_checked == no ]]; then
+        # A sixth crash within the window: down, until restarted.
+        actor=$(actor_up "") && kill -9 "$actor"
+        local deadline=$((SECONDS + 20)) state=""
+        while ((SECONDS < deadline)); do
+          state=$(timeout 10 "$bin" -C "$dir" agents status --json 2>/dev/null | jq -r 'select(.type == "actor") | .state')
+          [[ $state == down ]] && break
+          sleep 0.1
+        done
+        [[ $state == down ]] && down_checked=yes || { down_checked="no ($state)"; problems=$((problems + 1)); }
+      fi
+      timeout 60 "$bin" -C "$dir" agents restart helper >/dev/null 2>&1 && restarts=$((restarts + 1))
+    fi
+  done
+  kill -TERM "$serve_pid"; wait "$serve_pid" 2>/dev/null
+  # Nothing acknowledged lost, every turn ended, the repository clean.
+  local serve_lost=0 states; states=$(turn_states "$dir")
+  while read -r t; do
+    grep -q "^$t " <<<"$states" || { serve_lost=$((serve_lost + 1)); log "serve: LOST $t"; }
+  done < <(sort -u "$acked")
+  local open; open=$(grep -cv -E ' (completed|failed|stopped|interrupted)$' <<<"$states")
+  local clean=yes; ax "$dir" fsck >/dev/null 2>&1 || clean=no
+  local log_kib=$(( $(stat -c %s "$log_file") / 1024 ))
+  ((serve_lost + open > 0)) && problems=$((problems + 1))
+  [[ $clean == yes ]] || problems=$((problems + 1))
+  ((log_kib < 1024)) || { problems=$((problems + 1)); log "serve: its log grew to $log_kib KiB"; }
+  serve_result="1,100 idle connections under ulimit -n 1024: status answered: $status_ok, send: $send_ok ($idle_secs s); endless lines refused at 64 MiB: $lines_ok (serve grew $grown MiB); $kills_done actors killed with kill -9 mid-turn, $restarts agents restart, down after a 6th crash within 10 minutes: $down_checked; lost turns: $serve_lost, turns not ended: $open, fsck clean: $clean; serve log $log_kib KiB"
+  ((problems == 0)) || failures=$((failures + 1))
+}
+
 # ---------------------------------------------------------------- decoders
 prop_result="skipped"
 proptests() {
@@ -245,6 +375,7 @@ start=$SECONDS
 skip killloop || kill_loop
 skip diskfull || disk_full
 skip fsize || file_size_limit
+skip serve || serve_soak
 skip proptest || proptests
 
 echo "soak: kill loops: $iterations iterations, $kills processes killed, $repos repositories (segments of $SEGMENT_LIMIT bytes)"
@@ -252,6 +383,7 @@ echo "soak: lost acknowledged turns: $lost; turns without one terminal state: $n
 echo "soak: disk full (3 MiB tmpfs): $full_result"
 [[ -z "$full_sample" ]] || echo "soak: disk full, first refusal: $full_sample"
 echo "soak: ulimit -f: $fsize_result"
+echo "soak: serve: $serve_result"
 echo "soak: decoder properties: $prop_result"
 echo "soak: $((SECONDS - start)) s, $failures failures"
 ((failures == 0))

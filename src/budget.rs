@@ -10,7 +10,7 @@ use crate::config::{OverflowPolicy, TokenBudget};
 use crate::provider::ChatRequest;
 
 /// The completion bound requested when a budget is set and `max_tokens` is not.
-pub const DEFAULT_COMPLETION_BOUND: u32 = 1024;
+pub use crate::catalog::DEFAULT_COMPLETION_BOUND;
 /// Per-message framing tokens assumed by the fallback estimate (role markers etc.).
 pub const MESSAGE_OVERHEAD: u64 = 8;
 

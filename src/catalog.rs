@@ -63,31 +63,43 @@ impl Access {
     }
 }
 
-/// A tool as configuration sees it: its name and what it may do.
+/// A tool as configuration sees it: its name, what it may do, and at least how many tokens
+/// advertising it costs each model call (the fallback estimate of its name, description
+/// and schema; a test keeps it at most the real estimate), for `validate` to tell a budget
+/// that no call can fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ToolName {
     pub name: &'static str,
     pub access: Access,
+    pub schema_tokens: u64,
 }
 
-const fn tool(name: &'static str, access: Access) -> ToolName {
-    ToolName { name, access }
+const fn tool(name: &'static str, access: Access, schema_tokens: u64) -> ToolName {
+    ToolName {
+        name,
+        access,
+        schema_tokens,
+    }
 }
+
+/// The completion bound each call reserves when an agent has a budget and no
+/// `sampling.max_tokens`.
+pub const DEFAULT_COMPLETION_BOUND: u32 = 1024;
 
 /// Every tool this build knows, in the order they are advertised.
 pub const TOOL_NAMES: &[ToolName] = &[
-    tool("read_file", Access::Read),
-    tool("list_dir", Access::Read),
-    tool("find_files", Access::Read),
-    tool("grep", Access::Read),
-    tool("write_file", Access::Write),
-    tool("edit_file", Access::Write),
-    tool("run_command", Access::Exec),
-    tool("core_memory_append", Access::Memory),
-    tool("core_memory_replace", Access::Memory),
-    tool("core_memory_set", Access::Memory),
-    tool("recall_search", Access::Memory),
-    tool("recall_timeframe", Access::Memory),
+    tool("read_file", Access::Read, 253),
+    tool("list_dir", Access::Read, 133),
+    tool("find_files", Access::Read, 178),
+    tool("grep", Access::Read, 338),
+    tool("write_file", Access::Write, 175),
+    tool("edit_file", Access::Write, 297),
+    tool("run_command", Access::Exec, 245),
+    tool("core_memory_append", Access::Memory, 148),
+    tool("core_memory_replace", Access::Memory, 160),
+    tool("core_memory_set", Access::Memory, 135),
+    tool("recall_search", Access::Memory, 267),
+    tool("recall_timeframe", Access::Memory, 281),
 ];
 
 /// The tool of that name.
@@ -122,7 +134,64 @@ pub fn for_model(text: &str) -> String {
     )
 }
 
+/// What a tool call is answered when its arguments are not JSON (a provider hands over the
+/// text it could not parse): says so and quotes their start. `None` when they are JSON.
+pub fn arguments_not_json(text: &str) -> Option<String> {
+    const QUOTED: usize = 80;
+    let e = serde_json::from_str::<serde_json::Value>(text).err()?;
+    let start: String = text.chars().take(QUOTED).collect();
+    let more = if text.chars().nth(QUOTED).is_some() {
+        "…"
+    } else {
+        ""
+    };
+    Some(format!(
+        "arguments are not valid JSON ({e}); they start {start:?}{more}; send one JSON object as the tool's schema describes"
+    ))
+}
+
 /// What `attach add` accepts, for the message that refuses everything else.
 pub const SUPPORTED_ATTACHMENTS: &str =
     "images (PNG, JPEG, GIF, WebP; TIFF and BMP through OCR) up to 10 MiB; PDF and UTF-8 \
      text (plain text, Markdown, source code, JSON, CSV, HTML, XML, YAML) up to 25 MiB";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn arguments_that_are_not_json_are_named_with_their_start() {
+        let e = super::arguments_not_json("{\"path\": ").expect("not json");
+        assert!(e.starts_with("arguments are not valid JSON (EOF"), "{e}");
+        assert!(e.contains(r#"they start "{\"path\": ""#), "{e}");
+        let long = format!("{{\"content\": \"{}", "x".repeat(500));
+        let e = super::arguments_not_json(&long).expect("not json");
+        assert!(e.contains("xxx\"…;"), "{e}");
+        assert!(e.len() < 300, "{e}");
+        assert_eq!(super::arguments_not_json("{\"path\": \"a\"}"), None);
+    }
+
+    /// Each tool's `schema_tokens` is at most the estimate of what is advertised for it
+    /// (so a budget `validate` says no call fits really fits none), and within a quarter of
+    /// it.
+    #[test]
+    fn schema_tokens_are_a_floor_of_the_advertised_schemas() {
+        let fixture = crate::tools::testing::Fixture::new(super::SandboxMode::FullAccess);
+        let cx = fixture.cx();
+        let mut report = Vec::new();
+        for t in crate::tools::registry::TOOLS {
+            let schema = (t.schema)(&cx);
+            let real = crate::budget::estimate_text(t.name)
+                + crate::budget::estimate_text(t.description)
+                + crate::budget::estimate_text(&schema.to_string());
+            let floor = super::tool_named(t.name).map_or(0, |n| n.schema_tokens);
+            // A floor above the estimate would call a budget that fits unmeetable; one far
+            // below it is stale.
+            if floor > real || floor < real * 3 / 4 {
+                report.push(format!(
+                    "{}: {floor} in the catalog, estimated {real}",
+                    t.name
+                ));
+            }
+        }
+        assert!(report.is_empty(), "set schema_tokens: {report:#?}");
+    }
+}

@@ -417,6 +417,7 @@ fn store_hint(e: &StoreError) -> Option<&'static str> {
         StoreError::UnsupportedFormat { .. } => "this repository was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
         StoreError::BadFormatMarker { .. } => "if `axocoatl init` was interrupted, remove the directory and run it again",
         StoreError::AlreadyExists { .. } => "nothing was changed",
+        StoreError::Poisoned { .. } => "a failed sync is an I/O error of the disk (see `dmesg`): check it, then run `axocoatl fsck`",
         StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
         StoreError::SemanticDamaged { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` moves damaged records aside (to `damaged/` beside the file)",
         StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",

@@ -144,6 +144,8 @@ pub struct TurnView {
     pub retry_of: Option<String>,
     /// The automation occurrence that started the turn (none: a person sent it).
     pub origin: Option<OriginView>,
+    /// The model, system prompt and sampling the sender set for this turn alone.
+    pub overrides: Option<crate::overrides::Overrides>,
     /// A coordinator's plan.
     pub plan: Option<PlanView>,
     /// A coordinator's subtasks, in the order they started.
@@ -645,6 +647,15 @@ fn apply(p: &mut Projection, entry: Entry) {
                 });
             }
         }
+        Record::TurnOverrides(o) => {
+            if let Some(t) = turn_mut(p, &o.turn) {
+                t.overrides = Some(crate::overrides::Overrides {
+                    model: o.model,
+                    system: o.system,
+                    options: o.options,
+                });
+            }
+        }
         Record::AgentOutputBounded(o) => {
             // Only the first bytes are here; `output_object` names the whole text.
             if let Some(t) = turn_mut(p, &o.turn) {
@@ -794,6 +805,7 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         warnings: Vec::new(),
         retry_of: b.retry_of,
         origin: None,
+        overrides: None,
         plan: None,
         subtasks: Vec::new(),
         activation: Vec::new(),

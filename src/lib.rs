@@ -5,8 +5,10 @@
 //! is no import circle), from the leaves up:
 //!
 //! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote),
-//!   `ocr_data` (where OCR's language data is);
-//! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`;
+//!   `progress` (slow steps reported to whoever draws them), `ocr_data` (where OCR's
+//!   language data is);
+//! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
+//!   `overrides` (a turn's own model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
 //!   (the `Tool` trait and the `Toolbox` registry);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
@@ -46,6 +48,8 @@ pub mod memory;
 pub mod models;
 pub mod ocr_data;
 pub mod orchestration;
+pub mod overrides;
+pub mod progress;
 pub mod provider;
 pub mod query;
 pub mod relations;

@@ -62,7 +62,7 @@ fn tools(read_only: bool) -> Vec<(&'static str, &'static str, Value)> {
     }
     out.push((
         "history_search",
-        "Search the durable history of turns (requests, answers, errors, tool calls) for a literal, case-insensitive text. Returns the newest matching turns, oldest first.",
+        "Search the durable history of turns (requests, answers, errors, tool calls) for a literal, case-insensitive text. Returns the newest matching turns, oldest first, each with `match`: the field it matched in and a short snippet around the match.",
         json!({"type": "object", "properties": {
             "text": {"type": "string", "description": "The text to find."},
             "session": {"type": "string", "description": "Only this session (default: every session)."},
@@ -109,7 +109,10 @@ pub fn serve_stdio(locator: Locator, read_only: bool) -> Result<()> {
     };
     rt.block_on(async move {
         let running = handler
-            .serve((tokio::io::stdin(), tokio::io::stdout()))
+            .serve((
+                crate::mcp::limit::RequestGuard::new(tokio::io::stdin()),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(|e| RuntimeError::Invalid {
                 message: format!("the MCP client's handshake failed: {e}"),
@@ -263,6 +266,7 @@ impl Handler {
                 retry_of: None,
                 wait,
                 origin: None,
+                overrides: Default::default(),
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };
@@ -326,7 +330,16 @@ impl Handler {
             )?;
             let problems: Vec<String> = listing.problems.iter().map(|p| p.to_string()).collect();
             Ok(json!({
-                "turns": listing.turns.iter().map(summary).collect::<Vec<_>>(),
+                "turns": listing
+                    .turns
+                    .iter()
+                    .zip(&listing.hits)
+                    .map(|(t, hit)| {
+                        let mut v = summary(t);
+                        v["match"] = serde_json::to_value(hit).unwrap_or(Value::Null);
+                        v
+                    })
+                    .collect::<Vec<_>>(),
                 "matched": listing.matched,
                 "problems": problems,
             }))
@@ -440,6 +453,15 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        if name == crate::mcp::limit::OVERSIZED_CALL {
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "the request is longer than {} MiB, the most one MCP message may be: it was not read",
+                    crate::mcp::limit::MESSAGE_LIMIT >> 20
+                ),
+                None,
+            ));
+        }
         let args = request.arguments.unwrap_or_default();
         let cancel = Cancel::new();
         let handler = Handler {

@@ -14,6 +14,8 @@ use crate::search::Matcher;
 #[derive(Debug, Default)]
 pub struct Listing {
     pub turns: Vec<TurnView>,
+    /// For a search, where each turn matched (beside `turns`); empty otherwise.
+    pub hits: Vec<Hit>,
     /// How many turns matched before `limit` kept the newest.
     pub matched: usize,
     /// Damage met while reading (never skipped silently: callers show these).
@@ -28,26 +30,124 @@ impl Listing {
         Listing {
             matched: turns.len(),
             turns,
+            hits: Vec::new(),
             problems: p.problems,
             unknown_kinds: p.unknown_kinds,
         }
     }
 }
 
-/// Whether a turn matches: requests, responses, errors, context metadata (context labels,
-/// attachment names, warnings) and tool calls (name, arguments and result). (The text OCR
+/// Where a search matched a turn: the field (named as in
+/// [`axocoatl_store::ledger::search_field`]), the tool whose call it is for a tool's fields,
+/// and a short piece of the field around the first match.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Hit {
+    pub field: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub snippet: String,
+}
+
+/// Characters of a field shown on each side of a match.
+const AROUND: usize = 40;
+/// Characters of the match itself shown, at most.
+const MATCH_SHOWN: usize = 200;
+
+/// The first field of a turn that matches, in the order a person reads the turn: the
+/// request, the answer, the error, context labels, attachment names, tool calls (name,
+/// arguments, result) and warnings. The ledger's term index covers each of these
+/// (`searchable_fields`), so a search through it finds what a scan finds. (The text OCR
 /// read in a turn's attachments matches too: see [`history`].)
+pub fn first_hit(re: &Matcher, t: &TurnView) -> Option<Hit> {
+    use axocoatl_store::ledger::search_field as f;
+    let hit = |field: &'static str, tool: Option<&str>, text: &str| {
+        snippet(re, text).map(|snippet| Hit {
+            field,
+            tool: tool.map(str::to_owned),
+            snippet,
+        })
+    };
+    hit(f::REQUEST, None, &t.request)
+        .or_else(|| hit(f::OUTPUT, None, &t.output))
+        .or_else(|| t.error.as_deref().and_then(|e| hit(f::ERROR, None, e)))
+        .or_else(|| {
+            t.context
+                .iter()
+                .find_map(|c| hit(f::CONTEXT, None, &c.label))
+        })
+        .or_else(|| {
+            t.attachments
+                .iter()
+                .find_map(|a| hit(f::ATTACHMENT, None, &a.name))
+        })
+        .or_else(|| {
+            t.tools.iter().find_map(|x| {
+                let tool = Some(x.name.as_str());
+                hit(f::TOOL, tool, &x.name)
+                    .or_else(|| hit(f::ARGUMENTS, tool, &x.arguments))
+                    .or_else(|| {
+                        x.output
+                            .as_deref()
+                            .and_then(|o| hit(f::TOOL_OUTPUT, tool, o))
+                    })
+            })
+        })
+        .or_else(|| t.warnings.iter().find_map(|w| hit(f::WARNING, None, w)))
+}
+
+/// Whether a turn matches (see [`first_hit`]).
 pub fn turn_matches(re: &Matcher, t: &TurnView) -> bool {
-    let is = |s: &str| re.is_match(s);
-    is(&t.request)
-        || is(&t.output)
-        || t.error.as_deref().is_some_and(is)
-        || t.context.iter().any(|c| is(&c.label))
-        || t.attachments.iter().any(|a| is(&a.name))
-        || t.tools
-            .iter()
-            .any(|x| is(&x.name) || is(&x.arguments) || x.output.as_deref().is_some_and(is))
-        || t.warnings.iter().any(|w| is(w))
+    first_hit(re, t).is_some()
+}
+
+/// The first match in `text` with up to [`AROUND`] characters on each side, on one line
+/// (runs of whitespace as one space), `…` where it was cut; `None` without a match.
+pub fn snippet(re: &Matcher, text: &str) -> Option<String> {
+    let m = re.find_iter(text.as_bytes()).next()?;
+    let (mut start, mut end) = (m.start, m.end);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let before: Vec<char> = text[..start].chars().rev().take(AROUND + 1).collect();
+    let shown: String = text[start..end].chars().take(MATCH_SHOWN).collect();
+    let cut_match = shown.len() < end - start;
+    let after: Vec<char> = if cut_match {
+        Vec::new()
+    } else {
+        text[end..].chars().take(AROUND + 1).collect()
+    };
+    let mut out = String::new();
+    if before.len() > AROUND {
+        out.push('…');
+    }
+    out.extend(before.iter().take(AROUND).rev());
+    out.push_str(&shown);
+    out.extend(after.iter().take(AROUND));
+    if after.len() > AROUND || cut_match {
+        out.push('…');
+    }
+    Some(one_line(&out))
+}
+
+/// Runs of whitespace (newlines, tabs) as one space.
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut space = false;
+    for c in s.chars() {
+        if c.is_whitespace() {
+            if !space {
+                out.push(' ');
+            }
+            space = true;
+        } else {
+            out.push(c);
+            space = false;
+        }
+    }
+    out
 }
 
 /// The turns of `session` (every session with `None`), only those matching `search` (its
@@ -63,37 +163,41 @@ pub fn history(
         Some((text, re)) => crate::search::search_with(repo, re, text)?,
         None => history::project_scope(repo, session)?,
     };
-    let re = search.map(|(_, re)| re);
-    let mut listing = Listing::of(projection, |t| {
-        session.is_none_or(|s| t.session == s) && re.is_none_or(|re| turn_matches(re, t))
-    });
+    let mut listing = Listing::of(projection, |t| session.is_none_or(|s| t.session == s));
     if let Some((_, re)) = search {
-        let have: HashSet<String> = listing.turns.iter().map(|t| t.turn.clone()).collect();
-        let more: Vec<TurnView> = ocr_matches(repo, re)?
+        let mut found: Vec<(TurnView, Hit)> = std::mem::take(&mut listing.turns)
             .into_iter()
-            .filter(|t| !have.contains(&t.turn) && session.is_none_or(|s| t.session == s))
+            .filter_map(|t| first_hit(re, &t).map(|hit| (t, hit)))
+            .collect();
+        let have: HashSet<String> = found.iter().map(|(t, _)| t.turn.clone()).collect();
+        let more: Vec<(TurnView, Hit)> = ocr_matches(repo, re)?
+            .into_iter()
+            .filter(|(t, _)| !have.contains(&t.turn) && session.is_none_or(|s| t.session == s))
             .collect();
         if !more.is_empty() {
-            listing.turns.extend(more);
-            listing.turns.sort_by_key(|t| t.begin_seq);
-            listing.matched = listing.turns.len();
+            found.extend(more);
+            found.sort_by_key(|(t, _)| t.begin_seq);
         }
+        (listing.turns, listing.hits) = found.into_iter().unzip();
+        listing.matched = listing.turns.len();
     }
     if let Some(n) = limit {
         let skip = listing.turns.len().saturating_sub(n);
         listing.turns.drain(..skip);
+        listing.hits.drain(..skip.min(listing.hits.len()));
     }
     Ok(listing)
 }
 
-/// The turns that pinned an attachment whose OCR text matches `re`: OCR text lives in
-/// objects, not in the ledger that the search reads. The attachments' records are few and
+/// The turns that pinned an attachment whose OCR text matches `re`, each with where: OCR
+/// text lives in objects, not in the ledger that the search reads. The attachments' records are few and
 /// indexed; a matching reference's turns are found through its name, which every turn that
 /// pins it records (and the ledger search finds), then kept by the reference itself.
-fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<TurnView>> {
+fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<(TurnView, Hit)>> {
     let attachments = history::project_walked(repo, repo.ledger().read_attachments()?)?.attachments;
-    let mut read: HashMap<String, bool> = HashMap::new();
-    let mut hits: HashSet<String> = HashSet::new();
+    // Per text object, the snippet of its match (`None`: no match).
+    let mut read: HashMap<String, Option<String>> = HashMap::new();
+    let mut hits: HashMap<String, String> = HashMap::new();
     let mut names: Vec<String> = Vec::new();
     for r in attachments.all() {
         let Some(hash) = &r.text_object else { continue };
@@ -101,36 +205,43 @@ fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<TurnView>> {
             continue;
         }
         let matched = match read.get(hash) {
-            Some(m) => *m,
+            Some(m) => m.clone(),
             None => {
                 // Only OCR text is read whole (a PDF's text layer is not searched); a damaged
                 // text object is fsck's to report, and the search goes on without it.
-                let m = is_ocr_text(repo, hash)
-                    && matches!(
-                        crate::attach::stored_text(repo, Some(hash)),
-                        Ok(crate::attach::Text::Ocr(_, text)) if re.is_match(&text)
-                    );
-                read.insert(hash.clone(), m);
+                let m = if is_ocr_text(repo, hash) {
+                    match crate::attach::stored_text(repo, Some(hash)) {
+                        Ok(crate::attach::Text::Ocr(_, text)) => snippet(re, &text),
+                        _ => None,
+                    }
+                } else {
+                    None
+                };
+                read.insert(hash.clone(), m.clone());
                 m
             }
         };
-        if matched {
-            hits.insert(r.reference.clone());
+        if let Some(snippet) = matched {
+            hits.insert(r.reference.clone(), snippet);
             if !names.contains(&r.name) {
                 names.push(r.name.clone());
             }
         }
     }
-    let mut out: Vec<TurnView> = Vec::new();
+    let mut out: Vec<(TurnView, Hit)> = Vec::new();
     for name in names {
         let Ok(by_name) = crate::search::matcher(&name) else {
             continue;
         };
         for t in crate::search::search_with(repo, &by_name, &name)?.turns {
-            if t.attachments.iter().any(|a| hits.contains(&a.reference))
-                && !out.iter().any(|o| o.turn == t.turn)
-            {
-                out.push(t);
+            let snippet = t.attachments.iter().find_map(|a| hits.get(&a.reference));
+            if let Some(snippet) = snippet.filter(|_| !out.iter().any(|(o, _)| o.turn == t.turn)) {
+                let hit = Hit {
+                    field: axocoatl_store::ledger::search_field::ATTACHMENT_TEXT,
+                    tool: None,
+                    snippet: snippet.clone(),
+                };
+                out.push((t, hit));
             }
         }
     }

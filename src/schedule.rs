@@ -110,6 +110,70 @@ pub fn parse_cron(expr: &str) -> Result<Cron, String> {
     Err(describe(&problem))
 }
 
+/// Whether `cron` has an occurrence after `from` (UTC).
+fn fires_after(cron: &Cron, from: Millis) -> bool {
+    Timestamp::from_millisecond(from)
+        .map(|t| t.to_zoned(TimeZone::UTC))
+        .is_ok_and(|z| cron.find_next_occurrence(&z, false).is_ok())
+}
+
+/// Why a valid expression never fires after `now`, naming the fields at fault (`0 0 30 2
+/// *`: the day of the month never falls in that month); `None` when it fires.
+pub fn never_fires(expr: &str, now: Millis) -> Option<String> {
+    let cron = parse_cron(expr).ok()?;
+    if fires_after(&cron, now) {
+        return None;
+    }
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if !(5..=7).contains(&fields.len()) {
+        return Some("it has no occurrence".to_owned());
+    }
+    let names = field_names(fields.len());
+    // The fields that, left out (as `*`), let it fire.
+    let culprits: Vec<usize> = (0..fields.len())
+        .filter(|&i| fields[i] != "*")
+        .filter(|&i| {
+            let probe: Vec<&str> = (0..fields.len())
+                .map(|j| if j == i { "*" } else { fields[j] })
+                .collect();
+            parse_cron(&probe.join(" ")).is_ok_and(|c| fires_after(&c, now))
+        })
+        .collect();
+    let field = |i: usize| format!("field {} ({}) `{}`", i + 1, names[i], fields[i]);
+    Some(match culprits.as_slice() {
+        [] => "no date matches all of its fields".to_owned(),
+        [i] if names[*i] == "year" => format!("{} has no date from now on", field(*i)),
+        [i] => format!("{} matches no date the other fields allow", field(*i)),
+        [a, b] => format!("{} never meets {}: no date has both", field(*a), field(*b)),
+        many => format!(
+            "no date matches {} together",
+            many.iter()
+                .map(|&i| field(i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+/// How many times a minute the expression fires at most, when more than once (its seconds
+/// field matches several seconds).
+pub fn per_minute(expr: &str) -> Option<u32> {
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if !(6..=7).contains(&fields.len()) {
+        return None;
+    }
+    let cron = parse_cron(&format!("{} * * * * *", fields[0])).ok()?;
+    let start = Timestamp::from_second(0).ok()?.to_zoned(TimeZone::UTC);
+    let n = (0..60)
+        .filter(|&s| {
+            start
+                .checked_add(jiff::SignedDuration::from_secs(s))
+                .is_ok_and(|z| cron.is_time_matching(&z).unwrap_or(false))
+        })
+        .count() as u32;
+    (n > 1).then_some(n)
+}
+
 /// croner's message without its type prefix, lower case first.
 fn describe(e: &croner::errors::CronError) -> String {
     let text = e.to_string();
@@ -258,6 +322,34 @@ mod tests {
         ] {
             assert!(parse_cron(ok).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_names_its_fields() {
+        let now = at("2026-01-02T03:04:05Z");
+        let e = never_fires("0 0 30 2 *", now).expect("never");
+        assert!(
+            e.contains("field 3 (day-of-month) `30`") && e.contains("field 4 (month) `2`"),
+            "{e}"
+        );
+        let e = never_fires("0 0 0 1 1 * 2020", now).expect("past");
+        assert!(
+            e.contains("field 7 (year) `2020` has no date from now on"),
+            "{e}"
+        );
+        for fires in ["0 0 29 2 *", "0 9 * * 1-5", "@yearly", "*/5 * * * * *"] {
+            assert_eq!(never_fires(fires, now), None, "{fires}");
+        }
+    }
+
+    #[test]
+    fn schedules_more_frequent_than_a_minute_are_counted() {
+        assert_eq!(per_minute("* * * * * *"), Some(60));
+        assert_eq!(per_minute("*/10 * * * * *"), Some(6));
+        assert_eq!(per_minute("0,30 * 3 * * *"), Some(2));
+        assert_eq!(per_minute("0 * * * * *"), None);
+        assert_eq!(per_minute("* * * * *"), None);
+        assert_eq!(per_minute("@hourly"), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use axocoatl_store::layout::check_session_name;
 use axocoatl_store::ledger::record::{SessionAgents, SessionCreated};
 use axocoatl_store::ledger::{Damaged, Record};
+use axocoatl_store::names::Names;
 
 use crate::clock;
 use crate::error::{Result, RuntimeError};
@@ -17,8 +18,13 @@ use crate::workspace::Workspace;
 /// A session and whether it is the current one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Listed {
+    /// Its summary, under the name its records carry (`view.session`).
     pub view: SessionView,
+    /// The name people know it by (differs from `view.session` after a rename).
+    pub name: String,
     pub current: bool,
+    /// When it was removed (`sessions rm`); listed only with `--all`.
+    pub removed_at: Option<axocoatl_store::ledger::record::Millis>,
 }
 
 /// Every session, and what could not be read.
@@ -29,27 +35,41 @@ pub struct Listing {
     pub problems: Vec<Damaged>,
 }
 
-/// Every session, by name, with the current one marked (and listed even before its first
-/// record), from the ledger's indexes.
-pub fn list(ws: &Workspace) -> Result<Listing> {
+/// Every session, by the name people know it by, with the current one marked (and listed
+/// even before its first record), from the ledger's indexes; removed sessions only with
+/// `removed`.
+pub fn list(ws: &Workspace, removed: bool) -> Result<Listing> {
     let list = history::sessions(ws.repo())?;
     let current = ws.session_or_head(None)?;
+    let names = ws.names()?;
     let mut sessions: Vec<SessionView> = list.sessions.into_values().collect();
     if !sessions.iter().any(|s| s.session == current) {
         sessions.push(SessionView {
             session: current.clone(),
             ..SessionView::default()
         });
-        sessions.sort_by(|a, b| a.session.cmp(&b.session));
     }
-    Ok(Listing {
-        sessions: sessions
-            .into_iter()
-            .map(|view| Listed {
+    let mut listed: Vec<Listed> = sessions
+        .into_iter()
+        .filter_map(|view| {
+            let gone = names.removed(&view.session);
+            if gone.is_some() && !removed {
+                return None;
+            }
+            Some(Listed {
+                name: match gone {
+                    Some((_, name)) => name.to_owned(),
+                    None => ws.shown_session(&view.session).to_owned(),
+                },
                 current: view.session == current,
+                removed_at: gone.map(|(at, _)| at),
                 view,
             })
-            .collect(),
+        })
+        .collect();
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Listing {
+        sessions: listed,
         problems: list.problems,
     })
 }
@@ -57,12 +77,90 @@ pub fn list(ws: &Workspace) -> Result<Listing> {
 /// Makes `name` the current session (`HEAD`); it must exist unless `create`.
 pub fn switch(ws: &Workspace, name: &str, create: bool) -> Result<()> {
     check_session_name(name)?;
-    if !create && name != ws.repo().head()? && !exists(ws, name)? {
+    if !create && name != ws.repo().head()? && !exists(ws, &ws.ledger_name(name)?)? {
         return Err(RuntimeError::NoSession {
             name: name.to_owned(),
         });
     }
     Ok(ws.repo().set_head(name)?)
+}
+
+/// Picks a name for a new session from the time (`2026-01-02-030405`, UTC; `-2`, `-3`, …
+/// when taken) and makes it current (`HEAD`). Its first turn creates it.
+pub fn start_new(ws: &Workspace) -> Result<String> {
+    let at = clock::now();
+    let time = clock::rfc3339(at);
+    // `2026-01-02T03:04:05.678Z` → `2026-01-02-030405`
+    let base = format!("{}-{}", &time[..10], time[11..19].replace(':', ""));
+    for n in 1u32.. {
+        let name = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        if !exists(ws, &ws.ledger_name(&name)?)? {
+            ws.repo().set_head(&name)?;
+            return Ok(name);
+        }
+    }
+    Err(RuntimeError::Invalid {
+        message: format!("no session name starting with {base} is free"),
+        hint: "name the session: `axocoatl send -s NAME`".into(),
+    })
+}
+
+/// Removes session `name` from listings: its records stay in the ledger (`history --all`,
+/// `show` and `export` still find its turns), and the name is free for a new session.
+/// Refused while a turn of the session is active.
+pub fn remove(ws: &Workspace, name: &str) -> Result<()> {
+    check_session_name(name)?;
+    let ledger = ws.ledger_name(name)?;
+    if !exists(ws, &ledger)? {
+        return Err(RuntimeError::NoSession {
+            name: name.to_owned(),
+        });
+    }
+    // Held while the removal is written: no turn of the session begins meanwhile.
+    let _lock = crate::session::lock(
+        ws.repo(),
+        &ledger,
+        crate::session::Wait::No,
+        "remove the session",
+    )?;
+    let at = clock::now();
+    Names::update(ws.repo().root(), |names| {
+        names.remove(&ledger, at);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Renames session `from` to `to`. Its records keep the name they were written with; the
+/// session is shown and addressed as `to` from now on, and `from` is free for a new
+/// session. `HEAD` follows the rename.
+pub fn rename(ws: &Workspace, from: &str, to: &str) -> Result<()> {
+    check_session_name(from)?;
+    check_session_name(to)?;
+    let ledger = ws.ledger_name(from)?;
+    let current = ws.repo().head().ok();
+    if !exists(ws, &ledger)? && current.as_deref() != Some(from) {
+        return Err(RuntimeError::NoSession {
+            name: from.to_owned(),
+        });
+    }
+    if from != to && exists(ws, &ws.ledger_name(to)?)? {
+        return Err(RuntimeError::SessionExists {
+            name: to.to_owned(),
+        });
+    }
+    Names::update(ws.repo().root(), |names| {
+        names.set_alias(to, &ledger);
+        Ok(())
+    })?;
+    if current.as_deref() == Some(from) {
+        ws.repo().set_head(to)?;
+    }
+    Ok(())
 }
 
 /// Creates session `name` (a ledger record) and makes it current.
@@ -78,19 +176,21 @@ pub fn create_with(ws: &Workspace, name: &str, agents: &[String]) -> Result<()> 
     if !agents.is_empty() {
         check_members(ws, agents)?;
     }
-    if exists(ws, name)? {
+    if exists(ws, &ws.ledger_name(name)?)? {
         return Err(RuntimeError::SessionExists {
             name: name.to_owned(),
         });
     }
+    // A name freed by a rename or removal gets a ledger name of its own here.
+    let (ledger, _) = ws.session_for_turn(Some(name))?;
     let at = clock::now();
     let mut records = vec![Record::SessionCreated(SessionCreated {
-        session: name.to_owned(),
+        session: ledger.clone(),
         at,
     })];
     if !agents.is_empty() {
         records.push(Record::SessionAgents(SessionAgents {
-            session: name.to_owned(),
+            session: ledger,
             agents: agents.to_vec(),
             at,
         }));
@@ -139,6 +239,7 @@ fn check_members(ws: &Workspace, agents: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn exists(ws: &Workspace, name: &str) -> Result<bool> {
+/// Whether the ledger has records of the session with ledger name `name`.
+pub fn exists(ws: &Workspace, name: &str) -> Result<bool> {
     Ok(history::sessions(ws.repo())?.sessions.contains_key(name))
 }

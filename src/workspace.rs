@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use axocoatl_store::names::{Names, Resolved};
 use axocoatl_store::repo::{self, OpenOptions};
 use axocoatl_store::Repo;
 
@@ -28,21 +29,99 @@ pub struct Locator {
     pub repo: Option<PathBuf>,
     /// `--config`.
     pub config: Option<PathBuf>,
+    /// The directory of the home repository ([`home_dir`]), used when discovery finds no
+    /// repository; `None` keeps discovery strict (`-C DIR` must lead to a repository).
+    pub home: Option<PathBuf>,
+}
+
+/// How a repository was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `--repo` / `AXOCOATL_DIR`.
+    Explicit,
+    /// A `.axocoatl/` in the start directory or one above it.
+    Discovered,
+    /// None of those: the home repository.
+    Home,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Explicit => "explicit",
+            Source::Discovered => "discovered",
+            Source::Home => "home",
+        }
+    }
+}
+
+/// The repository a command uses, before it is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    /// The `.axocoatl` directory (for the home repository, possibly not created yet).
+    pub root: PathBuf,
+    pub source: Source,
+}
+
+impl Located {
+    /// Whether the repository exists (its format marker does).
+    pub fn exists(&self) -> bool {
+        self.root.join(axocoatl_store::layout::FORMAT_FILE).exists()
+    }
+}
+
+/// The directory of the home repository: `$XDG_DATA_HOME/axocoatl`, else
+/// `~/.local/share/axocoatl`; `None` when neither variable gives an absolute path.
+pub fn home_dir() -> Option<PathBuf> {
+    let absolute = |key: &str| {
+        std::env::var_os(key)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    absolute("XDG_DATA_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".local/share")))
+        .map(|d| d.join("axocoatl"))
 }
 
 impl Locator {
-    pub fn find_repo(&self) -> Result<PathBuf> {
-        match &self.repo {
-            Some(p) => {
-                let p = if p.is_absolute() {
-                    p.clone()
-                } else {
-                    self.cwd.join(p)
-                };
-                Ok(repo::resolve_explicit(&p)?)
-            }
-            None => Ok(repo::discover(&self.cwd)?),
+    /// The repository commands use: explicit, else found walking up, else the home
+    /// repository (which may not exist yet).
+    pub fn locate(&self) -> Result<Located> {
+        if let Some(p) = &self.repo {
+            let p = if p.is_absolute() {
+                p.clone()
+            } else {
+                self.cwd.join(p)
+            };
+            return Ok(Located {
+                root: repo::resolve_explicit(&p)?,
+                source: Source::Explicit,
+            });
         }
+        match (repo::discover(&self.cwd), &self.home) {
+            (Ok(root), _) => Ok(Located {
+                root,
+                source: Source::Discovered,
+            }),
+            (Err(axocoatl_store::Error::NotFound { .. }), Some(home)) => Ok(Located {
+                root: home.join(axocoatl_store::layout::REPO_DIR),
+                source: Source::Home,
+            }),
+            (Err(e), _) => Err(e.into()),
+        }
+    }
+
+    /// The repository commands use, when it exists (a home repository not created yet is
+    /// not found).
+    pub fn find_repo(&self) -> Result<PathBuf> {
+        let located = self.locate()?;
+        if located.source == Source::Home && !located.exists() {
+            return Err(axocoatl_store::Error::NotFound {
+                start: self.cwd.clone(),
+            }
+            .into());
+        }
+        Ok(located.root)
     }
 }
 
@@ -54,6 +133,12 @@ pub struct Workspace {
     pub recovered: Vec<String>,
     /// MCP servers this process keeps across turns (an actor's).
     mcp: Option<std::sync::Arc<crate::mcp::Hub>>,
+    /// Renamed and removed sessions, read on first use.
+    names: OnceLock<Names>,
+    /// How the repository was found.
+    pub source: Source,
+    /// This open created the home repository (with a starter configuration).
+    pub created_home: bool,
 }
 
 pub fn open_options() -> OpenOptions {
@@ -81,7 +166,18 @@ impl Workspace {
     }
 
     fn open_with(locator: &Locator, import: bool) -> Result<Workspace> {
-        let root = locator.find_repo()?;
+        let located = locator.locate()?;
+        let mut created_home = false;
+        if located.source == Source::Home && !located.exists() {
+            let workdir = located.root.parent().unwrap_or(&located.root);
+            match init(workdir) {
+                Ok(_) => created_home = true,
+                // Another process made it first.
+                Err(RuntimeError::Store(axocoatl_store::Error::AlreadyExists { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let root = located.root;
         let repo = Repo::open(&root, &open_options())?;
         let config_path = match &locator.config {
             Some(p) if p.is_absolute() => p.clone(),
@@ -95,6 +191,9 @@ impl Workspace {
             config: OnceLock::new(),
             recovered,
             mcp: None,
+            names: OnceLock::new(),
+            source: located.source,
+            created_home,
         };
         // A rewind that died between its ledger boundary and its checkpoint: the ledger is
         // the authority, so the checkpoint is repaired before anything is served.
@@ -203,8 +302,35 @@ impl Workspace {
     }
 
     /// The session a command acts on: `explicit` (`-s`), else `$AXOCOATL_SESSION`, else
-    /// `HEAD`, else (when `HEAD` is missing) the configuration's `default_session`.
+    /// `HEAD`, else (when `HEAD` is missing) the configuration's `default_session`; as the
+    /// ledger knows it (see [`Workspace::ledger_name`]).
     pub fn session_or_head(&self, explicit: Option<&str>) -> Result<String> {
+        let chosen = self.chosen_session(explicit)?;
+        self.ledger_name(&chosen)
+    }
+
+    /// The session a turn goes to, as [`Workspace::session_or_head`] names it, with the
+    /// name shown to people; a name freed by a rename or removal gets its ledger name
+    /// now (recorded, so the turn's session is found by that name afterwards).
+    pub fn session_for_turn(&self, explicit: Option<&str>) -> Result<(String, String)> {
+        let chosen = self.chosen_session(explicit)?;
+        let root = self.repo.root();
+        let ledger = match self.names()?.resolve(&chosen) {
+            Resolved::Ledger(ledger) => ledger,
+            Resolved::Freed => Names::update(root, |names| match names.resolve(&chosen) {
+                Resolved::Ledger(ledger) => Ok(ledger),
+                Resolved::Freed => {
+                    let fresh = names.fresh_ledger_name(&chosen, &|n| self.in_ledger(n))?;
+                    names.set_alias(&chosen, &fresh);
+                    Ok(fresh)
+                }
+            })?,
+        };
+        Ok((ledger, chosen))
+    }
+
+    /// The session name a command was given or defaults to, as people name it.
+    pub fn chosen_session(&self, explicit: Option<&str>) -> Result<String> {
         let chosen = explicit
             .map(str::to_owned)
             .or_else(|| std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty()));
@@ -222,6 +348,44 @@ impl Workspace {
                 _ => Err(e.into()),
             },
         }
+    }
+
+    /// The renamed and removed sessions of this repository (read once).
+    pub fn names(&self) -> Result<&Names> {
+        if let Some(names) = self.names.get() {
+            return Ok(names);
+        }
+        let names = Names::load(self.repo.root())?;
+        Ok(self.names.get_or_init(|| names))
+    }
+
+    /// The name the ledger's records carry for the session people call `name`: the same
+    /// name unless the session was renamed; for a name freed by a rename or removal, the
+    /// name a new session of that name would get (nothing is written).
+    pub fn ledger_name(&self, name: &str) -> Result<String> {
+        match self.names()?.resolve(name) {
+            Resolved::Ledger(ledger) => Ok(ledger),
+            Resolved::Freed => self
+                .names()?
+                .fresh_ledger_name(name, &|n| self.in_ledger(n))
+                .map_err(Into::into),
+        }
+    }
+
+    /// The name people know the session with ledger name `ledger` by (itself unless it
+    /// was renamed; a removed session keeps its ledger name).
+    pub fn shown_session<'a>(&'a self, ledger: &'a str) -> &'a str {
+        match self.names() {
+            Ok(names) if !names.is_empty() => names.shown(ledger).unwrap_or(ledger),
+            _ => ledger,
+        }
+    }
+
+    /// Whether the ledger has records of session `name`.
+    fn in_ledger(&self, name: &str) -> bool {
+        crate::history::sessions(&self.repo)
+            .map(|l| l.sessions.contains_key(name))
+            .unwrap_or(true)
     }
 
     /// The configuration's `default_session`, when it loads and names one.

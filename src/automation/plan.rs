@@ -7,8 +7,8 @@
 //! meets every occurrence while it is current. The others were missed while no runner ran:
 //! - `latest`: the newest due occurrence runs (if it is within the window); the rest are
 //!   skipped;
-//! - `all`: every due occurrence within the window runs, oldest first; older ones are
-//!   skipped;
+//! - `all`: every due occurrence within the window runs, oldest first, but at most
+//!   `catch_up_max_runs` of them (the newest; default 100); older ones are skipped;
 //! - `none`: only a current occurrence runs; the rest are skipped.
 //!
 //! The window is `catch_up_window_secs`, never less than the grace. Skipped occurrences
@@ -59,14 +59,22 @@ pub struct Plan {
     pub run: Option<Millis>,
 }
 
+/// How a runner catches up: the policy, the window, and how many missed occurrences
+/// `catch_up: all` runs at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub catch_up: CatchUp,
+    pub window_secs: u64,
+    pub max_runs: u32,
+}
+
 /// Plans from `after` (the last occurrence on record, exclusive) to `now` (inclusive).
-pub fn plan(
-    occ: &impl Occurrences,
-    catch_up: CatchUp,
-    window_secs: u64,
-    after: Millis,
-    now: Millis,
-) -> Plan {
+pub fn plan(occ: &impl Occurrences, policy: Policy, after: Millis, now: Millis) -> Plan {
+    let Policy {
+        catch_up,
+        window_secs,
+        max_runs,
+    } = policy;
     let Some(first) = occ.next_after(after).filter(|&f| f <= now) else {
         return Plan::default();
     };
@@ -103,12 +111,22 @@ pub fn plan(
             } else {
                 occ.next_after(horizon - 1).filter(|&t| t <= now)
             };
-            (
-                in_window,
-                format!(
-                    "missed while no runner ran, older than catch_up_window_secs ({window_secs} s)"
+            // The backlog is bounded: the newest `max_runs` due occurrences at most.
+            let newest = newest_runs(occ, first, last, max_runs);
+            match in_window {
+                Some(w) if w < newest => (
+                    Some(newest),
+                    format!(
+                        "missed while no runner ran, beyond the newest {max_runs} (catch_up_max_runs)"
+                    ),
                 ),
-            )
+                w => (
+                    w,
+                    format!(
+                        "missed while no runner ran, older than catch_up_window_secs ({window_secs} s)"
+                    ),
+                ),
+            }
         }
     };
     let skip_last = match run {
@@ -123,6 +141,18 @@ pub fn plan(
         reason,
     });
     Plan { skip, run }
+}
+
+/// The oldest of the newest `n` occurrences from `first` to `last` (both occurrences).
+fn newest_runs(occ: &impl Occurrences, first: Millis, last: Millis, n: u32) -> Millis {
+    let mut t = last;
+    for _ in 1..n.max(1) {
+        match occ.latest_at_or_before(t - 1) {
+            Some(before) if before >= first => t = before,
+            _ => return first,
+        }
+    }
+    t
 }
 
 /// The number of occurrences from `first` to `last` (both occurrences), up to the cap.
@@ -169,8 +199,16 @@ mod tests {
         Some((first, last, Some(count)))
     }
 
+    fn policy(catch_up: CatchUp, window_secs: u64) -> Policy {
+        Policy {
+            catch_up,
+            window_secs,
+            max_runs: 100,
+        }
+    }
+
     fn p(c: CatchUp, window: u64, after: i64, now: i64) -> (Skip, Option<i64>) {
-        let plan = plan(&Every(HOUR), c, window, after, now);
+        let plan = plan(&Every(HOUR), policy(c, window), after, now);
         (plan.skip.map(|s| (s.first, s.last, s.count)), plan.run)
     }
 
@@ -220,10 +258,44 @@ mod tests {
 
     #[test]
     fn a_huge_gap_is_one_span_counted_up_to_the_cap() {
-        let plan = plan(&Every(1000), CatchUp::Latest, 86_400, -1, 400_000_000);
+        let plan = plan(
+            &Every(1000),
+            policy(CatchUp::Latest, 86_400),
+            -1,
+            400_000_000,
+        );
         let skip = plan.skip.expect("skip");
         assert_eq!((skip.first, skip.count), (0, None));
         assert_eq!(plan.run, Some(400_000_000));
         assert_eq!(skip.last, 399_999_000);
+    }
+
+    #[test]
+    fn catch_up_all_runs_at_most_its_bound_of_a_backlog() {
+        // A per-second schedule, a day without a runner: 86,400 missed occurrences.
+        const DAY: i64 = 86_400_000;
+        let every = Every(1000);
+        let mut after = 0;
+        let mut runs = Vec::new();
+        let mut skipped = Vec::new();
+        loop {
+            let plan = plan(&every, policy(CatchUp::All, 86_400), after, DAY);
+            if let Some(s) = plan.skip {
+                skipped.push((s.first, s.last, s.count, s.reason));
+            }
+            let Some(run) = plan.run else { break };
+            runs.push(run);
+            after = run;
+        }
+        assert_eq!(runs.len(), 100);
+        assert_eq!(runs[0], DAY - 99_000);
+        assert_eq!(runs.last(), Some(&DAY));
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        let (first, last, count, reason) = &skipped[0];
+        assert_eq!((*first, *last, *count), (1000, DAY - 100_000, Some(86_300)));
+        assert!(reason.contains("catch_up_max_runs"), "{reason}");
+        // Within the bound, every missed occurrence runs.
+        let plan = plan(&Every(HOUR), policy(CatchUp::All, 86_400), HOUR, 5 * HOUR);
+        assert_eq!((plan.skip, plan.run), (None, Some(2 * HOUR)));
     }
 }

@@ -15,7 +15,7 @@ use axocoatl_store::ledger::record::TurnState;
 use axocoatl_store::ledger::{Position, Record};
 use axocoatl_store::lock::Lock;
 
-use super::plan::{plan, Plan};
+use super::plan::{plan, Plan, Policy};
 use super::{schedule_of, session_of, target_of, RunnerKind, Target};
 use crate::clock::{self, Millis};
 use crate::config::{AutomationConfig, Overlap};
@@ -96,13 +96,12 @@ pub fn run_due_one(
         let after = runs
             .last_scheduled(&auto.id)?
             .map_or(origin, |l| l.max(origin));
-        let Plan { skip, run } = plan(
-            &schedule,
-            auto.catch_up,
-            auto.catch_up_window_secs,
-            after,
-            now,
-        );
+        let policy = Policy {
+            catch_up: auto.catch_up,
+            window_secs: auto.catch_up_window_secs,
+            max_runs: auto.catch_up_max_runs,
+        };
+        let Plan { skip, run } = plan(&schedule, policy, after, now);
         if let Some(span) = skip {
             let mut record = new_record(auto, Trigger::Schedule, span.last, &me);
             record.span = (span.first != span.last || span.count != Some(1)).then_some(Span {
@@ -384,11 +383,15 @@ fn execute(
         record.runner.pid
     ))?;
     let mut update_error = None;
-    let result = match agent_of(ws.config()?, auto) {
-        Err(e) => Err(e),
-        Ok(agent) => {
+    // The session as people name it now (a renamed or removed one is followed).
+    let session = ws
+        .session_for_turn(Some(&session_of(auto)))
+        .map(|(ledger, _)| ledger);
+    let result = match (agent_of(ws.config()?, auto), session) {
+        (Err(e), _) | (_, Err(e)) => Err(e),
+        (Ok(agent), Ok(session)) => {
             let opts = SendOptions {
-                session: session_of(auto),
+                session,
                 agent: Some(agent),
                 message: auto.request.clone(),
                 // Behind a turn someone else runs in the session: the occurrence waits.

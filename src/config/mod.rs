@@ -12,12 +12,15 @@ mod relations;
 mod resolve;
 mod starter;
 mod tree;
+mod trusted;
 mod types;
 mod validate;
 
+pub(crate) use diag::suggestion;
 pub use diag::{Diagnostic, Severity};
 pub(crate) use load::{human_size, read_text_file, FileProblem};
 pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
+pub(crate) use resolve::lookup_provider;
 pub use resolve::{
     local_model_path, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL,
     DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
@@ -25,5 +28,7 @@ pub use resolve::{
 };
 pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;
+pub use trusted::{mcp_program, trusted_files, TrustedFile};
 pub use types::*;
+pub(crate) use validate::sampling_problems;
 pub use validate::{check_name, parse_schedule};

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::diag::suggestion;
 use super::types::{AgentRole, Config};
-use super::validate::{at, check_name, parse_schedule, Checker};
+use super::validate::{at, check_name, parse_schedule, schedule_checks, Checker};
 
 pub(crate) fn check(c: &mut Checker<'_>, config: &Config) {
     let ids: HashMap<&str, usize> = config
@@ -255,6 +255,15 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
                 c.value(at!["automations", i, "schedule"]),
                 format!("automation `{id}`: schedule `{}` is not a valid cron expression: {problem}", auto.schedule),
                 "use 5 fields `minute hour day-of-month month day-of-week`, e.g. \"0 9 * * 1-5\" (a 6th field in front gives seconds), or @hourly, @daily, @weekly, @monthly, @yearly",
+            );
+        } else {
+            schedule_checks(c, i, id, &auto.schedule);
+        }
+        if auto.catch_up_max_runs == 0 {
+            c.error(
+                c.value(at!["automations", i, "catch_up_max_runs"]),
+                format!("automation `{id}`: catch_up_max_runs is 0"),
+                "give how many missed occurrences `catch_up: all` runs at most (default 100); `catch_up: none` runs none of them",
             );
         }
         if let Some(zone) = &auto.timezone {

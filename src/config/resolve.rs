@@ -26,6 +26,9 @@ pub struct ResolvedProvider {
     pub kind: ProviderKind,
     pub model: String,
     pub base_url: Option<String>,
+    /// Where `base_url` came from, as a clause for messages ("set by OLLAMA_HOST",
+    /// the entry's `base_url`, the kind's default).
+    pub base_url_from: Option<String>,
     /// The name of the environment variable holding the API key; never the key.
     pub api_key_env: Option<String>,
     pub timeout_secs: u64,
@@ -103,21 +106,44 @@ impl Config {
                 ))
             }
         };
-        let entry_base_url = entry.and_then(|e| e.base_url.clone());
-        let base_url = match kind {
-            ProviderKind::Ollama => Some(
-                entry_base_url
-                    .or_else(|| env("OLLAMA_HOST").map(|host| ollama_url(&host)))
-                    .unwrap_or_else(|| DEFAULT_OLLAMA_URL.to_string()),
-            ),
-            ProviderKind::Openai => Some(
-                entry_base_url
-                    .or_else(|| env("OPENAI_BASE_URL"))
-                    .unwrap_or_else(|| DEFAULT_OPENAI_URL.to_string()),
-            ),
-            ProviderKind::Local | ProviderKind::Script => None,
-        }
-        .map(|url| url.trim_end_matches('/').to_string());
+        let from_entry = entry.and_then(|e| e.base_url.clone()).map(|url| {
+            (
+                url,
+                format!("set by `base_url` of provider `{name}` in the configuration"),
+            )
+        });
+        let (base_url, base_url_from) = match kind {
+            ProviderKind::Ollama => from_entry
+                .or_else(|| {
+                    env("OLLAMA_HOST")
+                        .map(|host| (ollama_url(&host), "set by OLLAMA_HOST".to_string()))
+                })
+                .unwrap_or_else(|| {
+                    (
+                        DEFAULT_OLLAMA_URL.to_string(),
+                        "the default, as OLLAMA_HOST is unset".to_string(),
+                    )
+                }),
+            ProviderKind::Openai => from_entry
+                .or_else(|| {
+                    env("OPENAI_BASE_URL").map(|url| (url, "set by OPENAI_BASE_URL".to_string()))
+                })
+                .unwrap_or_else(|| {
+                    (
+                        DEFAULT_OPENAI_URL.to_string(),
+                        "the default, as OPENAI_BASE_URL is unset".to_string(),
+                    )
+                }),
+            ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),
+        };
+        let (base_url, base_url_from) = if base_url.is_empty() {
+            (None, None)
+        } else {
+            (
+                Some(base_url.trim_end_matches('/').to_string()),
+                Some(base_url_from),
+            )
+        };
         let api_key_env = match kind {
             ProviderKind::Openai => Some(
                 entry
@@ -148,6 +174,7 @@ impl Config {
             kind,
             model,
             base_url,
+            base_url_from,
             api_key_env,
             timeout_secs: entry
                 .and_then(|e| e.timeout_secs)

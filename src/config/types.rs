@@ -486,6 +486,10 @@ pub struct AutomationConfig {
     /// Missed occurrences older than this are skipped (and recorded as skipped).
     #[serde(default = "default_catch_up_window")]
     pub catch_up_window_secs: u64,
+    /// With `catch_up: all`, at most this many missed occurrences run (the newest); the
+    /// older ones are skipped.
+    #[serde(default = "default_catch_up_max_runs")]
+    pub catch_up_max_runs: u32,
     /// What an occurrence does when it comes due while the previous run still runs.
     #[serde(default)]
     pub overlap: Overlap,
@@ -493,6 +497,13 @@ pub struct AutomationConfig {
 
 fn default_catch_up_window() -> u64 {
     86_400
+}
+
+/// How many missed occurrences `catch_up: all` runs at most, by default.
+pub const DEFAULT_CATCH_UP_MAX_RUNS: u32 = 100;
+
+fn default_catch_up_max_runs() -> u32 {
+    DEFAULT_CATCH_UP_MAX_RUNS
 }
 
 /// Occurrences missed while no runner ran (within `catch_up_window_secs`).

@@ -148,9 +148,78 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
             );
         }
     }
+    servers_in_a_writable_workspace(&mut c, config);
     relations::check(&mut c, config);
     other_sections(&mut c, config);
     c.out
+}
+
+/// An MCP server program (or a file in its `args:`) inside a workspace an agent can write:
+/// the write tools refuse it and commands find it read-only, but what it imports or reads
+/// from its directory is not protected, and that runs outside the sandbox.
+fn servers_in_a_writable_workspace(c: &mut Checker<'_>, config: &Config) {
+    let Some(writer) = config
+        .agents
+        .iter()
+        .find(|a| a.sandbox != SandboxMode::ReadOnly)
+    else {
+        return;
+    };
+    let dir = match c.file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let workspace = real(&match &config.workspace {
+        Some(w) => dir.join(w),
+        None => dir.to_path_buf(),
+    });
+    for (name, server) in &config.mcp_servers {
+        if !config.agents.iter().any(|a| a.mcp_servers.contains(name)) {
+            continue;
+        }
+        let mut files = Vec::new();
+        if let Some(program) = server.program_path(dir) {
+            files.push((
+                at!["mcp_servers", name.as_str(), "command"].to_vec(),
+                server.command.as_str(),
+                program,
+            ));
+        }
+        for (i, file) in server.file_args(dir) {
+            files.push((
+                at!["mcp_servers", name.as_str(), "args", i].to_vec(),
+                server.args[i].as_str(),
+                file,
+            ));
+        }
+        for (at, shown, file) in files {
+            if !real(&file).starts_with(&workspace) {
+                continue;
+            }
+            let (id, sandbox) = (&writer.id, writer.sandbox.as_str());
+            let message = if file.exists() {
+                format!("MCP server `{name}`: `{shown}` lies inside the workspace, which agent `{id}` can write (sandbox: {sandbox}); agents' tools and commands find that file read-only, but not what it imports or reads from its directory, and the server runs outside the sandbox")
+            } else {
+                format!("MCP server `{name}`: `{shown}` does not exist, and lies inside the workspace, which agent `{id}` can write (sandbox: {sandbox}); a command could create it, and the server would run it outside the sandbox")
+            };
+            c.warning(
+                c.value(&at),
+                message,
+                "move the server's files out of the workspace, or set `workspace:` to a directory that does not hold them",
+            );
+        }
+    }
+}
+
+/// `path` with its symlinks resolved as far as it exists.
+fn real(path: &Path) -> std::path::PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => real(parent).join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
 }
 
 fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
@@ -254,7 +323,94 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     }
 
     sampling_and_budget(c, i, agent);
+    budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
+}
+
+/// A budget no call fits: each call reserves at least the schemas of the agent's built-in
+/// tools and its completion bound, so a smaller `per_call` (or `per_execution`) refuses
+/// every call. A warning (the estimate is the fallback one, and MCP tools add to it).
+fn budget_floor(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
+    let Some(budget) = &agent.token_budget else {
+        return;
+    };
+    let Some((key, limit)) = [
+        ("per_call", budget.per_call),
+        ("per_execution", budget.per_execution),
+    ]
+    .into_iter()
+    .filter_map(|(key, v)| v.filter(|&v| v > 0).map(|v| (key, v)))
+    .min_by_key(|&(_, v)| v) else {
+        return;
+    };
+    let completion = agent.sampling.max_tokens.map(u64::from);
+    if completion.is_some_and(|m| m > limit) {
+        return; // an error already says so
+    }
+    // The local model calls no tools: none are advertised.
+    let local =
+        lookup_provider(config, &agent.provider).is_some_and(|(k, _)| k == ProviderKind::Local);
+    let tools: Vec<&crate::catalog::ToolName> = crate::catalog::TOOL_NAMES
+        .iter()
+        .filter(|_| !local)
+        .filter(|t| {
+            if agent.tools.is_empty() {
+                t.access.in_baseline(agent.sandbox)
+            } else {
+                agent.tools.iter().any(|a| a == t.name) && t.access.permitted(agent.sandbox)
+            }
+        })
+        // A coordinator's own calls advertise no memory tools.
+        .filter(|t| {
+            agent.role != AgentRole::Coordinator || t.access != crate::catalog::Access::Memory
+        })
+        .collect();
+    let schemas: u64 = tools.iter().map(|t| t.schema_tokens).sum();
+    let (answer, why) = match completion {
+        Some(m) => (m, "sampling.max_tokens"),
+        None => (
+            u64::from(crate::catalog::DEFAULT_COMPLETION_BOUND),
+            "the bound reserved when sampling.max_tokens is not set",
+        ),
+    };
+    let floor = schemas + answer;
+    if floor <= limit {
+        return;
+    }
+    let id = agent.id.as_str();
+    let n = tools.len();
+    let hint = if schemas >= limit {
+        format!("raise {key} to at least {floor}, or list fewer tools under `tools:`")
+    } else {
+        format!("raise {key} to at least {floor}, or set a smaller `sampling.max_tokens`")
+    };
+    c.warning(
+        c.value(at!["agents", i, "token_budget", key]),
+        format!(
+            "agent `{id}`: token_budget.{key} ({limit}) can never be met: every call reserves at least {floor} tokens, {schemas} estimated for the schemas of its {n} built-in tool{} and {answer} for the answer ({why})",
+            if n == 1 { "" } else { "s" }
+        ),
+        hint,
+    );
+}
+
+/// An automation's schedule, once it parses: one that never fires is an error naming its
+/// fields; one that fires more than once a minute is a warning.
+pub(crate) fn schedule_checks(c: &mut Checker<'_>, i: usize, id: &str, expr: &str) {
+    let pos = c.value(at!["automations", i, "schedule"]);
+    if let Some(problem) = crate::schedule::never_fires(expr, crate::clock::now()) {
+        c.error(
+            pos,
+            format!("automation `{id}`: schedule `{expr}` never fires: {problem}"),
+            "fix the fields it names (`axocoatl automations list` shows the next occurrences of a schedule that fires)",
+        );
+    } else if let Some(n) = crate::schedule::per_minute(expr) {
+        c.warning(
+            pos,
+            format!("automation `{id}`: schedule `{expr}` fires up to {n} times a minute: each occurrence is a turn"),
+            "use 5 fields (`minute hour day-of-month month day-of-week`) to run at most once a minute; with `catch_up: all`, `catch_up_max_runs` bounds the runs after a pause",
+        );
+    }
 }
 
 /// An agent's `mcp_servers:` list: each names an entry of `mcp_servers:`, once.
@@ -409,28 +565,63 @@ fn kind_note(name: &str, kind: ProviderKind) -> String {
     }
 }
 
-fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+/// A problem with a sampling value: the key, the message and the hint. The same words
+/// serve the YAML (with its position) and `send -o` (with the option).
+pub(crate) struct SamplingProblem {
+    pub key: &'static str,
+    pub message: String,
+    pub hint: String,
+}
+
+/// What is wrong with `agent`'s sampling values, alone and against its token budget.
+pub(crate) fn sampling_problems(agent: &AgentConfig) -> Vec<SamplingProblem> {
     let id = agent.id.as_str();
     let s = &agent.sampling;
+    let mut out = Vec::new();
+    let mut problem = |key, message: String, hint: String| {
+        out.push(SamplingProblem { key, message, hint });
+    };
     if let Some(t) = s.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "temperature"]),
+        problem(
+            "temperature",
             format!("agent `{id}`: temperature must be 0 or more (got {t})"),
-            "use 0 for focused output up to about 1 for varied output, or remove it for the provider default",
+            "use 0 for focused output up to about 1 for varied output, or remove it for the provider default".into(),
         );
     }
     if let Some(p) = s.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "top_p"]),
+        problem(
+            "top_p",
             format!("agent `{id}`: top_p must be greater than 0 and at most 1 (got {p})"),
-            "use a value like 0.9, or remove it for the provider default",
+            "use a value like 0.9, or remove it for the provider default".into(),
         );
     }
     if s.max_tokens == Some(0) {
-        c.error(
-            c.value(at!["agents", i, "sampling", "max_tokens"]),
+        problem(
+            "max_tokens",
             format!("agent `{id}`: max_tokens must be at least 1"),
-            "set a positive completion limit, or remove it for the provider default",
+            "set a positive completion limit, or remove it for the provider default".into(),
+        );
+    }
+    let call = agent.token_budget.as_ref().and_then(|b| b.per_call);
+    if let (Some(max), Some(call)) = (s.max_tokens, call) {
+        if u64::from(max) > call && call > 0 {
+            problem(
+                "max_tokens",
+                format!("agent `{id}`: sampling.max_tokens ({max}) exceeds token_budget.per_call ({call}), so no call could fit"),
+                format!("lower max_tokens to at most {call}, or raise per_call"),
+            );
+        }
+    }
+    out
+}
+
+fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    for p in sampling_problems(agent) {
+        c.error(
+            c.value(at!["agents", i, "sampling", p.key]),
+            p.message,
+            p.hint,
         );
     }
 
@@ -455,15 +646,6 @@ fn sampling_and_budget(c: &mut Checker<'_>, i: usize, agent: &AgentConfig) {
                 c.value(at!["agents", i, "token_budget", "per_call"]),
                 format!("agent `{id}`: token_budget.per_call ({call}) exceeds per_execution ({execution})"),
                 format!("lower per_call to at most {execution}, or raise per_execution"),
-            );
-        }
-    }
-    if let (Some(max), Some(call)) = (s.max_tokens, budget.per_call) {
-        if u64::from(max) > call && call > 0 {
-            c.error(
-                c.value(at!["agents", i, "sampling", "max_tokens"]),
-                format!("agent `{id}`: sampling.max_tokens ({max}) exceeds token_budget.per_call ({call}), so no call could fit"),
-                format!("lower max_tokens to at most {call}, or raise per_call"),
             );
         }
     }

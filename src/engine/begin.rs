@@ -91,6 +91,16 @@ fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
             at: now,
         }));
     }
+    if !p.overrides.is_empty() {
+        records.push(Record::TurnOverrides(record::TurnOverrides {
+            turn: turn.to_owned(),
+            session: p.session.clone(),
+            model: p.overrides.model.clone(),
+            system: p.overrides.system.clone(),
+            options: p.overrides.options.clone(),
+            at: now,
+        }));
+    }
     if let Some(multi) = &p.multi {
         records.push(Record::ActivationDecided(record::ActivationDecided {
             turn: turn.to_owned(),

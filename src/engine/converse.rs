@@ -92,7 +92,8 @@ impl<'a> Conversant<'a> {
                 message: format!("workspace {}: {e}", place.dir.display()),
                 hint: "fix `workspace:` in the configuration".into(),
             })?
-            .protecting(&place.config);
+            .protecting(&place.config)
+            .protecting_files(&place.trusted);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
         let mut sampling = Sampling {
             temperature: agent.sampling.temperature,

@@ -95,7 +95,8 @@ pub(crate) fn run(
 }
 
 /// Where the turn's tools work: the configured workspace (default: the configuration
-/// file's directory), with the configuration file kept out of their reach.
+/// file's directory), with the configuration file and the files it makes axocoatl run kept
+/// out of their reach.
 fn workplace(ws: &Workspace, config: &Config) -> Workplace {
     Workplace {
         dir: match &config.workspace {
@@ -103,6 +104,7 @@ fn workplace(ws: &Workspace, config: &Config) -> Workplace {
             None => ws.config_dir(),
         },
         config: ws.config_path().to_path_buf(),
+        trusted: crate::config::trusted_files(config, &ws.config_dir()),
     }
 }
 

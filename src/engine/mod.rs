@@ -73,6 +73,7 @@ use crate::provider::Cancel;
 use crate::workspace::Workspace;
 
 pub use crate::attach::render_user_message;
+pub use crate::overrides::Overrides;
 pub use crate::session::BUSY_WAIT;
 pub use crate::turn::{TurnEvent, TurnOrigin, TurnOutcome};
 pub use record::{bound, INLINE_LIMIT};
@@ -94,6 +95,8 @@ pub struct SendOptions {
     pub wait: bool,
     /// The automation occurrence that started this turn (none: a person sent it).
     pub origin: Option<TurnOrigin>,
+    /// This turn's own model, system prompt and sampling (`send -m/--system/-o`).
+    pub overrides: Overrides,
 }
 
 /// The attachments a turn pins.
@@ -158,11 +161,13 @@ pub fn send_held(
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
+    let patched = patched_agent(ws, &opts)?;
     let added = prepare::attach_files(ws, &opts, cancel, sink)?;
-    let started = prepare::prepare(ws, opts, held, sink).and_then(|mut prepared| {
-        let begun = begin::begin(ws, &mut prepared, sink)?;
-        Ok((prepared, begun))
-    });
+    let started =
+        prepare::prepare(ws, opts, held, patched.as_ref(), sink).and_then(|mut prepared| {
+            let begun = begin::begin(ws, &mut prepared, sink)?;
+            Ok((prepared, begun))
+        });
     match started {
         Ok((prepared, begun)) => finish::run(ws, prepared, begun, cancel, sink),
         Err(e) => {
@@ -172,9 +177,29 @@ pub fn send_held(
     }
 }
 
+/// The agent the turn goes to with its per-call overrides applied (checked before anything
+/// is attached or locked); `None` without overrides.
+fn patched_agent(ws: &Workspace, opts: &SendOptions) -> Result<Option<AgentConfig>> {
+    if opts.overrides.is_empty() {
+        return Ok(None);
+    }
+    let config = ws.config()?;
+    let agent = resolve_agent(config, opts.agent.as_deref())?;
+    let patched = opts.overrides.apply(config, agent)?;
+    // The provider it now names must resolve (a model it needs, a known entry).
+    ws.resolve_provider(&patched)?;
+    Ok(Some(patched))
+}
+
 /// A new turn repeating the request of turn `prefix` (refused when it used attachments:
-/// substituting the current selection would silently change the request).
-pub fn retry_options(ws: &Workspace, prefix: &str, wait: bool) -> Result<SendOptions> {
+/// substituting the current selection would silently change the request), with the
+/// original's overrides and `overrides` laid over them.
+pub fn retry_options(
+    ws: &Workspace,
+    prefix: &str,
+    wait: bool,
+    overrides: &Overrides,
+) -> Result<SendOptions> {
     let projection = crate::history::project_prefix(ws.repo(), prefix)?;
     let original = projection.resolve(prefix)?;
     let n = original.attachments.len();
@@ -196,6 +221,11 @@ pub fn retry_options(ws: &Workspace, prefix: &str, wait: bool) -> Result<SendOpt
         attachments: Attachments::Pinned(Vec::new()),
         retry_of: Some(original.turn.clone()),
         wait,
+        overrides: original
+            .overrides
+            .clone()
+            .unwrap_or_default()
+            .merged(overrides),
         ..SendOptions::default()
     })
 }

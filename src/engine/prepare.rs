@@ -50,6 +50,8 @@ pub(crate) struct Prepared<'w> {
     pub retry_of: Option<String>,
     /// The automation occurrence that started it.
     pub origin: Option<TurnOrigin>,
+    /// What the sender changed for this turn (recorded with its begin).
+    pub overrides: crate::overrides::Overrides,
     /// A turn of a multi-agent session: who answers, and why.
     pub multi: Option<Multi<'w>>,
 }
@@ -63,16 +65,21 @@ pub(crate) struct Multi<'w> {
 }
 
 /// Prepares the turn `opts` asks for, from `held` when an actor keeps the conversation.
+/// `patched` is the agent with this turn's overrides applied, when it has some.
 pub(crate) fn prepare<'w>(
     ws: &'w Workspace,
     opts: SendOptions,
     held: Option<Conversation>,
+    patched: Option<&'w AgentConfig>,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<Prepared<'w>> {
     check_request(&opts.message)?;
     check_session_name(&opts.session)?;
     // An explicit agent of a multi-agent session is checked against its members below.
-    let (mut agent, mut provider) = target(ws, opts.agent.as_deref())?;
+    let (mut agent, mut provider) = match patched {
+        Some(agent) => (agent, ws.resolve_provider(agent)?),
+        None => target(ws, opts.agent.as_deref())?,
+    };
     let mut lock = lock_session(ws, &opts.session, opts.wait, sink)?;
     // We hold the lock, so any turn its note names has lost its owner.
     if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
@@ -80,6 +87,10 @@ pub(crate) fn prepare<'w>(
     }
     let projection = crate::history::project_session(ws.repo(), &opts.session)?;
     let multi = match projection.session_agents.get(&opts.session) {
+        Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
+            "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"
+                .into(),
+        )),
         Some(members) => Some(decide(ws, &opts, members, &projection)?),
         None => None,
     };
@@ -124,6 +135,7 @@ pub(crate) fn prepare<'w>(
         once: state.once,
         retry_of: opts.retry_of,
         origin: opts.origin,
+        overrides: opts.overrides,
         multi,
     })
 }

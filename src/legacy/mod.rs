@@ -364,7 +364,10 @@ pub fn import_on_open(repo: &Repo, keep: &dyn Fn() -> Option<usize>) -> Result<V
 fn run(repo: &Repo, keep: usize, wait: Wait) -> Result<Report> {
     let scan = store_legacy::scan(repo)?;
     let mut report = Report::default();
-    for (input, agents) in checkpoint_inputs(&scan.inputs) {
+    let inputs = checkpoint_inputs(&scan.inputs);
+    let total = inputs.len();
+    for (done, (input, agents)) in inputs.into_iter().enumerate() {
+        crate::progress::report(crate::progress::Progress::Importing { done, total });
         let (c, usable) = candidate(repo, input, agents)?;
         let (
             Some((ck, turns)),
@@ -389,6 +392,9 @@ fn run(repo: &Repo, keep: usize, wait: Wait) -> Result<Report> {
             state: c.state,
             ..c
         });
+    }
+    if total > 0 {
+        crate::progress::report(crate::progress::Progress::Done);
     }
     report.inputs = scan.inputs;
     Ok(report)

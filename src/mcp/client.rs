@@ -188,14 +188,29 @@ impl Server {
             Value::Object(map) => params.arguments = Some(map.clone()),
             Value::Null => {}
             other => {
+                if let Some(why) = other.as_str().and_then(crate::catalog::arguments_not_json) {
+                    let call = mcp_tool_name(&name, tool);
+                    return (CallResult::error(format!("`{call}`: {why}")), true);
+                }
                 return (
                     CallResult::error(format!(
                         "the arguments of `{}` must be a JSON object, not {other}",
                         mcp_tool_name(&name, tool)
                     )),
                     true,
-                )
+                );
             }
+        }
+        let size = serde_json::to_vec(&params).map_or(0, |v| v.len());
+        if size >= super::limit::MESSAGE_LIMIT {
+            return (
+                CallResult::error(format!(
+                    "the arguments of `{}` are {size} bytes, more than the {} MiB one MCP message may hold; the call was not sent",
+                    mcp_tool_name(&name, tool),
+                    super::limit::MESSAGE_LIMIT >> 20
+                )),
+                true,
+            );
         }
         let peer = self.service.peer().clone();
         let sent = peer
@@ -214,7 +229,15 @@ impl Server {
             loop {
                 let notified = tap.malformed.notified();
                 if let Some(why) = tap.bad_answer(&id) {
-                    return why;
+                    return format!(
+                        "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
+                    );
+                }
+                if tap.oversized(&id) {
+                    return format!(
+                        "MCP server `{name}` answered the call of `{tool}` with a message longer than {} MiB, the most one MCP message may be; the answer was dropped",
+                        super::limit::MESSAGE_LIMIT >> 20
+                    );
                 }
                 notified.await;
             }
@@ -286,9 +309,7 @@ impl Server {
             }
             Err(Some(why)) => {
                 let _ = handle.cancel(Some("malformed answer".into())).await;
-                CallResult::failure(format!(
-                    "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
-                ))
+                CallResult::failure(why)
             }
             Err(None) => {
                 let _ = handle.cancel(Some("timeout".into())).await;

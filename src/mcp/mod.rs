@@ -26,6 +26,8 @@ mod disabled;
 #[cfg(feature = "mcp")]
 mod hub;
 #[cfg(feature = "mcp")]
+pub(crate) mod limit;
+#[cfg(feature = "mcp")]
 mod process;
 #[cfg(feature = "mcp")]
 mod tap;

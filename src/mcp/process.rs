@@ -77,12 +77,7 @@ pub struct Spawned {
 /// The program of `command`: a name is looked up in `PATH`; a relative path is taken from
 /// the config file's directory.
 pub fn program(command: &str, dir: &Path) -> PathBuf {
-    let p = Path::new(command);
-    if command.contains('/') && p.is_relative() {
-        dir.join(p)
-    } else {
-        p.to_path_buf()
-    }
+    crate::config::mcp_program(command, dir)
 }
 
 /// Starts `cfg`'s command in `dir`, in a new process group, with only `PATH`, `HOME` and

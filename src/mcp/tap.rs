@@ -14,10 +14,12 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::Notify;
 
+use super::limit::{top_level_id, MESSAGE_LIMIT};
 use super::process::cut;
 
-/// Lines longer than this are not looked at (the SDK refuses them too).
-const LINE_LIMIT: usize = 16 * 1024 * 1024;
+/// Lines longer than this are not looked at: the SDK drops them (silently), and the tap
+/// fails the call such an answer was for.
+const LINE_LIMIT: usize = MESSAGE_LIMIT;
 
 #[derive(Default)]
 pub struct Tap {
@@ -33,6 +35,8 @@ struct TapState {
     first_garbage: Option<String>,
     /// Malformed answers: (request id, what is wrong).
     bad_answers: Vec<(Value, String)>,
+    /// Answers past [`LINE_LIMIT`], by request id (`None`: no id in their first bytes).
+    oversized: Vec<Option<Value>>,
 }
 
 impl Tap {
@@ -51,6 +55,35 @@ impl Tap {
             .iter()
             .find(|(i, _)| i == id)
             .map(|(_, why)| why.clone())
+    }
+
+    /// Whether the answer to request `id` passed the limit of one message (an answer
+    /// whose id could not be read counts for the first call that asks).
+    pub fn oversized(&self, id: &Value) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match s
+            .oversized
+            .iter()
+            .position(|o| o.as_ref().is_none_or(|o| o == id))
+        {
+            Some(i) => {
+                s.oversized.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A message passed the limit: an answer (it has an id and no method in its first
+    /// bytes) fails its call at once.
+    fn too_long(&self, prefix: &[u8]) {
+        if super::limit::has_top_level_key(prefix, "method") {
+            return; // a request or notification of the server's, no answer
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.oversized.push(top_level_id(prefix));
+        drop(s);
+        self.malformed.notify_waiters();
     }
 
     fn line(&self, line: &[u8]) {
@@ -161,7 +194,12 @@ impl<R> TapReader<R> {
                 None => (bytes, &[][..]),
             };
             if !self.skipping {
-                if self.line.len() + part.len() > LINE_LIMIT {
+                if self.line.len() + part.len() >= LINE_LIMIT {
+                    let room = LINE_LIMIT.saturating_sub(self.line.len());
+                    self.line.extend_from_slice(&part[..room.min(part.len())]);
+                    // Its id (and whether it is an answer) is in its first bytes.
+                    self.tap
+                        .too_long(&self.line[..self.line.len().min(64 << 10)]);
                     self.line.clear();
                     self.skipping = true;
                 } else {

@@ -25,6 +25,8 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
             connect_timeout: Duration::from_secs(resolved.connect_timeout_secs),
             max_retries: resolved.max_retries,
             deadline: resolved.deadline_secs.map(Duration::from_secs),
+            key_env: resolved.api_key_env.clone(),
+            base_url_from: resolved.base_url_from.clone(),
         }
     };
     // The key never leaves the adapter: not in streamed text, messages, tool calls or errors.

@@ -39,6 +39,11 @@ pub struct HttpOptions {
     /// The longest a whole call may take, retries included, however steadily the server
     /// sends (`None`: no limit; the silence timeout still applies).
     pub deadline: Option<Duration>,
+    /// The environment variable the API key is read from (for hints: never the key).
+    pub key_env: Option<String>,
+    /// Where `base_url` came from (`OLLAMA_HOST`, an entry's `base_url`, the default), for
+    /// the hint of a refused connection.
+    pub base_url_from: Option<String>,
 }
 
 impl fmt::Debug for HttpOptions {
@@ -52,6 +57,8 @@ impl fmt::Debug for HttpOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("max_retries", &self.max_retries)
             .field("deadline", &self.deadline)
+            .field("key_env", &self.key_env)
+            .field("base_url_from", &self.base_url_from)
             .finish()
     }
 }
@@ -123,6 +130,8 @@ enum Failure {
 pub(crate) struct HttpClient {
     pub(crate) opts: HttpOptions,
     agent: ureq::Agent,
+    /// What the hint of a refused connection tells people to run (`ollama serve`).
+    start_hint: Option<&'static str>,
 }
 
 impl fmt::Debug for HttpClient {
@@ -149,7 +158,14 @@ impl HttpClient {
         HttpClient {
             opts,
             agent: config.into(),
+            start_hint: None,
         }
+    }
+
+    /// Says how to start the server in the hint of a refused connection.
+    pub(crate) fn with_start_hint(mut self, how: &'static str) -> HttpClient {
+        self.start_hint = Some(how);
+        self
     }
 
     /// `base_url` joined with `path` (exactly one slash between them).
@@ -274,6 +290,7 @@ impl HttpClient {
                     url: url.to_string(),
                     status,
                     message: self.redact(&server_message(status, &body)),
+                    hint: self.status_hint(status),
                 },
                 retry_after,
             )),
@@ -401,11 +418,71 @@ impl HttpClient {
     }
 
     fn connect_error(&self, url: &str, detail: String) -> ProviderError {
+        let start = self
+            .start_hint
+            .map(|how| format!(" (`{how}` starts it)"))
+            .unwrap_or_default();
+        let from = self
+            .opts
+            .base_url_from
+            .as_deref()
+            .map(|from| format!(" That address is {from}."))
+            .unwrap_or_default();
         ProviderError::Connect {
             provider: self.opts.name.clone(),
             url: url.to_string(),
             detail: self.redact(&detail),
+            hint: Some(format!(
+                "is the server at {} running?{start}{from}",
+                self.opts.base_url.trim_end_matches('/')
+            )),
         }
+    }
+
+    /// What to do about an HTTP error status, when it is a common mistake: a missing or
+    /// refused API key.
+    fn status_hint(&self, status: u16) -> Option<String> {
+        if !matches!(status, 401 | 403) {
+            return None;
+        }
+        let has_key = self.opts.api_key.as_deref().is_some_and(|k| !k.is_empty());
+        Some(match (&self.opts.key_env, has_key) {
+            (Some(var), false) => format!(
+                "{var} is not set (or is empty): export it with the server's API key, or name another variable with `api_key_env` in a `providers:` entry"
+            ),
+            (Some(var), true) => {
+                format!("the server refused the API key in {var}: check that it is current and allowed to use this model")
+            }
+            (None, _) => "the server wants an API key: name the variable holding it with `api_key_env` in a `providers:` entry".to_string(),
+        })
+    }
+
+    /// The models the server lists at `path` (`api/tags`, `models`), as `names` reads them
+    /// from its JSON; `None` when the list cannot be had. Bounded like any call: the
+    /// connect and read timeouts apply, and at most 1 MiB is read.
+    pub(crate) fn list_models(
+        &self,
+        path: &str,
+        names: fn(&serde_json::Value) -> Vec<String>,
+    ) -> Option<Vec<String>> {
+        let mut request = self.agent.get(self.url(path));
+        if let Some(key) = self.opts.api_key.as_deref().filter(|k| !k.is_empty()) {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        let mut response = request.call().ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let value: serde_json::Value = response
+            .body_mut()
+            .with_config()
+            .limit(1 << 20)
+            .read_json()
+            .ok()?;
+        let mut list = names(&value);
+        list.sort();
+        list.dedup();
+        Some(list)
     }
 
     fn deadline_error(&self, url: &str) -> ProviderError {
@@ -544,7 +621,7 @@ fn classify_read_error(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::TimedOut || ureq_timeout {
         Failure::Timeout
     } else {
-        Failure::Broken(e.to_string())
+        Failure::Broken(io_detail(&e))
     }
 }
 
@@ -555,12 +632,60 @@ fn classify_send_error(e: ureq::Error) -> Failure {
         }
         ureq::Error::Timeout(_) => Failure::Timeout,
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Failure::Timeout,
-        ureq::Error::Io(_)
-        | ureq::Error::HostNotFound
-        | ureq::Error::ConnectionFailed
-        | ureq::Error::Tls(_) => Failure::Connect(format!("{e}")),
+        // The OS's own words ("Connection refused (os error 111)"), without ureq's `io: `
+        // prefix (which an error wrapped twice repeated).
+        ureq::Error::Io(io) => Failure::Connect(io_detail(&io)),
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Tls(_) => {
+            Failure::Connect(format!("{e}"))
+        }
         other => Failure::Broken(format!("{other}")),
     }
+}
+
+/// An I/O error's message, unwrapping the ureq errors it may carry.
+fn io_detail(io: &std::io::Error) -> String {
+    match io
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+    {
+        Some(ureq::Error::Io(inner)) => io_detail(inner),
+        _ => {
+            let text = io.to_string();
+            let mut rest = text.as_str();
+            while let Some(tail) = rest.strip_prefix("io: ") {
+                rest = tail;
+            }
+            rest.to_string()
+        }
+    }
+}
+
+/// The hint for a model the server does not have: what it has, and the closest name.
+pub(crate) fn missing_model_hint(model: &str, available: Option<&[String]>) -> String {
+    let Some(available) = available else {
+        return format!("check that the server has a model named `{model}`");
+    };
+    if available.is_empty() {
+        return "the server lists no models".to_string();
+    }
+    let closest = available
+        .iter()
+        .map(|name| (strsim::jaro_winkler(model, name), name))
+        .filter(|(score, _)| *score >= 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, name)| format!("did you mean `{name}`? "))
+        .unwrap_or_default();
+    const SHOWN: usize = 20;
+    let mut list = available
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if available.len() > SHOWN {
+        list.push_str(&format!(" and {} more", available.len() - SHOWN));
+    }
+    format!("{closest}the server has: {list}")
 }
 
 /// The server's own words from an error body: `{"error": "..."}` (Ollama),
@@ -666,6 +791,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn io_errors_are_said_once_without_prefixes() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let twice = std::io::Error::other(ureq::Error::Io(std::io::Error::other(ureq::Error::Io(
+            refused,
+        ))));
+        assert_eq!(io_detail(&twice), "connection refused");
+        let prefixed = std::io::Error::other("io: io: reset");
+        assert_eq!(io_detail(&prefixed), "reset");
+    }
+
+    #[test]
+    fn the_missing_model_hint_lists_and_guesses() {
+        let have = ["llama3.2:latest".to_string(), "qwen2.5:7b".to_string()];
+        assert_eq!(
+            missing_model_hint("llama3.3", Some(&have)),
+            "did you mean `llama3.2:latest`? the server has: llama3.2:latest, qwen2.5:7b"
+        );
+        assert_eq!(
+            missing_model_hint("zzz", Some(&have)),
+            "the server has: llama3.2:latest, qwen2.5:7b"
+        );
+        assert_eq!(
+            missing_model_hint("m", None),
+            "check that the server has a model named `m`"
+        );
+        let many: Vec<String> = (0..25).map(|i| format!("m{i}")).collect();
+        assert!(missing_model_hint("x", Some(&many)).ends_with(" and 5 more"));
+    }
+
+    #[test]
     fn a_per_read_timeout_of_ureq_is_a_timeout() {
         let e = ureq::Error::Timeout(ureq::Timeout::PerRead).into_io();
         assert!(matches!(classify_read_error(e), Failure::Timeout));
@@ -720,6 +875,8 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             max_retries: 0,
             deadline: None,
+            key_env: Some("KEY".into()),
+            base_url_from: None,
         };
         assert!(!format!("{opts:?}").contains("sk-secret"));
         let client = HttpClient::new(opts);

@@ -242,18 +242,24 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(20);
 pub enum ProviderError {
     #[error("cancelled")]
     Cancelled,
-    #[error("{provider}: cannot connect to {url}: {detail}")]
+    #[error("{provider}: cannot connect to {url}: {detail}{}", hint_line(hint))]
     Connect {
         provider: String,
         url: String,
         detail: String,
+        /// What to check, on a line of its own (`hint: ...`) after the message.
+        hint: Option<String>,
     },
-    #[error("{provider}: {url} answered HTTP {status}: {message}")]
+    #[error(
+        "{provider}: {url} answered HTTP {status}: {message}{}",
+        hint_line(hint)
+    )]
     Http {
         provider: String,
         url: String,
         status: u16,
         message: String,
+        hint: Option<String>,
     },
     #[error("{provider}: {url} sent nothing for {secs} s (timeout)")]
     Timeout {
@@ -285,6 +291,14 @@ pub enum ProviderError {
     Model { provider: String, detail: String },
     #[error("{provider}: {detail}")]
     Config { provider: String, detail: String },
+}
+
+/// `\nhint: ...` for an error that carries a hint: a turn's recorded error keeps it, and
+/// the command line prints it as a hint line.
+fn hint_line(hint: &Option<String>) -> String {
+    hint.as_deref()
+        .map(|h| format!("\nhint: {h}"))
+        .unwrap_or_default()
 }
 
 /// A model behind some protocol. [`redact::Redacting`] wraps adapters and forwards every

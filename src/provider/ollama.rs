@@ -26,8 +26,47 @@ pub struct OllamaProvider {
 impl OllamaProvider {
     pub fn new(opts: HttpOptions) -> OllamaProvider {
         OllamaProvider {
-            http: HttpClient::new(opts),
+            http: HttpClient::new(opts).with_start_hint("ollama serve"),
         }
+    }
+}
+
+/// The names of `/api/tags`: `{"models": [{"name": "llama3.2:latest", ...}]}`.
+fn tag_names(tags: &Value) -> Vec<String> {
+    tags.get("models")
+        .and_then(Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m.get("name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A 404 naming a model is Ollama's "model not found": the hint lists what the server has.
+fn explain_missing_model(http: &HttpClient, model: &str, e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::Http {
+            provider,
+            url,
+            status: 404,
+            message,
+            hint: None,
+        } if message.contains("not found") => {
+            let available = http.list_models("api/tags", tag_names);
+            let mut hint = super::http::missing_model_hint(model, available.as_deref());
+            hint.push_str(&format!("; `ollama pull {model}` fetches it"));
+            ProviderError::Http {
+                provider,
+                url,
+                status: 404,
+                message,
+                hint: Some(hint),
+            }
+        }
+        other => other,
     }
 }
 
@@ -234,6 +273,13 @@ impl Provider for OllamaProvider {
         let http = &self.http;
         http.stream_lines(&url, &body, "application/x-ndjson", cancel, &mut |line| {
             answer.line(http, &url, line, on_event)
+        })
+        .map_err(|e| {
+            let model = body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            explain_missing_model(http, model, e)
         })?;
         if !answer.done {
             return Err(http.malformed(&url, "the stream ended before a line with \"done\": true"));

@@ -37,6 +37,44 @@ impl OpenAiProvider {
     }
 }
 
+/// The ids of `/v1/models`: `{"data": [{"id": "gpt-4o-mini", ...}]}`.
+fn model_ids(list: &Value) -> Vec<String> {
+    list.get("data")
+        .and_then(Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m.get("id").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A 404 about the model (OpenAI's `model_not_found`, vLLM's "The model `x` does not
+/// exist"): the hint lists what the server has.
+fn explain_missing_model(http: &HttpClient, model: &str, e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::Http {
+            provider,
+            url,
+            status: 404,
+            message,
+            hint: None,
+        } if message.to_lowercase().contains("model") => {
+            let available = http.list_models("models", model_ids);
+            ProviderError::Http {
+                provider,
+                url,
+                status: 404,
+                message,
+                hint: Some(super::http::missing_model_hint(model, available.as_deref())),
+            }
+        }
+        other => other,
+    }
+}
+
 /// The JSON body of one call. `default_model` serves when the request names none.
 fn request_body(default_model: &str, request: &ChatRequest) -> Value {
     let mut body = super::http::base_body(default_model, request, message_json);
@@ -329,6 +367,13 @@ impl Provider for OpenAiProvider {
         let http = &self.http;
         http.stream_lines(&url, &body, "text/event-stream", cancel, &mut |line| {
             answer.line(http, &url, line, on_event)
+        })
+        .map_err(|e| {
+            let model = body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            explain_missing_model(http, model, e)
         })?;
         if !answer.done {
             // An event not yet closed by a blank line when the body ended.

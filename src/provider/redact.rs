@@ -132,21 +132,25 @@ fn redact_error(error: ProviderError, key: &str) -> ProviderError {
             provider,
             url,
             detail,
+            hint,
         } => ProviderError::Connect {
             provider,
             url: r(url),
             detail: r(detail),
+            hint: hint.map(r),
         },
         ProviderError::Http {
             provider,
             url,
             status,
             message,
+            hint,
         } => ProviderError::Http {
             provider,
             url: r(url),
             status,
             message: r(message),
+            hint: hint.map(r),
         },
         ProviderError::Timeout {
             provider,

@@ -5,7 +5,10 @@
 //! At start it checks that the agent's provider opens (a missing script or model file fails
 //! the start, which `serve` counts), restores the conversation from the latest valid
 //! checkpoint (or the ledger), listens on its own socket under `run/actors/`, and writes
-//! `ready` on stdout. Each connection carries one request, handled on a thread of its own:
+//! `ready` on stdout. Each connection carries one request line (at most
+//! [`super::sock::LINE_LIMIT`] bytes, sent within [`super::REQUEST_WITHIN`]), handled on a
+//! thread of its own (at most [`MAX_CONNECTIONS`] at once: the oldest silent one is let go
+//! for a new one):
 //! a turn runs through [`crate::engine::send_held`] with the conversation held here (used
 //! only while it is current, so a turn run by anyone else is never forked: the ledger and
 //! the session lock decide), and its events go back as they happen. SIGTERM stops its
@@ -16,13 +19,15 @@
 //! `agents status`, and ended with the actor (on SIGTERM; if the actor is killed, their stdin
 //! closes and an MCP server exits at end of input).
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::collections::VecDeque;
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::sock::{self, Line};
 use super::wire::{self, ActorInfo, Reply, Request, WireError, WireEvent};
 use crate::config::Config;
 use crate::conversation::Conversation;
@@ -45,6 +50,46 @@ pub struct ActorArgs {
 
 /// How often the actor looks for MCP servers of its agent that died.
 pub const MCP_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Connections an actor serves at once (serve needs one per turn and one per ping).
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The connections an actor holds: how many, and those that have not sent their request
+/// yet (oldest first), which can be let go.
+#[derive(Default)]
+struct Connections {
+    next: AtomicU64,
+    open: Mutex<(usize, VecDeque<(u64, UnixStream)>)>,
+}
+
+impl Connections {
+    /// Admits a connection: its number, or `None` when every one held is busy.
+    fn admit(&self, stream: &UnixStream) -> Option<u64> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.0 >= MAX_CONNECTIONS {
+            let (_, oldest) = open.1.pop_front()?;
+            // Its thread reads the end of its stream, and lets its place go.
+            let _ = oldest.shutdown(std::net::Shutdown::Both);
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let clone = stream.try_clone().ok()?;
+        open.0 += 1;
+        open.1.push_back((id, clone));
+        Some(id)
+    }
+
+    /// The connection sent its request: it can no longer be let go.
+    fn heard(&self, id: u64) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.1.retain(|(n, _)| *n != id);
+    }
+
+    fn close(&self, id: u64) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.1.retain(|(n, _)| *n != id);
+        open.0 = open.0.saturating_sub(1);
+    }
+}
 
 struct Shared {
     held: Mutex<Option<Conversation>>,
@@ -113,7 +158,7 @@ pub fn run(
     drop(projection);
     let _ = std::fs::remove_file(&args.socket);
     let listener =
-        UnixListener::bind(&args.socket).map_err(RuntimeError::io("listen on", &args.socket))?;
+        sock::bind_std(&args.socket).map_err(RuntimeError::io("listen on", &args.socket))?;
     super::owner_only(&args.socket)?;
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -133,12 +178,53 @@ pub fn run(
     ready
         .flush()
         .map_err(RuntimeError::io("write to", "serve"))?;
+    let connections = Arc::new(Connections::default());
+    let mut quiet = sock::Quiet::new(Duration::from_secs(10));
+    let mut pause = Duration::ZERO;
     for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
+        let stream = match stream {
+            Ok(s) => {
+                pause = Duration::ZERO;
+                s
+            }
+            Err(e) => {
+                if let Some(kept) = quiet.say() {
+                    tracing::warn!(agent = %args.agent, error = %e, kept, "accept failed");
+                }
+                if sock::out_of_descriptors(&e) {
+                    pause = (pause * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    std::thread::sleep(pause);
+                }
+                continue;
+            }
+        };
+        let Some(id) = connections.admit(&stream) else {
+            let busy = RuntimeError::Refused {
+                message: format!(
+                    "the actor holds {MAX_CONNECTIONS} connections already, all of them busy"
+                ),
+                hint: "try again in a moment".into(),
+            };
+            let _ = stream.set_nonblocking(true);
+            let _ = (&stream).write_all(&wire::line(&Reply::Error(WireError::from(&busy))));
+            continue;
+        };
         let ws = ws.clone();
         let shared = shared.clone();
         let args = args.clone();
-        std::thread::spawn(move || handle(&ws, &shared, &args, stream));
+        let connections = connections.clone();
+        std::thread::spawn(move || {
+            handle(&ws, &shared, &args, stream, &|| connections.heard(id));
+            connections.close(id);
+            // A failed sync poisoned this process's ledger handle: every later append
+            // through it fails. End, so serve starts an actor that opens the repository
+            // again (a crash it counts).
+            if let Some(cause) = ws.repo().ledger().poisoned() {
+                tracing::error!(agent = %args.agent, session = %args.session, error = %cause,
+                                "a sync of the ledger failed; the actor ends so that its successor opens the repository again");
+                std::process::exit(3);
+            }
+        });
     }
     Ok(())
 }
@@ -199,18 +285,30 @@ fn watch_term(term: &AtomicBool, shared: &Shared, socket: &std::path::Path, hub:
     std::process::exit(0);
 }
 
-fn handle(ws: &Workspace, shared: &Shared, args: &ActorArgs, stream: UnixStream) {
+fn handle(ws: &Workspace, shared: &Shared, args: &ActorArgs, stream: UnixStream, heard: &dyn Fn()) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
+    let _ = read_half.set_read_timeout(Some(super::REQUEST_WITHIN));
     let mut reader = BufReader::new(read_half);
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
-    }
+    let mut line = Vec::new();
+    let read = sock::read_line_std(&mut reader, &mut line, sock::LINE_LIMIT);
+    heard();
     let mut out = stream;
+    match read {
+        Ok(Line::Whole) => {}
+        Ok(Line::End) if !line.is_empty() => {}
+        Ok(Line::TooLong) => {
+            let _ = out.write_all(&wire::line(&Reply::Error(WireError::from(
+                &sock::too_long(),
+            ))));
+            return;
+        }
+        Ok(Line::End) | Err(_) => return,
+    }
+    drop(reader);
     let mut registered = None;
-    let reply = match serde_json::from_str::<Request>(&line) {
+    let reply = match serde_json::from_slice::<Request>(&line) {
         Ok(Request::Ping) => Reply::Pong(info(shared)),
         Ok(Request::Send(w)) => {
             let (reply, id) = turn(ws, shared, args, w.into_options(), &mut out);

@@ -49,7 +49,7 @@ pub fn connect(repo: &Repo) -> Result<Option<Client>> {
             // A socket left by a serve that was killed.
             return Ok(None);
         }
-        match UnixStream::connect(&path) {
+        match super::sock::connect_std(&path) {
             Ok(stream) => return Client::new(stream, &path).map(Some),
             // Serve is starting (it binds after taking its lock) or ending.
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),

@@ -2,23 +2,25 @@
 //! it, and `PR_SET_PDEATHSIG` follows the thread that started a child), blocking work (stop,
 //! rewind, consolidation, automations) on tokio's blocking pool.
 
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axocoatl_store::layout;
 use axocoatl_store::lock::Lock;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
 use tokio::sync::{watch, Notify};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
+use super::sock::{self, Line, Quiet};
+use super::supervise::{ask, liveness, supervise};
 use super::wire::{
     self, ActorInfo, ActorStatus, Reply, Request, ScheduleEntry, StatusReport, WireError,
     WireRewind, WireSend,
 };
-use super::{patch, LIVENESS_EVERY, MAX_FAILURES};
+use super::{patch, REQUEST_WITHIN};
 use crate::automation::{self, RunnerKind};
 use crate::clock;
 use crate::config::{AgentRole, Config};
@@ -39,63 +41,84 @@ pub struct ServeOptions {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Starting,
     Up,
     Restarting,
     Down,
 }
 
-struct Slot {
-    session: String,
-    agent: String,
-    socket: PathBuf,
-    phase: Phase,
-    pid: Option<u32>,
-    restarts: u32,
-    failures: u32,
-    last_error: Option<String>,
+pub(super) struct Slot {
+    pub session: String,
+    pub agent: String,
+    pub socket: PathBuf,
+    pub phase: Phase,
+    pub pid: Option<u32>,
+    pub restarts: u32,
+    /// Consecutive failed starts.
+    pub failures: u32,
+    /// When its actors crashed, within the crash window.
+    pub crashes: VecDeque<Instant>,
+    pub last_error: Option<String>,
     /// Why serve itself killed the actor (liveness), for the restart's explanation.
-    kill_reason: Option<String>,
-    info: ActorInfo,
+    pub kill_reason: Option<String>,
+    pub info: ActorInfo,
     /// Turns routed to it right now.
     busy: usize,
-    restart: Arc<Notify>,
+    pub restart: Arc<Notify>,
     /// How many times an actor of this slot became ready.
-    starts: u64,
+    pub starts: u64,
     last_consolidation: Option<Instant>,
     consolidating: bool,
 }
 
-struct State {
+pub(super) struct State {
     /// Serve's configuration: the YAML as loaded at start, plus `agents set` patches.
-    config: Config,
-    slots: Vec<Slot>,
+    pub config: Config,
+    pub slots: Vec<Slot>,
     patches: Vec<(String, String, String)>,
 }
 
-struct Daemon {
-    ws: Arc<Workspace>,
-    opts: ServeOptions,
+pub(super) struct Daemon {
+    pub ws: Arc<Workspace>,
+    pub opts: ServeOptions,
     state: Mutex<State>,
     /// Bumped whenever a slot changes phase.
     changed: watch::Sender<u64>,
-    shutdown: watch::Sender<bool>,
+    pub shutdown: watch::Sender<bool>,
     /// Cancels serve's own turns (consolidation, automations) at shutdown.
     work: Cancel,
+    /// Clients that have not sent their request yet, oldest first, each with what lets it
+    /// go: the first to be let go when serve holds as many clients as it may.
+    waiting: Mutex<VecDeque<(u64, Arc<Notify>)>>,
 }
 
 impl Daemon {
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn bump(&self) {
+    pub fn bump(&self) {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    fn shutting_down(&self) -> bool {
+    pub fn shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    fn waiting(&self) -> MutexGuard<'_, VecDeque<(u64, Arc<Notify>)>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lets the oldest client that has sent nothing go; whether there was one.
+    fn let_go_oldest_silent(&self) -> bool {
+        match self.waiting().pop_front() {
+            Some((_, go)) => {
+                go.notify_one();
+                true
+            }
+            None => false,
+        }
     }
 
     /// A workspace with serve's current configuration, for work on the blocking pool.
@@ -127,6 +150,18 @@ fn take_lock(ws: &Workspace) -> Result<Lock> {
 pub fn run(ws: Workspace, opts: ServeOptions) -> Result<()> {
     let config = ws.config()?.clone();
     let lock = take_lock(&ws)?;
+    // Every idle client holds a descriptor: take all the process may have (its actors
+    // inherit the limit).
+    match sock::raise_descriptor_limit() {
+        Ok((before, after)) if before != after => {
+            info!(
+                before,
+                after, "raised the open file limit to its hard limit"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, "cannot raise the open file limit"),
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -144,8 +179,9 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     let actors_dir = repo.path(super::ACTORS_DIR);
     axocoatl_store::fsutil::create_dir_private(&actors_dir)?;
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(RuntimeError::io("listen on", &socket))?;
+    let listener = sock::bind(&socket).map_err(RuntimeError::io("listen on", &socket))?;
     super::owner_only(&socket)?;
+    let max_clients = sock::max_clients(descriptor_limit());
     let session = ws.session_or_head(None)?;
     let mut slots = Vec::new();
     // Workers are never actors of their own: their coordinator's actor runs them.
@@ -165,12 +201,14 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
         changed: watch::channel(0).0,
         shutdown: watch::channel(false).0,
         work: Cancel::new(),
+        waiting: Mutex::new(VecDeque::new()),
     });
     info!(
         pid = std::process::id(),
         socket = %socket.display(),
         session = %session,
         actors = d.state().slots.len(),
+        max_clients,
         "serve started"
     );
     let mut supervisors = tokio::task::JoinSet::new();
@@ -191,14 +229,47 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(RuntimeError::io("handle signals in", "serve"))?;
     let (spawn_tx, mut spawn_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    let mut next_client = 0u64;
+    // Accepting pauses while the process is out of descriptors (growing up to 1 s).
+    let pause = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(pause);
+    let (mut paused, mut pause_for) = (false, Duration::ZERO);
+    let mut accept_quiet = Quiet::new(Duration::from_secs(10));
+    let mut full_quiet = Quiet::new(Duration::from_secs(10));
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if !paused => match accepted {
                 Ok((stream, _)) => {
-                    clients.spawn(client(d.clone(), stream, spawn_tx.clone()));
+                    pause_for = Duration::ZERO;
+                    if clients.len() >= max_clients {
+                        let let_go = d.let_go_oldest_silent();
+                        if let Some(kept) = full_quiet.say() {
+                            warn!(max_clients, kept, "serve holds as many clients as it may; {}",
+                                  if let_go { "the oldest that sent nothing is let go" } else { "a new one is refused" });
+                        }
+                        if !let_go {
+                            refuse(&stream, max_clients);
+                            continue;
+                        }
+                    }
+                    next_client += 1;
+                    let go = Arc::new(Notify::new());
+                    d.waiting().push_back((next_client, go.clone()));
+                    clients.spawn(client(d.clone(), stream, spawn_tx.clone(), next_client, go));
                 }
-                Err(e) => warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    if sock::out_of_descriptors(&e) {
+                        d.let_go_oldest_silent();
+                        pause_for = (pause_for * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                        pause.as_mut().reset(tokio::time::Instant::now() + pause_for);
+                        paused = true;
+                    }
+                    if let Some(kept) = accept_quiet.say() {
+                        warn!(error = %e, kept, pause_ms = pause_for.as_millis() as u64, "accept failed");
+                    }
+                }
             },
+            () = &mut pause, if paused => paused = false,
             // Actors started on demand (a turn for a new session) are supervised from here,
             // the main thread.
             Some(i) = spawn_rx.recv() => {
@@ -239,6 +310,33 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     Ok(())
 }
 
+/// The soft limit of open descriptors (1024 when it cannot be read).
+fn descriptor_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    #[expect(
+        unsafe_code,
+        reason = "getrlimit writes the struct we pass, which lives on this stack frame"
+    )]
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    }
+}
+
+/// Tells a client serve cannot take that it is busy (without waiting for it) and closes.
+fn refuse(stream: &UnixStream, max_clients: usize) {
+    let e = RuntimeError::Refused {
+        message: format!("serve holds {max_clients} clients already, all of them busy"),
+        hint: "try again in a moment".into(),
+    };
+    let _ = stream.try_write(&wire::line(&Reply::Error(WireError::from(&e))));
+}
+
 fn new_slot(actors_dir: &std::path::Path, n: usize, session: &str, agent: &str) -> Slot {
     Slot {
         session: session.to_owned(),
@@ -248,6 +346,7 @@ fn new_slot(actors_dir: &std::path::Path, n: usize, session: &str, agent: &str) 
         pid: None,
         restarts: 0,
         failures: 0,
+        crashes: VecDeque::new(),
         last_error: None,
         kill_reason: None,
         info: ActorInfo::default(),
@@ -259,284 +358,61 @@ fn new_slot(actors_dir: &std::path::Path, n: usize, session: &str, agent: &str) 
     }
 }
 
-#[expect(
-    unsafe_code,
-    reason = "kill(2) with a pid serve started and a signal number: no memory is touched"
-)]
-fn signal(pid: u32, sig: i32) {
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
-}
-
-/// Starts slot `i`'s actor and keeps it up: restarted when it stops unexpectedly, down
-/// after [`MAX_FAILURES`] consecutive failures until `agents restart`.
-async fn supervise(d: Arc<Daemon>, i: usize) {
-    let mut shutdown = d.shutdown.subscribe();
-    let mut generation = 0u64;
-    loop {
-        if d.shutting_down() {
-            return;
-        }
-        let (session, agent, socket, restart) = {
-            let s = &d.state().slots[i];
-            (
-                s.session.clone(),
-                s.agent.clone(),
-                s.socket.clone(),
-                s.restart.clone(),
-            )
-        };
-        generation += 1;
-        let started = Instant::now();
-        let failure = match start_actor(&d, &session, &agent, &socket, i, generation).await {
-            Err(reason) => Some(reason),
-            Ok(mut child) => {
-                let pid = child.id();
-                {
-                    let mut st = d.state();
-                    let s = &mut st.slots[i];
-                    s.phase = Phase::Up;
-                    s.starts += 1;
-                    s.pid = pid;
-                    s.failures = 0;
-                    s.info = ActorInfo {
-                        pid: pid.unwrap_or(0),
-                        ..ActorInfo::default()
-                    };
-                }
-                d.bump();
-                info!(agent = %agent, session = %session, pid = pid.unwrap_or(0),
-                      ms = started.elapsed().as_millis() as u64, "actor ready");
-                tokio::select! {
-                    status = child.wait() => {
-                        if d.shutting_down() { return; }
-                        let reason = d.state().slots[i].kill_reason.take().unwrap_or_else(|| match status {
-                            Ok(s) => format!("the actor (pid {}) stopped unexpectedly ({s})", pid.unwrap_or(0)),
-                            Err(e) => format!("cannot wait for the actor: {e}"),
-                        });
-                        Some(reason)
-                    }
-                    _ = restart.notified() => {
-                        stop_child(&mut child).await;
-                        let mut st = d.state();
-                        st.slots[i].restarts += 1;
-                        st.slots[i].phase = Phase::Restarting;
-                        st.slots[i].pid = None;
-                        drop(st);
-                        d.bump();
-                        info!(agent = %agent, session = %session, "actor restarting on request");
-                        None
-                    }
-                    _ = shutdown.changed() => {
-                        stop_child(&mut child).await;
-                        return;
-                    }
-                }
-            }
-        };
-        let Some(reason) = failure else { continue };
-        let down = {
-            let mut st = d.state();
-            let s = &mut st.slots[i];
-            s.failures += 1;
-            s.pid = None;
-            s.last_error = Some(reason.clone());
-            if s.failures >= MAX_FAILURES {
-                s.phase = Phase::Down;
-                true
-            } else {
-                s.phase = Phase::Restarting;
-                false
-            }
-        };
-        d.bump();
-        if down {
-            error!(agent = %agent, session = %session, failures = MAX_FAILURES, error = %reason,
-                   "agent down until `axocoatl agents restart`");
-            tokio::select! {
-                _ = restart.notified() => {
-                    let mut st = d.state();
-                    st.slots[i].failures = 0;
-                    st.slots[i].restarts += 1;
-                    st.slots[i].phase = Phase::Restarting;
-                }
-                _ = shutdown.changed() => return,
-            }
-            d.bump();
-            continue;
-        }
-        let failures = d.state().slots[i].failures;
-        warn!(agent = %agent, session = %session, failures, error = %reason, "actor failed; restarting");
-        let backoff = Duration::from_millis(100 << failures.min(4));
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            _ = shutdown.changed() => return,
-        }
-        d.state().slots[i].restarts += 1;
-    }
-}
-
-/// SIGTERM (its active turns end `stopped`), then SIGKILL after 4 s.
-async fn stop_child(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        signal(pid, libc::SIGTERM);
-    }
-    if tokio::time::timeout(Duration::from_secs(4), child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-    }
-}
-
-/// Starts an actor process and waits for its `ready`; the reason when it does not come.
-async fn start_actor(
-    d: &Daemon,
-    session: &str,
-    agent: &str,
-    socket: &std::path::Path,
-    n: usize,
-    generation: u64,
-) -> std::result::Result<Child, String> {
-    let config = serde_json::to_vec(&d.state().config)
-        .map_err(|e| format!("cannot encode the configuration: {e}"))?;
-    let mut cmd = Command::new(&d.opts.exe);
-    cmd.arg("--repo")
-        .arg(d.ws.repo().root())
-        .arg("--config")
-        .arg(d.ws.config_path())
-        .args(["util", "actor", "--session", session, "--agent", agent])
-        .arg("--socket")
-        .arg(socket)
-        .arg("--parent")
-        .arg(std::process::id().to_string())
-        .arg("--log-format")
-        .arg(if d.opts.log_json { "json" } else { "text" })
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true);
-    if let Some(seed) = std::env::var_os(crate::ids::SEED_ENV) {
-        // Reproducible ids (tests), distinct per actor process.
-        let mut seed = seed;
-        seed.push(format!("-actor{n}-{generation}"));
-        cmd.env(crate::ids::SEED_ENV, seed);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", d.opts.exe.display()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&config).await;
-        let _ = stdin.write_all(b"\n").await;
-    }
-    let Some(stdout) = child.stdout.take() else {
-        return Err("the actor has no stdout".into());
-    };
-    let mut line = String::new();
-    let mut reader = BufReader::new(stdout);
-    let read = tokio::time::timeout(Duration::from_secs(120), reader.read_line(&mut line)).await;
-    match read {
-        Ok(Ok(_)) if line.trim() == "ready" => Ok(child),
-        Ok(Ok(_)) if line.starts_with("error ") => {
-            let _ = child.wait().await;
-            Err(serde_json::from_str::<WireError>(&line["error ".len()..])
-                .map(|e| {
-                    let mut text = e.message;
-                    for c in e.causes {
-                        text.push_str(": ");
-                        text.push_str(&c);
-                    }
-                    text
-                })
-                .unwrap_or_else(|_| line.trim().to_owned()))
-        }
-        Ok(_) => {
-            let status = child.wait().await;
-            Err(match status {
-                Ok(s) => format!("the actor ended before it was ready ({s})"),
-                Err(e) => format!("the actor ended before it was ready: {e}"),
-            })
-        }
-        Err(_) => {
-            let _ = child.start_kill();
-            Err("the actor was not ready within 120 s".into())
-        }
-    }
-}
-
-/// Sends `req` to an actor and reads its one-line answer.
-async fn ask(socket: &std::path::Path, req: &Request) -> std::io::Result<Reply> {
-    let mut stream = UnixStream::connect(socket).await?;
-    stream.write_all(&wire::line(req)).await?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).await?;
-    serde_json::from_str(&line).map_err(std::io::Error::other)
-}
-
-/// Every [`LIVENESS_EVERY`]: each actor that is up must answer a ping within 3 s, or it is
-/// killed (and restarted by its supervisor, which records why).
-async fn liveness(d: Arc<Daemon>) {
-    let mut every = tokio::time::interval(LIVENESS_EVERY);
-    loop {
-        every.tick().await;
-        let up: Vec<(usize, PathBuf, Option<u32>)> = d
-            .state()
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.phase == Phase::Up)
-            .map(|(i, s)| (i, s.socket.clone(), s.pid))
-            .collect();
-        for (i, socket, pid) in up {
-            match tokio::time::timeout(Duration::from_secs(3), ask(&socket, &Request::Ping)).await {
-                Ok(Ok(Reply::Pong(info))) => d.state().slots[i].info = info,
-                other => {
-                    let detail = match other {
-                        Ok(Err(e)) => e.to_string(),
-                        Err(_) => "no answer within 3 s".into(),
-                        Ok(Ok(r)) => format!("an unexpected answer {r:?}"),
-                    };
-                    let still =
-                        d.state().slots[i].phase == Phase::Up && d.state().slots[i].pid == pid;
-                    if let (true, Some(pid)) = (still, pid) {
-                        warn!(pid, error = %detail, "actor failed its liveness check; killing it");
-                        d.state().slots[i].kill_reason = Some(format!(
-                            "the actor (pid {pid}) failed its liveness check: {detail}"
-                        ));
-                        signal(pid, libc::SIGKILL);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// One client connection: one request, answered.
+/// One client connection: one request line (within [`REQUEST_WITHIN`], of at most
+/// [`sock::LINE_LIMIT`] bytes), answered. `go` lets it go before it sent its request.
 async fn client(
     d: Arc<Daemon>,
     stream: UnixStream,
     spawn: tokio::sync::mpsc::UnboundedSender<usize>,
+    id: u64,
+    go: Arc<Notify>,
 ) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let mut line = String::new();
-    if reader.read_line(&mut line).await.is_err() {
-        return;
-    }
-    let reply = match serde_json::from_str::<Request>(&line) {
-        Ok(Request::Send(w)) => match route(&d, w, &spawn, &mut write).await {
-            Ok(()) => return,
+    let mut line = Vec::new();
+    let read = tokio::select! {
+        r = sock::read_line(&mut reader, &mut line, sock::LINE_LIMIT) => Some(r),
+        () = tokio::time::sleep(REQUEST_WITHIN) => None,
+        () = go.notified() => None,
+    };
+    d.waiting().retain(|(n, _)| *n != id);
+    let reply = match read {
+        // Silent for too long, or let go for a newer client: closed without a word (it
+        // may not read either).
+        None | Some(Err(_)) => return,
+        Some(Ok(Line::End)) if line.is_empty() => return,
+        Some(Ok(Line::TooLong)) => {
+            let _ = write
+                .write_all(&wire::line(&Reply::Error(WireError::from(
+                    &sock::too_long(),
+                ))))
+                .await;
+            return;
+        }
+        Some(Ok(Line::Whole | Line::End)) => request(&d, &line, &spawn, &mut write).await,
+    };
+    let Some(reply) = reply else { return };
+    let _ = write.write_all(&wire::line(&reply)).await;
+}
+
+/// Answers one request line; `None` when a turn's answer was copied to the client already.
+async fn request(
+    d: &Arc<Daemon>,
+    line: &[u8],
+    spawn: &tokio::sync::mpsc::UnboundedSender<usize>,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) -> Option<Reply> {
+    Some(match serde_json::from_slice::<Request>(line) {
+        Ok(Request::Send(w)) => match route(d, w, spawn, write).await {
+            Ok(()) => return None,
             Err(e) => Reply::Error(WireError::from(&e)),
         },
-        Ok(req) => answer(&d, req, &spawn).await,
+        Ok(req) => answer(d, req, spawn).await,
         Err(e) => Reply::Error(WireError::from(&RuntimeError::Invalid {
             message: format!("a request that does not parse: {e}"),
             hint: "the client and serve must be the same axocoatl build".into(),
         })),
-    };
-    let _ = write.write_all(&wire::line(&reply)).await;
+    })
 }
 
 /// The slot of (session, agent), made (and its actor started) when there is none.
@@ -604,7 +480,7 @@ async fn route(
             });
         }
     };
-    let mut actor = UnixStream::connect(&socket)
+    let mut actor = sock::connect(&socket)
         .await
         .map_err(RuntimeError::io("connect to", &socket))?;
     actor
@@ -627,9 +503,11 @@ async fn answer(
     spawn: &tokio::sync::mpsc::UnboundedSender<usize>,
 ) -> Reply {
     let result = match req {
+        // Each opens the repository afresh: a ledger handle whose sync failed refuses
+        // appends until the repository is opened again (see `Ledger::poisoned`).
         Request::Stop { turn } => {
-            let ws = d.ws.clone();
-            blocking(move || crate::control::stop(&ws, &turn))
+            let locator = d.opts.locator.clone();
+            blocking(move || crate::control::stop(&Workspace::open(&locator)?, &turn))
                 .await
                 .map(|a| Reply::Stopped {
                     turn: a.turn,
@@ -637,10 +515,10 @@ async fn answer(
                 })
         }
         Request::Rewind { turn, session } => {
-            let ws = d.ws.clone();
+            let ws = d.workspace();
             let config = d.state().config.clone();
             blocking(move || {
-                crate::rewind::rewind(ws.repo(), Some(&config), &turn, session.as_deref())
+                crate::rewind::rewind(ws?.repo(), Some(&config), &turn, session.as_deref())
             })
             .await
             .map(|o| Reply::Rewound(WireRewind::from(o)))
@@ -700,7 +578,10 @@ async fn restart(
             .enumerate()
             .filter(|(_, s)| s.agent == agent)
         {
+            // A restart asked for starts the count again, and forgets why it was down.
             s.failures = 0;
+            s.crashes.clear();
+            s.last_error = None;
             s.restart.notify_one();
             if s.phase == Phase::Up {
                 waiting.push((i, s.starts));
@@ -788,6 +669,7 @@ async fn status(d: &Arc<Daemon>, agent: Option<&str>) -> Result<StatusReport> {
     }
     let ws = d.ws.clone();
     let schedule = blocking(move || automation::status(&ws, clock::now(), 1)).await?;
+    let last = last_turns(d, agent).await;
     let st = d.state();
     let actors = st
         .slots
@@ -807,7 +689,10 @@ async fn status(d: &Arc<Daemon>, agent: Option<&str>) -> Result<StatusReport> {
             pid: s.pid,
             restarts: s.restarts,
             last_error: s.last_error.clone(),
-            last_turn: s.info.last_turn.clone(),
+            last_turn: last
+                .get(&(s.session.clone(), s.agent.clone()))
+                .cloned()
+                .or_else(|| s.info.last_turn.clone()),
             mcp_servers: s.info.mcp.clone(),
         })
         .collect();
@@ -824,6 +709,37 @@ async fn status(d: &Arc<Daemon>, agent: Option<&str>) -> Result<StatusReport> {
             })
             .collect(),
         patches: st.patches.clone(),
+    })
+}
+
+/// The newest turn of each (session, agent) of the actors `agent` selects, from the
+/// ledger: turns the actors ran, and those serve ran for them (consolidation passes,
+/// automations) or `automations tick` did. Empty when the ledger cannot be read (the
+/// actors' own account stands).
+async fn last_turns(d: &Daemon, agent: Option<&str>) -> HashMap<(String, String), String> {
+    let mut sessions: Vec<String> = d
+        .state()
+        .slots
+        .iter()
+        .filter(|s| agent.is_none_or(|a| a == s.agent))
+        .map(|s| s.session.clone())
+        .collect();
+    sessions.sort();
+    sessions.dedup();
+    let ws = d.ws.clone();
+    let read = blocking(move || {
+        let mut out = HashMap::new();
+        for session in sessions {
+            let projection = crate::history::project_session(ws.repo(), &session)?;
+            for t in projection.session_turns(&session) {
+                out.insert((session.clone(), t.agent.clone()), t.turn.clone());
+            }
+        }
+        Ok(out)
+    });
+    read.await.unwrap_or_else(|e| {
+        warn!(error = %e, "agents status: cannot read the last turns from the ledger");
+        HashMap::new()
     })
 }
 

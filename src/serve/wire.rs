@@ -54,6 +54,9 @@ pub struct WireSend {
     pub attach_files: Vec<PathBuf>,
     pub retry_of: Option<String>,
     pub wait: bool,
+    /// `send -m/--system/-o` (absent from a client that predates them).
+    #[serde(default)]
+    pub overrides: crate::overrides::Overrides,
 }
 
 impl WireSend {
@@ -81,6 +84,7 @@ impl WireSend {
                 .collect(),
             retry_of: opts.retry_of.clone(),
             wait: opts.wait,
+            overrides: opts.overrides.clone(),
         })
     }
 
@@ -99,6 +103,7 @@ impl WireSend {
             retry_of: self.retry_of,
             wait: self.wait,
             origin: None,
+            overrides: self.overrides,
         }
     }
 }

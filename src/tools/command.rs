@@ -138,7 +138,7 @@ fn confinement(
             if repo.starts_with(workspace) && repo.is_dir() {
                 protected.push(repo);
             }
-            protected.extend(cx.root.config_inside());
+            protected.extend(cx.root.read_only_for_commands());
             Some(sandbox::confine(&[workspace, tmp], &protected))
         }
     };

@@ -1,11 +1,12 @@
 //! The file tools: read_file, list_dir, write_file, edit_file.
 
-use std::io::Read;
-use std::path::Path;
+use std::io::{Read, Seek, Write};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::beneath::Want;
+use super::path::{OpenError, Target};
 use super::registry::Handler;
 use super::{Context, ToolOutput};
 use crate::config::SandboxMode;
@@ -31,12 +32,13 @@ pub struct ReadFile {
 
 impl Handler for ReadFile {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
-        let path = match cx.root.resolve(&self.path) {
-            Ok(p) => p,
-            Err(e) => return ToolOutput::err(e),
-        };
-        let bytes = match read_text_file(&path, &self.path) {
-            Ok(b) => b,
+        let bytes = match cx
+            .root
+            .open(&self.path, Want::Read)
+            .map_err(|e| open_message(&self.path, e, "read_file"))
+            .and_then(|t| read_text(t, &self.path))
+        {
+            Ok(b) => b.1,
             Err(e) => return ToolOutput::err(e),
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -70,20 +72,19 @@ impl Handler for ReadFile {
     }
 }
 
-fn read_text_file(path: &Path, shown: &str) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| io_message(shown, &e))?;
-    if meta.is_dir() {
-        return Err(format!("{shown} is a directory; use list_dir"));
-    }
-    if meta.len() > READ_LIMIT {
+/// The whole text of an opened regular file (and the file, positioned at its end).
+fn read_text(target: Target, shown: &str) -> Result<(std::fs::File, Vec<u8>), String> {
+    let len = target.opened.len;
+    if len > READ_LIMIT {
         return Err(format!(
-            "{shown} is {} bytes, more than read_file reads ({READ_LIMIT}); use grep, or run_command with head/tail",
-            meta.len()
+            "{shown} is {len} bytes, more than read_file reads ({READ_LIMIT}); use grep, or run_command with head/tail",
         ));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(READ_LIMIT).read_to_end(&mut bytes))
+    let mut file = target.opened.into_file();
+    let mut bytes = Vec::with_capacity(len as usize);
+    (&mut file)
+        .take(READ_LIMIT)
+        .read_to_end(&mut bytes)
         .map_err(|e| io_message(shown, &e))?;
     if bytes[..bytes.len().min(SNIFF)].contains(&0) {
         return Err(format!(
@@ -91,13 +92,36 @@ fn read_text_file(path: &Path, shown: &str) -> Result<Vec<u8>, String> {
             bytes.len()
         ));
     }
-    Ok(bytes)
+    Ok((file, bytes))
 }
 
 fn io_message(shown: &str, e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => format!("{shown}: no such file or directory"),
         _ => format!("{shown}: {e}"),
+    }
+}
+
+/// What `tool` tells the model when `shown` could not be opened.
+fn open_message(shown: &str, e: OpenError, tool: &str) -> String {
+    match e {
+        OpenError::Refused(why) => why,
+        OpenError::NotFound => format!("{shown}: no such file or directory"),
+        OpenError::IsDir if tool == "read_file" => format!("{shown} is a directory; use list_dir"),
+        OpenError::IsDir => format!("{shown} is a directory"),
+        OpenError::NotDir => format!("{shown} is a file; use read_file"),
+        OpenError::Special(what) if tool == "list_dir" => {
+            format!("{shown} is {what}, not a directory")
+        }
+        OpenError::Special(what) => format!(
+            "{shown} is {what}, not a regular file; {tool} {} regular files only",
+            if tool == "read_file" {
+                "reads"
+            } else {
+                "changes"
+            }
+        ),
+        OpenError::Io(e) => io_message(shown, &e),
     }
 }
 
@@ -113,25 +137,22 @@ pub struct ListDir {
 impl Handler for ListDir {
     fn run(self, cx: &Context<'_>) -> ToolOutput {
         let shown = self.path.as_deref().unwrap_or(".");
-        let path = match cx.root.resolve(shown) {
-            Ok(p) => p,
-            Err(e) => return ToolOutput::err(e),
+        let dir = match cx.root.open(shown, Want::Dir) {
+            Ok(t) => t.opened,
+            Err(e) => return ToolOutput::err(open_message(shown, e, "list_dir")),
         };
-        let entries = match std::fs::read_dir(&path) {
+        let entries = match super::beneath::entries(std::os::fd::AsFd::as_fd(&dir.fd)) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-                return ToolOutput::err(format!("{shown} is a file; use read_file"))
-            }
             Err(e) => return ToolOutput::err(io_message(shown, &e)),
         };
         let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name() != axocoatl_store::layout::REPO_DIR)
-            .map(|e| {
-                let mut name = e.file_name().to_string_lossy().into_owned();
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
+            .into_iter()
+            .filter(|(name, _)| name != axocoatl_store::layout::REPO_DIR)
+            .map(|(name, t)| {
+                let mut name = name.to_string_lossy().into_owned();
+                if t == rustix::fs::FileType::Directory {
                     name.push('/');
-                } else if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                } else if t == rustix::fs::FileType::Symlink {
                     name.push('@');
                 }
                 name
@@ -168,28 +189,31 @@ impl Handler for WriteFile {
         if let Some(refused) = refuse_read_only(cx, "write_file") {
             return refused;
         }
-        let path = match cx.root.resolve_for_write(&self.path) {
-            Ok(p) => p,
-            Err(e) => return ToolOutput::err(e),
+        let target = match cx.root.open(&self.path, Want::Write) {
+            Ok(t) => t,
+            Err(e) => return ToolOutput::err(open_message(&self.path, e, "write_file")),
         };
-        if path.is_dir() {
-            return ToolOutput::err(format!("{} is a directory", self.path));
-        }
-        let created = !path.exists();
-        let result = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, &self.content));
-        match result {
+        let created = target.opened.created;
+        let shown = cx.root.display(&target.path);
+        let mut file = target.opened.into_file();
+        let before = (!created).then(|| super::diff::read_before(&mut file));
+        let out = match replace_content(&mut file, self.content.as_bytes()) {
             Ok(()) => ToolOutput::ok(format!(
-                "{} {} ({} bytes)",
+                "{} {shown} ({} bytes)",
                 if created { "created" } else { "wrote" },
-                cx.root.display(&path),
                 self.content.len()
             )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        super::diff::attach(out, &shown, before.as_ref(), &self.content)
     }
+}
+
+/// Replaces the whole content of an opened file in place (its inode, owner and mode stay).
+fn replace_content(file: &mut std::fs::File, content: &[u8]) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(content)
 }
 
 /// Arguments of `edit_file`.
@@ -212,14 +236,15 @@ impl Handler for EditFile {
         if let Some(refused) = refuse_read_only(cx, "edit_file") {
             return refused;
         }
-        let path = match cx.root.resolve_for_write(&self.path) {
-            Ok(p) => p,
-            Err(e) => return ToolOutput::err(e),
+        let target = match cx.root.open(&self.path, Want::ReadWrite) {
+            Ok(t) => t,
+            Err(e) => return ToolOutput::err(open_message(&self.path, e, "edit_file")),
         };
         if self.old.is_empty() {
             return ToolOutput::err("`old` is empty; give the exact text to replace");
         }
-        let bytes = match read_text_file(&path, &self.path) {
+        let shown = cx.root.display(&target.path);
+        let (mut file, bytes) = match read_text(target, &self.path) {
             Ok(b) => b,
             Err(e) => return ToolOutput::err(e),
         };
@@ -244,14 +269,15 @@ impl Handler for EditFile {
             ));
         }
         let new = text.replace(self.old.as_str(), &self.new);
-        match std::fs::write(&path, new) {
+        let out = match replace_content(&mut file, new.as_bytes()) {
             Ok(()) => ToolOutput::ok(format!(
-                "replaced {count} occurrence{} in {}",
+                "replaced {count} occurrence{} in {shown}",
                 if count == 1 { "" } else { "s" },
-                cx.root.display(&path)
             )),
             Err(e) => ToolOutput::err(io_message(&self.path, &e)),
-        }
+        };
+        let before = super::diff::Before::Text(text.into_bytes());
+        super::diff::attach(out, &shown, Some(&before), &new)
     }
 }
 
@@ -322,7 +348,9 @@ mod tests {
             "edit_file",
             json!({"path": "d/n.txt", "old": "x = 1", "new": "y", "replace_all": true}),
         );
-        assert_eq!(all.text, "replaced 2 occurrences in d/n.txt");
+        assert!(all
+            .text
+            .starts_with("replaced 2 occurrences in d/n.txt\n--- a/"));
         assert_eq!(f.read("d/n.txt"), "y\ny\n");
         let none = f.call(
             "edit_file",
@@ -356,5 +384,193 @@ mod tests {
             );
         }
         assert_eq!(f.read("a.txt"), "a");
+    }
+
+    /// A FIFO (or any special file) is refused at once by every file tool, never opened for
+    /// reading or writing: opening one could block the turn for good.
+    #[test]
+    fn fifos_are_refused_without_blocking() {
+        let f = Fixture::new(crate::config::SandboxMode::WorkspaceWrite);
+        let dir = f.root.dir().to_path_buf();
+        for fifo in ["pipe", "sub/pipe", ".gitignore", "sub/.ignore"] {
+            std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                dir.join(fifo),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_bits_truncate(0o600),
+                0,
+            )
+            .expect("mkfifo");
+        }
+        f.write("sub/a.txt", "hay\n");
+        for (tool, args, says) in [
+            (
+                "read_file",
+                json!({"path": "pipe"}),
+                "pipe is a FIFO, not a regular file; read_file reads regular files only",
+            ),
+            (
+                "write_file",
+                json!({"path": "pipe", "content": "x"}),
+                "pipe is a FIFO, not a regular file; write_file changes regular files only",
+            ),
+            (
+                "edit_file",
+                json!({"path": "sub/pipe", "old": "a", "new": "b"}),
+                "sub/pipe is a FIFO, not a regular file; edit_file changes regular files only",
+            ),
+            (
+                "list_dir",
+                json!({"path": "pipe"}),
+                "pipe is a FIFO, not a directory",
+            ),
+            (
+                "grep",
+                json!({"pattern": "x", "path": "pipe"}),
+                "pipe is a FIFO; grep searches regular files",
+            ),
+        ] {
+            let out = f.call(tool, args);
+            assert!(out.is_error, "{tool}: {}", out.text);
+            assert_eq!(out.text, says, "{tool}");
+        }
+        // Walks skip FIFOs, and FIFOs named like ignore files are not read.
+        assert_eq!(
+            f.call("grep", json!({"pattern": "hay"})).text,
+            "sub/a.txt:1:hay"
+        );
+        assert_eq!(
+            f.call("find_files", json!({"pattern": "*"})).text,
+            "sub/a.txt"
+        );
+        assert_eq!(
+            f.call("list_dir", json!({"path": "sub"})).text,
+            ".ignore\na.txt\npipe"
+        );
+    }
+
+    /// A command of the agent swaps a directory of the workspace with a symlink to outside
+    /// (or to the repository) while the file tools run: no tool reads, lists or writes
+    /// anything there.
+    #[test]
+    fn racing_symlink_swaps_never_lead_a_tool_out_of_the_workspace() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let f = Fixture::new(crate::config::SandboxMode::WorkspaceWrite);
+        let ws = f.root.dir().to_path_buf();
+        let outside = ws.parent().expect("parent").join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join("f.txt"), "SECRET\n").expect("write");
+        std::fs::write(outside.join("format"), "SECRET\n").expect("write");
+        std::fs::write(outside.join("only-outside.txt"), "SECRET\n").expect("write");
+        let repo = f.root.repo().to_path_buf();
+        let before = [tree(&outside), tree(&repo)];
+        let (mut calls, mut refused) = (0, 0);
+        for target in [&outside, &repo] {
+            f.write("d/f.txt", "inside\n");
+            f.write("d/format", "inside\n");
+            std::os::unix::fs::symlink(target, ws.join("s")).expect("symlink");
+            let (d, s) = (ws.join("d"), ws.join("s"));
+            let stop = AtomicBool::new(false);
+            let swaps = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                        let _ = rustix::fs::renameat_with(
+                            rustix::fs::CWD,
+                            &d,
+                            rustix::fs::CWD,
+                            &s,
+                            rustix::fs::RenameFlags::EXCHANGE,
+                        );
+                    }
+                });
+                while swaps.load(Ordering::Relaxed) < 100 {
+                    std::thread::yield_now();
+                }
+                // A failed check must still stop the racer, or the scope never ends.
+                let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    for i in 0..50 {
+                        for file in ["d/f.txt", "d/format"] {
+                            let out = f.call("read_file", json!({"path": file}));
+                            refused += usize::from(out.is_error);
+                            assert!(
+                                out.is_error || out.text == "inside\n" || out.text == "written",
+                                "{file} read elsewhere: {}",
+                                out.text
+                            );
+                        }
+                        let out = f.call("list_dir", json!({"path": "d"}));
+                        assert!(
+                            !out.text.contains("only-outside") && !out.text.contains("HEAD"),
+                            "listed elsewhere: {}",
+                            out.text
+                        );
+                        let out = f.call("grep", json!({"pattern": "SECRET|HEAD", "path": "d"}));
+                        assert!(
+                            out.is_error || out.text.starts_with("no matches"),
+                            "grep elsewhere: {}",
+                            out.text
+                        );
+                        let out = f.call("find_files", json!({"pattern": "**/*"}));
+                        assert!(
+                            !out.text.contains("only-outside") && !out.text.contains("HEAD"),
+                            "found elsewhere: {}",
+                            out.text
+                        );
+                        f.call(
+                            "write_file",
+                            json!({"path": format!("d/w{i}.txt"), "content": "written"}),
+                        );
+                        f.call(
+                            "write_file",
+                            json!({"path": "d/format", "content": "written"}),
+                        );
+                        f.call(
+                            "edit_file",
+                            json!({"path": "d/f.txt", "old": "inside", "new": "inside"}),
+                        );
+                        calls += 9;
+                    }
+                }));
+                stop.store(true, Ordering::Relaxed);
+                if let Err(panic) = checks {
+                    std::panic::resume_unwind(panic);
+                }
+            });
+            std::fs::remove_file(ws.join("s"))
+                .or_else(|_| std::fs::remove_file(ws.join("d")))
+                .expect("the symlink");
+            let _ = std::fs::remove_dir_all(ws.join("d"));
+            let _ = std::fs::remove_dir_all(ws.join("s"));
+        }
+        assert!(calls >= 300);
+        // The racer did swap while the tools ran: some reads met a symlink and were refused.
+        assert!(refused > 0, "no read ever met a swapped directory");
+        assert_eq!(tree(&outside), before[0], "nothing outside was written");
+        assert_eq!(
+            tree(&repo),
+            before[1],
+            "nothing in the repository was written"
+        );
+    }
+
+    /// Every file under `dir` with its content, in path order.
+    fn tree(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+                let p = e.path();
+                if e.file_type().expect("type").is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+                }
+            }
+        }
+        out.sort();
+        out
     }
 }

@@ -8,7 +8,9 @@
 //! a path outside the workspace, or a write in a read-only sandbox is an error result for
 //! the model (recorded like any other result), never a failure of the turn.
 
+mod beneath;
 mod command;
+pub mod diff;
 mod fs;
 mod memory;
 mod mountns;
@@ -17,6 +19,7 @@ pub mod registry;
 pub mod sandbox;
 mod schema;
 mod search;
+mod walk;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -54,10 +54,14 @@ impl ToolSpec {
 
 fn call<A: Handler>(cx: &Context<'_>, args: Value) -> ToolOutput {
     // Some models send no arguments at all for a tool whose arguments are all optional.
-    let args = if args.is_null() {
-        Value::Object(Default::default())
-    } else {
-        args
+    let args = match args {
+        Value::Null => Value::Object(Default::default()),
+        // What a provider could not parse as JSON arrives as its text.
+        Value::String(text) => match crate::catalog::arguments_not_json(&text) {
+            Some(why) => return ToolOutput::err(why),
+            None => Value::String(text),
+        },
+        args => args,
     };
     match serde_json::from_value::<A>(args) {
         Ok(a) => a.run(cx),

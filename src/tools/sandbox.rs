@@ -168,7 +168,7 @@ impl Confinement {
 pub fn confine(writable: &[&Path], read_only: &[&Path]) -> Result<Confinement, String> {
     let mut c = confine_with(Support::probe(), writable)?;
     if !read_only.is_empty() {
-        c.read_only = Some(ReadOnlyBinds::new(read_only)?);
+        c.read_only = Some(ReadOnlyBinds::new(writable, read_only)?);
     }
     Ok(c)
 }

@@ -1,38 +1,32 @@
-//! find_files and grep, with ripgrep's own crates: the `ignore` walker (honours .gitignore,
-//! .ignore and global git excludes, also outside a git repository), `globset`, and
-//! `grep-searcher` (binary detection, line numbers) with `grep-regex`.
-
-use std::path::{Path, PathBuf};
+//! find_files and grep, with ripgrep's own crates: the `ignore` matchers (`.gitignore`,
+//! `.ignore` and global git excludes, also outside a git repository) in a walk by
+//! descriptors (`walk.rs`), `globset`, and `grep-searcher` (binary detection, line numbers)
+//! with `grep-regex`.
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{sinks, BinaryDetection, SearcherBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::path::Root;
+use super::beneath::{self, Want};
+use super::path::OpenError;
 use super::registry::Handler;
-use super::{Context, ToolOutput};
+use super::{walk, Context, ToolOutput};
 
 /// Paths find_files lists, and lines grep prints, before it stops with a note.
 const MAX_RESULTS: usize = 1000;
 /// A matching line is cut to this many characters.
 const MAX_LINE: usize = 400;
 
-/// The files under `start` (a file or a directory), skipping ignored files, repositories and
-/// `.git`, in path order.
-fn walk(root: &Root, start: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ignore::WalkBuilder::new(start)
-        .hidden(false)
-        .require_git(false)
-        .filter_entry(|e| !Root::skipped_name(e.file_name()))
-        .build()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-        .map(ignore::DirEntry::into_path)
-        .filter(|p| p.starts_with(root.dir()))
-        .collect();
-    files.sort_unstable();
-    files
+/// Why a walk from `shown` did not start.
+fn walk_message(cx: &Context<'_>, shown: &str, e: beneath::Refusal) -> String {
+    match cx.root.refusal(shown, e) {
+        OpenError::Refused(why) => why,
+        OpenError::NotFound => format!("{shown}: no such file or directory"),
+        OpenError::Special(what) => format!("{shown} is {what}; grep searches regular files"),
+        OpenError::IsDir | OpenError::NotDir => format!("{shown}: not a file or directory"),
+        OpenError::Io(e) => format!("{shown}: {e}"),
+    }
 }
 
 fn more_note(shown: usize, total: usize, what: &str) -> String {
@@ -57,11 +51,16 @@ impl Handler for FindFiles {
             Err(e) => return ToolOutput::err(format!("invalid glob {:?}: {e}", self.pattern)),
         };
         let root = cx.root;
-        let found: Vec<String> = walk(root, root.dir())
-            .iter()
-            .map(|p| root.display(p))
-            .filter(|rel| glob.is_match(rel))
-            .collect();
+        let mut found: Vec<String> = Vec::new();
+        let walked = walk::files(root, root.dir(), &mut |rel, _, _| {
+            let rel = rel.to_string_lossy();
+            if glob.is_match(rel.as_ref()) {
+                found.push(rel.into_owned());
+            }
+        });
+        if let Err(e) = walked {
+            return ToolOutput::err(walk_message(cx, ".", e));
+        }
         if found.is_empty() {
             return ToolOutput::ok(format!("no files match {:?}", self.pattern));
         }
@@ -106,27 +105,26 @@ impl Handler for Grep {
             }
         };
         let root = cx.root;
-        let start = match root.resolve(self.path.as_deref().unwrap_or(".")) {
+        let shown = self.path.as_deref().unwrap_or(".");
+        let start = match root.resolve(shown) {
             Ok(p) => p,
             Err(e) => return ToolOutput::err(e),
         };
-        if !start.exists() {
-            return ToolOutput::err(format!(
-                "{}: no such file or directory",
-                self.path.as_deref().unwrap_or(".")
-            ));
-        }
         let mut searcher = SearcherBuilder::new()
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
             .build();
         let mut lines = Vec::new();
         let mut total = 0usize;
-        for file in walk(root, &start) {
-            let rel = root.display(&file);
-            let _ = searcher.search_path(
+        let walked = walk::files(root, &start, &mut |rel, dir, name| {
+            // Opened like read_file opens: never through a symlink, never a FIFO.
+            let Ok(file) = beneath::open_last(dir, name, Want::Read) else {
+                return;
+            };
+            let rel = rel.display();
+            let _ = searcher.search_file(
                 &matcher,
-                &file,
+                &file.into_file(),
                 sinks::Lossy(|n, line| {
                     total += 1;
                     if lines.len() < MAX_RESULTS {
@@ -138,6 +136,9 @@ impl Handler for Grep {
                     Ok(true)
                 }),
             );
+        });
+        if let Err(e) = walked {
+            return ToolOutput::err(walk_message(cx, shown, e));
         }
         if lines.is_empty() {
             return ToolOutput::ok(format!("no matches for {:?}", self.pattern));
@@ -194,5 +195,46 @@ mod tests {
             f.call("grep", json!({"pattern": "x", "path": "../"}))
                 .is_error
         );
+    }
+
+    /// The walk by descriptors honours what ripgrep's walker honoured: ignore files of the
+    /// directories walked and of those above the start, `.ignore` before `.gitignore`, and
+    /// `.git/info/exclude`; it never follows a symlink, even to a directory inside.
+    #[test]
+    fn ignore_files_apply_as_ripgrep_applies_them() {
+        let f = Fixture::new(SandboxMode::ReadOnly);
+        f.write(".gitignore", "*.log\nbuild/\n");
+        f.write(".ignore", "!keep.log\n");
+        f.write(".git/info/exclude", "secret.txt\n");
+        f.write("src/.gitignore", "gen.rs\n");
+        for file in [
+            "a.log",
+            "keep.log",
+            "secret.txt",
+            "build/x.rs",
+            "src/build/y.rs",
+            "src/gen.rs",
+            "src/lib.rs",
+            "src/deep/gen.rs",
+            "other/gen.rs",
+        ] {
+            f.write(file, "needle\n");
+        }
+        std::os::unix::fs::symlink("src", f.root.dir().join("link")).expect("symlink");
+        let out = f.call("find_files", json!({"pattern": "*"}));
+        assert_eq!(
+            out.text,
+            ".gitignore\n.ignore\nkeep.log\nother/gen.rs\nsrc/.gitignore\nsrc/lib.rs"
+        );
+        let out = f.call("grep", json!({"pattern": "needle", "path": "src"}));
+        assert_eq!(out.text, "src/lib.rs:1:needle");
+        // A file named explicitly is searched whatever the ignore files say.
+        let out = f.call("grep", json!({"pattern": "needle", "path": "src/gen.rs"}));
+        assert_eq!(out.text, "src/gen.rs:1:needle");
+        // A symlink named explicitly is resolved inside the workspace, as read_file does.
+        let out = f.call("grep", json!({"pattern": "needle", "path": "link/lib.rs"}));
+        assert_eq!(out.text, "src/lib.rs:1:needle");
+        let out = f.call("grep", json!({"pattern": "x", "path": "nope"}));
+        assert_eq!(out.text, "nope: no such file or directory");
     }
 }

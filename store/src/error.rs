@@ -63,9 +63,24 @@ pub enum Error {
         found: u64,
         supported: u32,
     },
+    /// An fdatasync of the ledger failed earlier in this process: the kernel may have dropped
+    /// the pages it could not write and marked them clean, so a later sync through the same
+    /// descriptor could report success for records that are not on disk (as fjall and
+    /// PostgreSQL, the handle is poisoned: every later append fails until the repository is
+    /// opened again).
+    #[error("appends to the ledger {} are refused: an earlier sync of it failed ({cause}), so records written since may not be on disk; reopen the repository (run the command again, or restart the process that holds it)", path.display())]
+    Poisoned { path: PathBuf, cause: String },
     /// `HEAD` names the current session; the message says how to rewrite it.
     #[error("{}: {reason}; it names the current session: `axocoatl fsck --repair` sets it to `main`, then `axocoatl sessions switch NAME` picks another", path.display())]
     BadHead { path: PathBuf, reason: String },
+    /// The session name map (renamed and removed sessions) does not parse: never read as
+    /// empty, which would bring removed sessions back and lose renames.
+    #[error("{}:{line}: {reason}; it lists renamed and removed sessions: fix or restore that line", path.display())]
+    BadNames {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
 }
 
 impl Error {

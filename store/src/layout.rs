@@ -11,6 +11,11 @@ pub const FORMAT_MAGIC: &str = "axocoatl repository";
 /// The repository format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEAD_FILE: &str = "HEAD";
+/// Renamed and removed sessions (`crate::names`); absent until the first rename or removal.
+pub const NAMES_FILE: &str = "session-names";
+pub const NAMES_LOCK: &str = "run/session-names.lock";
+/// Keeps git from listing the repository as untracked: written by `init`, restored on open.
+pub const GITIGNORE_FILE: &str = ".gitignore";
 pub const DEFAULT_SESSION: &str = "main";
 pub const LEDGER_DIR: &str = "ledger/v1";
 pub const LEDGER_INDEX_DIR: &str = "ledger/v1/index";

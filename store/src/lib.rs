@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod legacy;
 pub mod lock;
 pub mod memory;
+pub mod names;
 pub mod objects;
 pub mod repo;
 pub mod semantic;

@@ -4,7 +4,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
-use crate::layout::{self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, HEAD_FILE, REPO_DIR};
+use crate::layout::{
+    self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, GITIGNORE_FILE, HEAD_FILE, REPO_DIR,
+};
 use crate::ledger::{Ledger, DEFAULT_SEGMENT_LIMIT};
 use crate::objects::Objects;
 use crate::{Error, Result};
@@ -75,12 +77,27 @@ pub fn init(workdir: &Path) -> Result<PathBuf> {
         format!("{}\n", layout::DEFAULT_SESSION).as_bytes(),
         Durability::Durable,
     )?;
+    write_atomic(&root.join(GITIGNORE_FILE), GITIGNORE, Durability::Durable)?;
     write_atomic(
         &root.join(FORMAT_FILE),
         format_marker(FORMAT_VERSION).as_bytes(),
         Durability::Durable,
     )?;
     Ok(root)
+}
+
+/// What `.axocoatl/.gitignore` holds: git ignores the whole repository, and the user's own
+/// ignore files are not touched.
+pub const GITIGNORE: &[u8] = b"*\n";
+
+/// Restores `.axocoatl/.gitignore` when it is missing (a repository made before `init`
+/// wrote it, or the file deleted). Best effort: a repository on a read-only medium still
+/// opens, and an existing file, whatever it says, is the user's to keep.
+fn ensure_gitignore(root: &Path) {
+    let path = root.join(GITIGNORE_FILE);
+    if fs::symlink_metadata(&path).is_err() {
+        let _ = write_atomic(&path, GITIGNORE, Durability::Cache);
+    }
 }
 
 pub fn format_marker(version: u32) -> String {
@@ -131,6 +148,7 @@ impl Repo {
     /// Opens the repository at `root` (a `.axocoatl` directory) after checking its format.
     pub fn open(root: &Path, options: &OpenOptions) -> Result<Repo> {
         check_format(root)?;
+        ensure_gitignore(root);
         Ok(Repo {
             root: root.to_owned(),
             ledger: Ledger::open(
@@ -218,6 +236,17 @@ mod tests {
         assert!(matches!(init(dir.path()), Err(Error::AlreadyExists { .. })));
         let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
         assert_eq!(repo.head().expect("head"), "main");
+        assert_eq!(
+            fs::read(root.join(GITIGNORE_FILE)).expect("read"),
+            GITIGNORE
+        );
+        fs::remove_file(root.join(GITIGNORE_FILE)).expect("rm");
+        Repo::open(&root, &OpenOptions::default()).expect("open");
+        assert_eq!(
+            fs::read(root.join(GITIGNORE_FILE)).expect("read"),
+            GITIGNORE,
+            "restored"
+        );
         fs::write(root.join(FORMAT_FILE), format_marker(FORMAT_VERSION + 1)).expect("write");
         match Repo::open(&root, &OpenOptions::default()) {
             Err(Error::UnsupportedFormat {

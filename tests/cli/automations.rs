@@ -413,6 +413,46 @@ fn catch_up_all_runs_every_missed_occurrence_within_the_window() {
     assert_eq!(turns(&env).len(), 2);
 }
 
+/// A per-second schedule after a day without a runner: `catch_up: all` runs the newest
+/// `catch_up_max_runs` occurrences, not 86,400, and records the rest as one skipped span.
+#[test]
+fn catch_up_all_runs_at_most_its_bound_after_a_long_pause() {
+    let env = env_with(
+        "  - id: rapid\n    schedule: \"* * * * * *\"\n    agent: assistant\n    request: Summarize the second.\n    catch_up: all\n    catch_up_max_runs: 3\n",
+    );
+    // The first tick meets the occurrence of its second; the next comes a day later.
+    tick(&env, "2026-01-02T03:04:00.500Z");
+    tick(&env, "2026-01-03T03:04:00.500Z");
+    let records = runs(&env, "2026-01-03T03:04:00.500Z");
+    assert_eq!(
+        outcomes(&records),
+        [
+            pair("2026-01-02T03:04:00.000Z", "completed"),
+            pair("2026-01-03T03:03:57.000Z", "skipped"),
+            pair("2026-01-03T03:03:58.000Z", "completed"),
+            pair("2026-01-03T03:03:59.000Z", "completed"),
+            pair("2026-01-03T03:04:00.000Z", "completed"),
+        ]
+    );
+    assert_eq!(records[1]["span_first"], "2026-01-02T03:04:01.000Z");
+    assert_eq!(records[1]["span_count"], 86_397);
+    let reason = records[1]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("beyond the newest 3 (catch_up_max_runs)"),
+        "{reason}"
+    );
+    assert_eq!(turns(&env).len(), 4);
+    // `validate` warns about a schedule that fires more than once a minute.
+    let v = env.run(&["validate"]);
+    assert!(
+        v.stderr.contains("fires up to 60 times a minute")
+            || v.stdout.contains("fires up to 60 times a minute"),
+        "{}{}",
+        v.stdout,
+        v.stderr
+    );
+}
+
 #[test]
 fn catch_up_none_runs_only_an_occurrence_that_is_on_time() {
     // At 07:30 every due occurrence was missed: none runs.

@@ -95,8 +95,11 @@ fn discovery_from_a_subdirectory_and_overrides() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // No repository at all.
-    snap!("no_repo", env.snap(&env.run_in(&elsewhere, &["history"])));
+    // No repository there (-C: no home repository to fall back to).
+    snap!(
+        "no_repo",
+        env.snap(&env.run_in(&elsewhere, &["-C", ".", "history"]))
+    );
 }
 
 #[test]

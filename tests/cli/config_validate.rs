@@ -174,6 +174,10 @@ const INVALID: &[(&str, &str)] = &[
         "automation_timezone_window",
         "unknown time zones (one close to a real name), a zero window, an hour of 25",
     ),
+    (
+        "automation_schedule_never_fires",
+        "schedules that never fire (30 February, a past year), one firing every 2 s, catch_up_max_runs 0",
+    ),
     // sessions and other sections
     (
         "session_name_invalid",
@@ -366,6 +370,25 @@ fn deprecated_summarize_is_warn_with_a_warning() {
 }
 
 #[test]
+fn a_budget_no_call_can_fit_is_a_warning_with_the_estimate() {
+    let loaded = load_valid("budget_never_met");
+    let agents: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.message.split('`').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(agents, ["coder", "lean"], "{}", render(&loaded.warnings));
+    snapshot_settings("budgets below what every call reserves are accepted with a warning").bind(
+        || {
+            insta::assert_snapshot!(
+                format!("config_validate__{}", "valid_budget_never_met"),
+                render(&loaded.warnings)
+            )
+        },
+    );
+}
+
+#[test]
 fn invalid_configs_report_every_error_with_its_position() {
     assert!(INVALID.len() >= 30);
     for (name, rule) in INVALID {
@@ -428,9 +451,46 @@ fn a_secret_in_api_key_env_is_never_echoed() {
     assert!(!render(&diagnostics).contains("abc123secret"));
 }
 
+/// The full reference of `docs/config.md`: its one YAML block.
+fn reference_config() -> String {
+    let text = std::fs::read_to_string(root().join("docs/config.md")).expect("docs/config.md");
+    let start = text.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + text[start..].find("```").expect("its end");
+    text[start..end].to_owned()
+}
+
+/// `##` lines explain; `# ` lines are examples: `text` with every example switched on.
+fn uncommented(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            match trimmed.strip_prefix("# ") {
+                Some(rest) => format!("{indent}{rest}\n"),
+                None => format!("{line}\n"),
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn the_starter_config_validates_and_documents_every_section() {
+fn the_starter_config_is_short_valid_and_opens_with_the_switch_to_a_server() {
     let text = config::starter_config();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= 60, "{} lines", lines.len());
+    // The first three lines say how to use Ollama or an OpenAI key.
+    let opening = lines[..3].join("\n");
+    for needed in [
+        "provider: ollama",
+        "provider: openai",
+        "OPENAI_API_KEY",
+        "-m ollama:",
+    ] {
+        assert!(
+            opening.contains(needed),
+            "{needed} missing from:\n{opening}"
+        );
+    }
     let loaded = match config::load_str(Path::new("axocoatl.yaml"), text) {
         Ok(loaded) => loaded,
         Err(diagnostics) => panic!("starter config is invalid:\n{}", render(&diagnostics)),
@@ -443,13 +503,30 @@ fn the_starter_config_validates_and_documents_every_section() {
         .resolve_provider(agent, &|_| None, Path::new("."))
         .expect("resolves");
     assert_eq!(provider.kind, ProviderKind::Local);
+    // Its examples (past the opening prose) are valid too.
+    let rest: String = lines[3..].iter().map(|l| format!("{l}\n")).collect();
+    match config::load_str(Path::new("uncommented.yaml"), &uncommented(&rest)) {
+        Ok(loaded) => assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings)),
+        Err(diagnostics) => panic!("{}", render(&diagnostics)),
+    }
+}
+
+#[test]
+fn the_reference_documents_every_section_field_and_kind() {
+    let text = reference_config();
+    let loaded = match config::load_str(Path::new("axocoatl.yaml"), &text) {
+        Ok(loaded) => loaded,
+        Err(diagnostics) => panic!("docs/config.md is invalid:\n{}", render(&diagnostics)),
+    };
+    assert!(loaded.warnings.is_empty(), "{}", render(&loaded.warnings));
+    let config = &loaded.config;
 
     // Every top-level section of the schema is shown, live or as a commented example.
     let sections = serde_json::to_value(config::Config::default()).expect("serializes");
     for section in sections.as_object().expect("a mapping").keys() {
         assert!(
             text.contains(&format!("\n{section}:")) || text.contains(&format!("\n# {section}:")),
-            "starter config lacks `{section}:`"
+            "docs/config.md lacks `{section}:`"
         );
     }
     // ... and every agent field.
@@ -457,32 +534,21 @@ fn the_starter_config_validates_and_documents_every_section() {
     for field in agent.as_object().expect("a mapping").keys() {
         assert!(
             text.contains(&format!("{field}:")),
-            "starter config does not document agent field `{field}`"
+            "docs/config.md does not document agent field `{field}`"
         );
     }
     for kind in ["ollama", "openai", "local", "script"] {
         assert!(
             text.contains(&format!("kind: {kind}")),
-            "starter config lacks a `kind: {kind}` example"
+            "docs/config.md lacks a `kind: {kind}` example"
         );
     }
 }
 
 #[test]
-fn the_starter_config_examples_validate_when_uncommented() {
-    // `##` lines explain; `# ` lines are examples. With every example switched on, the
-    // config must still be valid.
-    let uncommented: String = config::starter_config()
-        .lines()
-        .map(|line| {
-            let trimmed = line.trim_start();
-            let indent = &line[..line.len() - trimmed.len()];
-            match trimmed.strip_prefix("# ") {
-                Some(rest) => format!("{indent}{rest}\n"),
-                None => format!("{line}\n"),
-            }
-        })
-        .collect();
+fn the_reference_examples_validate_when_uncommented() {
+    // With every example switched on, the reference must still be valid.
+    let uncommented = uncommented(&reference_config());
     for section in [
         "providers:",
         "workflows:",
@@ -551,7 +617,7 @@ fn session_names_and_schedules() {
 fn truncated_and_mangled_configs_never_panic() {
     // Every prefix of every fixture, and each with one character replaced by YAML
     // punctuation, must give diagnostics or a config, never a panic.
-    let mut texts = vec![config::starter_config().to_string()];
+    let mut texts = vec![config::starter_config().to_string(), reference_config()];
     for kind in ["valid", "invalid"] {
         for entry in
             std::fs::read_dir(root().join("tests/fixtures/config").join(kind)).expect("dir")

@@ -381,3 +381,160 @@ fn a_listing_that_cannot_be_written_is_an_error_and_a_closed_pipe_is_not() {
     let r = Run::from_output(child.wait_with_output().expect("wait"));
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+/// A repository of `turns` turns with one record of every kind each (tool calls recorded as
+/// `ToolFinished`, bounded outputs, plans, warnings…), every free-text field a text of
+/// `words`, written through the store in segments of 3000 bytes (most sealed and indexed).
+fn every_kind_history(turns: usize, words: &dyn Fn(usize) -> String) -> TestEnv {
+    use axocoatl_store::repo::OpenOptions;
+    let env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: agent\n    provider: canned\n",
+    );
+    let repo = axocoatl_store::Repo::open(
+        &env.repo(),
+        &OpenOptions {
+            segment_limit: 3000,
+        },
+    )
+    .expect("open");
+    let mut n = 0;
+    for t in 0..turns {
+        let records = axocoatl_store::ledger::samples::turn_of_every_kind(
+            &format!("{t:016x}"),
+            ["main", "other"][t % 2],
+            1_767_323_045_000 + t as i64 * 1000,
+            &mut || {
+                n += 1;
+                words(n)
+            },
+        );
+        for r in records {
+            repo.ledger().append_lazy(&[r]).expect("append");
+        }
+    }
+    env
+}
+
+/// `history --search` through the term indexes and by the scan, compared.
+fn assert_search_equals_scan(env: &TestEnv, q: &str) -> usize {
+    let args = ["history", "--all", "--json", "--search", q];
+    let indexed = env.run(&args);
+    let scanned = Run::from_output(
+        env.cmd(&args)
+            .env("AXOCOATL_SEARCH_SCAN", "1")
+            .output()
+            .expect("run"),
+    );
+    assert_eq!(
+        (indexed.code, &indexed.stdout, &indexed.stderr),
+        (scanned.code, &scanned.stdout, &scanned.stderr),
+        "{q:?}"
+    );
+    indexed.stdout.lines().count()
+}
+
+/// Whatever field of whatever record kind a word is in, a search through the indexes finds
+/// the turns the scan finds (a word only a tool's output holds included), over random
+/// queries.
+#[test]
+fn search_through_the_indexes_equals_the_scan_for_every_record_kind() {
+    const WORDS: &[&str] = &[
+        "ledger",
+        "Timeout",
+        "straße",
+        "x86_64",
+        "naïve",
+        "日本語",
+        "e-mail",
+        "foo.bar",
+        "kelvin",
+        "OUTPUT",
+        "42",
+    ];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let texts: Vec<String> = (0..2000)
+        .map(|_| {
+            let k = 3 + next() % 5;
+            (0..k)
+                .map(|_| WORDS[(next() % WORDS.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join([" ", ", ", "-", "\n"][(next() % 4) as usize])
+        })
+        .collect();
+    let env = every_kind_history(24, &|n| format!("{} w{n}.", texts[n % texts.len()]));
+    let segments = std::fs::read_dir(env.repo().join("ledger/v1"))
+        .expect("ls")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        })
+        .count();
+    assert!(segments > 5, "{segments} segments");
+    // A word in one field of one record each, for the fields of every kind: found exactly
+    // when a search looks in that field (the 2nd, 3rd, 5th, 9th, 11th to 14th and 16th
+    // texts of each turn; see `turn_of_every_kind`).
+    let searched = [2, 3, 5, 9, 11, 12, 13, 14, 16];
+    for n in (1..=24 * 17).step_by(2) {
+        let found = assert_search_equals_scan(&env, &format!(" w{n}."));
+        let expected = usize::from(searched.contains(&((n - 1) % 17 + 1)));
+        assert_eq!(found, expected, "w{n}");
+    }
+    for i in 0..60 {
+        let t: Vec<char> = texts[(next() % 200) as usize].chars().collect();
+        let a = (next() as usize) % t.len();
+        let b = (a + 1 + (next() as usize) % 12).min(t.len());
+        let mut q: String = t[a..b].iter().collect();
+        if i % 3 == 0 {
+            q = q.to_uppercase();
+        }
+        if q.trim().is_empty() {
+            continue;
+        }
+        assert_search_equals_scan(&env, &q);
+    }
+}
+
+/// A hit says where it matched: the field's name and a short piece of it, in the text and
+/// the JSON output.
+#[test]
+fn a_search_hit_names_its_field_and_shows_a_snippet() {
+    let env = every_kind_history(2, &|n| {
+        format!("the frozen field number {n} of a turn, whose text runs on for longer than a snippet shows of it")
+    });
+    // Text 11 of the first turn is the output of its `read_file` call (a `ToolFinished`).
+    let text = env.run(&["history", "--all", "--search", "number 11 of"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    snap!("search_hit_tool_output", env.snap(&text));
+    let json = env.run(&["history", "--all", "--json", "--search", "number 2 of"]);
+    let v: serde_json::Value =
+        serde_json::from_str(json.stdout.lines().next().expect("a turn")).expect("json");
+    assert_eq!(v["match"]["field"], "request", "{v}");
+    let snippet = v["match"]["snippet"].as_str().expect("snippet");
+    assert!(
+        snippet.starts_with("the frozen field number 2 of a turn") && snippet.ends_with('…'),
+        "{snippet}"
+    );
+    for (n, field, tool) in [
+        (3, "context_label", None),
+        (5, "attachment", None),
+        (9, "tool_arguments", Some("read_file")),
+        (11, "tool_output", Some("read_file")),
+        (12, "output", None),
+        (13, "output", None),
+        (14, "warning", None),
+        (16, "error", None),
+    ] {
+        let q = format!("number {n} of");
+        let r = env.run(&["history", "--all", "--json", "--search", &q]);
+        let v: serde_json::Value =
+            serde_json::from_str(r.stdout.lines().next().unwrap_or("{}")).expect("json");
+        assert_eq!(v["match"]["field"], field, "{q}: {v}");
+        assert_eq!(v["match"]["tool"].as_str(), tool, "{q}: {v}");
+    }
+}

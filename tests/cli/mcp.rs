@@ -732,7 +732,59 @@ fn mcp_serve_memory_search_finds_what_an_agent_remembers_in_its_own_scope_only()
 #[test]
 fn mcp_serve_outside_a_repository_fails_at_once() {
     let env = TestEnv::new();
-    let r = env.run(&["mcp", "serve"]);
+    // `-C .`: no home repository to fall back to.
+    let r = env.run(&["-C", ".", "mcp", "serve"]);
     assert_eq!(r.code, 10, "{}", r.stderr);
     assert!(r.stderr.contains("no axocoatl repository"), "{}", r.stderr);
+}
+
+/// An answer longer than one MCP message may be (16 MiB) fails its call at once, naming
+/// the limit, instead of waiting for `tool_timeout_secs`; the server stays usable.
+#[test]
+fn an_mcp_answer_past_16_mib_fails_its_call_at_once() {
+    let model = FakeServer::with([
+        ollama_call("mcp__peer__huge", json!({"bytes": 20 << 20})),
+        ollama_call("mcp__peer__echo", json!({"text": "still here"})),
+        ollama_text("done"),
+    ]);
+    let env = env_with(&model, "", "    tool_timeout_secs: 600\n", "");
+    let r = env.run(&["send", "--json", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let res = results(&events);
+    assert_eq!(
+        (&res[0]["output"], &res[0]["is_error"]),
+        (
+            &json!("MCP server `peer` answered the call of `huge` with a message longer than 16 MiB, the most one MCP message may be; the answer was dropped"),
+            &json!(true)
+        )
+    );
+    assert_eq!(res[1]["output"], "still here");
+}
+
+/// `mcp serve` answers a request longer than one MCP message may be with an error under
+/// the request's id, and goes on serving.
+#[test]
+fn mcp_serve_answers_a_request_past_16_mib_with_an_error() {
+    let env = TestEnv::with_config(
+        "providers:\n  llm: {kind: ollama, base_url: \"http://127.0.0.1:9\"}\nagents:\n  - id: helper\n    provider: llm\n    model: m\n",
+    );
+    let client = Client::start(&env, &[]);
+    let service = client.service.as_ref().expect("service");
+    let mut params = CallToolRequestParams::new("history_search".to_owned());
+    params.arguments = json!({"text": "x".repeat(20 << 20)}).as_object().cloned();
+    let answer = client.rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), service.peer().call_tool(params))
+            .await
+            .expect("an answer, not silence")
+    });
+    let e = answer.expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("the request is longer than 16 MiB, the most one MCP message may be"),
+        "{e}"
+    );
+    let found = client.call("history_search", json!({"text": "anything"}));
+    assert_ne!(found.is_error, Some(true), "{}", text_of(&found));
+    assert_eq!(client.close(), 0);
 }

@@ -486,6 +486,7 @@ fn the_model_is_told_it_reads_ocr_text_and_search_and_show_find_it() {
         let found = json_lines(&env.run(&["history", "--search", word, "--json"]).stdout);
         assert_eq!(found.len(), 1, "{word}");
         assert_eq!(found[0]["turn"], turn.as_str());
+        assert_eq!(found[0]["match"]["field"], "attachment_text", "{word}");
     }
     assert!(json_lines(
         &env.run(&["history", "--search", "Rhinoceros", "--json"])

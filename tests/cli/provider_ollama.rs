@@ -26,6 +26,8 @@ fn options(base_url: &str) -> HttpOptions {
         connect_timeout: Duration::from_secs(5),
         max_retries: 2,
         deadline: None,
+        key_env: None,
+        base_url_from: None,
     }
 }
 
@@ -329,6 +331,7 @@ fn http_500_is_a_typed_error_with_the_server_message_and_is_not_retried() {
             url,
             status,
             message,
+            ..
         }) => {
             assert_eq!(provider, "local-ollama");
             assert_eq!(url, format!("{}/api/chat", server.url()));

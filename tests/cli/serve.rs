@@ -354,6 +354,9 @@ fn an_agent_that_cannot_start_goes_down_after_five_failures_until_restarted() {
     wait_until("the agent is up", || {
         actor(&status(&env), "bot")["state"] == "idle"
     });
+    // The restart asked for forgot why it was down.
+    let bot = actor(&status(&env), "bot").clone();
+    assert_eq!(bot["last_error"], Value::Null, "{bot}");
     let send = env.run(&["send", "hi"]);
     assert_eq!(send.code, 0, "{}", send.stderr);
     assert_eq!(send.stdout, "Up again.\n");

@@ -1,11 +1,17 @@
 //! Format v1 is frozen: `tests/fixtures/v1/` holds a small repository written once by
-//! `make_v1_fixture` below (segments with every record kind of format v1, objects, a
-//! checkpoint, core memory). Every build reads it and must print the same `history --json`,
-//! `show` and `fsck`. A change that breaks these snapshots is a format change: it needs a
-//! new format version, not new snapshots.
+//! `make_v1_fixture` below (segments with the record kinds of format v1's first release,
+//! objects, a checkpoint, core memory), and, appended after those, a turn with one record of
+//! every kind this build knows (`freeze_every_record_kind`, which appends such a turn only
+//! when a kind has no frozen bytes yet: bytes once committed never change). Every build
+//! reads it and must print the same `history --json`, `show` and `fsck`, and decode each
+//! frozen record to the same fields. A change that breaks these snapshots is a format
+//! change: it needs a new kind or a new format version, not new snapshots.
 //!
 //! To write the fixture again (only when the format version changes):
 //! `AXOCOATL_WRITE_FIXTURE=1 cargo test --test cli store_fixture::make_v1_fixture -- --ignored`
+//!
+//! To freeze a record kind added since (then commit the segment):
+//! `AXOCOATL_WRITE_FIXTURE=1 cargo test --test cli store_fixture::freeze_every_record_kind -- --ignored`
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,14 +19,17 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use axocoatl_store::ledger::record::{Note, Warning};
-use axocoatl_store::ledger::Record;
+use axocoatl_store::ledger::{Kind, Record};
 use axocoatl_store::repo::OpenOptions;
 use axocoatl_store::Repo;
 
 use crate::common::env::TestEnv;
 
-/// The record kinds of format v1 when the fixture was written: all of them are in it.
+/// The record kinds of format v1 when the fixture was first written.
 const V1_KINDS: std::ops::RangeInclusive<u16> = 1..=14;
+
+/// The session of the turn with one record of every kind.
+const FROZEN_SESSION: &str = "frozen";
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1")
@@ -58,13 +67,51 @@ fn kinds(repo: &Path) -> BTreeSet<u16> {
         .collect()
 }
 
+/// The kinds this build knows that the fixture holds no record of.
+fn unfrozen(repo: &Path) -> Vec<&'static str> {
+    let have = kinds(repo);
+    Kind::ALL
+        .iter()
+        .filter(|k| !have.contains(&k.tag()))
+        .map(|k| k.name())
+        .collect()
+}
+
+#[test]
+fn every_record_kind_has_frozen_bytes_that_decode_the_same() {
+    let env = fixture_env();
+    let missing = unfrozen(&env.repo());
+    assert!(
+        missing.is_empty(),
+        "record kinds with no frozen bytes in tests/fixtures/v1: {missing:?}; freeze them with `AXOCOATL_WRITE_FIXTURE=1 cargo test --test cli store_fixture::freeze_every_record_kind -- --ignored` and commit the segment"
+    );
+    // The first record of each kind, as this build decodes it.
+    let repo = Repo::open(&env.repo(), &OpenOptions::default()).expect("open");
+    let mut seen = BTreeSet::new();
+    let mut decoded = Vec::new();
+    for e in repo.ledger().scan_all() {
+        let e = e.expect("an intact fixture");
+        let record = e.record.expect("a kind this build knows");
+        if seen.insert(e.kind) {
+            decoded.push(format!(
+                "{} {}: {}",
+                e.kind,
+                record.kind_name(),
+                record.body_json()
+            ));
+        }
+    }
+    decoded.sort_by_key(|l| l.split(' ').next().and_then(|n| n.parse::<u16>().ok()));
+    snap!("frozen_records", decoded.join("\n"));
+}
+
 #[test]
 fn the_v1_fixture_reads_the_same_with_every_build() {
     let env = fixture_env();
-    assert_eq!(
-        kinds(&env.repo()),
-        V1_KINDS.collect::<BTreeSet<u16>>(),
-        "every v1 record kind is in the fixture"
+    let have = kinds(&env.repo());
+    assert!(
+        V1_KINDS.clone().all(|k| have.contains(&k)),
+        "every kind of the first v1 release is in the fixture"
     );
     let fsck = env.run(&["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stdout);
@@ -223,4 +270,91 @@ fn make_v1_fixture() {
     }
     std::fs::copy(env.work.join("axocoatl.yaml"), out.join("axocoatl.yaml")).expect("copy");
     std::fs::copy(env.work.join("replies.yaml"), out.join("replies.yaml")).expect("copy");
+}
+
+/// Appends to the fixture's ledger a turn (session `frozen`) with one record of every kind,
+/// when some kind has no frozen bytes yet; the bytes already there are left as they are.
+/// Run only by hand, with `AXOCOATL_WRITE_FIXTURE=1`.
+#[test]
+#[ignore = "appends to the committed fixture; run by hand when a record kind was added"]
+fn freeze_every_record_kind() {
+    if std::env::var_os("AXOCOATL_WRITE_FIXTURE").is_none() {
+        return;
+    }
+    let env = fixture_env();
+    if unfrozen(&env.repo()).is_empty() {
+        return;
+    }
+    let segment = |root: &Path| {
+        let dir = root.join("ledger/v1");
+        let mut segs: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+            .collect();
+        segs.sort();
+        segs
+    };
+    let before: Vec<Vec<u8>> = segment(&env.repo())
+        .iter()
+        .map(|p| std::fs::read(p).expect("read"))
+        .collect();
+    // The one object of the fixture: what the attachment records name.
+    let object = "3fc64477b256c14f3f0499e362644b4592976938acd70a90b8f3cff50e4880b5";
+    assert!(env.repo().join("objects/3f").join(&object[2..]).exists());
+    let repo = Repo::open(&env.repo(), &OpenOptions::default()).expect("open");
+    // Each freeze appends a turn of its own (its own id, session and minute), so that a
+    // turn frozen before reads exactly as it did.
+    let frozen_before = repo
+        .ledger()
+        .scan_all()
+        .filter_map(|e| match e.expect("an intact fixture").record {
+            Some(Record::SessionCreated(c)) if c.session.starts_with(FROZEN_SESSION) => Some(()),
+            _ => None,
+        })
+        .count();
+    let session = match frozen_before {
+        0 => FROZEN_SESSION.to_owned(),
+        n => format!("{FROZEN_SESSION}-{}", n + 1),
+    };
+    let mut n = 0;
+    let mut records = axocoatl_store::ledger::samples::turn_of_every_kind(
+        &format!("f0f0f0f0f0f0f0{frozen_before:02x}"),
+        &session,
+        1_767_323_100_000 + 60_000 * frozen_before as i64,
+        &mut || {
+            n += 1;
+            format!("frozen text {n}")
+        },
+    );
+    for r in &mut records {
+        match r {
+            Record::TurnBegun(b) => {
+                for a in &mut b.attachments {
+                    a.object = object.to_owned();
+                }
+            }
+            Record::AttachmentAdded(a) => a.object = object.to_owned(),
+            _ => {}
+        }
+    }
+    repo.ledger().append(&records).expect("append");
+    drop(repo);
+    assert!(unfrozen(&env.repo()).is_empty());
+    let fsck = env.run(&["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+    // Only appended: every byte committed before is where it was.
+    let after = segment(&env.repo());
+    for (old, new) in before.iter().zip(&after) {
+        let new_bytes = std::fs::read(new).expect("read");
+        assert!(
+            new_bytes.starts_with(old),
+            "{} was rewritten",
+            new.display()
+        );
+    }
+    let out = fixture_dir().join(".axocoatl/ledger/v1");
+    for seg in after {
+        std::fs::copy(&seg, out.join(seg.file_name().expect("name"))).expect("copy");
+    }
 }

@@ -126,7 +126,10 @@ fn read_edit_run_loop_changes_a_file_and_records_every_step_in_order() {
     assert_eq!(res[0]["name"], "read_file");
     assert_eq!(res[0]["output"], "the zebra sleeps\n");
     assert_eq!(res[0]["exit_code"], Value::Null);
-    assert_eq!(res[1]["output"], "replaced 1 occurrence in notes.txt");
+    assert_eq!(
+        res[1]["output"],
+        "replaced 1 occurrence in notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,1 +1,1 @@\n-the zebra sleeps\n+the okapi sleeps\n"
+    );
     assert_eq!(res[2]["name"], "run_command");
     assert_eq!(res[2]["output"], "the okapi sleeps\n[exit code 0]");
     assert_eq!(

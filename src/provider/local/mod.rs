@@ -45,6 +45,8 @@ const REPEAT_WINDOW: usize = 64;
 /// Prompt tokens per forward pass: large enough for matrix-matrix speed, small enough that
 /// cancellation is seen within ~100 ms.
 const PROMPT_CHUNK: usize = 8;
+/// Prompts of at least this many tokens report their reading as progress.
+const LONG_PROMPT: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalOptions {
@@ -123,10 +125,17 @@ impl LocalProvider {
             )
         });
 
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        crate::progress::report(crate::progress::Progress::LoadingModel { model: &file });
         let loaded = model::load(path).map_err(|detail| ProviderError::Model {
             provider: opts.name.clone(),
             detail: format!("cannot load {}: {detail}", path.display()),
-        })?;
+        });
+        crate::progress::report(crate::progress::Progress::Done);
+        let loaded = loaded?;
         let context = opts
             .context_size
             .unwrap_or(loaded.context_length)
@@ -299,9 +308,18 @@ impl LocalProvider {
         let started = Instant::now();
         self.weights.clear_kv_cache();
         let mut logits = None;
+        // A prompt this long takes a second or more on a laptop: its reading is reported.
+        let long = prompt.len() >= LONG_PROMPT;
         for (i, chunk) in prompt.chunks(PROMPT_CHUNK).enumerate() {
             if cancel.is_cancelled() {
+                crate::progress::report(crate::progress::Progress::Done);
                 return Err(ProviderError::Cancelled);
+            }
+            if long {
+                crate::progress::report(crate::progress::Progress::ReadingPrompt {
+                    done: i * PROMPT_CHUNK,
+                    total: prompt.len(),
+                });
             }
             let input = Tensor::new(chunk, &Device::Cpu)
                 .and_then(|t| t.unsqueeze(0))
@@ -311,6 +329,9 @@ impl LocalProvider {
                     .forward(&input, i * PROMPT_CHUNK)
                     .map_err(err)?,
             );
+        }
+        if long {
+            crate::progress::report(crate::progress::Progress::Done);
         }
         let mut logits = logits.ok_or_else(|| self.model_error("empty prompt".into()))?;
         self.timings = Timings {

@@ -15,6 +15,7 @@ mod grep;
 pub mod index;
 mod literal;
 pub mod record;
+pub mod samples;
 mod segment;
 mod segments;
 mod walk;
@@ -30,7 +31,8 @@ use serde::{Deserialize, Serialize};
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
 pub use grep::Matcher;
 pub use index::{
-    day_of, leave_mapped_at_exit, report_builds_to, OpenTurn, SessionSummary, Summaries, UsageRow,
+    day_of, leave_mapped_at_exit, report_builds_to, search_field, searchable_fields, OpenTurn,
+    SessionSummary, Summaries, UsageRow,
 };
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
@@ -107,6 +109,8 @@ pub struct Ledger {
     lock_file: std::sync::OnceLock<LockFile>,
     segment_limit: u64,
     tail: Mutex<Option<Tail>>,
+    /// Set by the first failed sync of the ledger in this process: what failed.
+    poisoned: Mutex<Option<String>>,
     sealed_memo: index::SealedMemo,
     tier_memo: index::TierMemo,
     listing: segments::ListingMemo,
@@ -121,6 +125,7 @@ impl Ledger {
             lock_file: std::sync::OnceLock::new(),
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
+            poisoned: Mutex::new(None),
             sealed_memo: index::SealedMemo::default(),
             tier_memo: index::TierMemo::default(),
             listing: segments::ListingMemo::default(),
@@ -140,6 +145,34 @@ impl Ledger {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Why appends through this handle are refused, if an earlier sync failed.
+    pub fn poisoned(&self) -> Option<String> {
+        self.poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A failed sync: from now on every append through this handle is refused.
+    fn poison(&self, e: &Error) {
+        let mut p = self.poisoned.lock().unwrap_or_else(|p| p.into_inner());
+        if p.is_none() {
+            *p = Some(
+                std::error::Error::source(e).map_or_else(|| e.to_string(), |s| format!("{e}: {s}")),
+            );
+        }
+    }
+
+    fn refuse_if_poisoned(&self) -> Result<()> {
+        match self.poisoned() {
+            Some(cause) => Err(Error::Poisoned {
+                path: self.dir.clone(),
+                cause,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Appends records durably: when this returns, they are on disk.
@@ -176,6 +209,7 @@ impl Ledger {
         check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
         sync: bool,
     ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        self.refuse_if_poisoned()?;
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
         let lock = self.append_lock()?;
         let tail = self.sync_tail(&mut guard)?;
@@ -219,7 +253,11 @@ impl Ledger {
             payload.clear();
         }
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
-            self.roll(tail)?;
+            self.roll(tail).inspect_err(|e| {
+                if matches!(e, Error::Io { op: "sync", .. }) {
+                    self.poison(e);
+                }
+            })?;
         }
         failpoint::hit_write("ledger.append.write", &bytes, |b| {
             (&*tail.file).write_all(b)
@@ -244,7 +282,8 @@ impl Ledger {
             // Outside the lock: concurrent appenders share this flush.
             failpoint::hit("ledger.append.sync")
                 .and_then(|()| file.sync_data())
-                .map_err(Error::io("sync", path))?;
+                .map_err(Error::io("sync", path))
+                .inspect_err(|e| self.poison(e))?;
         }
         let mut out = Vec::with_capacity(starts.len());
         for (i, &(seq, start)) in starts.iter().enumerate() {
@@ -353,7 +392,8 @@ impl Ledger {
                     failpoint::hit("ledger.tail.truncate")
                         .and_then(|()| tail.file.set_len(cut))
                         .and_then(|()| tail.file.sync_data())
-                        .map_err(Error::io("truncate the torn tail of", tail.path.clone()))?;
+                        .map_err(Error::io("truncate the torn tail of", tail.path.clone()))
+                        .inspect_err(|e| self.poison(e))?;
                     buf.truncate(at);
                     break;
                 }

@@ -273,6 +273,23 @@ pub struct TurnOrigin {
     pub at: Millis,
 }
 
+/// What the person sending a turn changed for that turn alone (`send -m`, `--system`,
+/// `-o`): appended right after its `TurnBegun`, in the same durable append; `retry` reuses
+/// them. A build that does not know this kind shows the turn without them (and counts the
+/// record as of an unknown kind), as the record format allows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnOverrides {
+    pub turn: String,
+    pub session: String,
+    /// A model of the agent's provider, or `PROVIDER:MODEL`, as given.
+    pub model: Option<String>,
+    /// The system prompt used instead of the agent's.
+    pub system: Option<String>,
+    /// Sampling options as given (`temperature`, `0.2`), in order.
+    pub options: Vec<(String, String)>,
+    pub at: Millis,
+}
+
 /// The transcript of a 0.1.x checkpoint is being imported into a session that had no
 /// turns: appended before the first imported turn. The turns follow with ids derived from
 /// `digest`, so an import cut short is finished, never repeated.
@@ -520,6 +537,7 @@ records! {
     20 => AgentOutputBounded [Turn],
     30 => ToolFinished [Turn],
     40 => TurnOrigin [Turn, Session],
+    41 => TurnOverrides [Turn, Session],
     45 => PlanMade [Turn],
     46 => SubtaskStarted [Turn],
     47 => SubtaskEnded [Turn, Session],
@@ -631,6 +649,7 @@ impl Record {
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
+            Record::TurnOverrides(r) => Some(&r.turn),
             Record::PlanMade(r) => Some(&r.turn),
             Record::SubtaskStarted(r) => Some(&r.turn),
             Record::SubtaskEnded(r) => Some(&r.turn),
@@ -668,6 +687,7 @@ impl Record {
             Record::TurnOrigin(x) => Some(x.at),
             Record::LegacyImportBegun(x) => Some(x.at),
             Record::LegacyImportEnded(x) => Some(x.at),
+            Record::TurnOverrides(x) => Some(x.at),
             Record::PlanMade(x) => Some(x.at),
             Record::SubtaskStarted(x) => Some(x.at),
             Record::SubtaskEnded(x) => Some(x.at),
@@ -692,6 +712,7 @@ impl Record {
             Record::TurnOrigin(r) => Some(&r.session),
             Record::LegacyImportBegun(r) => Some(&r.session),
             Record::LegacyImportEnded(r) => Some(&r.session),
+            Record::TurnOverrides(r) => Some(&r.session),
             Record::ActivationDecided(r) => Some(&r.session),
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
@@ -930,6 +951,14 @@ mod tests {
                 session: s.clone(),
                 agents: vec!["a".into(), "b".into()],
                 at: 19,
+            }),
+            Record::TurnOverrides(TurnOverrides {
+                turn: t.clone(),
+                session: s.clone(),
+                model: Some("ollama:llama3.2".into()),
+                system: None,
+                options: vec![("temperature".into(), "0.2".into())],
+                at: 20,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

@@ -52,8 +52,13 @@ impl Serve {
     }
 
     pub fn start_with(env: &TestEnv, args: &[&str]) -> Serve {
-        let mut child = env
-            .cmd(args)
+        Serve::start_command(env.cmd(args))
+    }
+
+    /// A `serve` started by `cmd` (a limit set first, another directory), once it logged
+    /// that it started.
+    pub fn start_command(mut cmd: std::process::Command) -> Serve {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

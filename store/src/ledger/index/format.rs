@@ -24,7 +24,9 @@
 //! subtasks in their rows; version 4 finds turns by a table of their ids' first bytes;
 //! version 5 adds the sorted suffixes of the words, for a query inside or at the end of
 //! words; version 6 checks the session and usage rows by block too; version 7 samples the
-//! sorted suffixes; version 8 lists turn rows, not records, as the postings of the words).
+//! sorted suffixes; version 8 lists turn rows, not records, as the postings of the words;
+//! version 9 indexes the words of tool results recorded as `ToolFinished` and of bounded
+//! agent outputs, which version 8 left out).
 //! Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it is
 //! missing, stale or damaged.
 
@@ -34,7 +36,7 @@ use super::Stale;
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 /// Bytes per checksummed block of a blocked section read in runs (postings, rows).
 pub const BLOCK: usize = 4096;
 /// Bytes per checksummed block of a blocked section read by a binary search, whose probes

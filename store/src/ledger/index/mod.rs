@@ -40,6 +40,7 @@ use build::{SESSION_ROW, TURN_KEY, TURN_ROW, USAGE_ROW};
 use format::{u32_at, u64_at, FileBytes, Rows, SectionFile, Stamp};
 use suffixes::SuffixTable;
 pub use summary::{SessionSummary, Summaries};
+pub use terms::{field as search_field, searchable_fields};
 pub(crate) use tier::TierMemo;
 
 use super::record::Millis;

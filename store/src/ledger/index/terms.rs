@@ -65,35 +65,84 @@ pub fn words(text: &str, mut f: impl FnMut(&str)) {
     }
 }
 
-/// The searchable text of a record: what `history --search` matches in a turn.
-pub fn searchable(record: &Record, mut f: impl FnMut(&str)) {
+/// The fields a search looks in, by the names search results give them.
+pub mod field {
+    pub const REQUEST: &str = "request";
+    pub const OUTPUT: &str = "output";
+    pub const ERROR: &str = "error";
+    pub const CONTEXT: &str = "context_label";
+    pub const ATTACHMENT: &str = "attachment";
+    pub const TOOL: &str = "tool";
+    pub const ARGUMENTS: &str = "tool_arguments";
+    pub const TOOL_OUTPUT: &str = "tool_output";
+    pub const WARNING: &str = "warning";
+    /// Not a record's: the text OCR read from an attached image or scanned page (in its
+    /// text object; the runtime searches it apart from the index).
+    pub const ATTACHMENT_TEXT: &str = "attachment_text";
+}
+
+/// The searchable text of a record, field by field: what `history --search` matches in a
+/// turn. Every kind is named, so a new kind cannot be left out of the index unseen.
+pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str)) {
     match record {
         Record::TurnBegun(b) => {
-            f(&b.request);
+            f(field::REQUEST, &b.request);
             for c in &b.inline_context {
-                f(&c.label);
+                f(field::CONTEXT, &c.label);
             }
             for a in &b.attachments {
-                f(&a.name);
+                f(field::ATTACHMENT, &a.name);
             }
         }
-        Record::AgentOutput(o) => f(&o.text),
+        Record::AgentOutput(o) => f(field::OUTPUT, &o.text),
+        Record::AgentOutputBounded(o) => f(field::OUTPUT, &o.text.inline),
         Record::TurnEnded(e) => {
             if let Some(error) = &e.error {
-                f(error);
+                f(field::ERROR, error);
             }
         }
         Record::ToolStarted(s) => {
-            f(&s.name);
-            f(&s.arguments.inline);
+            f(field::TOOL, &s.name);
+            f(field::ARGUMENTS, &s.arguments.inline);
         }
         Record::ToolResult(r) => {
-            f(&r.name);
-            f(&r.output.inline);
+            f(field::TOOL, &r.name);
+            f(field::TOOL_OUTPUT, &r.output.inline);
         }
-        Record::Warning(w) if w.turn.is_some() => f(&w.message),
-        _ => {}
+        Record::ToolFinished(r) => {
+            f(field::TOOL, &r.name);
+            f(field::TOOL_OUTPUT, &r.output.inline);
+        }
+        Record::Warning(w) => {
+            if w.turn.is_some() {
+                f(field::WARNING, &w.message);
+            }
+        }
+        // What a turn's search result does not show (ids, models, plans, usage, a turn's
+        // own model and system prompt), or records of no turn.
+        Record::SessionCreated(_)
+        | Record::ModelCall(_)
+        | Record::TurnOverrides(_)
+        | Record::StopRequested(_)
+        | Record::RewindBoundary(_)
+        | Record::AttachmentAdded(_)
+        | Record::AttachmentRemoved(_)
+        | Record::AttachmentConsumed(_)
+        | Record::Note(_)
+        | Record::TurnOrigin(_)
+        | Record::PlanMade(_)
+        | Record::SubtaskStarted(_)
+        | Record::SubtaskEnded(_)
+        | Record::ActivationDecided(_)
+        | Record::SessionAgents(_)
+        | Record::LegacyImportBegun(_)
+        | Record::LegacyImportEnded(_) => {}
     }
+}
+
+/// [`searchable_fields`] without the fields' names.
+pub fn searchable(record: &Record, mut f: impl FnMut(&str)) {
+    searchable_fields(record, |_, text| f(text));
 }
 
 /// Where a word of the query must appear in a word of a record.

@@ -607,24 +607,35 @@ const VOCABULARY: &[&str] = &[
     "emoji🙂ok",
 ];
 
+/// Words of the vocabulary with random separators.
+fn random_text(rng: &mut Rng) -> String {
+    let seps = [" ", ", ", "-", "\n", ": ", "/"];
+    let mut text = String::new();
+    for _ in 0..8 {
+        text.push_str(VOCABULARY[rng.below(VOCABULARY.len())]);
+        text.push_str(seps[rng.below(seps.len())]);
+    }
+    text
+}
+
+/// Turns with a record of every kind (tool calls, bounded outputs, plans, warnings...),
+/// each free-text field a random text, across many segments: a search through the term
+/// indexes keeps exactly the turns the scan keeps.
 #[test]
 fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
-    let (_d, ledger) = setup(2000);
+    let (_d, ledger) = setup(6000);
     let mut rng = Rng(0x5eed);
     let mut texts = Vec::new();
     for i in 0..120 {
-        let words: Vec<&str> = (0..8)
-            .map(|_| VOCABULARY[rng.below(VOCABULARY.len())])
-            .collect();
-        let seps = [" ", ", ", "-", "\n", ": ", "/"];
-        let mut text = String::new();
-        for w in words {
-            text.push_str(w);
-            text.push_str(seps[rng.below(seps.len())]);
-        }
-        texts.push(text.clone());
         let id = format!("{:016x}", rng.next());
-        let records = crate::ledger::walk::tests::turn(&id, "s", &text, &texts[i / 2]);
+        let session = ["s", "t"][i % 2];
+        let records =
+            crate::ledger::samples::turn_of_every_kind(&id, session, i as i64, &mut || {
+                // A word of its own: a query for it finds exactly the field it is in.
+                let text = format!("{}marker{}", random_text(&mut rng), texts.len());
+                texts.push(text.clone());
+                text
+            });
         for r in records {
             ledger.append_lazy(&[r]).expect("append");
         }
@@ -647,6 +658,8 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
         "🙂".into(),
         "nowhere".into(),
     ];
+    // Every field of every kind, by the word of its own.
+    queries.extend((0..texts.len()).step_by(3).map(|n| format!("marker{n}")));
     for _ in 0..150 {
         // A piece of a text, cut at random characters.
         let t: Vec<char> = texts[rng.below(texts.len())].chars().collect();
@@ -1373,4 +1386,49 @@ fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
         let small = ledger.index_dir().join(super::tier::file_name(f, f + 3));
         assert!(!small.exists(), "{small:?}");
     }
+}
+
+/// An index in the format before (which left the words of `ToolFinished` records out) is
+/// rebuilt by the next read, and a word only a tool's output holds is found.
+#[test]
+fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
+    let (_d, ledger) = setup(900);
+    for i in 0..40 {
+        let id = format!("{i:016x}");
+        let mut n = 0;
+        let word = if i == 7 { "zanzibar" } else { "elsewhere" };
+        let records = crate::ledger::samples::turn_of_every_kind(&id, "s", i, &mut || {
+            n += 1;
+            format!("text {n} of turn {i}")
+        });
+        for mut r in records {
+            if let Record::ToolFinished(f) = &mut r {
+                f.output.inline = format!("the output names {word}");
+            }
+            ledger.append_lazy(&[r]).expect("append");
+        }
+    }
+    assert!(ledger.segment_numbers().expect("segments").len() > 3);
+    let found = |ledger: &Ledger| {
+        let (indexed, scanned, re) = indexed_and_scanned(ledger, "zanzibar");
+        let turns = matching_turns(&indexed, &re);
+        assert_eq!(turns, matching_turns(&scanned, &re));
+        turns.len()
+    };
+    assert_eq!(found(&ledger), 1);
+    let path = ledger.index_dir().join(crate::layout::index_file_name(1));
+    assert_eq!(
+        super::format::version_of(&path),
+        Some(super::format::VERSION)
+    );
+    let mut bytes = fs::read(&path).expect("read");
+    bytes[8..12].copy_from_slice(&(super::format::VERSION - 1).to_le_bytes());
+    fs::write(&path, &bytes).expect("write");
+    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+    assert_eq!(found(&fresh), 1);
+    assert_eq!(
+        super::format::version_of(&path),
+        Some(super::format::VERSION),
+        "rebuilt in the current format"
+    );
 }

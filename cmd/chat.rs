@@ -1,0 +1,249 @@
+//! `axocoatl chat`
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axocoatl::engine::{self, Attachments, SendOptions};
+use axocoatl::history;
+use axocoatl::provider::Cancel;
+use axocoatl::workspace::Workspace;
+use clap::Args;
+use clap_complete::engine::ArgValueCandidates;
+
+use crate::ctx::GlobalArgs;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use crate::line::{Input, LineEditor};
+use crate::send::OverrideArgs;
+use crate::ui::Ui;
+
+const COMMANDS: &str = "\
+!retry   send the last request again (a new turn linked to it)
+!rewind  take back the last turn (it stays in the ledger, superseded)
+!stop    stop the session's active turn (one started elsewhere)
+!help    this list
+Ctrl-C stops a turn while it answers; Ctrl-D (or the end of input) leaves.";
+
+/// Talk with an agent, one turn per line, in one session.
+///
+/// Each line you type is a `send` to the agent in the session (HEAD unless -s), streamed as
+/// it arrives; the turns are recorded like any other (`history`, `show`, `retry`). Lines
+/// starting with `!` are commands:
+///
+///   !retry   send the last request again (a new turn linked to it)
+///   !rewind  take back the last turn (it stays in the ledger, superseded)
+///   !stop    stop the session's active turn (one started elsewhere)
+///   !help    the list of commands
+///
+/// Ctrl-C stops a turn while it answers and drops the line being typed at the prompt;
+/// Ctrl-D on an empty line (or the end of piped input) leaves. On a terminal the prompt
+/// edits like a shell's: arrows, Home/End, Ctrl-A/E/U/K/W, Up/Down for earlier lines.
+///
+/// Examples:
+///   axocoatl chat
+///   axocoatl chat -n -a coder
+///   axocoatl chat -s review-42 -o temperature=0
+///   printf 'hi\n!retry\n' | axocoatl chat -s scratch
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ChatArgs {
+    /// The session [default: HEAD, initially `main`]; a new name creates the session.
+    #[arg(short, long, add = ArgValueCandidates::new(crate::complete::sessions))]
+    pub session: Option<String>,
+    /// Start a new session (named by the time) and make it current.
+    #[arg(short = 'n', long, conflicts_with = "session")]
+    pub new: bool,
+    /// The agent [default: default_agent, else the first autonomous agent].
+    #[arg(short, long, add = ArgValueCandidates::new(crate::complete::agents))]
+    pub agent: Option<String>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let ws = g.open()?;
+    let chosen = if args.new {
+        Some(axocoatl::sessions::start_new(&ws)?)
+    } else {
+        args.session.clone()
+    };
+    let (_, shown) = ws.session_for_turn(chosen.as_deref())?;
+    let agent = {
+        let config = ws.config()?;
+        engine::resolve_agent(config, args.agent.as_deref())?
+            .id
+            .clone()
+    };
+    writeln!(
+        ui.err,
+        "chat with {agent} in session {shown}: one turn per line; !help lists commands, Ctrl-D leaves"
+    )?;
+    let signals = Signals::install();
+    let mut editor = LineEditor::new();
+    let prompt = format!("{shown}> ");
+    let mut code = exit::OK;
+    loop {
+        ui.out.flush()?;
+        let line = match editor.read(&prompt)? {
+            Input::End => break,
+            Input::Dropped => continue,
+            Input::Line(line) => line,
+        };
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let done = match text {
+            "!help" | "!?" => {
+                writeln!(ui.err, "{COMMANDS}")?;
+                Ok(exit::OK)
+            }
+            "!retry" => retry(&ws, &shown, &args, &signals, ui),
+            "!rewind" => rewind(&ws, &shown, ui),
+            "!stop" => stop(&ws, &shown, ui),
+            t if t.starts_with('!') && !t.contains(char::is_whitespace) => Err(CliError::usage(
+                format!("unknown command {t}"),
+            )
+            .hint("!retry, !rewind, !stop and !help are the commands; other lines are sent")),
+            _ => turn(&ws, &shown, &args, line.trim_end().to_owned(), &signals, ui),
+        };
+        code = match done {
+            Ok(c) => c,
+            Err(e) if e.is_broken_pipe() => return Err(e),
+            Err(e) => e.report(ui),
+        };
+    }
+    Ok(code)
+}
+
+/// One turn, stopped (not the chat ended) by Ctrl-C.
+fn turn(
+    ws: &Workspace,
+    shown: &str,
+    args: &ChatArgs,
+    message: String,
+    signals: &Signals,
+    ui: &mut Ui,
+) -> CliResult {
+    let (session, _) = ws.session_for_turn(Some(shown))?;
+    let opts = SendOptions {
+        session,
+        agent: args.agent.clone(),
+        message,
+        attachments: Attachments::Selection,
+        overrides: args.overrides.overrides(),
+        ..SendOptions::default()
+    };
+    signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
+}
+
+/// What SIGINT and SIGTERM do in a chat: at the prompt they end it (130, 143); during a
+/// turn the first stops the turn (the chat goes on) and a second ends the chat.
+struct Signals {
+    /// At the prompt: a signal ends the process.
+    idle: Arc<AtomicBool>,
+    /// A signal came during the current turn.
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Signals {
+    /// Installed once: signal-hook never gives a signal back its default action, so the
+    /// handlers stay for the whole chat and the flags say what a signal does.
+    fn install() -> Signals {
+        let signals = Signals {
+            idle: Arc::new(AtomicBool::new(true)),
+            interrupted: Arc::new(AtomicBool::new(false)),
+        };
+        for (sig, code) in [
+            (signal_hook::consts::SIGINT, 130),
+            (signal_hook::consts::SIGTERM, 143),
+        ] {
+            let _ =
+                signal_hook::flag::register_conditional_shutdown(sig, code, signals.idle.clone());
+            let _ = signal_hook::flag::register_conditional_shutdown(
+                sig,
+                code,
+                signals.interrupted.clone(),
+            );
+            let _ = signal_hook::flag::register(sig, signals.interrupted.clone());
+        }
+        signals
+    }
+
+    /// Runs one turn: a signal stops it (within the turn's own ~100 ms).
+    fn turn(&self, f: impl FnOnce(&Cancel) -> CliResult) -> CliResult {
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.idle.store(false, Ordering::SeqCst);
+        let cancel = Cancel::new();
+        let (flag, interrupted) = (cancel.flag(), self.interrupted.clone());
+        let done = Arc::new(AtomicBool::new(false));
+        let watching = done.clone();
+        let watcher = std::thread::spawn(move || {
+            while !watching.load(Ordering::SeqCst) {
+                if interrupted.load(Ordering::SeqCst) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        });
+        let result = f(&cancel);
+        done.store(true, Ordering::SeqCst);
+        let _ = watcher.join();
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.idle.store(true, Ordering::SeqCst);
+        result
+    }
+}
+
+/// The session's newest turn that is not superseded.
+fn last_turn(ws: &Workspace, shown: &str) -> CliResult<history::TurnView> {
+    let session = ws.session_or_head(Some(shown))?;
+    let projection = history::project_session(ws.repo(), &session)?;
+    projection
+        .session_turns(&session)
+        .filter(|t| !t.superseded)
+        .last()
+        .cloned()
+        .ok_or_else(|| CliError::new(axocoatl::ErrorKind::NotFound, "no turn in this session yet"))
+}
+
+fn retry(
+    ws: &Workspace,
+    shown: &str,
+    args: &ChatArgs,
+    signals: &Signals,
+    ui: &mut Ui,
+) -> CliResult {
+    let last = last_turn(ws, shown)?;
+    let opts = engine::retry_options(ws, &last.turn, false, &args.overrides.overrides())?;
+    signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
+}
+
+fn rewind(ws: &Workspace, shown: &str, ui: &mut Ui) -> CliResult {
+    let last = last_turn(ws, shown)?;
+    let o = axocoatl::serve::client::rewind(ws, &last.turn, Some(&last.session))?;
+    writeln!(
+        ui.err,
+        "rewound turn {} (the conversation continues from before it); its request was:\n{}",
+        o.target,
+        crate::fmt::safe(&o.prefill)
+    )?;
+    Ok(exit::OK)
+}
+
+fn stop(ws: &Workspace, shown: &str, ui: &mut Ui) -> CliResult {
+    let session = ws.session_or_head(Some(shown))?;
+    let listing = history::sessions(ws.repo())?;
+    let Some(active) = listing
+        .sessions
+        .get(&session)
+        .and_then(|s| s.active_turn.clone())
+    else {
+        writeln!(ui.err, "no turn of session {shown} is active")?;
+        return Ok(exit::OK);
+    };
+    let stopped = axocoatl::serve::client::stop(ws, &active)?;
+    writeln!(ui.err, "stop requested for turn {}", stopped.turn)?;
+    Ok(exit::OK)
+}
