@@ -321,7 +321,11 @@ pub fn word_row_bytes(hidden: usize) -> usize {
 }
 
 fn crc(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    if bytes.len() < 256 {
+        crc32c::crc32c(bytes)
+    } else {
+        crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+    }
 }
 
 fn unsupported(what: impl Into<String>) -> Error {
