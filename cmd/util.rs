@@ -54,7 +54,7 @@ pub enum UtilCommand {
     LedgerDump,
     /// Make the embedder's ready-to-run file when it is missing, stale or damaged (as the
     /// first command needing the embedder would), and print which engine runs and from
-    /// which file. scripts/fetch-embedder.sh and the memory benchmark run it.
+    /// which file (`models fetch` makes it too). The memory benchmark runs it.
     Embedder,
     /// Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines.
     Checkpoints { session: String, agent: String },

@@ -6,9 +6,8 @@
 # Idempotent: does nothing when the verified files are already in place.
 # scripts/fetch-model.sh calls it.
 #
-# Then it converts the model once into the ready-to-run file beside it (model.axoemb, which
-# every one-shot command maps instead of loading the ONNX graph: `axocoatl util embedder`;
-# without this step the first command that needs the embedder does the same, once).
+# The fetch also converts the model once into the ready-to-run file beside it
+# (model.axoemb, which every one-shot command maps instead of loading the ONNX graph).
 #
 #   scripts/fetch-embedder.sh       # prints the model directory on stdout
 #
@@ -24,8 +23,4 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest_dir="${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/all-MiniLM-L6-v2"
 # The default location (the one printed below), whatever $AXOCOATL_EMBED_DIR says.
 (unset AXOCOATL_EMBED_DIR && axocoatl models fetch all-minilm-l6-v2 >&2)
-# The ready-to-run file is a cache of the two files above: a failure to make it is reported
-# and leaves the reference engine in use, never a failed fetch.
-AXOCOATL_EMBED_DIR="$dest_dir" axocoatl util embedder >&2 ||
-    echo "fetch-embedder: could not convert the model (see above); the reference engine stays in use" >&2
 echo "$dest_dir"

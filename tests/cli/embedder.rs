@@ -179,7 +179,7 @@ fn system_prompt(request: &Value) -> String {
 #[test]
 fn both_engines_recall_from_the_same_store() {
     let server = FakeServer::start();
-    for _ in 0..3 {
+    for _ in 0..2 {
         server.push(ollama_text("Noted."));
     }
     let mut env = TestEnv::with_config(&format!(
@@ -187,28 +187,51 @@ fn both_engines_recall_from_the_same_store() {
         server.url()
     ));
     copied_model(&mut env);
-    let send = |engine: &str, text: &str| {
+    let run = |engine: &str, args: &[&str]| {
         let out = env
-            .cmd(&["send", "--no-stdin", "-a", "a", text])
+            .cmd(args)
             .env("AXOCOATL_EMBED_ENGINE", engine)
             .output()
-            .expect("send");
+            .expect("axocoatl");
         let r = Run::from_output(out);
         assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     };
-    // Retained by the fast engine, recalled by the reference, and the other way round.
-    send(
+    // Each fact retained by one engine is recalled by the other (the facts are added, not
+    // exchanges: a session's own exchanges are in its window and never recalled).
+    run(
         "fast",
-        "My cat is called Pixel and she hates the vacuum cleaner.",
+        &[
+            "memory",
+            "add",
+            "-a",
+            "a",
+            "My cat is called Pixel and she hates the vacuum cleaner.",
+        ],
     );
-    send("reference", "What is the name of my pet?");
-    send("fast", "Remind me what my cat is afraid of.");
+    run(
+        "reference",
+        &[
+            "memory",
+            "add",
+            "-a",
+            "a",
+            "My sister lives in Lisbon and works as a nurse.",
+        ],
+    );
+    run(
+        "reference",
+        &["send", "--no-stdin", "-a", "a", "What is the name of my pet?"],
+    );
+    run(
+        "fast",
+        &["send", "--no-stdin", "-a", "a", "Which city is my sister in?"],
+    );
     let requests = server.requests();
-    assert_eq!(requests.len(), 3);
-    for r in &requests[1..] {
+    assert_eq!(requests.len(), 2);
+    for (r, fact) in requests.iter().zip(["Pixel", "Lisbon"]) {
         let prompt = system_prompt(&r.json());
         assert!(
-            prompt.contains("<recalled_memory>") && prompt.contains("Pixel"),
+            prompt.contains("<recalled_memory>") && prompt.contains(fact),
             "{prompt}"
         );
     }

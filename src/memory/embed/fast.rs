@@ -1,8 +1,9 @@
 //! The ready-to-run file beside the model files: found and checked, or made.
 //!
 //! `model.axoemb` (see `axocoatl_embed::format`) is made from `model.onnx` and
-//! `tokenizer.json` by [`super::convert`] the first time a process needs the embedder, then
-//! only mapped. Its header carries a fingerprint of the two files it was made from (their
+//! `tokenizer.json` by [`super::convert`] when `axocoatl models fetch` installs them (or the
+//! first time a process needs the embedder, if they were put in place otherwise), then only
+//! mapped. Its header carries a fingerprint of the two files it was made from (their
 //! sizes and modification times) and of this converter's version: when either file is
 //! replaced, or the file is damaged, it is made again. A new file is installed only after its
 //! vectors agree with the reference engine's (tract over the ONNX file) on a few probe
@@ -57,12 +58,17 @@ pub(super) fn fingerprint(files: &ModelFiles) -> std::io::Result<[u8; SOURCE_LEN
 
 /// The ready-to-run file of `files`, when it is there, checks, and was made from them.
 pub(super) fn open(files: &ModelFiles) -> Result<Model, String> {
-    let want = fingerprint(files).map_err(|e| e.to_string())?;
     let model = Model::open(&files.ready).map_err(|e| match e {
         axocoatl_embed::Error::Io { .. } if !files.ready.exists() => {
             format!("{} is not made yet", files.ready.display())
         }
         e => e.to_string(),
+    })?;
+    let want = fingerprint(files).map_err(|e| {
+        format!(
+            "the model files {} is made from cannot be read: {e}",
+            files.ready.display()
+        )
     })?;
     if model.source() != &want {
         return Err(format!(

@@ -10,10 +10,10 @@
 //!
 //! Two engines compute the same vectors:
 //! - **fast** (the default): `axocoatl-embed`'s encoder over `model.axoemb`, a ready-to-run
-//!   file beside the model files that a process maps, not parses ([`fast`]). The first
-//!   process that needs it makes it from the two files ([`convert`]) and installs it once its
-//!   vectors agree with the reference's; it is made again when the model files change or it
-//!   is damaged.
+//!   file beside the model files that a process maps, not parses ([`fast`]).
+//!   `axocoatl models fetch` makes it from the two files ([`prepare`], [`convert`]), else the
+//!   first process that needs it does, and installs it once its vectors agree with the
+//!   reference's; it is made again when the model files change or it is damaged.
 //! - **reference**: `tract-onnx` over `model.onnx`, tokenized by the `tokenizers` crate
 //!   ([`onnx`]): what the fast engine is checked against, and the engine in use when the
 //!   ready-to-run file cannot be made (a read-only model directory, a model the converter
@@ -117,6 +117,47 @@ impl ModelFiles {
     pub fn from_env() -> Option<ModelFiles> {
         ModelFiles::locate(&|k| std::env::var(k).ok())
     }
+}
+
+/// What [`prepare`] found or did about the ready-to-run file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// It was there, checked and was made from the model files: nothing was done.
+    InPlace,
+    /// It was made now (it was missing, stale or damaged).
+    Made,
+    /// It cannot be made: the reference engine will run, for this reason.
+    Failed { why: String },
+}
+
+/// Whether the ready-to-run file of `files` is there, checks and was made from them (it is
+/// mapped and checked, not made): `Err` says why not.
+pub fn ready_file_state(files: &ModelFiles) -> Result<(), String> {
+    #[cfg(feature = "embeddings")]
+    {
+        fast::open(files).map(drop)
+    }
+    #[cfg(not(feature = "embeddings"))]
+    {
+        let _ = files;
+        Err(EmbedError::FeatureOff.to_string())
+    }
+}
+
+/// Makes the ready-to-run file of `files` unless it is already in place (as the first
+/// process needing the embedder would; `axocoatl models fetch` does it right after
+/// installing the model, so that no one-shot command has to). Safe to run beside other
+/// processes doing the same: one makes the file, the others wait and find it.
+pub fn prepare(files: &ModelFiles) -> Result<Ready, EmbedError> {
+    if ready_file_state(files).is_ok() {
+        return Ok(Ready::InPlace);
+    }
+    let e = Embedder::load(files)?;
+    Ok(match e.engine() {
+        Engine::Reference { why } => Ready::Failed { why },
+        Engine::Fast if e.made_ready_file() => Ready::Made,
+        Engine::Fast => Ready::InPlace,
+    })
 }
 
 /// Which engine computes an [`Embedder`]'s vectors.
