@@ -599,6 +599,66 @@ mod model_tests {
         assert!(worst.0 >= 0.99999, "cosine {} on {:?}", worst.0, worst.1);
     }
 
+    /// recall@1 of semantic memory searches (int8 vectors, as stored) over the benchmark's
+    /// set: each of its facts retained, each question asked.
+    fn recall_at_1(embedder: &'static Embedder) -> f64 {
+        use crate::memory::semantic::{NewRecord, SemanticStore, Source, SourceKind};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = axocoatl_store::repo::init(dir.path()).expect("init");
+        let repo = axocoatl_store::Repo::open(&root, &axocoatl_store::repo::OpenOptions::default())
+            .expect("open");
+        let mut store = SemanticStore::open_with(&repo, "main:recall", Ok(embedder)).expect("open");
+        let pairs: Vec<(&str, &str)> = include_str!("../../../benches/data/recall_set.tsv")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| l.split_once('\t'))
+            .collect();
+        assert!(pairs.len() >= 60, "the set is there");
+        let records: Vec<NewRecord> = pairs
+            .iter()
+            .map(|(fact, _)| NewRecord {
+                text: (*fact).to_owned(),
+                source: Source {
+                    turn: None,
+                    kind: SourceKind::Added,
+                    at: 0,
+                },
+            })
+            .collect();
+        store.add(&records).expect("add");
+        let hits = pairs
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, question))| {
+                store
+                    .search(question, 1)
+                    .expect("search")
+                    .first()
+                    .map(|h| h.id)
+                    == Some(*i as u64)
+            })
+            .count();
+        hits as f64 / pairs.len() as f64
+    }
+
+    #[test]
+    fn the_fast_engine_recalls_the_benchmark_set_as_well_as_the_reference() {
+        let fast = embedder();
+        assert_eq!(fast.engine(), Engine::Fast);
+        let reference: &'static Embedder = Box::leak(Box::new(
+            Embedder::load_reference(fast.files()).expect("reference"),
+        ));
+        let (ours, theirs) = (recall_at_1(fast), recall_at_1(reference));
+        assert!(
+            ours >= 0.95,
+            "recall@1 {ours:.3} (the reference's {theirs:.3})"
+        );
+        assert!(
+            ours >= theirs,
+            "recall@1 {ours:.3} below the reference's {theirs:.3}"
+        );
+    }
+
     /// A directory holding copies of the installed model files.
     fn copied_model() -> (tempfile::TempDir, ModelFiles) {
         let from = embedder().files();
