@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SQLite FTS5 beside `axocoatl history --search` (issue #20): the same rows, a MATCH query.
+"""SQLite FTS5 beside `axocoatl history --search`: the same rows, a MATCH query.
 
     bench/fts5.py build DB JSONL     # loads turn, session, request, output into an FTS5 table
     bench/fts5.py query DB WORD...   # times `MATCH` for each word, ids alone and with the

@@ -1,4 +1,4 @@
-//! Checkpoint benchmark (issue: checkpoints). Prints figures; asserts nothing about time.
+//! Checkpoint benchmark. Prints figures; asserts nothing about time.
 //!
 //! Write and load of a ~64 MiB checkpoint (encode, envelope, atomic replace / read, verify,
 //! decode) against a raw `write + fsync` and a raw read of the same number of bytes.

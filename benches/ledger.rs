@@ -1,4 +1,4 @@
-//! Ledger benchmarks (issue: foundation). Prints figures; asserts nothing about time.
+//! Ledger benchmarks. Prints figures; asserts nothing about time.
 //!
 //! 1. durable appends of 1 KiB records vs a raw `write + fdatasync` loop on the same disk;
 //! 2. 8 concurrent appending processes vs one (group commit);

@@ -1,4 +1,4 @@
-//! `serve` benchmarks (issue #16). Prints figures; asserts nothing about time.
+//! `serve` benchmarks. Prints figures; asserts nothing about time.
 //!
 //! 1. whole-process time of `axocoatl send` against a loopback Ollama server that answers
 //!    instantly: in process (no serve), then through a running serve (its actor keeps the

@@ -1,4 +1,4 @@
-//! Teams benchmark (issue 18): the orchestration overhead per subtask of a coordinator's
+//! Teams benchmark: the orchestration overhead per subtask of a coordinator's
 //! turn, beyond model time, against an instant loopback Ollama server. Prints figures;
 //! asserts nothing about time.
 //!

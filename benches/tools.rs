@@ -1,4 +1,4 @@
-//! Tool benchmarks (issue 14). Prints figures; asserts nothing about time.
+//! Tool benchmarks. Prints figures; asserts nothing about time.
 //!
 //! 1. In process: one `read_file` dispatch through the toolbox (4 KiB file), and one
 //!    `run_command` of `true` unconfined vs under the workspace-write sandbox (Landlock +

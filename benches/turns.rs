@@ -1,9 +1,9 @@
-//! Turn benchmarks (issues: turns, #20). Prints figures; asserts nothing about time.
+//! Turn benchmarks. Prints figures; asserts nothing about time.
 //!
 //! 1. Beside a generated ledger of 1M turns in 1,000 sessions (about 1 GB;
-//!    `AXOCOATL_BENCH_TURNS` changes the count): every figure of issue #20 (commands that
-//!    read one session or one turn, `sessions`, `usage`, open, `send`, 8 concurrent sends
-//!    with the machine's ceilings beside them, index build time and size, and
+//!    `AXOCOATL_BENCH_TURNS` changes the count): every figure of the goals for years of
+//!    history (commands that read one session or one turn, `sessions`, `usage`, open,
+//!    `send`, 8 concurrent sends with the machine's ceilings beside them, index build time and size, and
 //!    `history --all --search` for a word in 0.01% and one in 50% of turns next to the scan
 //!    without the term index, `rg -i -F` over the same text as JSON Lines and SQLite FTS5
 //!    `MATCH` on the same rows (`bench/fts5.py`, Python's sqlite3); `bench/setup.sh`
@@ -418,7 +418,7 @@ fn index_bench(base: &Path, bin: &str) {
         all_bytes as f64 / ledger_bytes as f64
     );
     // One segment's index, built again in this process (no other work): one of these 16 MiB
-    // segments, and one of 64 MiB (the issue's figure) in a ledger of the same turns written
+    // segments, and one of 64 MiB (the goal's figure) in a ledger of the same turns written
     // with that segment size.
     let seg64 = work.join("seg64");
     std::fs::create_dir_all(&seg64).unwrap();

@@ -160,8 +160,8 @@ fn utc(ms: Millis) -> String {
 }
 
 /// `automations list --json`: one line per automation.
-#[derive(Debug, Serialize)]
-struct StatusJson<'a> {
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct StatusJson<'a> {
     id: &'a str,
     enabled: bool,
     schedule: &'a str,
@@ -273,8 +273,8 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 
 /// A run record: `automations runs --json`, `tick --json`, `run --json`, and `last` of
 /// `list --json`. Times are RFC 3339 UTC.
-#[derive(Debug, Serialize)]
-struct RunJson<'a> {
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct RunJson<'a> {
     automation: &'a str,
     /// The scheduled time; for a manual run, when it was requested; for a span of skipped
     /// occurrences, the last of them.

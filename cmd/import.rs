@@ -25,7 +25,7 @@ use crate::ui::Ui;
 /// `--dry-run` lists every pre-1.0 input (checkpoints, core memory, shared core memory,
 /// daily logs, semantic memory, automation runs), how it is read, and what would be
 /// imported, and writes nothing. Pre-1.0 files are only ever read: this is not a general
-/// migration tool and it erases nothing (see README, "Pre-1.0 inputs").
+/// migration tool and it erases nothing (see docs/legacy.md).
 ///
 /// Examples:
 ///   axocoatl import --dry-run

@@ -1,6 +1,8 @@
 //! Every `--json` output as a type. Field names are an interface scripts match on: they
-//! never change meaning, and README's schema table lists them. A stream of lines of
-//! different shapes is one enum with a `type` field.
+//! never change meaning. A stream of lines of different shapes is one enum with a `type`
+//! field. docs/json.md is generated from these types (`axocoatl util generate`, see
+//! [`crate::json_ref`]) and a test fails when it drifts, so a field's doc comment is its
+//! documentation.
 
 use std::path::Path;
 
@@ -10,15 +12,19 @@ use axocoatl::history::{CallView, ContextView, ToolEvent, TurnView};
 use axocoatl::relations::{scope_str, Reference};
 use axocoatl_store::extracted::OcrInfo;
 use axocoatl_store::ledger::record::Usage;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Token usage, as every output shows it.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema)]
 pub struct UsageJson {
+    /// As the providers reported them.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Model calls counted.
     pub calls: u32,
+    /// False once any call reported no usage.
     pub complete: bool,
 }
 
@@ -35,26 +41,34 @@ impl From<&Usage> for UsageJson {
 }
 
 /// `send --json`, `retry --json`: the events of one turn, one per line.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type")]
 pub enum SendEvent<'a> {
+    /// The turn is recorded: it has begun.
     #[serde(rename = "turn.begun")]
     TurnBegun {
+        /// The turn's id.
         turn: &'a str,
         session: &'a str,
+        /// The agent's id.
         agent: &'a str,
+        /// The agent's configured name, when it has one.
         #[serde(skip_serializing_if = "Option::is_none")]
         agent_name: Option<&'a str>,
     },
+    /// The next piece of visible output.
     #[serde(rename = "delta")]
     Delta { turn: &'a str, text: &'a str },
+    /// The model called a tool.
     #[serde(rename = "tool.started")]
     ToolStarted {
         turn: &'a str,
         call_id: &'a str,
         name: &'a str,
+        /// The arguments as JSON text.
         arguments: &'a str,
     },
+    /// A tool call's result, as the model sees it.
     #[serde(rename = "tool.result")]
     ToolResult {
         turn: &'a str,
@@ -67,23 +81,28 @@ pub enum SendEvent<'a> {
         exit_code: Option<i32>,
         duration_ms: u64,
     },
+    /// Something the user should know (also recorded in the ledger).
     #[serde(rename = "warning")]
     Warning { turn: &'a str, message: &'a str },
     /// A coordinator's plan: how it was made and its subtasks.
     #[serde(rename = "plan")]
     Plan {
         turn: &'a str,
+        /// `model`, `model-repaired` or `fallback`.
         method: &'a str,
         subtasks: &'a [axocoatl_store::ledger::record::PlannedSubtask],
     },
+    /// A coordinator's subtask started.
     #[serde(rename = "subtask.started")]
     SubtaskStarted {
         turn: &'a str,
         subtask: &'a str,
+        /// A declared worker, or `adhoc`.
         worker: &'a str,
         /// Always `running`.
         state: &'a str,
     },
+    /// A coordinator's subtask ended.
     #[serde(rename = "subtask.ended")]
     SubtaskEnded {
         turn: &'a str,
@@ -109,6 +128,7 @@ pub enum SendEvent<'a> {
         hints: &'a [String],
         exit_code: i32,
     },
+    /// The turn's terminal record is written: the last event.
     #[serde(rename = "turn.ended")]
     TurnEnded {
         turn: &'a str,
@@ -116,15 +136,18 @@ pub enum SendEvent<'a> {
         agent: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         agent_name: Option<&'a str>,
+        /// `completed`, `failed`, `stopped` or `interrupted`.
         state: &'a str,
+        /// All of the output.
         output: &'a str,
         usage: UsageJson,
+        /// Why it failed or was interrupted.
         error: Option<&'a str>,
     },
 }
 
 /// An attachment pinned by a turn.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PinJson<'a> {
     pub reference: &'a str,
     pub name: &'a str,
@@ -136,30 +159,41 @@ pub struct PinJson<'a> {
 
 /// One turn: a line of `history --json`, the base of `show --json` and of each turn of
 /// `export --format json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct TurnJson<'a> {
     pub turn: &'a str,
     pub session: &'a str,
     pub agent: &'a str,
+    /// The agent's configured name, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<&'a str>,
+    /// `running`, `completed`, `failed`, `stopped` or `interrupted`.
     pub state: &'a str,
+    /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
+    /// The message.
     pub request: &'a str,
     /// The output (for `history --json`, only its first 64 KiB when `output_object` is set).
     pub output: &'a str,
     /// The object holding the whole output, when it was too long for one record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_object: Option<&'a str>,
+    /// Why it failed or was interrupted.
     pub error: Option<&'a str>,
     pub started_at: String,
     pub ended_at: Option<String>,
+    /// Null while running.
     pub usage: Option<UsageJson>,
+    /// The turn this one retried.
     pub retry_of: Option<&'a str>,
     /// The automation occurrence that started the turn (null: a person sent it).
     pub origin: Option<OriginJson<'a>>,
+    /// Inline context (piped text): its label, length in bytes, and the object holding it
+    /// when it was stored as one.
     pub context: &'a [ContextView],
+    /// The attachments the turn pinned.
     pub attachments: Vec<PinJson<'a>>,
+    /// Tool calls (`started_at`, `ended_at`: milliseconds since the epoch).
     pub tools: &'a [ToolEvent],
     pub warnings: &'a [String],
     /// A coordinator's plan: `method`, `subtasks` (`id`, `worker`, `role`, `task`,
@@ -233,7 +267,7 @@ impl<'a> TurnJson<'a> {
 }
 
 /// Where a turn came from when an automation started it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct OriginJson<'a> {
     pub automation: &'a str,
     /// The scheduled time of the occurrence (for a manual run, when it was requested).
@@ -246,18 +280,20 @@ pub struct OriginJson<'a> {
 }
 
 /// `show --json`: one turn with its model calls.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ShowJson<'a> {
     #[serde(flatten)]
     pub turn: TurnJson<'a>,
+    /// The turn's model calls.
     pub calls: &'a [CallView],
+    /// A stop was recorded for this turn.
     pub stop_requested: bool,
     /// Where each pinned attachment's text comes from, in the order of `attachments`.
     pub attachment_texts: Vec<PinTextJson<'a>>,
 }
 
 /// `show --json`: where a pinned attachment's text comes from.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PinTextJson<'a> {
     pub reference: &'a str,
     /// `none`, `extracted` or `ocr`.
@@ -266,18 +302,20 @@ pub struct PinTextJson<'a> {
 }
 
 /// `export --format json`: the whole document.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ExportJson<'a> {
     pub export: ExportHeader<'a>,
     pub turns: Vec<ExportTurn<'a>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ExportHeader<'a> {
     /// Always `axocoatl-history-export`.
     pub format: &'static str,
+    /// Always 1.
     pub version: u32,
     pub scope: ExportScope,
+    /// That an export is a copy for review, not a backup.
     pub note: &'static str,
     /// False when some ledger records could not be read (listed in `damaged`).
     pub complete: bool,
@@ -285,7 +323,7 @@ pub struct ExportHeader<'a> {
 }
 
 /// A ledger record or segment that could not be read.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct DamagedJson<'a> {
     pub file: String,
     /// Null when the file could not be read at all.
@@ -294,14 +332,14 @@ pub struct DamagedJson<'a> {
 }
 
 /// `{"session": NAME}` for one session, `"all"` for every session.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ExportScope {
     Session { session: String },
     All(&'static str),
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ExportTurn<'a> {
     #[serde(flatten)]
     pub turn: TurnJson<'a>,
@@ -310,7 +348,7 @@ pub struct ExportTurn<'a> {
 }
 
 /// One ledger record: its body's fields, its kind name and sequence number.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RecordJson {
     #[serde(flatten)]
     pub body: serde_json::Value,
@@ -319,7 +357,7 @@ pub struct RecordJson {
 }
 
 /// `usage --json`: one line per group, then the total.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct UsageRowJson<'a> {
     #[serde(flatten)]
     pub usage: UsageJson,
@@ -330,7 +368,7 @@ pub struct UsageRowJson<'a> {
 
 /// What a usage row groups by: `{"agent": ID}`, `{"session": NAME}`, `{"day": DATE}`, or
 /// `{"total": true}` for the last line.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum UsageGroup<'a> {
     Agent {
@@ -350,12 +388,14 @@ pub enum UsageGroup<'a> {
 }
 
 /// `sessions --json`: one line per session.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SessionJson<'a> {
     pub session: &'a str,
+    /// `HEAD` names it.
     pub current: bool,
     pub turns: u64,
     pub last_activity: Option<String>,
+    /// The turn running in it now.
     pub active_turn: Option<&'a str>,
     /// Only for a removed session (`sessions --all`): when it was removed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -363,7 +403,7 @@ pub struct SessionJson<'a> {
 }
 
 /// `sessions new|switch|rm|rename --json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct SessionActionJson<'a> {
     pub session: &'a str,
     /// Whether it is the current session (HEAD) now.
@@ -373,7 +413,7 @@ pub struct SessionActionJson<'a> {
 }
 
 /// `stop --json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StopJson<'a> {
     pub turn: &'a str,
     pub session: &'a str,
@@ -383,21 +423,30 @@ pub struct StopJson<'a> {
 }
 
 /// `attach add|list|rm --json`: one reference per line.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReferenceJson<'a> {
     pub reference: &'a str,
     pub session: &'a str,
+    /// The file's name.
     pub name: &'a str,
     pub media_type: &'a str,
+    /// Bytes.
     pub size: u64,
+    /// `once` (the next turn consumes it) or `session` (every turn until removed).
     pub scope: &'a str,
+    /// `selected`, `consumed` or `removed`.
     pub state: &'a str,
+    /// The object holding the file's bytes.
     pub object: &'a str,
+    /// The object holding its extracted text, when it has one.
     pub text_object: Option<&'a str>,
+    /// The extracted text was cut at its limit.
     pub text_truncated: bool,
     pub added_at: String,
+    /// The turn that consumed a `once` attachment.
     pub consumed_by: Option<&'a str>,
     pub removed_at: Option<String>,
+    /// The turns that pinned it.
     pub used_by: &'a [String],
     /// Where the text comes from: `none` (an image OCR did not read), `extracted` (text
     /// and PDF text layers), `ocr`.
@@ -417,7 +466,7 @@ pub struct ReferenceJson<'a> {
 }
 
 /// What OCR read a text with (`attach add|list|rm --json`, `show --json`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct OcrJson {
     pub engine: String,
     pub languages: String,
@@ -493,28 +542,34 @@ impl<'a> ReferenceJson<'a> {
 }
 
 /// `rewind --json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RewindJson<'a> {
     pub session: &'a str,
     pub agent: &'a str,
+    /// The turn rewound to (it and every later turn are superseded).
     pub target: &'a str,
+    /// The turns superseded.
     pub superseded: &'a [String],
+    /// The target's request, to revise and send again.
     pub prefill: &'a str,
     /// Whether the agent's checkpoint was written from the retained transcript.
     pub checkpoint: bool,
 }
 
 /// `fsck --json`: one line per finding, then a summary.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum FsckLine<'a> {
+    /// One problem.
     Finding {
         kind: &'a str,
+        /// An error (else a warning).
         error: bool,
         file: String,
         offset: Option<u64>,
         message: &'a str,
     },
+    /// What was checked; the last line.
     Summary {
         clean: bool,
         segments: u64,
@@ -531,7 +586,7 @@ pub enum FsckLine<'a> {
         /// Pre-1.0 inputs seen (listed before the summary).
         legacy_inputs: usize,
     },
-    /// A pre-1.0 input: read as README says, never changed (not a finding).
+    /// A pre-1.0 input: read as docs/legacy.md says, never changed (not a finding).
     Legacy {
         kind: &'a str,
         id: &'a str,
@@ -543,10 +598,12 @@ pub enum FsckLine<'a> {
 
 /// `import --json`: one line per legacy checkpoint directory and per other pre-1.0 input,
 /// then a summary.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ImportLine<'a> {
+    /// One 0.1.x checkpoint directory and what the import does with it.
     Checkpoint(&'a axocoatl::legacy::Candidate),
+    /// Another pre-1.0 input (read, never imported).
     Input {
         kind: &'a str,
         id: &'a str,
@@ -568,16 +625,20 @@ pub enum ImportLine<'a> {
 }
 
 /// `init --json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct InitJson<'a> {
+    /// The `.axocoatl` directory.
     pub repository: &'a Path,
+    /// The configuration file.
     pub config: &'a Path,
+    /// False when a configuration was already there (it is kept).
     pub config_written: bool,
+    /// The session `HEAD` names.
     pub session: &'a str,
 }
 
 /// `repo --json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RepoJson<'a> {
     pub repository: &'a Path,
     pub config: &'a Path,
@@ -587,9 +648,10 @@ pub struct RepoJson<'a> {
 }
 
 /// `validate --json`: one line per diagnostic, then a summary.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ValidateLine<'a> {
+    /// One problem, at the line and column to change.
     Diagnostic {
         #[serde(flatten)]
         diagnostic: &'a axocoatl::config::Diagnostic,
@@ -597,6 +659,7 @@ pub enum ValidateLine<'a> {
         #[serde(rename = "type")]
         kind: &'static str,
     },
+    /// The last line; the counts of what is configured only when it is valid.
     Summary {
         /// Always `summary`.
         #[serde(rename = "type")]
@@ -615,7 +678,7 @@ pub enum ValidateLine<'a> {
 }
 
 /// `util checkpoints` (a maintenance command): one line per checkpoint file.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum CheckpointJson<'a> {
     Valid {
@@ -637,13 +700,15 @@ pub enum CheckpointJson<'a> {
 
 /// `agents list --json`, `agents status --json`: one line per actor, then (status) one
 /// per automation of serve's schedule.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type")]
 pub enum AgentsLine<'a> {
+    /// One actor: an agent serve runs for a session.
     #[serde(rename = "actor")]
     Actor {
         agent: &'a str,
         session: &'a str,
+        /// `running`, `idle`, `starting`, `restarting` or `down`.
         state: &'a str,
         pid: Option<u32>,
         restarts: u32,
@@ -653,17 +718,19 @@ pub enum AgentsLine<'a> {
         /// `last_error`.
         mcp_servers: &'a [axocoatl::mcp::McpServerStatus],
     },
+    /// One automation of serve's schedule (`status` only, after the actors).
     #[serde(rename = "automation")]
     Automation {
         automation: &'a str,
         enabled: bool,
         schedule: &'a str,
+        /// The next occurrence (RFC 3339 UTC).
         next: Option<&'a str>,
     },
 }
 
 /// `mcp list --json`: one line per server.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct McpServerLine<'a> {
     pub server: &'a str,
     /// `running` or `failed`.
@@ -675,7 +742,7 @@ pub struct McpServerLine<'a> {
 }
 
 /// One tool of [`McpServerLine`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct McpToolLine<'a> {
     /// As the model sees it: `mcp__<server>__<tool>`.
     pub name: &'a str,

@@ -6,6 +6,7 @@ mod error;
 mod exit;
 mod fmt;
 mod json;
+mod json_ref;
 mod line;
 mod progress;
 mod ui;

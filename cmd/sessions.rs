@@ -51,7 +51,7 @@ pub enum SessionsCommand {
     ///
     /// With --agents, a multi-agent session: each user turn goes to the agents the lattice
     /// activation rule picks (an `@agent` mention always does), in `depends_on` order,
-    /// each seeing the earlier answers (see README, Teams).
+    /// each seeing the earlier answers (see docs/teams.md).
     New {
         name: String,
         /// The autonomous agents of a multi-agent session, comma-separated (at least two).

@@ -26,9 +26,10 @@ pub struct UtilArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum UtilCommand {
-    /// Write man pages and shell completions (man/ and completions/ of the source tree).
+    /// Write man pages, shell completions and the `--json` reference (man/, completions/ and
+    /// docs/json.md of the source tree).
     Generate {
-        /// The directory that receives man/ and completions/.
+        /// The directory that receives man/, completions/ and docs/json.md.
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
@@ -87,9 +88,10 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             generate(&out)?;
             writeln!(
                 ui.out,
-                "wrote {} and {}",
+                "wrote {}, {} and {}",
                 out.join("man").display(),
-                out.join("completions").display()
+                out.join("completions").display(),
+                out.join("docs/json.md").display()
             )?;
             Ok(exit::OK)
         }
@@ -224,7 +226,8 @@ fn embedder(ui: &mut Ui) -> CliResult {
     }
 }
 
-/// Renders every man page and completion script into `out/man` and `out/completions`.
+/// Renders every man page and completion script into `out/man` and `out/completions`, and
+/// the `--json` reference into `out/docs/json.md`.
 pub fn generate(out: &Path) -> CliResult<()> {
     let man = out.join("man");
     let comp = out.join("completions");
@@ -247,6 +250,12 @@ pub fn generate(out: &Path) -> CliResult<()> {
             .map_err(|e| CliError::io("render the completions in", Path::new(name), e))?;
         write(&comp.join(name), &buf)?;
     }
+    let docs = out.join("docs");
+    std::fs::create_dir_all(&docs).map_err(|e| CliError::io("create", &docs, e))?;
+    write(
+        &docs.join("json.md"),
+        crate::json_ref::reference().as_bytes(),
+    )?;
     Ok(())
 }
 

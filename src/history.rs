@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::error::{Result, RuntimeError};
 
 /// The state of a turn as the ledger (and the liveness of its owner) says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ViewState {
     Running,
@@ -47,7 +47,7 @@ impl From<TurnState> for ViewState {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ToolEvent {
     pub call_id: String,
     pub name: String,
@@ -78,7 +78,7 @@ pub struct OriginView {
     pub pid: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CallView {
     pub provider: String,
     pub model: String,
@@ -89,7 +89,7 @@ pub struct CallView {
 }
 
 /// The plan of a coordinator's turn.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PlanView {
     /// `model`, `model-repaired` or `fallback`.
     pub method: String,
@@ -99,7 +99,7 @@ pub struct PlanView {
 }
 
 /// One subtask of a coordinator's turn as it ran.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SubtaskView {
     pub subtask: String,
     pub worker: String,
@@ -163,7 +163,7 @@ pub struct TurnView {
     pub begin_seq: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ContextView {
     pub label: String,
     pub len: u64,

@@ -15,10 +15,15 @@
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
-//!   turn pipeline: see its module documentation for the seams wave-2 features plug into),
+//!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
+//!   features plug into),
 //!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears.
+
+// These docs are for the people working on the runtime: CI builds them with
+// `--document-private-items`, where links to private items (the engine's steps) resolve.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod attach;
 pub mod automation;

@@ -12,7 +12,7 @@ use crate::error::{Result, RuntimeError};
 pub const OPTION_KEYS: &[&str] = &["temperature", "top_p", "max_tokens", "response_format"];
 
 /// What a person changed for one turn.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Overrides {
     /// A model of the agent's provider, or `PROVIDER:MODEL`.
     #[serde(default)]

@@ -57,7 +57,7 @@ const MATCH_SHOWN: usize = 200;
 /// request, the answer, the error, context labels, attachment names, tool calls (name,
 /// arguments, result) and warnings. The ledger's term index covers each of these
 /// (`searchable_fields`), so a search through it finds what a scan finds. (The text OCR
-/// read in a turn's attachments matches too: see [`history`].)
+/// read in a turn's attachments matches too: see [`history()`].)
 pub fn first_hit(re: &Matcher, t: &TurnView) -> Option<Hit> {
     use axocoatl_store::ledger::search_field as f;
     let hit = |field: &'static str, tool: Option<&str>, text: &str| {

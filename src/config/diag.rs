@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::tree::Pos;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
@@ -24,7 +24,7 @@ impl Severity {
 }
 
 /// One problem in a configuration file, pointing at the key or value to change.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Diagnostic {
     pub severity: Severity,
     pub file: PathBuf,

@@ -1,6 +1,6 @@
 //! `axocoatl.yaml`: schema, loading, validation and provider resolution.
 //!
-//! [`load`] reads a file and returns either a validated [`Config`] (with warnings) or every
+//! [`load()`] reads a file and returns either a validated [`Config`] (with warnings) or every
 //! problem at once, each a [`Diagnostic`] with the line and column to fix.
 
 mod de;

@@ -2,7 +2,8 @@
 //! build request → budget check → call and record → run tools.
 //!
 //! Everything about the conversing agent comes in as a [`Conversant`], so the same loop
-//! serves an autonomous agent's turn and, later, each worker of a coordinator's turn.
+//! serves an autonomous agent's turn, each worker of a coordinator's turn and each answering
+//! agent of a multi-agent turn.
 
 use std::time::Duration;
 
@@ -142,7 +143,7 @@ impl<'a> Conversant<'a> {
 }
 
 /// Core memory as a section of the system prompt, on every request.
-struct CoreMemory(AgentMemory);
+pub(super) struct CoreMemory(AgentMemory);
 
 impl ContextSource for CoreMemory {
     fn section(&mut self, _request: &RequestInfo<'_>) -> Result<Option<ContextSection>> {
@@ -329,7 +330,7 @@ pub fn converse(
 /// The request of one round: the system prompt with every context section, the newest
 /// whole turns of the conversation, the tool schemas and the sampling controls. The
 /// sections' warnings are reported on the `first` round only.
-fn build_request(
+pub(super) fn build_request(
     conv: &mut Conversant<'_>,
     transcript: &[Message],
     schemas: &[ToolSchema],
@@ -380,7 +381,7 @@ fn build_request(
 
 /// Estimates the request and checks the reservation against the budget: refuses under
 /// `abort`, warns and goes on under `warn`. Returns the input estimate.
-fn check_budget(
+pub(super) fn check_budget(
     conv: &Conversant<'_>,
     provider: &dyn Provider,
     request: &ChatRequest,
@@ -410,7 +411,7 @@ fn check_budget(
     clippy::too_many_arguments,
     reason = "one round's whole state: the conversant, its model, the request and its estimate, the transcript, the tally, the turn and its caller"
 )]
-fn call_and_record(
+pub(super) fn call_and_record(
     conv: &Conversant<'_>,
     provider: &mut dyn Provider,
     request: &ChatRequest,
@@ -503,7 +504,7 @@ fn count_call(
     call
 }
 
-fn checkpoint_in_flight(
+pub(super) fn checkpoint_in_flight(
     conv: &Conversant<'_>,
     transcript: &[Message],
     tally: &Tally,
@@ -529,7 +530,7 @@ fn checkpoint_in_flight(
 /// the results (as the model sees them: cut past 64 KiB) to `transcript`. After a stop the
 /// remaining calls of the round are answered without running, so the conversation stays
 /// well formed (every call has its result).
-fn run_tools(
+pub(super) fn run_tools(
     conv: &Conversant<'_>,
     calls: &[ToolCall],
     transcript: &mut Vec<Message>,
@@ -640,7 +641,7 @@ pub(crate) fn observe_end(
 }
 
 /// Tells the conversant's observers about one exchange (a response and its tool results).
-fn observe_exchange(
+pub(super) fn observe_exchange(
     conv: &mut Conversant<'_>,
     messages: &[Message],
     cx: &TurnCx<'_>,

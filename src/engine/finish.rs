@@ -136,7 +136,7 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
     clippy::too_many_arguments,
     reason = "the turn's whole end: what was prepared and begun, who conversed, what they said and how it ended"
 )]
-fn finish(
+pub(super) fn finish(
     ws: &Workspace,
     mut p: Prepared<'_>,
     begun: &Begun,
@@ -231,7 +231,7 @@ fn output_record(rec: &Recorder<'_>, agent: &str, text: &str) -> Result<Record> 
 
 /// Tells the observers the turn ended. Their failures are warnings, recorded durably (the
 /// turn's own records are already flushed).
-fn observe_turn(
+pub(super) fn observe_turn(
     conv: &mut Conversant<'_>,
     rec: &Recorder<'_>,
     request: &str,

@@ -24,18 +24,65 @@
 //! interrupted. A stop request from any process (a ledger record, looked for by
 //! [`watcher`]) or Ctrl-C cancels the provider stream within ~100 ms.
 //!
-//! # Seams (where wave 2 plugs in; none of these features is built here)
+//! # The path of one `send`, from the command line to the bytes
 //!
-//! - **Tools**: the run-tools step only calls [`crate::tools::Toolbox::call`] on the
-//!   conversant's toolbox ([`converse::Conversant::toolbox`]: the registry's tools its
-//!   allowlist or sandbox baseline names). A running tool gets a [`crate::tools::Context`]
-//!   with the workspace root, the sandbox, the conversant's memory and the turn's
-//!   cancellation handle; a result carries `exit_code` and the call's duration besides text
-//!   and `is_error`, recorded as `ToolFinished`.
+//! Every name below is a link, so `cargo doc` fails when one moves (the command line's
+//! part lives in the binary, which `cargo doc` does not document: `cmd/send.rs` names it).
+//!
+//! 1. `cmd/main.rs` `parse` (clap, against only the `send` subtree) → `dispatch` →
+//!    `cmd/send.rs` `run`: `read_input` (the argument and piped stdin), `GlobalArgs::open`
+//!    → [`Workspace::open`]: the store's [`Repo::open`] checks the format marker;
+//!    [`session::recover_orphans`] reads the lock notes of the sessions marked in
+//!    `run/active/` (of every session lock in a repository without that directory);
+//!    [`rewind::repair_pending`]. Then [`Workspace::session_or_head`] and `run_turn` →
+//!    [`send`] → [`send_held`].
+//! 2. [`prepare::attach_files`] records the files given with `--attach`, then
+//!    [`prepare::prepare`]: [`resolve_agent`], [`Workspace::resolve_provider`],
+//!    [`session::lock`] (a `flock` on `run/sessions/<session>.lock`; the turn's note goes
+//!    into it after an empty mark `run/active/<session>.lock`, both cleared, note first,
+//!    when the turn ends), [`session::interrupt_if_open`] for an orphan the lock names,
+//!    [`history::project_session`] (this session's records, through the indexes),
+//!    [`conversation::current`] (the newest valid checkpoint through
+//!    [`checkpoint::load_one`], or a rebuild from the ledger), [`attach::check_selection`],
+//!    [`attach::user_message`], [`attach::check_images`], [`bound`] (long context goes to
+//!    objects).
+//! 3. [`begin::begin`]: [`session::set_note`], [`Ledger::append`] of `TurnBegun` (the first
+//!    `fdatasync`), [`attach::consume`], [`TurnEvent::Begun`].
+//! 4. [`finish::run`] → [`provider::open`], [`converse::Conversant::for_agent`] (its
+//!    [`Toolbox::new`], its context sources [`converse::CoreMemory`] and
+//!    [`PassiveRecall`](crate::memory::turn::PassiveRecall)) → [`converse::converse`]; each
+//!    round [`converse::build_request`] → [`converse::check_budget`]
+//!    ([`budget::estimate_request`], [`budget::check`]) → [`converse::call_and_record`]
+//!    ([`Provider::chat`] streams [`TurnEvent::Delta`] to the command's printer;
+//!    [`Ledger::append_lazy`] of `ModelCall`; [`converse::checkpoint_in_flight`]) →
+//!    [`converse::run_tools`] ([`Toolbox::call`]; `ToolStarted`/`ToolFinished` appended
+//!    lazily) → [`converse::observe_exchange`]. Meanwhile [`watcher::stop_requested`] looks
+//!    for a stop record every 20 ms through the [`Cancel`] probe.
+//! 5. [`finish::finish`]: [`Ledger::append`] of `AgentOutput` (or `AgentOutputBounded`) and
+//!    `TurnEnded` (the second `fdatasync`), [`Conversation::after_turn`],
+//!    [`checkpoint::write`] (the store's [`write_atomic`]), [`finish::observe_turn`],
+//!    [`session::clear_note`].
+//! 6. The bytes: [`Ledger::append`] takes `run/ledger.lock`, frames each record
+//!    (`frame::encode_frame`, linked from the [ledger's own documentation](axocoatl_store::ledger):
+//!    length, sequence, CRCs, kind, the postcard body of a [`Record`] from the one record
+//!    table), writes to the newest segment and flushes after releasing
+//!    the lock.
+//! 7. Back in `cmd/send.rs`, `Printer::finish` prints `turn.ended` (or the closing line) and
+//!    `exit::for_turn` gives the exit code; an error anywhere is a
+//!    [`RuntimeError`] whose [`kind`](RuntimeError::kind) `exit::code` maps.
+//!
+//! # Seams
+//!
+//! - **Tools**: the run-tools step only calls [`Toolbox::call`] on the conversant's
+//!   toolbox ([`converse::Conversant::toolbox`]: the registry's tools its allowlist or
+//!   sandbox baseline names, and its MCP servers' tools). A running tool gets a
+//!   [`crate::tools::Context`] with the workspace root, the sandbox, the conversant's memory
+//!   and the turn's cancellation handle; a result carries `exit_code` and the call's
+//!   duration besides text and `is_error`, recorded as `ToolFinished`.
 //! - **Memory**: the build-request step appends the [`crate::turn::ContextSection`]s of
-//!   [`converse::Conversant::context`] ([`crate::turn::ContextSource`]s: core memory today,
-//!   passive recall next) to the system prompt, so the budget estimate counts their text;
-//!   their warnings (a block cut to its limit) are the turn's, once.
+//!   [`converse::Conversant::context`] ([`crate::turn::ContextSource`]s: core memory and
+//!   passive recall) to the system prompt, so the budget estimate counts their text; their
+//!   warnings (a block cut to its limit) are the turn's, once.
 //!   [`converse::Conversant::observers`] ([`crate::turn::TurnObserver`]) hear each exchange
 //!   (after a response and its tool results) and the finished turn (after its terminal
 //!   record): the daily log and semantic writes go there. A failing source or observer
@@ -46,12 +93,44 @@
 //! - **Automations**: [`SendOptions::origin`] carries an automation's occurrence (id,
 //!   scheduled time, trigger, runner) to the begin step, which records it as `TurnOrigin`
 //!   in the same durable append as `TurnBegun`.
-//! - **Coordinators**: converse takes the conversing agent as a parameter
-//!   ([`converse::Conversant`]: its config, memory tiers under its runtime id, workspace,
-//!   model, sampling, budget, `max_steps`, toolbox, context sources and observers) with its
-//!   own provider, so one coordinator turn can run
-//!   several worker converses, each under `{session}:{coordinator}:worker:{worker}`, inside
-//!   the one begin/finish of the turn.
+//! - **Coordinators and multi-agent sessions**: converse takes the conversing agent as a
+//!   parameter ([`converse::Conversant`]: its config, memory tiers under its runtime id,
+//!   workspace, model, sampling, budget, `max_steps`, toolbox, context sources and
+//!   observers) with its own provider, so one coordinator turn runs several worker
+//!   converses ([`coordinate`], the plan rules in [`crate::team`]), each under
+//!   `{session}:{coordinator}:worker:{worker}`, and a multi-agent turn one per answering
+//!   agent ([`multi`]), inside the one begin/finish of the turn.
+//!
+//! [`Workspace::open`]: crate::workspace::Workspace::open
+//! [`Workspace::session_or_head`]: crate::workspace::Workspace::session_or_head
+//! [`Workspace::resolve_provider`]: crate::workspace::Workspace::resolve_provider
+//! [`Repo::open`]: axocoatl_store::Repo::open
+//! [`session::recover_orphans`]: crate::session::recover_orphans
+//! [`session::lock`]: crate::session::lock
+//! [`session::interrupt_if_open`]: crate::session::interrupt_if_open
+//! [`session::set_note`]: crate::session::set_note
+//! [`session::clear_note`]: crate::session::clear_note
+//! [`rewind::repair_pending`]: crate::rewind::repair_pending
+//! [`history::project_session`]: crate::history::project_session
+//! [`conversation::current`]: crate::conversation::current
+//! [`checkpoint::load_one`]: crate::checkpoint::load_one
+//! [`checkpoint::write`]: crate::checkpoint::write
+//! [`attach::check_selection`]: crate::attach::check_selection
+//! [`attach::user_message`]: crate::attach::user_message
+//! [`attach::check_images`]: crate::attach::check_images
+//! [`attach::consume`]: crate::attach::consume
+//! [`Ledger::append`]: axocoatl_store::ledger::Ledger::append
+//! [`Ledger::append_lazy`]: axocoatl_store::ledger::Ledger::append_lazy
+//! [`Record`]: axocoatl_store::ledger::Record
+//! [`write_atomic`]: axocoatl_store::fsutil::write_atomic
+//! [`provider::open`]: crate::provider::open
+//! [`Provider::chat`]: crate::provider::Provider::chat
+//! [`Toolbox::new`]: crate::tools::Toolbox::new
+//! [`Toolbox::call`]: crate::tools::Toolbox::call
+//! [`budget::estimate_request`]: crate::budget::estimate_request
+//! [`budget::check`]: crate::budget::check
+//! [`Conversation::after_turn`]: crate::conversation::Conversation::after_turn
+//! [`RuntimeError`]: crate::error::RuntimeError
 
 mod begin;
 pub mod converse;

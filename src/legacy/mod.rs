@@ -42,7 +42,7 @@ use crate::session::{self, Wait};
 pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_IMPORT_AT";
 
 /// Where a 0.1.x checkpoint stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImportState {
     /// Not imported yet: the next import commits it.
@@ -70,7 +70,7 @@ impl ImportState {
 }
 
 /// One legacy checkpoint directory and what the import does (or would do) with it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Candidate {
     pub session: String,
     pub agent: String,

@@ -72,7 +72,7 @@ pub struct McpTool {
 
 /// One server of a hub that outlives turns (an actor's, under `serve`), as `agents status`
 /// shows it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McpServerStatus {
     pub server: String,
     /// `running` or `down`.

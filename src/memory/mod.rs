@@ -1,4 +1,4 @@
-//! Agent memory, the four tiers of the seed "Agent memory tiers":
+//! Agent memory, in four tiers:
 //!
 //! | tier | here | on disk |
 //! |---|---|---|

@@ -1,6 +1,6 @@
 //! Lattice activation: who answers a turn of a multi-agent session.
 //!
-//! The rule (README, "Teams"):
+//! The rule (docs/teams.md):
 //!
 //! 1. Each agent of the session carries an activation from its previous turn (0 at first).
 //!    Each user turn first decays it: `decayed = previous × max(0, 1 − activation_decay)`.

@@ -1,4 +1,4 @@
-//! `axocoatl.yaml` validation: the seed's example, the starter config, and a table of
+//! `axocoatl.yaml` validation: the documented coding agent, the starter config, and a table of
 //! invalid configs whose exact diagnostics are snapshotted.
 
 use std::path::{Path, PathBuf};

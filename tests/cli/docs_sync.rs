@@ -1,8 +1,9 @@
-//! man/ and completions/ are generated from the clap definitions and committed: this test
+//! man/ and completions/ are generated from the clap definitions, and docs/json.md (the
+//! `--json` reference) from the output types of cmd/json.rs, and all are committed: this test
 //! regenerates them and fails when they drift.
 
 #[test]
-fn man_pages_and_completions_are_in_sync() {
+fn man_pages_completions_and_the_json_reference_are_in_sync() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = std::process::Command::new(crate::common::env::bin())
         .args(["util", "generate", "--out"])
@@ -31,6 +32,10 @@ fn man_pages_and_completions_are_in_sync() {
                 drift.push(format!("{dir}/{name}"));
             }
         }
+    }
+    let fresh = std::fs::read(tmp.path().join("docs/json.md")).expect("generated docs/json.md");
+    if std::fs::read(root.join("docs/json.md")).ok().as_ref() != Some(&fresh) {
+        drift.push("docs/json.md".into());
     }
     assert!(
         drift.is_empty(),

@@ -14,6 +14,7 @@ mod cli_repo;
 mod cli_rewind;
 mod cli_turns;
 mod config_validate;
+mod docs_examples;
 mod docs_sync;
 mod embedder;
 mod engine;

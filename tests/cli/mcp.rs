@@ -1,4 +1,4 @@
-//! MCP both ways (issue 19). Agents use a real MCP server's tools (`examples/mcp_peer.rs`,
+//! MCP both ways. Agents use a real MCP server's tools (`examples/mcp_peer.rs`,
 //! built on rmcp's server side) through the loopback model server; `axocoatl mcp serve` is
 //! driven by rmcp's client side.
 

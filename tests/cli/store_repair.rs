@@ -10,7 +10,7 @@ fn repo_with_turns() -> TestEnv {
     env
 }
 
-/// Issue 12.12: a corrupt or missing HEAD names the file and the fix, and fsck reports it.
+/// a corrupt or missing HEAD names the file and the fix, and fsck reports it.
 #[test]
 fn a_missing_or_corrupt_head_names_the_file_and_the_fix() {
     let env = repo_with_turns();
@@ -32,7 +32,7 @@ fn a_missing_or_corrupt_head_names_the_file_and_the_fix() {
     assert_eq!(env.run(&["history"]).code, 0);
 }
 
-/// Issue 12.13: without `run/`, writes recreate it; fsck reports it missing.
+/// without `run/`, writes recreate it; fsck reports it missing.
 #[test]
 fn a_missing_run_directory_is_recreated_and_reported() {
     let env = repo_with_turns();
@@ -53,7 +53,7 @@ fn a_missing_run_directory_is_recreated_and_reported() {
     assert!(env.repo().join("run/sessions").is_dir());
 }
 
-/// Issue 12.14: stray temporary files of killed writers are reported and collected.
+/// stray temporary files of killed writers are reported and collected.
 #[test]
 fn stray_temporary_files_are_reported_and_collected() {
     let env = repo_with_turns();
@@ -77,7 +77,7 @@ fn stray_temporary_files_are_reported_and_collected() {
     assert!(!stray.exists(), "the next object write collects it");
 }
 
-/// Issue 12.1 through the binary: a 0-byte newest segment (a roll-over killed before its
+/// Through the binary: a 0-byte newest segment (a roll-over killed before its
 /// header was written, by an older build) neither bricks reads nor writes nor fsck.
 #[test]
 fn a_zero_byte_newest_segment_is_a_torn_tail() {
@@ -99,7 +99,7 @@ fn a_zero_byte_newest_segment_is_a_torn_tail() {
     snap!("torn_segment_repair", env.snap(&repair));
 }
 
-/// Issue 12.17: past `ulimit -f` a write fails with EFBIG and a path instead of SIGXFSZ
+/// past `ulimit -f` a write fails with EFBIG and a path instead of SIGXFSZ
 /// killing the process without a word.
 #[test]
 fn a_file_size_limit_is_an_error_with_the_path() {

@@ -1,4 +1,4 @@
-//! Teams (issue 18): coordinator-led workflows and multi-agent sessions, through the real
+//! Teams: coordinator-led workflows and multi-agent sessions, through the real
 //! binary against a loopback Ollama server whose replies depend on the request (the model
 //! asked for, the JSON format of a plan call, what the messages say), so parallel workers
 //! may reach it in any order.
@@ -874,7 +874,7 @@ fn a_mention_routes_to_that_agent_and_show_says_why() {
     ] {
         assert!(shown.stdout.contains(line), "{line} in {}", shown.stdout);
     }
-    // Rewind stays refused, with the seed's reason.
+    // Rewind stays refused, with its documented reason.
     let rw = env.run(&["rewind", t["turn"].as_str().expect("id"), "--yes"]);
     assert_eq!(rw.code, 11, "{}", rw.stderr);
     assert!(

@@ -1,4 +1,4 @@
-//! Agents that act (issue 14): the workspace tools, the sandbox of `run_command` and the tool
+//! Agents that act: the workspace tools, the sandbox of `run_command` and the tool
 //! records, through the real binary against loopback servers that send real Ollama and
 //! OpenAI tool-call messages.
 

@@ -5,6 +5,9 @@
 //! concurrent appenders share flushes (group commit). Every record gets the next sequence
 //! number. A torn tail (a crash mid-append) is ignored by readers and truncated by the next
 //! appender; corruption anywhere else is reported, never skipped silently.
+//!
+//! [`Ledger::append`] frames each record with [`frame::encode_frame`] (length, sequence,
+//! header CRC, kind, the postcard body of a [`Record`], payload CRC, trailer length).
 
 pub(crate) mod frame;
 /// Little-endian helpers and the checksum shared with the other envelopes of the store.

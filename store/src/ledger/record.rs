@@ -32,6 +32,7 @@ impl TurnState {
 /// Token usage. `complete` is sticky: once any call reported no usage, a subtotal that
 /// includes it stays incomplete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -320,6 +321,7 @@ pub struct LegacyImportEnded {
 
 /// One subtask of a coordinator's plan, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlannedSubtask {
     pub id: String,
     /// A declared worker's agent id, or `adhoc`.
@@ -374,6 +376,7 @@ pub struct SubtaskEnded {
 
 /// One agent's activation in a turn of a multi-agent session (values in thousandths).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentActivation {
     pub agent: String,
     /// Its activation carried from the previous turn, after this turn's decay.

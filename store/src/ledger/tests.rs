@@ -198,7 +198,7 @@ fn segment_count(ledger: &Ledger) -> usize {
     ledger.segment_numbers().expect("segments").len()
 }
 
-/// Issue 12.1: a roll-over killed (or out of space) between creating the new segment and
+/// a roll-over killed (or out of space) between creating the new segment and
 /// writing its header left a short newest segment that bricked the repository. Readers
 /// ignore it; the next appender removes it and goes on.
 #[test]
@@ -230,7 +230,7 @@ fn a_short_newest_segment_is_ignored_by_readers_and_removed_by_the_next_append()
     }
 }
 
-/// Issue 12.7: one damaged payload no longer hides the records after it in its segment.
+/// one damaged payload no longer hides the records after it in its segment.
 #[test]
 fn a_damaged_payload_is_reported_and_the_records_after_it_are_read() {
     let (_d, ledger) = setup(DEFAULT_SEGMENT_LIMIT);
@@ -274,7 +274,7 @@ fn damage_to_frame_bounds_resumes_at_the_next_intact_record() {
     assert_eq!(errors.len(), 1);
 }
 
-/// Issue 12.8: a copy of a segment under another segment's name is not read twice.
+/// a copy of a segment under another segment's name is not read twice.
 #[test]
 fn a_stray_copy_of_a_segment_is_reported_not_read_twice() {
     let (_d, ledger) = setup(300);
@@ -303,7 +303,7 @@ fn a_stray_copy_of_a_segment_is_reported_not_read_twice() {
     assert!(ledger.append(&[note("x")]).is_err());
 }
 
-/// Issue 12.8: a deleted sealed segment is reported by every scan.
+/// a deleted sealed segment is reported by every scan.
 #[test]
 fn a_deleted_sealed_segment_is_reported() {
     let (_d, ledger) = setup(300);
@@ -321,7 +321,7 @@ fn a_deleted_sealed_segment_is_reported() {
     assert!(errors[0].contains("missing"), "{errors:?}");
 }
 
-/// Issue 12.8 for the filtered walk that history, show, search and export use.
+/// The same for the filtered walk that history, show, search and export use.
 #[test]
 fn the_walk_reports_a_missing_segment_and_skips_a_stray_copy() {
     let (_d, ledger) = setup(300);

@@ -94,7 +94,8 @@ pub(crate) enum Section {
     /// `TurnRows` (by id): turns are found by a binary search that verifies only the blocks
     /// it reads (an `fst` map had to be verified whole, a third of a search's time)
     TurnKeys,
-    /// [`TurnRow`]s
+    /// turn rows ([`TURN_ROW`] bytes each: session ordinal, first posting, postings count,
+    /// begun in this segment), in the order of `TurnKeys`
     TurnRows,
     /// record offsets (u32): per session its own records, then each turn's
     Postings,
