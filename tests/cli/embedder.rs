@@ -220,11 +220,23 @@ fn both_engines_recall_from_the_same_store() {
     );
     run(
         "reference",
-        &["send", "--no-stdin", "-a", "a", "What is the name of my pet?"],
+        &[
+            "send",
+            "--no-stdin",
+            "-a",
+            "a",
+            "What is the name of my pet?",
+        ],
     );
     run(
         "fast",
-        &["send", "--no-stdin", "-a", "a", "Which city is my sister in?"],
+        &[
+            "send",
+            "--no-stdin",
+            "-a",
+            "a",
+            "Which city is my sister in?",
+        ],
     );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
