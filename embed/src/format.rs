@@ -1,4 +1,4 @@
-//! The ready-to-run model file: written once by [`write`], mapped by [`Model::open`].
+//! The ready-to-run model file: written once by [`write()`], mapped by [`Model::open`].
 //!
 //! All numbers little-endian. A 256-byte header, then four sections, each starting at a
 //! multiple of 64 bytes:
