@@ -4,8 +4,8 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use axocoatl::models::{
-    self, FetchEvent, FetchOptions, FileState, KnownModel, ModelError, ModelStatus, DEFAULT_INDEX,
-    INDEX_ENV,
+    self, FetchEvent, FetchOptions, FileState, KnownModel, ModelError, ModelStatus, Ready,
+    DEFAULT_INDEX, INDEX_ENV,
 };
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -61,7 +61,9 @@ pub struct ListArgs {}
 /// against the index's sha256, the file against the sha256 axocoatl knows. Only then is it
 /// installed; a file that does not verify is never put in place. A download cut short is
 /// kept beside the model (in .download/) and resumed by the next fetch. Files already in
-/// place and verified are left alone: a second fetch downloads nothing. Progress goes to
+/// place and verified are left alone: a second fetch downloads nothing. The embedder's
+/// files are then converted once into model.axoemb, the weights as semantic memory's fast
+/// engine maps them (when that fails, a warning says why). Progress goes to
 /// standard error when it is a terminal; the installed files are listed on standard output.
 ///
 /// Examples:
@@ -131,13 +133,37 @@ fn status_json(s: &ModelStatus) -> serde_json::Value {
     })
 }
 
+/// The embedder's ready-to-run file and whether it is ready (`Err`: why not); `None` for
+/// the chat model, or in a build without the `embeddings` feature.
+fn ready_file(
+    s: &ModelStatus,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(std::path::PathBuf, Result<(), String>)> {
+    use axocoatl::memory::embed::{self, ModelFiles};
+    if s.model.role != models::Role::Embedder || !cfg!(feature = "embeddings") {
+        return None;
+    }
+    let files = ModelFiles::locate(env)?;
+    let ready = embed::ready_file_state(&files);
+    Some((files.ready, ready))
+}
+
 fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliResult {
     let mut missing = false;
+    let mut unready = false;
     for (i, model) in models::KNOWN.iter().enumerate() {
         let s = models::status(model, env).map_err(model_error)?;
         missing |= !s.verified();
         if json {
-            ui.json_line(&status_json(&s))?;
+            let mut line = status_json(&s);
+            if let Some((path, ready)) = ready_file(&s, env) {
+                line["ready_file"] = json!({
+                    "path": path,
+                    "ready": ready.is_ok(),
+                    "why": ready.err(),
+                });
+            }
+            ui.json_line(&line)?;
             continue;
         }
         if i > 0 {
@@ -159,9 +185,16 @@ fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliRes
                 f.path.display()
             )?;
         }
+        if let Some((path, ready)) = ready_file(&s, env) {
+            unready |= s.verified() && ready.is_err();
+            let state = if ready.is_ok() { "ready" } else { "not made" };
+            writeln!(ui.out, "  {state:<9} {}", path.display())?;
+        }
     }
     if missing && !json {
         ui.warn("some model files are not in place: `axocoatl models fetch` downloads them")?;
+    } else if unready && !json {
+        ui.warn("the embedder's ready-to-run file is not made: `axocoatl models fetch` makes it (else the first command that needs the embedder does)")?;
     }
     Ok(exit::OK)
 }
@@ -239,6 +272,14 @@ impl Progress {
                 self.end_line(ui)?;
                 writeln!(ui.err, "installed {}", path.display())?;
             }
+            FetchEvent::Preparing { path } => {
+                self.end_line(ui)?;
+                writeln!(
+                    ui.err,
+                    "making {} (the weights as the fast engine maps them)",
+                    path.display()
+                )?;
+            }
         }
         Ok(())
     }
@@ -289,28 +330,38 @@ fn fetch(
         let done = done.map_err(model_error)?;
         let place = model.place(env).map_err(model_error)?;
         let location = KnownModel::location(&place).unwrap_or(std::path::Path::new(""));
-        let downloaded = done.iter().filter(|f| f.downloaded).count();
+        let downloaded = done.files.iter().filter(|f| f.downloaded).count();
         if json {
             ui.json_line(&json!({
                 "name": model.name,
                 "location": location,
-                "files": done.iter().map(|f| json!({"path": f.path, "downloaded": f.downloaded})).collect::<Vec<_>>(),
+                "files": done.files.iter().map(|f| json!({"path": f.path, "downloaded": f.downloaded})).collect::<Vec<_>>(),
+                "ready_file": done.ready.as_ref().map(|(path, r)| json!({
+                    "path": path,
+                    "state": match r { Ready::InPlace => "in-place", Ready::Made => "made", Ready::Failed { .. } => "failed" },
+                    "why": match r { Ready::Failed { why } => Some(why.as_str()), _ => None },
+                })),
             }))?;
         } else {
-            writeln!(
-                ui.out,
-                "{}: {} ({})",
-                model.name,
-                location.display(),
-                if downloaded == 0 {
-                    "already in place".to_owned()
-                } else {
-                    format!(
-                        "{downloaded} file{} installed",
-                        if downloaded == 1 { "" } else { "s" }
-                    )
-                }
-            )?;
+            let mut what = if downloaded == 0 {
+                "already in place".to_owned()
+            } else {
+                format!(
+                    "{downloaded} file{} installed",
+                    if downloaded == 1 { "" } else { "s" }
+                )
+            };
+            if let Some((path, Ready::Made)) = &done.ready {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                what.push_str(&format!(", {name} made"));
+            }
+            writeln!(ui.out, "{}: {} ({what})", model.name, location.display())?;
+        }
+        if let Some((path, Ready::Failed { why })) = &done.ready {
+            ui.warn(&format!(
+                "{} cannot be made: {why}; semantic memory embeds with the reference engine (tract, about 100 ms more per command)",
+                path.display()
+            ))?;
         }
     }
     Ok(exit::OK)

@@ -53,6 +53,10 @@ pub enum UtilCommand {
     },
     /// Print every record as `SEQ KIND [TEXT]`; damage is reported on stderr.
     LedgerDump,
+    /// Make the embedder's ready-to-run file when it is missing, stale or damaged (as the
+    /// first command needing the embedder would), and print which engine runs and from
+    /// which file (`models fetch` makes it too). The memory benchmark runs it.
+    Embedder,
     /// Print the checkpoints of SESSION:AGENT, newest first, as JSON Lines.
     Checkpoints { session: String, agent: String },
     /// An actor of `axocoatl serve` (started by serve only: its configuration comes as one
@@ -133,6 +137,7 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             }
             Ok(exit::OK)
         }
+        UtilCommand::Embedder => embedder(ui),
         UtilCommand::LedgerDump => {
             let root = g.locator()?.find_repo()?;
             let repo = Repo::open(&root, &open_options())?;
@@ -182,6 +187,41 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 })?;
             }
             Ok(exit::OK)
+        }
+    }
+}
+
+/// `util embedder`: loads the embedder (making its ready-to-run file if need be).
+fn embedder(ui: &mut Ui) -> CliResult {
+    use axocoatl::memory::embed::{Embedder, Engine, ModelFiles, EMBED_DIR_ENV};
+    let files = ModelFiles::from_env().ok_or_else(|| {
+        CliError::new(
+            axocoatl::ErrorKind::Failure,
+            format!("no model directory: neither {EMBED_DIR_ENV} nor HOME is set"),
+        )
+    })?;
+    let start = std::time::Instant::now();
+    let embedder = Embedder::load(&files)
+        .map_err(|e| CliError::new(axocoatl::ErrorKind::Failure, e.to_string()).hint(e.hint()))?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    match embedder.engine() {
+        Engine::Fast => {
+            let how = if embedder.made_ready_file() {
+                "made"
+            } else {
+                "mapped"
+            };
+            writeln!(
+                ui.out,
+                "fast engine: {} ({how} in {ms:.0} ms)",
+                files.ready.display()
+            )?;
+            Ok(exit::OK)
+        }
+        Engine::Reference { why } => {
+            writeln!(ui.out, "reference engine: {}", files.model.display())?;
+            ui.warn(&format!("the fast engine is not in use: {why}"))?;
+            Ok(exit::ERROR)
         }
     }
 }

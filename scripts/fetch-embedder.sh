@@ -6,6 +6,9 @@
 # Idempotent: does nothing when the verified files are already in place.
 # scripts/fetch-model.sh calls it.
 #
+# The fetch also converts the model once into the ready-to-run file beside it
+# (model.axoemb, which every one-shot command maps instead of loading the ONNX graph).
+#
 #   scripts/fetch-embedder.sh       # prints the model directory on stdout
 #
 # Runs $AXOCOATL_BIN when set, else the release build of this checkout. Environment:

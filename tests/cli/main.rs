@@ -16,6 +16,7 @@ mod cli_turns;
 mod config_validate;
 mod docs_examples;
 mod docs_sync;
+mod embedder;
 mod engine;
 mod everyday;
 #[cfg(feature = "sqlite")]

@@ -197,6 +197,19 @@ fn embedder_wheels(model: Option<&[u8]>) -> Vec<(&'static str, &'static str, Vec
     ]
 }
 
+/// What a fetch of the embedder leaves: its two files, the ready-to-run file made from them
+/// (when the build has the embedder) and that file's lock.
+const INSTALLED: &[&str] = if cfg!(feature = "embeddings") {
+    &[
+        "model.axoemb",
+        "model.axoemb.lock",
+        "model.onnx",
+        "tokenizer.json",
+    ]
+} else {
+    &["model.onnx", "tokenizer.json"]
+};
+
 fn installed(env: &TestEnv) -> PathBuf {
     env.home.join(".cache/axocoatl/models/all-MiniLM-L6-v2")
 }
@@ -305,11 +318,7 @@ fn fetch_installs_verified_files_and_a_second_fetch_downloads_nothing() {
         "{accept}"
     );
     let dir = installed(&env);
-    assert_eq!(
-        files_under(&dir),
-        ["model.onnx", "tokenizer.json"],
-        "no leftovers"
-    );
+    assert_eq!(files_under(&dir), INSTALLED, "no leftovers");
     for name in ["model.onnx", "tokenizer.json"] {
         assert_eq!(
             std::fs::read(dir.join(name)).expect("installed"),
@@ -365,10 +374,7 @@ fn fetch_reads_an_html_index_and_quiet_prints_no_progress() {
     let line: Value = serde_json::from_str(r.stdout.trim()).expect("json");
     assert_eq!(line["name"], "all-minilm-l6-v2");
     assert_eq!(line["files"][0]["downloaded"], true);
-    assert_eq!(
-        files_under(&installed(&env)),
-        ["model.onnx", "tokenizer.json"]
-    );
+    assert_eq!(files_under(&installed(&env)), INSTALLED);
 }
 
 #[test]
@@ -405,7 +411,7 @@ fn a_cut_download_installs_nothing_and_the_next_fetch_resumes_it() {
         "{asked:?}"
     );
     assert!(r.stderr.contains("resuming at"), "{}", r.stderr);
-    assert_eq!(files_under(&dir), ["model.onnx", "tokenizer.json"]);
+    assert_eq!(files_under(&dir), INSTALLED);
     assert_eq!(
         std::fs::read(dir.join("model.onnx")).expect("installed"),
         std::fs::read(embedder_dir().join("model.onnx")).expect("real")
@@ -471,4 +477,83 @@ fn without_a_network_fetch_fails_clearly_and_an_installed_model_needs_none() {
     }
     let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// README's first command, `models fetch` then `send`: the fetch makes the ready-to-run
+/// file, and from then on every command embeds by mapping it. The ONNX model is never read
+/// again: with its bytes zeroed (size and modification time kept, so the ready-to-run file
+/// still counts as made from it) recall is still neural, while the reference engine, which
+/// loads it, cannot start.
+#[cfg(feature = "embeddings")]
+#[test]
+fn after_a_fetch_commands_embed_with_the_ready_file_and_never_read_the_onnx_model() {
+    let index = Index::start(embedder_wheels(None), false);
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("model.axoemb made"), "{}", r.stdout);
+    assert!(r.stderr.contains("making "), "{}", r.stderr);
+    let listed = env.run(&["models", "list"]);
+    assert!(
+        listed.stdout.contains(&format!(
+            "ready     {}",
+            installed(&env).join("model.axoemb").display()
+        )),
+        "{}",
+        listed.stdout
+    );
+    let onnx = installed(&env).join("model.onnx");
+    let meta = std::fs::metadata(&onnx).expect("model");
+    std::fs::write(&onnx, vec![0u8; meta.len() as usize]).expect("zero");
+    std::fs::File::options()
+        .write(true)
+        .open(&onnx)
+        .and_then(|f| f.set_modified(meta.modified().expect("mtime")))
+        .expect("keep the modification time");
+
+    env.write(
+        "axocoatl.yaml",
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - id: a\n    provider: s\n    memory: {recall: {passive_inject: true, top_k: 2, min_score: 0.3}}\n",
+    );
+    env.write("r.yaml", "replies:\n  - text: Noted.\n  - text: Pixel.\n");
+    assert_eq!(env.run(&["init"]).code, 0);
+    for text in [
+        "My cat is called Pixel and she hates the vacuum cleaner.",
+        "What is the name of my pet?",
+    ] {
+        let r = env.run(&["send", "--no-stdin", text]);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.lines().all(|l| l.starts_with("turn ")),
+            "no fallback, no warning: {}",
+            r.stderr
+        );
+    }
+    let hits = env.run(&["memory", "search", "--json", "which animal do I own"]);
+    assert_eq!(hits.code, 0, "{}", hits.stderr);
+    let first: Value = serde_json::from_str(hits.stdout.lines().next().expect("a hit"))
+        .unwrap_or_else(|e| panic!("{e}: {}", hits.stdout));
+    assert!(
+        first["text"].as_str().is_some_and(|t| t.contains("Pixel")),
+        "{}",
+        hits.stdout
+    );
+    let status = |engine: Option<&str>| -> Value {
+        let mut cmd = env.cmd(&["memory", "status", "--json"]);
+        if let Some(engine) = engine {
+            cmd.env("AXOCOATL_EMBED_ENGINE", engine);
+        }
+        let r = crate::common::env::Run::from_output(cmd.output().expect("status"));
+        serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+    };
+    assert_eq!(status(None)["recall_path"], "neural");
+    // The check of this test: the engine that reads model.onnx cannot load it now.
+    let reference = status(Some("reference"));
+    assert_eq!(reference["recall_path"], "lexical", "{reference}");
+    assert!(
+        reference["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("model.onnx")),
+        "{reference}"
+    );
 }

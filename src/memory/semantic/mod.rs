@@ -20,7 +20,7 @@ pub mod chunk;
 pub mod lexical;
 pub mod neural;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use axocoatl_store::fsutil::Durability;
@@ -469,6 +469,21 @@ impl SemanticStore {
             }
             k += ranked_len - hits.len();
         }
+    }
+
+    /// Whether every record is the exchange of one of `turns` (damaged records aside): then
+    /// a search leaving those turns out has nothing to find, and needs no query vector.
+    /// Reads from the oldest record, which in a store of any age is outside a conversation
+    /// window: usually one read.
+    pub fn only_of_turns(&self, turns: &HashSet<String>) -> Result<bool> {
+        for id in 0..self.records.len() {
+            if let Some(r) = self.read(id)? {
+                if !r.turn.as_ref().is_some_and(|t| turns.contains(t)) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// The records retained after `since` (every record when `None`), oldest first: at most

@@ -377,3 +377,41 @@ fn lost_records_leave_no_stale_lexical_index() {
 fn lost_records_leave_no_stale_vector_rows() {
     lost_records_leave_no_stale_cache(Ok(model()));
 }
+
+#[test]
+fn a_store_holding_only_excluded_exchanges_is_not_searched() {
+    let (_d, repo) = repo();
+    let mut s = SemanticStore::open_with(&repo, "main:coder", lexical_only()).expect("open");
+    let exchange = |turn: &str, text: &str| NewRecord {
+        text: text.to_owned(),
+        source: Source {
+            turn: Some(turn.to_owned()),
+            kind: SourceKind::Exchange,
+            at: 1_700_000_000_000,
+        },
+    };
+    let window =
+        |turns: &[&str]| -> HashSet<String> { turns.iter().map(|t| (*t).to_owned()).collect() };
+    assert!(s.only_of_turns(&window(&[])).expect("empty store"));
+    s.add(&[
+        exchange(
+            "t1",
+            "User: the cabin wifi password?\nAssistant: bluefjord42",
+        ),
+        exchange("t2", "User: and the cabin address?\nAssistant: Fjordvei 3"),
+    ])
+    .expect("add");
+    assert!(s.only_of_turns(&window(&["t1", "t2"])).expect("read"));
+    assert!(!s.only_of_turns(&window(&["t2"])).expect("read"));
+    let found = |s: &mut SemanticStore, turns: &[&str]| {
+        crate::memory::recall::search_excluding(s, "cabin wifi", 5, &window(turns), None)
+            .expect("search")
+            .len()
+    };
+    assert_eq!(found(&mut s, &["t1", "t2"]), 0);
+    assert_eq!(found(&mut s, &["t2"]), 1);
+    s.add(&[added("The cabin has no mobile signal.")])
+        .expect("add");
+    assert!(!s.only_of_turns(&window(&["t1", "t2"])).expect("read"));
+    assert_eq!(found(&mut s, &["t1", "t2"]), 1);
+}
