@@ -174,6 +174,13 @@ pub fn run(ws: Workspace, opts: ServeOptions) -> Result<()> {
 }
 
 async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> {
+    // Handled before the socket exists and "serve started" is logged: a SIGTERM sent as soon
+    // as serve says it runs (a supervisor, a script) stops it cleanly, never by the default
+    // action that would leave its socket and actors behind.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(RuntimeError::io("handle signals in", "serve"))?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(RuntimeError::io("handle signals in", "serve"))?;
     let repo = ws.repo();
     let socket = repo.path(super::SOCKET);
     let actors_dir = repo.path(super::ACTORS_DIR);
@@ -224,10 +231,6 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
         background.spawn(automations_loop(d.clone()));
     }
     let mut clients = tokio::task::JoinSet::new();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(RuntimeError::io("handle signals in", "serve"))?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(RuntimeError::io("handle signals in", "serve"))?;
     let (spawn_tx, mut spawn_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
     let mut next_client = 0u64;
     // Accepting pauses while the process is out of descriptors (growing up to 1 s).

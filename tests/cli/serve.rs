@@ -153,6 +153,45 @@ fn a_second_serve_is_refused_with_the_holders_pid_and_sigterm_releases_the_lock(
     assert_eq!(again.terminate(), 0);
 }
 
+/// A supervisor may send SIGTERM the moment serve says it started: serve handles it (exit 0,
+/// its socket removed), never dies by the signal's default action.
+#[test]
+fn sigterm_as_soon_as_serve_says_it_started_stops_it_cleanly() {
+    let env = script_env();
+    for round in 0..10 {
+        let mut child = env
+            .cmd(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut seen = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.expect("stderr line");
+            let started = line.contains("serve started");
+            seen.push(line);
+            if started {
+                kill(child.id(), libc::SIGTERM);
+                break;
+            }
+        }
+        // Drained so that serve's last logs never block on a full pipe.
+        seen.extend(lines.map_while(Result::ok));
+        let status = child.wait().expect("wait");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "round {round}: {status:?}\n{}",
+            seen.join("\n")
+        );
+        assert!(
+            !env.repo().join("run/serve.sock").exists(),
+            "round {round}: the socket is removed"
+        );
+    }
+}
+
 #[test]
 fn sigterm_mid_turn_ends_the_turn_stopped_and_releases_the_lock() {
     let server = FakeServer::with([slow_reply(100, 100)]);
