@@ -253,7 +253,7 @@ fn main() {
             Command::Stop(_) | Command::Send(_) | Command::Retry(_)
         )
     {
-        axocoatl_store::ledger::leave_mapped_at_exit();
+        axocoatl_store::index::leave_mapped_at_exit();
     }
     if listing {
         ui.buffer_out();

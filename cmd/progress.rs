@@ -18,7 +18,7 @@ const REDRAW: Duration = Duration::from_millis(100);
 /// Starts drawing progress on stderr, and the ledger's note about building its indexes.
 pub fn install() {
     axocoatl::progress::report_to(draw);
-    axocoatl_store::ledger::report_builds_to(|m| {
+    axocoatl_store::index::report_builds_to(|m| {
         clear();
         let _ = writeln!(std::io::stderr(), "axocoatl: {m}");
     });

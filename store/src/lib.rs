@@ -70,6 +70,7 @@ pub mod extracted;
 pub mod failpoint;
 pub mod fsck;
 pub mod fsutil;
+pub mod index;
 pub mod layout;
 pub mod ledger;
 pub mod legacy;
@@ -78,6 +79,7 @@ pub mod memory;
 pub mod names;
 pub mod objects;
 pub mod repo;
+pub mod search;
 pub mod semantic;
 
 #[cfg(test)]

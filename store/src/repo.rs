@@ -4,10 +4,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::index::IndexedLedger;
 use crate::layout::{
     self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, GITIGNORE_FILE, HEAD_FILE, REPO_DIR,
 };
-use crate::ledger::{Ledger, DEFAULT_SEGMENT_LIMIT};
+use crate::ledger::DEFAULT_SEGMENT_LIMIT;
 use crate::objects::Objects;
 use crate::{Error, Result};
 
@@ -30,7 +31,7 @@ impl Default for OpenOptions {
 #[derive(Debug)]
 pub struct Repo {
     root: PathBuf,
-    ledger: Ledger,
+    ledger: IndexedLedger,
     objects: Objects,
 }
 
@@ -151,7 +152,7 @@ impl Repo {
         ensure_gitignore(root);
         Ok(Repo {
             root: root.to_owned(),
-            ledger: Ledger::open(
+            ledger: IndexedLedger::open(
                 &root.join(layout::LEDGER_DIR),
                 &root.join(layout::LEDGER_LOCK),
                 options.segment_limit,
@@ -170,7 +171,8 @@ impl Repo {
         self.root.parent().unwrap_or(&self.root)
     }
 
-    pub fn ledger(&self) -> &Ledger {
+    /// The ledger with its indexes (it derefs to the [`crate::ledger::Ledger`] itself).
+    pub fn ledger(&self) -> &IndexedLedger {
         &self.ledger
     }
 

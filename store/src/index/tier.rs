@@ -27,8 +27,8 @@ use super::format::{self, push_u32, push_u64, FileBytes, SectionFile};
 use super::suffixes::{sorted_suffixes, suffix_samples, SuffixTable};
 use super::terms::Need;
 use super::{checked_partition_point, Index, Part, Stale};
+use crate::index::IndexedLedger;
 use crate::ledger::frame::{le_u32, le_u64};
-use crate::ledger::Ledger;
 
 pub const MAGIC: &[u8; 8] = b"AXOTERMS";
 pub const VERSION: u32 = 1;
@@ -365,7 +365,7 @@ pub(crate) struct Covering {
     pub tier: Arc<Tier>,
 }
 
-impl Ledger {
+impl IndexedLedger {
     fn tier_path(&self, first: u64, last: u64) -> PathBuf {
         self.index_dir().join(file_name(first, last))
     }
@@ -500,7 +500,7 @@ impl Ledger {
     }
 }
 
-impl Ledger {
+impl IndexedLedger {
     /// Checks every merged term index file against the indexes of the segments it covers
     /// (`heads`: the head checksum of each sealed segment's index) and its checksums. With
     /// `repair`, removes those found wanting and builds every merged index a search would.

@@ -19,6 +19,8 @@
 mod build;
 mod format;
 mod places;
+mod read;
+pub(crate) use read::Read;
 mod suffixes;
 mod summary;
 pub(crate) mod terms;
@@ -43,13 +45,52 @@ pub use summary::{SessionSummary, Summaries};
 pub use terms::{field as search_field, searchable_fields};
 pub(crate) use tier::TierMemo;
 
-use super::record::Millis;
-use super::segment::{load, SegmentData};
-use super::walk::Damaged;
-use super::{Ledger, Position};
 use crate::fsutil::{create_dir_private, write_atomic_parts, Durability};
 use crate::layout::index_file_name;
+use crate::ledger::record::Millis;
+use crate::ledger::segment::{load, SegmentData};
+use crate::ledger::{Damaged, Ledger, Position};
 use crate::Result;
+
+/// The ledger with its indexes: the log, and the caches beside it that answer reads
+/// without walking it all (what tantivy's `Index` is to its directory). It derefs to the
+/// [`Ledger`] for appends and walks; the reads an index answers (a session, turns, rewinds,
+/// summaries, searches) are its own.
+#[derive(Debug)]
+pub struct IndexedLedger {
+    ledger: Ledger,
+    sealed_memo: SealedMemo,
+    tier_memo: TierMemo,
+}
+
+impl IndexedLedger {
+    /// Opens the ledger in `dir` (see [`Ledger::open`]) with its indexes.
+    pub fn open(dir: &Path, lock_path: &Path, segment_limit: u64) -> IndexedLedger {
+        IndexedLedger::new(Ledger::open(dir, lock_path, segment_limit))
+    }
+
+    /// The indexes of `ledger`, none read yet.
+    pub fn new(ledger: Ledger) -> IndexedLedger {
+        IndexedLedger {
+            ledger,
+            sealed_memo: SealedMemo::default(),
+            tier_memo: TierMemo::default(),
+        }
+    }
+
+    /// The log itself.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+}
+
+impl std::ops::Deref for IndexedLedger {
+    type Target = Ledger;
+
+    fn deref(&self) -> &Ledger {
+        &self.ledger
+    }
+}
 
 /// The sections of an index file, in order. The small tables every lookup reads (the
 /// block checksums, where each word map lies) come first, beside the head: the page fault
@@ -240,7 +281,7 @@ pub struct UsageRow {
     pub agent: String,
     pub day: i64,
     pub turns: u64,
-    pub usage: super::record::Usage,
+    pub usage: crate::ledger::record::Usage,
 }
 
 /// An index is damaged where it was about to be read: the caller reads the segment itself.
@@ -351,7 +392,7 @@ impl Index {
             for v in values {
                 let (start, len) = ((v >> 32) as usize * 4, (v & 0xffff_ffff) as usize * 4);
                 let bytes = self.blocked(Section::TermPostings, start, len)?;
-                found.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
+                found.extend(bytes.chunks_exact(4).map(crate::ledger::frame::le_u32));
                 if found.len() > limit * 4 {
                     return Ok(None);
                 }
@@ -427,7 +468,7 @@ impl Index {
 
     /// The map of the words whose first byte is `first`, if any word starts with it.
     fn words_from(&self, first: u8) -> Result<Option<fst::Map<&[u8]>>, Stale> {
-        use super::frame::le_u32;
+        use crate::ledger::frame::le_u32;
         let row = usize::from(first) * TERMS_PART;
         let rows = self.section(Section::TermsFstParts)?;
         if rows.len() != 256 * TERMS_PART {
@@ -541,7 +582,7 @@ impl Index {
     /// [`Index::postings`], added to `out`.
     fn add_postings(&self, start: u32, len: u32, out: &mut Vec<u32>) -> Result<(), Stale> {
         let bytes = self.blocked(Section::Postings, start as usize * 4, len as usize * 4)?;
-        out.extend(bytes.chunks_exact(4).map(super::frame::le_u32));
+        out.extend(bytes.chunks_exact(4).map(crate::ledger::frame::le_u32));
         Ok(())
     }
 
@@ -638,7 +679,7 @@ impl Index {
         Ok(self
             .section(s)?
             .chunks_exact(4)
-            .map(super::frame::le_u32)
+            .map(crate::ledger::frame::le_u32)
             .collect())
     }
 
@@ -658,7 +699,7 @@ impl Index {
             out.push(UsageRow {
                 agent: agent.clone(),
                 turns: u64::from(u32_at(r, 1)),
-                usage: super::record::Usage {
+                usage: crate::ledger::record::Usage {
                     calls: u32_at(r, 2),
                     complete: u32_at(r, 3) != 0,
                     prompt_tokens: u64_at(r, 24),
@@ -997,7 +1038,7 @@ impl SealedMemo {
     }
 
     /// The sealed part of the last plan, if `set` lists the same sealed segment files.
-    fn planned(&self, set: &super::SegmentSet) -> Option<Arc<Planned>> {
+    fn planned(&self, set: &crate::ledger::SegmentSet) -> Option<Arc<Planned>> {
         let planned = self.2.lock().unwrap_or_else(|p| p.into_inner());
         let p = planned.as_ref()?;
         let sealed = set.numbers.len().checked_sub(1)?;
@@ -1030,10 +1071,10 @@ impl SealedMemo {
     }
 }
 
-impl Ledger {
+impl IndexedLedger {
     /// The directory of the indexes.
     pub fn index_dir(&self) -> PathBuf {
-        self.dir.join(crate::layout::INDEX_SUBDIR)
+        self.dir().join(crate::layout::INDEX_SUBDIR)
     }
 
     fn index_path(&self, number: u64) -> PathBuf {
@@ -1048,7 +1089,7 @@ impl Ledger {
         let set = self.segment_set()?;
         // A missing segment is damage: its records are lost, and a reader must say so.
         let mut parts: Vec<Part> = set
-            .problems(&self.dir)
+            .problems(self.dir())
             .into_iter()
             .map(|e| Part::Unreadable(Damaged::from_error(e)))
             .collect();
@@ -1104,7 +1145,7 @@ impl Ledger {
             ));
             (report, std::time::Instant::now())
         });
-        let built = super::parallel_map(&missing, |i| match &segs[i as usize] {
+        let built = crate::ledger::parallel_map(&missing, |i| match &segs[i as usize] {
             Ok(seg) => Builder::from_segment(seg),
             Err(_) => None,
         });
@@ -1178,7 +1219,7 @@ impl Ledger {
 
     /// How the newest segment is read: through the index of its first records and a walk
     /// of what was appended since, when it has such an index; else walked whole. A reader
-    /// that walks more than [`Ledger::newest_reindex`] bytes indexes them for the next.
+    /// that walks more than [`IndexedLedger::newest_reindex`] bytes indexes them for the next.
     fn plan_newest(
         &self,
         n: u64,
@@ -1264,7 +1305,7 @@ impl Ledger {
     /// eighth of a segment, at most 2 MiB (so a 16 MiB segment is indexed about 8 times
     /// as it fills, and no command walks more than 2 MiB of it).
     fn newest_reindex(&self) -> u64 {
-        (self.segment_limit / 8).clamp(1, 2 << 20)
+        (self.segment_limit() / 8).clamp(1, 2 << 20)
     }
 
     /// The index of the newest segment's first records, with those records mapped, if it
@@ -1308,8 +1349,11 @@ impl Ledger {
                 if index.stamp.segment != n {
                     return None;
                 }
-                let view =
-                    super::segment::load_prefix(&self.segment_path(n), n, index.stamp.covered)?;
+                let view = crate::ledger::segment::load_prefix(
+                    &self.segment_path(n),
+                    n,
+                    index.stamp.covered,
+                )?;
                 if !index.describes(&view) {
                     return None;
                 }
@@ -1365,7 +1409,7 @@ impl Ledger {
         self.write_cache_parts(path, &[bytes]);
     }
 
-    /// [`Ledger::write_cache`] of a file assembled from `parts`, one after another; whether
+    /// [`IndexedLedger::write_cache`] of a file assembled from `parts`, one after another; whether
     /// it was written.
     fn write_cache_parts(&self, path: &Path, parts: &[&[u8]]) -> bool {
         let dir = self.index_dir();
@@ -1386,7 +1430,7 @@ impl Ledger {
 fn seal_cache(magic: &[u8], body: &[u8]) -> Vec<u8> {
     let mut bytes = magic.to_vec();
     bytes.extend_from_slice(body);
-    bytes.extend_from_slice(&super::frame::crc32c(body).to_le_bytes());
+    bytes.extend_from_slice(&crate::ledger::frame::crc32c(body).to_le_bytes());
     bytes
 }
 
@@ -1394,7 +1438,7 @@ fn seal_cache(magic: &[u8], body: &[u8]) -> Vec<u8> {
 fn open_cache<'a>(magic: &[u8], bytes: &'a [u8]) -> Option<&'a [u8]> {
     let body = bytes.strip_prefix(magic)?;
     let (body, crc) = body.split_at_checked(body.len().checked_sub(4)?)?;
-    (super::frame::crc32c(body) == super::frame::le_u32(crc)).then_some(body)
+    (crate::ledger::frame::crc32c(body) == crate::ledger::frame::le_u32(crc)).then_some(body)
 }
 
 /// An index file that is not what it should be (found by `fsck`).
@@ -1404,7 +1448,7 @@ pub struct IndexFinding {
     pub message: String,
 }
 
-impl Ledger {
+impl IndexedLedger {
     /// Checks every index file against its segment, the index before it and its checksums,
     /// and looks for files that are no index of a sealed segment. With `repair`, rebuilds
     /// the indexes found wanting (and missing ones) and removes the strays. Indexes are

@@ -16,11 +16,10 @@
 
 use std::collections::{HashSet, VecDeque};
 
-pub use super::literal::Matcher;
-use super::record::{Kind, Record, RecordView};
-use super::segment::{parallel_map, RawFrame, SegmentData};
-use super::walk::{Damaged, Walked};
-use super::{Ledger, HEADER_LEN};
+use super::literal::Matcher;
+use crate::index::IndexedLedger;
+use crate::ledger::record::{Kind, Record, RecordView};
+use crate::ledger::{parallel_map, Damaged, RawFrame, SegmentData, Walked, HEADER_LEN};
 use crate::Result;
 
 /// Bytes searched at a time: small enough to stay in cache for the frame walk.
@@ -181,7 +180,7 @@ fn scan_segment(seg: &SegmentData, re: &Matcher, c: &mut Collector) {
         }
         chunk_start = chunk_end;
     }
-    if let Some(super::Damage::Corrupt { offset, reason }) = damage {
+    if let Some(crate::ledger::Damage::Corrupt { offset, reason }) = damage {
         c.out.damaged.push(Damaged {
             path: seg.path.clone(),
             offset: Some(offset),
@@ -236,7 +235,7 @@ pub const SCAN_ENV: &str = "AXOCOATL_SEARCH_SCAN";
 /// through the indexes.
 const INDEXED_LIMIT: usize = 2000;
 
-impl Ledger {
+impl IndexedLedger {
     /// The turns that can match the literal, case-insensitive `text` (`re` is its byte
     /// matcher), whole, and what decides whether they are superseded (rewind boundaries, the
     /// turns they target). A superset of the real matches: the caller checks each turn's
@@ -244,7 +243,7 @@ impl Ledger {
     /// the newest segment, the bytes are scanned.
     pub fn read_matching(&self, re: &Matcher, text: &str) -> Result<Walked> {
         if std::env::var_os(SCAN_ENV).is_none() {
-            if let Some(needs) = super::index::terms::needs(text) {
+            if let Some(needs) = crate::index::terms::needs(text) {
                 if let Some(found) = self.read_matching_indexed(re, &needs)? {
                     return Ok(found);
                 }
@@ -253,7 +252,7 @@ impl Ledger {
         self.read_matching_scan(re)
     }
 
-    /// [`Ledger::read_matching`] through the term indexes; `None` when they cannot narrow the
+    /// [`IndexedLedger::read_matching`] through the term indexes; `None` when they cannot narrow the
     /// search enough. One plan of the ledger serves both passes: the turns with a candidate
     /// record, then their records and every rewind boundary. A turn's records lie in the
     /// segment it began in and in those it was carried into (open at the end of the one
@@ -261,9 +260,9 @@ impl Ledger {
     fn read_matching_indexed(
         &self,
         re: &Matcher,
-        needs: &[super::index::terms::Need],
+        needs: &[crate::index::terms::Need],
     ) -> Result<Option<Walked>> {
-        use super::index::{Part, TURN_POSTING};
+        use crate::index::{Part, TURN_POSTING};
         let parts = self.plan()?;
         // Pass 1: the turns with a candidate, by the part they were found in: the rows of
         // those the index names, and the ids of the others (found by a record's offset);
@@ -281,7 +280,7 @@ impl Ledger {
         };
         let mut count = 0;
         // The sealed segments a merged term index covers are looked up in it, once for all.
-        let chosen = super::index::chosen(needs);
+        let chosen = crate::index::chosen(needs);
         let mut merged = self.merged_values(&parts, &chosen);
         for (i, part) in parts.iter().enumerate() {
             let seg = match part {
@@ -404,12 +403,12 @@ impl Ledger {
         // the first pass is not asked again (its segment is walked).
         let mut out = self.read_parts(
             &parts,
-            super::walk::Read {
+            crate::index::Read {
                 lookup: &|i, index| {
                     if walk[i] {
-                        return Err(super::index::Stale);
+                        return Err(crate::index::Stale);
                     }
-                    let mut offsets = index.offsets(super::index::Section::Rewinds)?;
+                    let mut offsets = index.offsets(crate::index::Section::Rewinds)?;
                     for &row in &found_rows[i] {
                         index.add_turn_offsets_at(u64::from(row), &mut offsets)?;
                     }
@@ -440,8 +439,8 @@ impl Ledger {
     /// found a need in too many words of its span, too).
     fn merged_values(
         &self,
-        parts: &[super::index::Part],
-        chosen: &[&super::index::terms::Need],
+        parts: &[crate::index::Part],
+        chosen: &[&crate::index::terms::Need],
     ) -> Vec<Option<Vec<Vec<u64>>>> {
         let mut merged: Vec<Option<Vec<Vec<u64>>>> = (0..parts.len()).map(|_| None).collect();
         for c in self.tiers_for(parts) {
@@ -450,7 +449,7 @@ impl Ledger {
                 match c.tier.values(need, INDEXED_LIMIT * 4) {
                     Ok(Some(v)) => per_need.push(v),
                     Ok(None) => break,
-                    Err(super::index::Stale) => {
+                    Err(crate::index::Stale) => {
                         // Damaged where it was read: its segments answer alone, and the next
                         // search builds it again.
                         self.forget_tier(c.tier.first, c.tier.last);
@@ -483,7 +482,12 @@ impl Ledger {
         let newest = numbers.last().copied().unwrap_or(0);
         let parts = parallel_map(&numbers, |number| {
             let mut part = Collector::default();
-            match super::segment::load(&self.segment_path(number), number, number < newest, 0) {
+            match crate::ledger::segment::load(
+                &self.segment_path(number),
+                number,
+                number < newest,
+                0,
+            ) {
                 Ok(seg) => scan_segment(&seg, re, &mut part),
                 Err(e) => part.out.damaged.push(Damaged::from_error(e)),
             }
@@ -491,9 +495,11 @@ impl Ledger {
         });
         let mut c = Collector::default();
         // A missing segment is damage: its records are lost, and a reader must say so.
-        c.out
-            .damaged
-            .extend(set.problems(&self.dir).into_iter().map(Damaged::from_error));
+        c.out.damaged.extend(
+            set.problems(self.dir())
+                .into_iter()
+                .map(Damaged::from_error),
+        );
         for part in parts {
             c.merge(part);
         }
