@@ -13,7 +13,7 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 
 use super::format::{self, push_u32, push_u64, Stamp};
 use super::suffixes::{suffix_samples, suffix_table};
-use super::{Meta, OpenTurn, Section, SECTIONS};
+use super::{Meta, OpenTurn, Section};
 use crate::ledger::frame::crc32c;
 use crate::ledger::record::{Millis, Record, Usage};
 use crate::ledger::segment::SegmentData;
@@ -392,7 +392,7 @@ impl Builder {
     }
 
     fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
-        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS];
+        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); Section::COUNT];
         let mut postings: Vec<u8> = Vec::new();
         let mut session_rows = Vec::new();
         let mut usage_rows = Vec::new();
@@ -498,7 +498,7 @@ impl Builder {
         let mut terms: Vec<(Box<str>, Vec<u32>)> = self.terms.0.into_iter().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         term_sections(terms, &row_of, &mut sections);
-        for (blocked, table, block) in super::BLOCKED {
+        for &(blocked, table, block) in Section::BLOCKED {
             sections[table] = format::block_crcs(&sections[blocked], block);
         }
         format::encode(stamp, &sections)

@@ -92,146 +92,75 @@ impl std::ops::Deref for IndexedLedger {
     }
 }
 
-/// The sections of an index file, in order. The small tables every lookup reads (the
-/// block checksums, where each word map lies) come first, beside the head: the page fault
-/// that maps the head maps them too, instead of one more fault in each of 72 indexes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub(crate) enum Section {
-    /// postcard [`Meta`]
-    Meta,
-    /// session name → row number
-    SessionsFst,
-    /// per first byte of a word (256 rows): where its map lies in `TermsFst` (start, length)
-    /// and its checksum, as u32s; a lookup verifies the map it reads, not the dictionary
-    /// (which had to be verified whole, 40% of a search's time)
-    TermsFstParts,
-    /// the checksum of each block of `Postings`
-    PostingsBlocks,
-    /// the checksum of each block of `TermPostings`
-    TermPostingsBlocks,
-    /// the checksum of each block of `TurnRows`
-    TurnRowsBlocks,
-    /// the checksum of each block of `TurnKeys`
-    TurnKeysBlocks,
-    /// the checksum of each block of `TermBytes`
-    TermBytesBlocks,
-    /// the checksum of each block of `TermSuffixes`
-    TermSuffixesBlocks,
-    /// the checksum of each block of `SessionRows`: a lookup of one session verifies the
-    /// rows around it (verifying the whole table in each of 72 segments was a fifth of the
-    /// page faults of `usage -s S`)
-    SessionRowsBlocks,
-    /// the checksum of each block of `UsageRows`
-    UsageRowsBlocks,
-    /// the first 8 bytes of every 32nd sorted suffix (zero-padded after the 0 that ends its
-    /// word): a search for a word inside words first narrows to the 32 suffixes between two
-    /// samples in this dense table, then probes those (the binary search over all suffixes
-    /// missed the cache twice per probe: a sixth of an in-process search)
-    TermSuffixSamples,
-    /// [`SessionRow`]s
-    SessionRows,
-    /// the first [`TURN_KEY`] bytes of each turn id (zero-padded), in the order of
-    /// `TurnRows` (by id): turns are found by a binary search that verifies only the blocks
-    /// it reads (an `fst` map had to be verified whole, a third of a search's time)
-    TurnKeys,
-    /// turn rows ([`TURN_ROW`] bytes each: session ordinal, first posting, postings count,
-    /// begun in this segment), in the order of `TurnKeys`
-    TurnRows,
-    /// record offsets (u32): per session its own records, then each turn's
-    Postings,
-    /// [`UsageRow`]s, per session
-    UsageRows,
-    /// offsets of rewind boundaries
-    Rewinds,
-    /// offsets of session-created and attachment records
-    Always,
-    /// folded word → (start << 32 | count) in `TermPostings`: one `fst` map per first byte
-    /// of the words, one after the other (see `TermsFstParts`)
-    TermsFst,
-    /// what holds each word (u32s, ascending): the turn rows ([`TURN_POSTING`] | row) of
-    /// the records in a turn's postings, the offsets of the others
-    TermPostings,
-    /// every folded word, each ended by a 0
-    TermBytes,
-    /// the position (u32) in `TermBytes` of every suffix of a word but the word itself,
-    /// sorted by the suffix
-    TermSuffixes,
+format::sections! {
+    /// The sections of an index file, in order. The small tables every lookup reads (the
+    /// block checksums, where each word map lies) come first, beside the head: the page fault
+    /// that maps the head maps them too, instead of one more fault in each of 72 indexes.
+    pub(crate) enum Section {
+        /// postcard [`Meta`]
+        Meta,
+        /// session name → row number
+        SessionsFst,
+        /// per first byte of a word (256 rows): where its map lies in `TermsFst` (start, length)
+        /// and its checksum, as u32s; a lookup verifies the map it reads, not the dictionary
+        /// (which had to be verified whole, 40% of a search's time)
+        TermsFstParts,
+        /// the checksum of each block of `Postings`
+        PostingsBlocks,
+        /// the checksum of each block of `TermPostings`
+        TermPostingsBlocks,
+        /// the checksum of each block of `TurnRows`
+        TurnRowsBlocks,
+        /// the checksum of each block of `TurnKeys`
+        TurnKeysBlocks,
+        /// the checksum of each block of `TermBytes`
+        TermBytesBlocks,
+        /// the checksum of each block of `TermSuffixes`
+        TermSuffixesBlocks,
+        /// the checksum of each block of `SessionRows`: a lookup of one session verifies the
+        /// rows around it (verifying the whole table in each of 72 segments was a fifth of the
+        /// page faults of `usage -s S`)
+        SessionRowsBlocks,
+        /// the checksum of each block of `UsageRows`
+        UsageRowsBlocks,
+        /// the first 8 bytes of every 32nd sorted suffix (zero-padded after the 0 that ends its
+        /// word): a search for a word inside words first narrows to the 32 suffixes between two
+        /// samples in this dense table, then probes those (the binary search over all suffixes
+        /// missed the cache twice per probe: a sixth of an in-process search)
+        TermSuffixSamples,
+        /// [`SessionRow`]s
+        SessionRows(blocks = SessionRowsBlocks, size = format::BLOCK),
+        /// the first [`TURN_KEY`] bytes of each turn id (zero-padded), in the order of
+        /// `TurnRows` (by id): turns are found by a binary search that verifies only the blocks
+        /// it reads (an `fst` map had to be verified whole, a third of a search's time)
+        TurnKeys(blocks = TurnKeysBlocks, size = format::SMALL_BLOCK),
+        /// turn rows ([`TURN_ROW`] bytes each: session ordinal, first posting, postings count,
+        /// begun in this segment), in the order of `TurnKeys`
+        TurnRows(blocks = TurnRowsBlocks, size = format::BLOCK),
+        /// record offsets (u32): per session its own records, then each turn's
+        Postings(blocks = PostingsBlocks, size = format::BLOCK),
+        /// [`UsageRow`]s, per session
+        UsageRows(blocks = UsageRowsBlocks, size = format::BLOCK),
+        /// offsets of rewind boundaries
+        Rewinds,
+        /// offsets of session-created and attachment records
+        Always,
+        /// folded word → (start << 32 | count) in `TermPostings`: one `fst` map per first byte
+        /// of the words, one after the other (see `TermsFstParts`)
+        TermsFst,
+        /// what holds each word (u32s, ascending): the turn rows ([`TURN_POSTING`] | row) of
+        /// the records in a turn's postings, the offsets of the others
+        TermPostings(blocks = TermPostingsBlocks, size = format::BLOCK),
+        /// every folded word, each ended by a 0
+        TermBytes(blocks = TermBytesBlocks, size = format::SMALL_BLOCK),
+        /// the position (u32) in `TermBytes` of every suffix of a word but the word itself,
+        /// sorted by the suffix
+        TermSuffixes(blocks = TermSuffixesBlocks, size = format::SMALL_BLOCK),
+    }
 }
 
-pub(crate) const SECTIONS: usize = 23;
 /// Width in bytes of a row of `TermsFstParts`.
 pub(crate) const TERMS_PART: usize = 12;
-
-/// The sections checked block by block, each with the section of its block checksums and
-/// its block size.
-const BLOCKED: [format::Blocked; 8] = [
-    (
-        Section::SessionRows as usize,
-        Section::SessionRowsBlocks as usize,
-        format::BLOCK,
-    ),
-    (
-        Section::UsageRows as usize,
-        Section::UsageRowsBlocks as usize,
-        format::BLOCK,
-    ),
-    (
-        Section::Postings as usize,
-        Section::PostingsBlocks as usize,
-        format::BLOCK,
-    ),
-    (
-        Section::TermPostings as usize,
-        Section::TermPostingsBlocks as usize,
-        format::BLOCK,
-    ),
-    (
-        Section::TurnRows as usize,
-        Section::TurnRowsBlocks as usize,
-        format::BLOCK,
-    ),
-    (
-        Section::TurnKeys as usize,
-        Section::TurnKeysBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        Section::TermBytes as usize,
-        Section::TermBytesBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        Section::TermSuffixes as usize,
-        Section::TermSuffixesBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-];
-const ALL_SECTIONS: [Section; SECTIONS] = [
-    Section::Meta,
-    Section::SessionsFst,
-    Section::SessionRows,
-    Section::TurnKeys,
-    Section::TurnRows,
-    Section::Postings,
-    Section::UsageRows,
-    Section::Rewinds,
-    Section::Always,
-    Section::TermsFst,
-    Section::TermPostings,
-    Section::PostingsBlocks,
-    Section::TermPostingsBlocks,
-    Section::TurnRowsBlocks,
-    Section::TurnKeysBlocks,
-    Section::TermBytes,
-    Section::TermSuffixes,
-    Section::TermBytesBlocks,
-    Section::TermSuffixesBlocks,
-    Section::TermsFstParts,
-    Section::SessionRowsBlocks,
-    Section::UsageRowsBlocks,
-    Section::TermSuffixSamples,
-];
 
 /// A turn begun and not ended (yet) at the end of a segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,9 +235,9 @@ impl Index {
     }
 
     fn parse(bytes: FileBytes) -> Option<Index> {
-        let (stamp, sections, head_crc) = format::decode_head(&bytes, SECTIONS)?;
+        let (stamp, sections, head_crc) = format::decode_head(&bytes, Section::COUNT)?;
         let mut index = Index {
-            file: SectionFile::new(bytes, sections, &BLOCKED),
+            file: SectionFile::new(bytes, sections, Section::BLOCKED),
             stamp,
             head_crc,
             meta: Meta::default(),
@@ -352,7 +281,7 @@ impl Index {
 
     /// Verifies every section (what `fsck` does; readers verify only what they read).
     fn verify_all(&self) -> bool {
-        ALL_SECTIONS.iter().all(|&s| self.section(s).is_ok())
+        Section::ALL.iter().all(|&s| self.section(s).is_ok())
             && self.fst(Section::SessionsFst).is_ok()
             && (0..=255).all(|b| self.words_from(b).is_ok())
             && self.file.blocks_intact()
@@ -513,7 +442,7 @@ impl Index {
         self.file.read(s as usize, start, len, checked)
     }
 
-    /// `len` bytes from `start` of one of the [`BLOCKED`] sections, verifying only the blocks
+    /// `len` bytes from `start` of one of the [`Section::BLOCKED`] sections, verifying only the blocks
     /// they lie in.
     fn blocked(&self, s: Section, start: usize, len: usize) -> Result<&[u8], Stale> {
         self.file.blocked(s as usize, start, len)

@@ -1437,3 +1437,55 @@ fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
         "rebuilt in the current format"
     );
 }
+
+/// The section table is the file format: its order and its blocks are pinned here (see
+/// FORMAT.md); changing either is a new [`super::format::VERSION`].
+#[test]
+fn the_section_table_is_the_format() {
+    let names: Vec<String> = Section::ALL.iter().map(|s| format!("{s:?}")).collect();
+    assert_eq!(
+        names,
+        [
+            "Meta",
+            "SessionsFst",
+            "TermsFstParts",
+            "PostingsBlocks",
+            "TermPostingsBlocks",
+            "TurnRowsBlocks",
+            "TurnKeysBlocks",
+            "TermBytesBlocks",
+            "TermSuffixesBlocks",
+            "SessionRowsBlocks",
+            "UsageRowsBlocks",
+            "TermSuffixSamples",
+            "SessionRows",
+            "TurnKeys",
+            "TurnRows",
+            "Postings",
+            "UsageRows",
+            "Rewinds",
+            "Always",
+            "TermsFst",
+            "TermPostings",
+            "TermBytes",
+            "TermSuffixes",
+        ]
+    );
+    assert_eq!(Section::COUNT, 23);
+    let mut blocked = Section::BLOCKED.to_vec();
+    blocked.sort_unstable();
+    // (section, its block checksums, block size), as the format had them by hand.
+    assert_eq!(
+        blocked,
+        [
+            (12, 9, 4096),
+            (13, 6, 512),
+            (14, 5, 4096),
+            (15, 3, 4096),
+            (16, 10, 4096),
+            (20, 4, 4096),
+            (21, 7, 512),
+            (22, 8, 512),
+        ]
+    );
+}
