@@ -65,9 +65,11 @@
 pub mod automation;
 pub mod checkpoint;
 pub mod civil;
+pub mod envelope;
 pub mod error;
 pub mod extracted;
 pub mod failpoint;
+pub mod findings;
 pub mod fsck;
 pub mod fsutil;
 pub mod index;

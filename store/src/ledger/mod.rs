@@ -140,8 +140,7 @@ impl Ledger {
     }
 
     /// The lock file that serialises appends.
-    #[cfg(test)]
-    pub(crate) fn lock_path(&self) -> &Path {
+    pub fn lock_path(&self) -> &Path {
         &self.lock_path
     }
 
