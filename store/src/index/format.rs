@@ -444,14 +444,6 @@ impl<'a> Rows<'a> {
     }
 }
 
-pub fn u32_at(row: &[u8], field: usize) -> u32 {
-    le_u32(&row[field * 4..field * 4 + 4])
-}
-
-pub fn u64_at(row: &[u8], byte: usize) -> u64 {
-    le_u64(&row[byte..byte + 8])
-}
-
 pub fn push_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }

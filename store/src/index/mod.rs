@@ -20,6 +20,7 @@ mod build;
 mod format;
 mod places;
 mod read;
+mod rows;
 pub(crate) use read::Read;
 mod suffixes;
 mod summary;
@@ -36,10 +37,11 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use build::day_of;
+use build::TURN_KEY;
 pub(crate) use build::TURN_POSTING;
 pub(crate) use build::{digest, Builder};
-use build::{SESSION_ROW, TURN_KEY, TURN_ROW, USAGE_ROW};
-use format::{u32_at, u64_at, FileBytes, Rows, SectionFile, Stamp};
+use format::{FileBytes, Rows, SectionFile, Stamp};
+use rows::{Row, StoredUsage, TurnRow};
 use suffixes::SuffixTable;
 pub use summary::{SessionSummary, Summaries};
 pub use terms::{field as search_field, searchable_fields};
@@ -134,7 +136,7 @@ format::sections! {
         /// `TurnRows` (by id): turns are found by a binary search that verifies only the blocks
         /// it reads (an `fst` map had to be verified whole, a third of a search's time)
         TurnKeys(blocks = TurnKeysBlocks, size = format::SMALL_BLOCK),
-        /// turn rows ([`TURN_ROW`] bytes each: session ordinal, first posting, postings count,
+        /// turn rows ([`TurnRow`]s, 16 bytes each: session ordinal, first posting, postings count,
         /// begun in this segment), in the order of `TurnKeys`
         TurnRows(blocks = TurnRowsBlocks, size = format::BLOCK),
         /// record offsets (u32): per session its own records, then each turn's
@@ -453,20 +455,11 @@ impl Index {
     }
 
     fn session_row(&self, ordinal: u64) -> Result<SessionRow, Stale> {
-        let start = (ordinal as usize).checked_mul(SESSION_ROW).ok_or(Stale)?;
-        let r = self.blocked(Section::SessionRows, start, SESSION_ROW)?;
-        let flags = u32_at(r, 5);
-        let has_at = flags & 1 != 0;
-        Ok(SessionRow {
-            post_start: u32_at(r, 0),
-            post_len: u32_at(r, 1),
-            turns: u32_at(r, 2),
-            usage_start: u32_at(r, 3),
-            usage_len: u32_at(r, 4),
-            first_at: has_at.then(|| u64_at(r, 24) as i64),
-            last_at: has_at.then(|| u64_at(r, 32) as i64),
-            subtasks: flags & 2 != 0,
-        })
+        let start = (ordinal as usize)
+            .checked_mul(SessionRow::WIDTH)
+            .ok_or(Stale)?;
+        SessionRow::decode(self.blocked(Section::SessionRows, start, SessionRow::WIDTH)?)
+            .ok_or(Stale)
     }
 
     /// The row of session `name`, if it has records in this segment.
@@ -530,9 +523,12 @@ impl Index {
 
     /// [`Index::turn_offsets_at`], added to `out`.
     pub fn add_turn_offsets_at(&self, ordinal: u64, out: &mut Vec<u32>) -> Result<(), Stale> {
-        let start = (ordinal as usize).checked_mul(TURN_ROW).ok_or(Stale)?;
-        let r = self.blocked(Section::TurnRows, start, TURN_ROW)?;
-        self.add_postings(u32_at(r, 1), u32_at(r, 2), out)
+        let start = (ordinal as usize)
+            .checked_mul(TurnRow::WIDTH)
+            .ok_or(Stale)?;
+        let row = TurnRow::decode(self.blocked(Section::TurnRows, start, TurnRow::WIDTH)?);
+        let row = row.ok_or(Stale)?;
+        self.add_postings(row.post_start, row.post_len, out)
     }
 
     /// The id of the turn in row `row`.
@@ -569,7 +565,7 @@ impl Index {
             self.section_len(Section::TurnRows)?,
         );
         let n = keys / TURN_KEY;
-        if keys % TURN_KEY != 0 || (n * TURN_ROW != rows && n != 0) {
+        if keys % TURN_KEY != 0 || (n * TurnRow::WIDTH != rows && n != 0) {
             return Err(Stale);
         }
         let key =
@@ -617,24 +613,24 @@ impl Index {
         let (start, len) = (row.usage_start as usize, row.usage_len as usize);
         let bytes = self.blocked(
             Section::UsageRows,
-            start.checked_mul(USAGE_ROW).ok_or(Stale)?,
-            len.checked_mul(USAGE_ROW).ok_or(Stale)?,
+            start.checked_mul(StoredUsage::WIDTH).ok_or(Stale)?,
+            len.checked_mul(StoredUsage::WIDTH).ok_or(Stale)?,
         )?;
-        let rows = Rows::new(bytes, USAGE_ROW);
+        let rows = Rows::new(bytes, StoredUsage::WIDTH);
         let mut out = Vec::with_capacity(len);
         for i in 0..len {
-            let r = rows.row(i).ok_or(Stale)?;
-            let agent = self.meta.agents.get(u32_at(r, 0) as usize).ok_or(Stale)?;
+            let r = StoredUsage::decode(rows.row(i).ok_or(Stale)?).ok_or(Stale)?;
+            let agent = self.meta.agents.get(r.agent as usize).ok_or(Stale)?;
             out.push(UsageRow {
                 agent: agent.clone(),
-                turns: u64::from(u32_at(r, 1)),
+                turns: u64::from(r.turns),
                 usage: crate::ledger::record::Usage {
-                    calls: u32_at(r, 2),
-                    complete: u32_at(r, 3) != 0,
-                    prompt_tokens: u64_at(r, 24),
-                    completion_tokens: u64_at(r, 32),
+                    calls: r.calls,
+                    complete: r.complete,
+                    prompt_tokens: r.prompt_tokens,
+                    completion_tokens: r.completion_tokens,
                 },
-                day: u64_at(r, 16) as i64,
+                day: r.day,
             });
         }
         Ok(out)
