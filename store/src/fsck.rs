@@ -535,6 +535,7 @@ mod tests {
             &root,
             &OpenOptions {
                 segment_limit: limit,
+                ..Default::default()
             },
         )
         .expect("open");

@@ -4,11 +4,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
-use crate::index::IndexedLedger;
+use crate::index::{IndexOptions, IndexedLedger};
 use crate::layout::{
     self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, GITIGNORE_FILE, HEAD_FILE, REPO_DIR,
 };
-use crate::ledger::DEFAULT_SEGMENT_LIMIT;
+use crate::ledger::{Ledger, DEFAULT_SEGMENT_LIMIT};
 use crate::objects::Objects;
 use crate::{Error, Result};
 
@@ -17,12 +17,16 @@ use crate::{Error, Result};
 pub struct OpenOptions {
     /// Ledger segments roll over past this many bytes.
     pub segment_limit: u64,
+    /// How the ledger keeps its indexes and says what it builds: set by the command line
+    /// for a command about to exit (`leave_mapped`) and on a terminal (`report_builds`).
+    pub index: IndexOptions,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             segment_limit: DEFAULT_SEGMENT_LIMIT,
+            index: IndexOptions::default(),
         }
     }
 }
@@ -152,10 +156,13 @@ impl Repo {
         ensure_gitignore(root);
         Ok(Repo {
             root: root.to_owned(),
-            ledger: IndexedLedger::open(
-                &root.join(layout::LEDGER_DIR),
-                &root.join(layout::LEDGER_LOCK),
-                options.segment_limit,
+            ledger: IndexedLedger::new(
+                Ledger::open(
+                    &root.join(layout::LEDGER_DIR),
+                    &root.join(layout::LEDGER_LOCK),
+                    options.segment_limit,
+                ),
+                options.index,
             ),
             objects: Objects::new(&root.join(layout::OBJECTS_DIR)),
         })

@@ -31,7 +31,7 @@ mod tier;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -61,20 +61,42 @@ use crate::Result;
 #[derive(Debug)]
 pub struct IndexedLedger {
     ledger: Ledger,
+    options: IndexOptions,
     sealed_memo: SealedMemo,
     tier_memo: TierMemo,
 }
 
+/// How an [`IndexedLedger`] keeps its indexes and says what it builds (set at open: see
+/// [`crate::repo::OpenOptions`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IndexOptions {
+    /// For a process about to exit after one command: when the ledger is dropped, its kept
+    /// segments and indexes stay mapped and the kernel unmaps them all at exit, in one pass
+    /// (a `history --search` beside 1M turns spent ~1 ms of its ~10 unmapping 144 maps one
+    /// by one). Never for a long-lived process (`serve`): each ledger it dropped would leave
+    /// its maps.
+    pub leave_mapped: bool,
+    /// Called before and after a build of the indexes of more than 128 MiB of segments (the
+    /// first command after the indexes were deleted, or are of an older version), and of a
+    /// merged word index: the command line prints it on a terminal, so that a wait of
+    /// seconds is explained.
+    pub report_builds: Option<fn(&str)>,
+}
+
 impl IndexedLedger {
-    /// Opens the ledger in `dir` (see [`Ledger::open`]) with its indexes.
+    /// Opens the ledger in `dir` (see [`Ledger::open`]) with its indexes, default options.
     pub fn open(dir: &Path, lock_path: &Path, segment_limit: u64) -> IndexedLedger {
-        IndexedLedger::new(Ledger::open(dir, lock_path, segment_limit))
+        IndexedLedger::new(
+            Ledger::open(dir, lock_path, segment_limit),
+            IndexOptions::default(),
+        )
     }
 
     /// The indexes of `ledger`, none read yet.
-    pub fn new(ledger: Ledger) -> IndexedLedger {
+    pub fn new(ledger: Ledger, options: IndexOptions) -> IndexedLedger {
         IndexedLedger {
             ledger,
+            options,
             sealed_memo: SealedMemo::default(),
             tier_memo: TierMemo::default(),
         }
@@ -83,6 +105,15 @@ impl IndexedLedger {
     /// The log itself.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+}
+
+impl Drop for IndexedLedger {
+    fn drop(&mut self) {
+        if self.options.leave_mapped {
+            self.sealed_memo.leave_mapped();
+            self.tier_memo.leave_mapped();
+        }
     }
 }
 
@@ -887,44 +918,20 @@ struct NewestStamp {
     index_ctime: (i64, i64),
 }
 
-/// Where a long build of indexes says what it does (see [`report_builds_to`]).
-pub(super) static BUILD_REPORT: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
-
 /// Builds of at least this many bytes of segments are reported (about a second here; any
 /// build in tests).
 const REPORTED_BUILD: u64 = if cfg!(test) { 1 } else { 128 << 20 };
 
-/// Has a build of the indexes of more than 128 MiB of segments (the first command after
-/// the indexes were deleted, or are of an older version) call `report` before and after it:
-/// the command line prints it on a terminal, so that a wait of seconds is explained.
-pub fn report_builds_to(report: fn(&str)) {
-    let _ = BUILD_REPORT.set(report);
-}
-
-/// Whether the kept segments and indexes stay mapped when their ledger is dropped.
-pub(super) static LEAVE_MAPPED: AtomicBool = AtomicBool::new(false);
-
-/// For a process about to exit after one command: the ledgers it drops leave their kept
-/// segments and indexes mapped, and the kernel unmaps them all at exit, in one pass (a
-/// `history --search` beside 1M turns spent ~1 ms of its ~10 unmapping 144 maps one by one).
-/// Never for a long-lived process (`serve`): each ledger it dropped would leave its maps.
-pub fn leave_mapped_at_exit() {
-    LEAVE_MAPPED.store(true, Ordering::Relaxed);
-}
-
-impl Drop for SealedMemo {
-    fn drop(&mut self) {
-        if LEAVE_MAPPED.load(Ordering::Relaxed) {
-            let kept = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
-            std::mem::forget(kept);
-            std::mem::forget(self.1.get_mut().unwrap_or_else(|p| p.into_inner()).take());
-            std::mem::forget(self.2.get_mut().unwrap_or_else(|p| p.into_inner()).take());
-            std::mem::forget(self.3.get_mut().unwrap_or_else(|p| p.into_inner()).take());
-        }
-    }
-}
-
 impl SealedMemo {
+    /// Forgets what is kept without unmapping it (see [`IndexOptions::leave_mapped`]).
+    fn leave_mapped(&mut self) {
+        let kept = std::mem::take(self.0.get_mut().unwrap_or_else(|p| p.into_inner()));
+        std::mem::forget(kept);
+        std::mem::forget(self.1.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+        std::mem::forget(self.2.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+        std::mem::forget(self.3.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+    }
+
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Kept>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -1060,7 +1067,10 @@ impl IndexedLedger {
             .filter_map(|&i| segs[i as usize].as_ref().ok())
             .map(|seg| seg.bytes().len() as u64)
             .sum();
-        let report = BUILD_REPORT.get().filter(|_| bytes >= REPORTED_BUILD);
+        let report = self
+            .options
+            .report_builds
+            .filter(|_| bytes >= REPORTED_BUILD);
         let started = report.map(|report| {
             report(&format!(
                 "indexing {} segments ({} MiB) of the ledger, once: the indexes are kept in {}",

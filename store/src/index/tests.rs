@@ -7,7 +7,7 @@ use super::read::tests::setup;
 use super::Section;
 use super::{day_of, IndexedLedger};
 use crate::ledger::record::*;
-use crate::ledger::{Entry, Record, RecordView, Walked};
+use crate::ledger::{Entry, Ledger, Record, RecordView, Walked};
 
 struct Rng(u64);
 
@@ -532,31 +532,37 @@ fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
     assert_reads_equal_walk(&ledger, &history.ids(), "damaged in place");
 }
 
-/// A dropped ledger unmaps the segments and indexes it kept, unless the process said it is
-/// about to exit (then the kernel unmaps them at exit). The flag is for the whole process,
-/// so the ledger that unmaps is dropped before it is set.
+/// A dropped ledger unmaps the segments and indexes it kept, unless it was opened for a
+/// process about to exit (then the kernel unmaps them at exit).
 #[test]
 fn a_dropped_ledger_unmaps_what_it_kept_unless_the_process_is_about_to_exit() {
     let mapped = |path: &std::path::Path| {
         let maps = fs::read_to_string("/proc/self/maps").expect("maps");
         maps.contains(path.to_str().expect("utf-8"))
     };
-    let kept = || {
-        let (d, ledger, _) = random_ledger(23, 150, 600);
+    let (_d, ledger, _) = random_ledger(23, 150, 600);
+    let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
+    let (dir, lock) = (ledger.dir().to_owned(), ledger.lock_path().to_owned());
+    drop(ledger);
+    for leave_mapped in [false, true] {
+        let ledger = IndexedLedger::new(
+            Ledger::open(&dir, &lock, 600),
+            super::IndexOptions {
+                leave_mapped,
+                ..Default::default()
+            },
+        );
         for _ in 0..2 {
             ledger.read_session("main").expect("read");
         }
-        let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
         assert!(mapped(&seg) && mapped(&index), "kept and mapped");
-        (d, ledger, seg, index)
-    };
-    let (_d1, ledger, seg, index) = kept();
-    drop(ledger);
-    assert!(!mapped(&seg) && !mapped(&index), "unmapped");
-    let (_d2, ledger, seg, index) = kept();
-    super::leave_mapped_at_exit();
-    drop(ledger);
-    assert!(mapped(&seg) && mapped(&index), "left mapped");
+        drop(ledger);
+        assert_eq!(
+            mapped(&seg) && mapped(&index),
+            leave_mapped,
+            "left mapped: {leave_mapped}"
+        );
+    }
 }
 
 #[test]
@@ -1149,11 +1155,16 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
 #[test]
 fn a_long_build_of_the_indexes_is_reported() {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    super::report_builds_to(|m| SAID.lock().expect("lock").push(m.to_owned()));
     let (_d, ledger, _) = random_ledger(3, 150, 700);
     let dir = ledger.index_dir();
     let _ = fs::remove_dir_all(&dir);
-    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 700);
+    let fresh = IndexedLedger::new(
+        Ledger::open(ledger.dir(), ledger.lock_path(), 700),
+        super::IndexOptions {
+            report_builds: Some(|m| SAID.lock().expect("lock").push(m.to_owned())),
+            ..Default::default()
+        },
+    );
     fresh.read_session("main").expect("read");
     let said = SAID.lock().expect("lock").clone();
     let wanted = format!(

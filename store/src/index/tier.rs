@@ -323,13 +323,12 @@ impl TierMemo {
     }
 }
 
-impl Drop for TierMemo {
-    fn drop(&mut self) {
-        if super::LEAVE_MAPPED.load(std::sync::atomic::Ordering::Relaxed) {
-            std::mem::forget(std::mem::take(
-                self.0.get_mut().unwrap_or_else(|p| p.into_inner()),
-            ));
-        }
+impl TierMemo {
+    /// Forgets what is kept without unmapping it (see [`super::IndexOptions::leave_mapped`]).
+    pub(super) fn leave_mapped(&mut self) {
+        std::mem::forget(std::mem::take(
+            self.0.get_mut().unwrap_or_else(|p| p.into_inner()),
+        ));
     }
 }
 
@@ -420,8 +419,9 @@ impl IndexedLedger {
         let tier = match Tier::open(&path).filter(|t| describes(t)) {
             Some(t) => t,
             None => {
-                let report = super::BUILD_REPORT
-                    .get()
+                let report = self
+                    .options
+                    .report_builds
                     .filter(|_| last - first + 1 >= SPANS[0]);
                 let started = report.map(|report| {
                     report(&format!(
