@@ -392,8 +392,9 @@ impl Builder {
         (bytes, carry_out)
     }
 
-    fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
-        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); Section::COUNT];
+    /// The sessions' sections (`SessionsFst`, `SessionRows`, `Postings`, `UsageRows`), and
+    /// the row of each turn, by id.
+    fn session_sections(&self, sections: &mut [Vec<u8>]) -> BTreeMap<&str, TurnRow> {
         let mut postings: Vec<u8> = Vec::new();
         let mut session_rows = Vec::new();
         let mut usage_rows = Vec::new();
@@ -452,6 +453,20 @@ impl Builder {
             // Keys are inserted in order (a BTreeMap), so the builder cannot fail.
             let _ = sessions_fst.insert(name, i as u64);
         }
+        sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
+        sections[Section::SessionRows as usize] = session_rows;
+        sections[Section::Postings as usize] = postings;
+        sections[Section::UsageRows as usize] = usage_rows;
+        turn_rows
+    }
+
+    /// The turns' sections (`TurnKeys`, `TurnRows`) from their rows; the ids a key does not
+    /// spell, and the row of each record of a turn's postings.
+    fn turn_sections(
+        &self,
+        turn_rows: BTreeMap<&str, TurnRow>,
+        sections: &mut [Vec<u8>],
+    ) -> (Vec<(u32, String)>, HashMap<u32, u32>) {
         let mut turn_keys = Vec::new();
         let mut long_ids = Vec::new();
         let mut rows = Vec::new();
@@ -473,6 +488,15 @@ impl Builder {
             }
             row.encode(&mut rows);
         }
+        sections[Section::TurnKeys as usize] = turn_keys;
+        sections[Section::TurnRows as usize] = rows;
+        (long_ids, row_of)
+    }
+
+    fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
+        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); Section::COUNT];
+        let turn_rows = self.session_sections(&mut sections);
+        let (long_ids, row_of) = self.turn_sections(turn_rows, &mut sections);
         let meta = Meta {
             damaged: self.damaged,
             unknown_kinds: self.unknown_kinds,
@@ -481,12 +505,6 @@ impl Builder {
             long_ids,
         };
         sections[Section::Meta as usize] = postcard::to_allocvec(&meta).unwrap_or_default();
-        sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
-        sections[Section::SessionRows as usize] = session_rows;
-        sections[Section::TurnKeys as usize] = turn_keys;
-        sections[Section::TurnRows as usize] = rows;
-        sections[Section::Postings as usize] = postings;
-        sections[Section::UsageRows as usize] = usage_rows;
         let offsets = |v: &[u32]| {
             let mut out = Vec::with_capacity(v.len() * 4);
             for &o in v {

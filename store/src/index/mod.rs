@@ -918,6 +918,9 @@ struct NewestStamp {
     index_ctime: (i64, i64),
 }
 
+/// A sealed segment of a plan, or why it cannot be read.
+type Sealed = std::result::Result<Arc<SegmentData>, Damaged>;
+
 /// Builds of at least this many bytes of segments are reported (about a second here; any
 /// build in tests).
 const REPORTED_BUILD: u64 = if cfg!(test) { 1 } else { 128 << 20 };
@@ -1040,59 +1043,9 @@ impl IndexedLedger {
             }
             return Ok(parts);
         }
-        let kept = self.sealed_memo.kept(sealed, &set.inodes);
-        let mut segs: Vec<std::result::Result<Arc<SegmentData>, Damaged>> = Vec::new();
-        let mut found: Vec<Option<Arc<Index>>> = Vec::new();
-        for (&n, kept) in sealed.iter().zip(kept) {
-            let (seg, index) = match kept {
-                Some((seg, index)) => (Ok(seg), Some(index)),
-                None => match load(&self.segment_path(n), n, true, 0) {
-                    Ok(seg) => {
-                        let index = Index::open(&self.index_path(n), &seg).map(Arc::new);
-                        (Ok(Arc::new(seg)), index)
-                    }
-                    Err(e) => (Err(Damaged::from_error(e)), None),
-                },
-            };
-            segs.push(seg);
-            found.push(index);
-        }
+        let (mut segs, mut found) = self.open_sealed(sealed, &set.inodes);
         // Build what is missing or stale in parallel; the carried turns are settled below.
-        let missing: Vec<u64> = (0..segs.len() as u64)
-            .filter(|&i| found[i as usize].is_none() && segs[i as usize].is_ok())
-            .collect();
-        let mut builders: Vec<Option<Builder>> = (0..segs.len()).map(|_| None).collect();
-        let bytes: u64 = missing
-            .iter()
-            .filter_map(|&i| segs[i as usize].as_ref().ok())
-            .map(|seg| seg.bytes().len() as u64)
-            .sum();
-        let report = self
-            .options
-            .report_builds
-            .filter(|_| bytes >= REPORTED_BUILD);
-        let started = report.map(|report| {
-            report(&format!(
-                "indexing {} segments ({} MiB) of the ledger, once: the indexes are kept in {}",
-                missing.len(),
-                bytes >> 20,
-                self.index_dir().display()
-            ));
-            (report, std::time::Instant::now())
-        });
-        let built = crate::ledger::parallel_map(&missing, |i| match &segs[i as usize] {
-            Ok(seg) => Builder::from_segment(seg),
-            Err(_) => None,
-        });
-        if let Some((report, start)) = started {
-            report(&format!(
-                "indexed in {:.1} s",
-                start.elapsed().as_secs_f64()
-            ));
-        }
-        for (i, b) in missing.iter().zip(built) {
-            builders[*i as usize] = b;
-        }
+        let mut builders = self.build_missing(&segs, &found);
         let mut carry: Vec<OpenTurn> = Vec::new();
         let mut last_seq: Option<u64> = None;
         let mut keep: Vec<(u64, Kept)> = Vec::new();
@@ -1150,6 +1103,74 @@ impl IndexedLedger {
             self.plan_newest(n, inode, &carry, last_seq, &mut parts);
         }
         Ok(parts)
+    }
+
+    /// The sealed segments `sealed` (`inodes` lists their files' inodes), each with its
+    /// index when one is kept for it or its file describes it.
+    fn open_sealed(
+        &self,
+        sealed: &[u64],
+        inodes: &[u64],
+    ) -> (Vec<Sealed>, Vec<Option<Arc<Index>>>) {
+        let kept = self.sealed_memo.kept(sealed, inodes);
+        let mut segs: Vec<Sealed> = Vec::new();
+        let mut found: Vec<Option<Arc<Index>>> = Vec::new();
+        for (&n, kept) in sealed.iter().zip(kept) {
+            let (seg, index) = match kept {
+                Some((seg, index)) => (Ok(seg), Some(index)),
+                None => match load(&self.segment_path(n), n, true, 0) {
+                    Ok(seg) => {
+                        let index = Index::open(&self.index_path(n), &seg).map(Arc::new);
+                        (Ok(Arc::new(seg)), index)
+                    }
+                    Err(e) => (Err(Damaged::from_error(e)), None),
+                },
+            };
+            segs.push(seg);
+            found.push(index);
+        }
+        (segs, found)
+    }
+
+    /// The builders of the indexes `found` lacks for the readable `segs`, built in parallel
+    /// (one segment per core); a long build is reported (see [`IndexOptions::report_builds`]).
+    fn build_missing(&self, segs: &[Sealed], found: &[Option<Arc<Index>>]) -> Vec<Option<Builder>> {
+        let missing: Vec<u64> = (0..segs.len() as u64)
+            .filter(|&i| found[i as usize].is_none() && segs[i as usize].is_ok())
+            .collect();
+        let mut builders: Vec<Option<Builder>> = (0..segs.len()).map(|_| None).collect();
+        let bytes: u64 = missing
+            .iter()
+            .filter_map(|&i| segs[i as usize].as_ref().ok())
+            .map(|seg| seg.bytes().len() as u64)
+            .sum();
+        let report = self
+            .options
+            .report_builds
+            .filter(|_| bytes >= REPORTED_BUILD);
+        let started = report.map(|report| {
+            report(&format!(
+                "indexing {} segments ({} MiB) of the ledger, once: the indexes are kept in {}",
+                missing.len(),
+                bytes >> 20,
+                self.index_dir().display()
+            ));
+            (report, std::time::Instant::now())
+        });
+        let built = crate::ledger::parallel_map(&missing, |i| match &segs[i as usize] {
+            Ok(seg) => Builder::from_segment(seg),
+            Err(_) => None,
+        });
+        if let Some((report, start)) = started {
+            report(&format!(
+                "indexed in {:.1} s",
+                start.elapsed().as_secs_f64()
+            ));
+        }
+        for (i, b) in missing.iter().zip(built) {
+            builders[*i as usize] = b;
+        }
+        builders
     }
 
     /// How the newest segment is read: through the index of its first records and a walk

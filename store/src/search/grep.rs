@@ -51,6 +51,8 @@ impl std::hash::Hasher for KeyHasher {
 
 type Keyed = std::hash::BuildHasherDefault<KeyHasher>;
 type KeySet = HashSet<u128, Keyed>;
+/// Turn ids, borrowed.
+type TurnIds<'a> = HashSet<&'a [u8], Keyed>;
 
 /// A turn id as a number: the 16 bytes of an id, or a hash of anything else.
 fn short(key: &[u8]) -> u128 {
@@ -333,9 +335,9 @@ impl Found {
         &self,
         parts: &[Part],
         scanned: HashSet<Vec<u8>, Keyed>,
-    ) -> (Vec<HashSet<&[u8], Keyed>>, HashSet<Vec<u8>, Keyed>) {
+    ) -> (Vec<TurnIds<'_>>, HashSet<Vec<u8>, Keyed>) {
         let indexed = |i: usize| !self.parts[i].walked && matches!(parts[i], Part::Indexed { .. });
-        let mut want: Vec<HashSet<&[u8], Keyed>> = vec![HashSet::default(); parts.len()];
+        let mut want: Vec<TurnIds<'_>> = vec![HashSet::default(); parts.len()];
         let mut everywhere = scanned;
         for (j, found) in self.parts.iter().enumerate() {
             for (n, id) in found.ids.iter().enumerate() {
@@ -465,7 +467,7 @@ impl IndexedLedger {
         let scanned = std::mem::take(&mut found.scanned);
         let (want, everywhere) = found.where_turns_lie(parts, scanned);
         // The turns that may have records in a walked segment.
-        let all: HashSet<&[u8], Keyed> = found
+        let all: TurnIds<'_> = found
             .parts
             .iter()
             .flat_map(|p| &p.ids)
