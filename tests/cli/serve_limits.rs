@@ -265,6 +265,89 @@ fn an_actor_that_crashes_six_times_within_the_window_leaves_its_agent_down() {
     assert_eq!(serve.terminate(), 0);
 }
 
+/// Sets the soft `RLIMIT_NOFILE` of process `pid` (the hard one stays), returning the old.
+fn set_soft_nofile(pid: u32, soft: u64) -> u64 {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    #[expect(
+        unsafe_code,
+        reason = "prlimit reads and writes rlimit structs of this frame"
+    )]
+    unsafe {
+        assert_eq!(
+            libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old),
+            0
+        );
+        let new = libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: old.rlim_max,
+        };
+        assert_eq!(
+            libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut()),
+            0
+        );
+    }
+    old.rlim_cur
+}
+
+/// A start that fails for lack of descriptors is serve's condition, not the agent's: with
+/// serve's open-file limit lowered to what it holds, the actor killed fails to start again
+/// and again (EMFILE, more than the five failed starts that make an agent `down`), and the
+/// agent is never `down`; with the limit back, it comes up.
+#[test]
+fn starts_that_fail_for_lack_of_descriptors_never_take_the_agent_down() {
+    let env = script_env();
+    let serve = Serve::start(&env);
+    let pid = wait_idle(&env, "bot", 0);
+    let held = std::fs::read_dir(format!("/proc/{}/fd", serve.pid))
+        .expect("fds")
+        .count() as u64;
+    let before = set_soft_nofile(serve.pid, held);
+    assert_eq!(kill(pid, libc::SIGKILL), 0);
+    // Each failed start is retried after a pause that doubles (1 s, 2 s, … up to 30 s), and
+    // said once per 30 s: the second warning counts the failures kept quiet between the two.
+    let said = "actor could not start for lack of file descriptors (not counted toward down)";
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let kept = loop {
+        let logs = serve.logs();
+        let kept: Vec<u64> = logs
+            .lines()
+            .filter(|l| l.contains(said))
+            .filter_map(|l| {
+                let at = l.find("kept=")? + "kept=".len();
+                let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect();
+        if kept.len() >= 2 {
+            assert!(logs.contains("os error 24"), "{logs}");
+            break kept[1];
+        }
+        assert!(Instant::now() < deadline, "{logs}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The first failure, the ones kept quiet, and the one said again: more than five.
+    assert!(kept + 2 > 5, "{kept} kept quiet:\n{}", serve.logs());
+    set_soft_nofile(serve.pid, before);
+    let s = status(&env);
+    let bot = actor(&s, "bot");
+    assert_ne!(bot["state"], "down", "{bot}");
+    assert!(
+        bot["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("os error 24")),
+        "{bot}"
+    );
+    // A restart asked for retries at once (the next retry would come within 30 s anyway).
+    let restart = env.run(&["agents", "restart", "bot"]);
+    assert_eq!(restart.code, 0, "{}", restart.stderr);
+    wait_idle(&env, "bot", pid);
+    assert_eq!(env.run(&["send", "hi"]).code, 0);
+    assert_eq!(serve.terminate(), 0);
+}
+
 #[test]
 fn an_actor_that_hangs_is_killed_by_the_liveness_check_and_restarted_from_its_checkpoint() {
     let server = FakeServer::with([
