@@ -319,7 +319,8 @@ fn open_at_end(parts: &[Part], k: usize, id: &[u8]) -> bool {
 
 impl Found {
     /// Whether no turn of part `i` can have records in another part: none is open at its
-    /// end, nor at the end of the part before (or that one was not read through an index).
+    /// end, and the part before is unreadable or read through an index at whose end none
+    /// is open (a walked one may have begun any).
     fn alone(&self, parts: &[Part], i: usize) -> bool {
         !ends_open(parts, i)
             && (i == 0
