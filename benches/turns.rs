@@ -436,6 +436,7 @@ fn index_bench(base: &Path, bin: &str) {
         60_000,
         RepoOptions {
             segment_limit: 64 << 20,
+            ..RepoOptions::default()
         },
     );
     for (root, limit) in [(work.clone(), "16 MiB"), (seg64.clone(), "64 MiB")] {

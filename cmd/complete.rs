@@ -21,6 +21,7 @@ fn locate() -> Option<(Repo, std::path::PathBuf)> {
         repo: std::env::var_os(workspace::DIR_ENV).map(Into::into),
         config: std::env::var_os("AXOCOATL_CONFIG").map(Into::into),
         home: workspace::home_dir(),
+        index: Default::default(),
     };
     let root = locator.find_repo().ok()?;
     let repo = Repo::open(&root, &OpenOptions::default()).ok()?;

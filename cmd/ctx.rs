@@ -30,6 +30,10 @@ pub struct GlobalArgs {
     /// Say on stderr which repository the command uses.
     #[arg(long, global = true)]
     pub print_repo: bool,
+    /// How the repository's indexes are kept and their builds reported, chosen per command
+    /// (see `main`), not on the command line.
+    #[arg(skip)]
+    pub index: axocoatl_store::index::IndexOptions,
 }
 
 impl GlobalArgs {
@@ -57,6 +61,7 @@ impl GlobalArgs {
             } else {
                 None
             },
+            index: self.index,
         })
     }
 

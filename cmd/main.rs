@@ -222,7 +222,7 @@ fn main() {
     // `COMPLETE=bash axocoatl ...` (what the scripts in completions/ run): complete the
     // command line and exit. Without the variable this returns at once.
     clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command).complete();
-    let cli = match parse(std::env::args_os().collect()) {
+    let mut cli = match parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -238,7 +238,7 @@ fn main() {
     // The commands that read years of history, and a turn's `send` and `retry` (one
     // workspace each, beside the stop watcher's, which maps no segment), exit right after:
     // their maps of segments and indexes are left for the kernel to unmap at exit (see
-    // `leave_mapped_at_exit`). Those that print a listing buffer it.
+    // `IndexOptions::leave_mapped`). Those that print a listing buffer it.
     let listing = matches!(
         cli.command,
         Command::History(_)
@@ -253,7 +253,7 @@ fn main() {
             Command::Stop(_) | Command::Send(_) | Command::Retry(_)
         )
     {
-        axocoatl_store::ledger::leave_mapped_at_exit();
+        cli.globals.index.leave_mapped = true;
     }
     if listing {
         ui.buffer_out();
@@ -263,6 +263,7 @@ fn main() {
     // for a script (`--json`) or `--quiet` asks for silence.
     if ui.err_is_terminal && !cli.globals.quiet && !json_requested() {
         progress::install();
+        cli.globals.index.report_builds = Some(progress::index_build);
     }
     // What is still buffered is written before an error is reported, and a failure to
     // write it (a full disk under `export > file`) is the command's error; a reader gone

@@ -15,13 +15,16 @@ static DRAWN: AtomicBool = AtomicBool::new(false);
 static LAST: Mutex<Option<Instant>> = Mutex::new(None);
 const REDRAW: Duration = Duration::from_millis(100);
 
-/// Starts drawing progress on stderr, and the ledger's note about building its indexes.
+/// Starts drawing progress on stderr.
 pub fn install() {
     axocoatl::progress::report_to(draw);
-    axocoatl_store::ledger::report_builds_to(|m| {
-        clear();
-        let _ = writeln!(std::io::stderr(), "axocoatl: {m}");
-    });
+}
+
+/// The ledger's note about building its indexes, on stderr (the repository is opened with
+/// it on a terminal: see `IndexOptions::report_builds`).
+pub fn index_build(m: &str) {
+    clear();
+    let _ = writeln!(std::io::stderr(), "axocoatl: {m}");
 }
 
 /// The text of a progress line.

@@ -479,7 +479,7 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
         let key = (
             open.session,
             open.agent,
-            axocoatl_store::ledger::day_of(open.started_at),
+            axocoatl_store::index::day_of(open.started_at),
         );
         rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
     }
@@ -525,7 +525,7 @@ fn workers_usage(
         if session.is_some_and(|only| only != s.session) {
             continue;
         }
-        let day = axocoatl_store::ledger::day_of(s.at);
+        let day = axocoatl_store::index::day_of(s.at);
         if let Some(row) = rows.get_mut(&(s.session.clone(), s.coordinator.clone(), day)) {
             row.1.prompt_tokens = row.1.prompt_tokens.saturating_sub(s.usage.prompt_tokens);
             row.1.completion_tokens = row

@@ -38,7 +38,7 @@ impl Listing {
 }
 
 /// Where a search matched a turn: the field (named as in
-/// [`axocoatl_store::ledger::search_field`]), the tool whose call it is for a tool's fields,
+/// [`axocoatl_store::index::search_field`]), the tool whose call it is for a tool's fields,
 /// and a short piece of the field around the first match.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Hit {
@@ -59,7 +59,7 @@ const MATCH_SHOWN: usize = 200;
 /// (`searchable_fields`), so a search through it finds what a scan finds. (The text OCR
 /// read in a turn's attachments matches too: see [`history()`].)
 pub fn first_hit(re: &Matcher, t: &TurnView) -> Option<Hit> {
-    use axocoatl_store::ledger::search_field as f;
+    use axocoatl_store::index::search_field as f;
     let hit = |field: &'static str, tool: Option<&str>, text: &str| {
         snippet(re, text).map(|snippet| Hit {
             field,
@@ -237,7 +237,7 @@ fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<(TurnView, Hit)>> {
             let snippet = t.attachments.iter().find_map(|a| hits.get(&a.reference));
             if let Some(snippet) = snippet.filter(|_| !out.iter().any(|(o, _)| o.turn == t.turn)) {
                 let hit = Hit {
-                    field: axocoatl_store::ledger::search_field::ATTACHMENT_TEXT,
+                    field: axocoatl_store::index::search_field::ATTACHMENT_TEXT,
                     tool: None,
                     snippet: snippet.clone(),
                 };

@@ -1,10 +1,10 @@
 //! Literal search over the ledger, for `history --search`.
 //!
 //! The store finds the turns that can match (see
-//! `axocoatl_store::ledger::Ledger::read_matching`); the caller keeps those whose text
+//! `axocoatl_store::index::IndexedLedger::read_matching`); the caller keeps those whose text
 //! really matches, with the same [`Matcher`].
 
-pub use axocoatl_store::ledger::Matcher;
+pub use axocoatl_store::search::Matcher;
 use axocoatl_store::Repo;
 
 use crate::error::{Result, RuntimeError};

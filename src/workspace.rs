@@ -32,6 +32,9 @@ pub struct Locator {
     /// The directory of the home repository ([`home_dir`]), used when discovery finds no
     /// repository; `None` keeps discovery strict (`-C DIR` must lead to a repository).
     pub home: Option<PathBuf>,
+    /// How the repository's ledger keeps its indexes and reports their builds (the command
+    /// line sets them per command).
+    pub index: axocoatl_store::index::IndexOptions,
 }
 
 /// How a repository was found.
@@ -178,7 +181,11 @@ impl Workspace {
             }
         }
         let root = located.root;
-        let repo = Repo::open(&root, &open_options())?;
+        let options = OpenOptions {
+            index: locator.index,
+            ..open_options()
+        };
+        let repo = Repo::open(&root, &options)?;
         let config_path = match &locator.config {
             Some(p) if p.is_absolute() => p.clone(),
             Some(p) => locator.cwd.join(p),

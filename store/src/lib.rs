@@ -65,11 +65,14 @@
 pub mod automation;
 pub mod checkpoint;
 pub mod civil;
+pub mod envelope;
 pub mod error;
 pub mod extracted;
 pub mod failpoint;
+pub mod findings;
 pub mod fsck;
 pub mod fsutil;
+pub mod index;
 pub mod layout;
 pub mod ledger;
 pub mod legacy;
@@ -78,6 +81,7 @@ pub mod memory;
 pub mod names;
 pub mod objects;
 pub mod repo;
+pub mod search;
 pub mod semantic;
 
 #[cfg(test)]

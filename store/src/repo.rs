@@ -4,6 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
+use crate::index::{IndexOptions, IndexedLedger};
 use crate::layout::{
     self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, GITIGNORE_FILE, HEAD_FILE, REPO_DIR,
 };
@@ -16,12 +17,16 @@ use crate::{Error, Result};
 pub struct OpenOptions {
     /// Ledger segments roll over past this many bytes.
     pub segment_limit: u64,
+    /// How the ledger keeps its indexes and says what it builds: set by the command line
+    /// for a command about to exit (`leave_mapped`) and on a terminal (`report_builds`).
+    pub index: IndexOptions,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             segment_limit: DEFAULT_SEGMENT_LIMIT,
+            index: IndexOptions::default(),
         }
     }
 }
@@ -30,7 +35,7 @@ impl Default for OpenOptions {
 #[derive(Debug)]
 pub struct Repo {
     root: PathBuf,
-    ledger: Ledger,
+    ledger: IndexedLedger,
     objects: Objects,
 }
 
@@ -151,10 +156,13 @@ impl Repo {
         ensure_gitignore(root);
         Ok(Repo {
             root: root.to_owned(),
-            ledger: Ledger::open(
-                &root.join(layout::LEDGER_DIR),
-                &root.join(layout::LEDGER_LOCK),
-                options.segment_limit,
+            ledger: IndexedLedger::new(
+                Ledger::open(
+                    &root.join(layout::LEDGER_DIR),
+                    &root.join(layout::LEDGER_LOCK),
+                    options.segment_limit,
+                ),
+                options.index,
             ),
             objects: Objects::new(&root.join(layout::OBJECTS_DIR)),
         })
@@ -170,7 +178,8 @@ impl Repo {
         self.root.parent().unwrap_or(&self.root)
     }
 
-    pub fn ledger(&self) -> &Ledger {
+    /// The ledger with its indexes (it derefs to the [`crate::ledger::Ledger`] itself).
+    pub fn ledger(&self) -> &IndexedLedger {
         &self.ledger
     }
 

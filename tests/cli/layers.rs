@@ -1,5 +1,7 @@
-//! The layers, checked from the source: the modules of `src/` depend on each other in one
-//! direction only (no import circles), and the runtime never parses command lines or prints.
+//! The layers, checked from the source: the modules of `src/` and of the store's
+//! `store/src/` depend on each other in one direction only (no import circles), the
+//! store's ledger knows nothing of the indexes and searches built over it, and the runtime
+//! never parses command lines or prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,10 +11,17 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.path();
         if path.is_dir() {
             rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == "rs") && !is_test_file(&path) {
             out.push(path);
         }
     }
+}
+
+/// A file of tests only (`tests.rs`, `walk_tests.rs`: declared `#[cfg(test)]`), which may
+/// reach anywhere.
+fn is_test_file(path: &Path) -> bool {
+    path.file_stem()
+        .is_some_and(|s| s == "tests" || s.to_string_lossy().ends_with("_tests"))
 }
 
 /// The code of a file: without comment lines (docs may name any module) and without its
@@ -94,6 +103,43 @@ fn src_modules_have_no_import_circles() {
             panic!("import circle in src/: {}", cycle.join(" -> "));
         }
     }
+}
+
+#[test]
+fn store_modules_have_no_import_circles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("store/src");
+    let graph = module_graph(&src);
+    assert!(graph.len() > 10, "found the modules: {graph:?}");
+    for module in graph.keys() {
+        if let Some(cycle) = cycle_from(&graph, module) {
+            panic!("import circle in store/src/: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+/// The ledger is the log (segments, frames, records, the walk); the indexes (`index/`) and
+/// the searches (`search/`) are built over it and it names neither, as a journal knows
+/// nothing of the trees kept beside it.
+#[test]
+fn the_ledger_imports_nothing_of_the_index_or_the_search() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("store/src");
+    let graph = module_graph(&src);
+    let ledger = graph.get("ledger").expect("store/src/ledger");
+    for room in ["index", "search"] {
+        assert!(
+            graph.contains_key(room),
+            "store/src/{room} exists: {graph:?}"
+        );
+        assert!(
+            !ledger.contains(room),
+            "store/src/ledger imports crate::{room}: the ledger knows nothing of what is built over it"
+        );
+    }
+    let index = graph.get("index").expect("store/src/index");
+    assert!(
+        !index.contains("search"),
+        "store/src/index imports crate::search: searches are built over the indexes"
+    );
 }
 
 #[test]

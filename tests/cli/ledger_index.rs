@@ -394,6 +394,7 @@ fn every_kind_history(turns: usize, words: &dyn Fn(usize) -> String) -> TestEnv 
         &env.repo(),
         &OpenOptions {
             segment_limit: 3000,
+            ..Default::default()
         },
     )
     .expect("open");

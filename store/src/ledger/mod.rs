@@ -14,12 +14,9 @@ pub(crate) mod frame;
 pub(crate) mod frame_le {
     pub use super::frame::{crc32c, le_u32, le_u64};
 }
-mod grep;
-pub mod index;
-mod literal;
 pub mod record;
 pub mod samples;
-mod segment;
+pub(crate) mod segment;
 mod segments;
 mod walk;
 
@@ -32,14 +29,10 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use frame::{FRAME_OVERHEAD, HEADER_LEN, MAX_PAYLOAD};
-pub use grep::Matcher;
-pub use index::{
-    day_of, leave_mapped_at_exit, report_builds_to, search_field, searchable_fields, OpenTurn,
-    SessionSummary, Summaries, UsageRow,
-};
 pub use record::{Kind, Record, RecordView};
 pub use segment::{decode, parallel_map, Damage, RawFrame, SegmentData};
 pub use segments::{Repair, SegmentSet};
+pub(crate) use walk::{decode_at, select};
 pub use walk::{Damaged, Scan, Walked};
 
 use crate::failpoint;
@@ -114,8 +107,6 @@ pub struct Ledger {
     tail: Mutex<Option<Tail>>,
     /// Set by the first failed sync of the ledger in this process: what failed.
     poisoned: Mutex<Option<String>>,
-    sealed_memo: index::SealedMemo,
-    tier_memo: index::TierMemo,
     listing: segments::ListingMemo,
 }
 
@@ -129,8 +120,6 @@ impl Ledger {
             segment_limit: segment_limit.max((HEADER_LEN + FRAME_OVERHEAD) as u64),
             tail: Mutex::new(None),
             poisoned: Mutex::new(None),
-            sealed_memo: index::SealedMemo::default(),
-            tier_memo: index::TierMemo::default(),
             listing: segments::ListingMemo::default(),
         }
     }
@@ -148,6 +137,16 @@ impl Ledger {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The lock file that serialises appends.
+    pub fn lock_path(&self) -> &Path {
+        &self.lock_path
+    }
+
+    /// Segments roll over past this many bytes.
+    pub fn segment_limit(&self) -> u64 {
+        self.segment_limit
     }
 
     /// Why appends through this handle are refused, if an earlier sync failed.

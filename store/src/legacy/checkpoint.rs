@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{split_envelope, ENVELOPE_LEN, MAGIC, MAX_CHECKPOINT};
+use crate::envelope::{split_envelope, ENVELOPE_LEN, MAGIC, MAX_CHECKPOINT};
 use crate::ledger::record::Millis;
 use crate::Result;
 
@@ -256,7 +256,7 @@ pub fn decode_json(bytes: &[u8]) -> std::result::Result<Transcript, NotV0> {
 /// Decodes the postcard form (envelope version 0).
 pub fn decode_postcard(bytes: &[u8]) -> std::result::Result<Transcript, NotV0> {
     let (version, payload) = split_envelope(bytes).map_err(NotV0::Bad)?;
-    if version == crate::checkpoint::ENVELOPE_VERSION {
+    if version == crate::envelope::ENVELOPE_VERSION {
         return Err(NotV0::Current);
     }
     if version != V0 {

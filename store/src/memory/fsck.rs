@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::fsck::{Finding, FindingKind, Report};
+use crate::findings::{Finding, FindingKind, Report};
 use crate::layout::{runtime_id, CORE_MEMORY_DIR, DAILY_LOG_DIR, SHARED_CORE_DIR};
 use crate::memory::core;
 use crate::memory::daily_log::{self, Line};

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Index, Part};
+use crate::index::IndexedLedger;
 use crate::ledger::frame::le_u32;
 use crate::ledger::segment::load;
-use crate::ledger::Ledger;
 use crate::Result;
 
 /// The file of the cache, beside the indexes.
@@ -126,7 +126,7 @@ impl<'a> Places<'a> {
 }
 
 /// The stamp of segment `number` (inode `ino`, as listed) now, if it can be stat'ed.
-fn file_stamp(ledger: &Ledger, number: u64, ino: u64) -> Option<FileStamp> {
+fn file_stamp(ledger: &crate::ledger::Ledger, number: u64, ino: u64) -> Option<FileStamp> {
     let m = std::fs::metadata(ledger.segment_path(number)).ok()?;
     (m.ino() == ino).then_some(FileStamp {
         number,
@@ -137,7 +137,7 @@ fn file_stamp(ledger: &Ledger, number: u64, ino: u64) -> Option<FileStamp> {
     })
 }
 
-impl Ledger {
+impl IndexedLedger {
     fn places_path(&self) -> std::path::PathBuf {
         self.index_dir().join(PLACES_CACHE)
     }
@@ -154,7 +154,7 @@ impl Ledger {
         Ok(parts)
     }
 
-    /// [`Ledger::plan_session`] through the cache; `None` when it does not describe the
+    /// [`IndexedLedger::plan_session`] through the cache; `None` when it does not describe the
     /// sealed segments exactly, or an index it leads to cannot be used as it is.
     fn plan_places(&self, session: &str) -> Option<Vec<Part>> {
         let set = self.segment_set().ok()?;

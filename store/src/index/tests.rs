@@ -3,10 +3,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 
+use super::read::tests::setup;
 use super::Section;
+use super::{day_of, IndexedLedger};
 use crate::ledger::record::*;
-use crate::ledger::walk::tests::setup;
-use crate::ledger::{day_of, Entry, Ledger, Record, RecordView, Walked};
+use crate::ledger::{Entry, Ledger, Record, RecordView, Walked};
 
 struct Rng(u64);
 
@@ -41,7 +42,7 @@ impl History {
         }
     }
 
-    fn append(&mut self, ledger: &Ledger, steps: usize) {
+    fn append(&mut self, ledger: &IndexedLedger, steps: usize) {
         for _ in 0..steps {
             let record = self.record();
             ledger.append_lazy(&[record]).expect("append");
@@ -142,7 +143,11 @@ impl History {
     }
 }
 
-fn random_ledger(seed: u64, steps: usize, limit: u64) -> (tempfile::TempDir, Ledger, Vec<String>) {
+fn random_ledger(
+    seed: u64,
+    steps: usize,
+    limit: u64,
+) -> (tempfile::TempDir, IndexedLedger, Vec<String>) {
     let (dir, ledger) = setup(limit);
     let mut history = History::new(seed);
     history.append(&ledger, steps);
@@ -159,7 +164,7 @@ fn positions(w: &Walked) -> Vec<(u64, u64)> {
 
 /// What a session read must return, by the definition: records that name the session, and
 /// records of its turns (begun earlier in the ledger).
-fn session_by_walk(ledger: &Ledger, session: &str) -> Walked {
+fn session_by_walk(ledger: &IndexedLedger, session: &str) -> Walked {
     let mut turns: HashSet<Vec<u8>> = HashSet::new();
     ledger
         .walk(&mut |v: RecordView<'_>| {
@@ -173,12 +178,12 @@ fn session_by_walk(ledger: &Ledger, session: &str) -> Walked {
         .expect("walk")
 }
 
-fn index_files(ledger: &Ledger) -> usize {
+fn index_files(ledger: &IndexedLedger) -> usize {
     fs::read_dir(ledger.index_dir()).map_or(0, |d| d.count())
 }
 
 /// Session, turn and attachment reads give what a walk of the whole ledger gives.
-fn assert_reads_equal_walk(ledger: &Ledger, ids: &[String], what: &str) {
+fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
     for session in ["main", "b", "c.d", "none"] {
         let got = ledger.read_session(session).expect("read");
         let want = session_by_walk(ledger, session);
@@ -292,7 +297,7 @@ fn summaries_by_walk(entries: &[Entry]) -> (SessionRows, UsageRows) {
 
 /// The summaries of every session, their usage and one session's give what every record
 /// says.
-fn assert_summaries_equal_walk(ledger: &Ledger, what: &str) {
+fn assert_summaries_equal_walk(ledger: &IndexedLedger, what: &str) {
     let all = ledger.read_all().expect("read");
     let (want_sessions, want_usage) = summaries_by_walk(&all.entries);
     let got = ledger.summaries(None).expect("summaries");
@@ -356,14 +361,14 @@ fn the_newest_segment_is_read_through_the_index_of_its_first_records() {
     let (dir, ledger) = setup(16_000);
     let mut ledger = ledger;
     let mut history = History::new(4242);
-    let newest_index = |ledger: &Ledger| {
+    let newest_index = |ledger: &IndexedLedger| {
         let n = *ledger.segment_numbers().expect("ls").last().expect("one");
         (
             ledger.segment_path(n),
             ledger.index_dir().join(crate::layout::index_file_name(n)),
         )
     };
-    let reopen = || Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), 16_000);
+    let reopen = || IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), 16_000);
     let mut indexed = 0;
     for round in 0..40 {
         history.append(&ledger, 9);
@@ -419,7 +424,7 @@ fn a_missing_stale_or_damaged_index_is_rebuilt_silently() {
     let want = positions(&ledger.read_session("main").expect("read"));
     // Each read as another process's: this one keeps the indexes it has checked.
     let read = || {
-        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 600);
+        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 600);
         positions(&fresh.read_session("main").expect("read"))
     };
     let dir = ledger.index_dir();
@@ -494,11 +499,11 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
 fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
     use std::os::unix::fs::MetadataExt;
     let (dir, ledger) = setup(1 << 20);
-    let other = Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), 1 << 20);
+    let other = IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), 1 << 20);
     let mut history = History::new(99);
     let newest = || ledger.index_dir().join(crate::layout::index_file_name(1));
     let inode = || fs::metadata(newest()).ok().map(|m| m.ino() as i64);
-    let kept = |ledger: &Ledger| {
+    let kept = |ledger: &IndexedLedger| {
         let newest = ledger.sealed_memo.newest();
         newest.as_ref().map(|(k, _, _)| k.index_inode as i64)
     };
@@ -527,31 +532,37 @@ fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
     assert_reads_equal_walk(&ledger, &history.ids(), "damaged in place");
 }
 
-/// A dropped ledger unmaps the segments and indexes it kept, unless the process said it is
-/// about to exit (then the kernel unmaps them at exit). The flag is for the whole process,
-/// so the ledger that unmaps is dropped before it is set.
+/// A dropped ledger unmaps the segments and indexes it kept, unless it was opened for a
+/// process about to exit (then the kernel unmaps them at exit).
 #[test]
 fn a_dropped_ledger_unmaps_what_it_kept_unless_the_process_is_about_to_exit() {
     let mapped = |path: &std::path::Path| {
         let maps = fs::read_to_string("/proc/self/maps").expect("maps");
         maps.contains(path.to_str().expect("utf-8"))
     };
-    let kept = || {
-        let (d, ledger, _) = random_ledger(23, 150, 600);
+    let (_d, ledger, _) = random_ledger(23, 150, 600);
+    let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
+    let (dir, lock) = (ledger.dir().to_owned(), ledger.lock_path().to_owned());
+    drop(ledger);
+    for leave_mapped in [false, true] {
+        let ledger = IndexedLedger::new(
+            Ledger::open(&dir, &lock, 600),
+            super::IndexOptions {
+                leave_mapped,
+                ..Default::default()
+            },
+        );
         for _ in 0..2 {
             ledger.read_session("main").expect("read");
         }
-        let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
         assert!(mapped(&seg) && mapped(&index), "kept and mapped");
-        (d, ledger, seg, index)
-    };
-    let (_d1, ledger, seg, index) = kept();
-    drop(ledger);
-    assert!(!mapped(&seg) && !mapped(&index), "unmapped");
-    let (_d2, ledger, seg, index) = kept();
-    super::leave_mapped_at_exit();
-    drop(ledger);
-    assert!(mapped(&seg) && mapped(&index), "left mapped");
+        drop(ledger);
+        assert_eq!(
+            mapped(&seg) && mapped(&index),
+            leave_mapped,
+            "left mapped: {leave_mapped}"
+        );
+    }
 }
 
 #[test]
@@ -672,7 +683,7 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
         queries.push(q);
     }
     for q in queries {
-        let bytes = crate::ledger::Matcher::new(&q).expect("matcher");
+        let bytes = crate::search::Matcher::new(&q).expect("matcher");
         let re = regex::RegexBuilder::new(&regex::escape(&q))
             .case_insensitive(true)
             .build()
@@ -703,8 +714,8 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
 
 /// The search for `q` through the term indexes and by the scan, and the matcher that keeps
 /// a turn (case-sensitive: these queries are in the texts' case).
-fn indexed_and_scanned(ledger: &Ledger, q: &str) -> (Walked, Walked, regex::Regex) {
-    let bytes = crate::ledger::Matcher::new(q).expect("matcher");
+fn indexed_and_scanned(ledger: &IndexedLedger, q: &str) -> (Walked, Walked, regex::Regex) {
+    let bytes = crate::search::Matcher::new(q).expect("matcher");
     let re = regex::Regex::new(&regex::escape(q)).expect("regex");
     let indexed = ledger.read_matching(&bytes, q).expect("read");
     let scanned = ledger.read_matching_scan(&bytes).expect("read");
@@ -746,7 +757,7 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
     // Each read as another process's (a process keeps the indexes it has verified).
     each_flipped_byte(&path, 150, 0x04, |what| {
-        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
         assert_reads_equal_walk(&fresh, &ids, what);
         // Searches read the term maps, the words and their sorted suffixes.
         assert_searches_equal_scan(&fresh, &["utpu", "quest", "output 4", "put"], what);
@@ -761,7 +772,7 @@ fn any_flipped_byte_of_an_index_changes_no_summary() {
     assert_summaries_equal_walk(&ledger, "built");
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
     each_flipped_byte(&path, 150, 0x10, |what| {
-        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
         assert_summaries_equal_walk(&fresh, what);
     });
 }
@@ -853,7 +864,7 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
         "other",
     ];
     for (i, w) in words.iter().enumerate() {
-        for r in crate::ledger::walk::tests::turn(&format!("{i:016x}"), "s", w, "ok") {
+        for r in super::read::tests::turn(&format!("{i:016x}"), "s", w, "ok") {
             ledger.append_lazy(&[r]).expect("append");
         }
     }
@@ -946,15 +957,15 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
 /// ledger's, or stale because segments were sealed or replaced since.
 #[test]
 fn a_session_read_opens_only_the_segments_that_hold_it() {
-    let (d, ledger) = crate::ledger::walk::tests::setup(700);
+    let (d, ledger) = super::read::tests::setup(700);
     // One history (its turn ids are unique), with a session of one short turn and one
     // whose turn stays open across segments.
     let mut history = History::new(29);
     history.append(&ledger, 120);
     ledger
-        .append(&crate::ledger::walk::tests::turn("rare1", "rare", "q", "a"))
+        .append(&super::read::tests::turn("rare1", "rare", "q", "a"))
         .expect("append");
-    let long = crate::ledger::walk::tests::turn("long1", "long", "q", "a");
+    let long = super::read::tests::turn("long1", "long", "q", "a");
     ledger.append(&long[..1]).expect("append");
     history.append(&ledger, 60);
     // Its output, which names no session, alone in a segment.
@@ -963,7 +974,7 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     ledger.append(&long[2..]).expect("append");
     history.append(&ledger, 60);
     let sessions = ["main", "b", "c.d", "rare", "long", "none"];
-    let check = |ledger: &Ledger, what: &str| {
+    let check = |ledger: &IndexedLedger, what: &str| {
         for session in sessions {
             let got = ledger.read_session(session).expect("read");
             let want = session_by_walk(ledger, session);
@@ -1001,7 +1012,7 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     assert!(sealed > 8, "{sealed} sealed segments");
     // A process reading one session opens its segments and the last sealed one.
     let opened = |session: &str| {
-        let fresh = Ledger::open(&d.path().join("l"), &d.path().join("lock"), 700);
+        let fresh = IndexedLedger::open(&d.path().join("l"), &d.path().join("lock"), 700);
         let got = positions(&fresh.read_session(session).expect("read"));
         assert_eq!(
             got,
@@ -1034,7 +1045,7 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     check(&ledger, "rebuilt");
     // Segments sealed since the cache was written; then one replaced by another file.
     ledger
-        .append(&crate::ledger::walk::tests::turn("rare2", "rare", "q", "a"))
+        .append(&super::read::tests::turn("rare2", "rare", "q", "a"))
         .expect("append");
     history.append(&ledger, 60);
     check(&ledger, "segments sealed since");
@@ -1103,7 +1114,7 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
             let text: Vec<&str> = (0..12)
                 .map(|_| words[(next() % words.len() as u64) as usize].as_str())
                 .collect();
-            records.extend(crate::ledger::walk::tests::turn(
+            records.extend(super::read::tests::turn(
                 &format!("{t:016x}"),
                 "s",
                 &text.join(" "),
@@ -1144,11 +1155,16 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
 #[test]
 fn a_long_build_of_the_indexes_is_reported() {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    super::report_builds_to(|m| SAID.lock().expect("lock").push(m.to_owned()));
     let (_d, ledger, _) = random_ledger(3, 150, 700);
     let dir = ledger.index_dir();
     let _ = fs::remove_dir_all(&dir);
-    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 700);
+    let fresh = IndexedLedger::new(
+        Ledger::open(ledger.dir(), ledger.lock_path(), 700),
+        super::IndexOptions {
+            report_builds: Some(|m| SAID.lock().expect("lock").push(m.to_owned())),
+            ..Default::default()
+        },
+    );
     fresh.read_session("main").expect("read");
     let said = SAID.lock().expect("lock").clone();
     let wanted = format!(
@@ -1253,7 +1269,7 @@ fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
     }
     // A second search opens what the first built; a fresh process too.
     for q in TIER_QUERIES {
-        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
         assert_searches_equal_scan(&fresh, &[q], "a fresh process");
     }
 }
@@ -1262,7 +1278,7 @@ fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
 const TIER_QUERIES: [&str; 6] = ["output 1", "request 2", "put", "quest 13", "1", "nowhere"];
 
 /// Searches for each of `queries` through the indexes find the turns the scan finds.
-fn assert_searches_equal_scan(ledger: &Ledger, queries: &[&str], what: &str) {
+fn assert_searches_equal_scan(ledger: &IndexedLedger, queries: &[&str], what: &str) {
     for &q in queries {
         let (indexed, scanned, re) = indexed_and_scanned(ledger, q);
         assert_eq!(
@@ -1282,11 +1298,11 @@ fn any_flipped_byte_of_a_merged_term_index_changes_no_search() {
     let path = ledger.index_dir().join(super::tier::file_name(1, 32));
     assert!(path.exists());
     each_flipped_byte(&path, 120, 0x08, |what| {
-        let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
         assert_searches_equal_scan(&fresh, &TIER_QUERIES, what);
     });
     fs::write(&path, b"not a merged term index").expect("write");
-    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
     assert_searches_equal_scan(&fresh, &TIER_QUERIES, "junk in its place");
     assert!(
         super::tier::Tier::open(&path).is_some_and(|t| t.verify_all()),
@@ -1311,7 +1327,7 @@ fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
     let findings = ledger.check_indexes(false).expect("check");
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert!(findings[0].message.contains("stale"), "{findings:?}");
-    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 400);
+    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
     assert_searches_equal_scan(&fresh, &TIER_QUERIES, "another ledger's");
     assert_eq!(fs::read(&path).expect("read"), good, "built again");
     // Damaged, misnamed, and a stray name: named; repaired.
@@ -1365,7 +1381,7 @@ fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
         history.append(&ledger, 10);
     }
     assert_searches_equal_scan(&ledger, &TIER_QUERIES, "some spans of 4");
-    let spans = |l: &Ledger| -> Vec<(u64, u64)> {
+    let spans = |l: &IndexedLedger| -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = l
             .tier_memo
             .kept()
@@ -1409,7 +1425,7 @@ fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
         }
     }
     assert!(ledger.segment_numbers().expect("segments").len() > 3);
-    let found = |ledger: &Ledger| {
+    let found = |ledger: &IndexedLedger| {
         let (indexed, scanned, re) = indexed_and_scanned(ledger, "zanzibar");
         let turns = matching_turns(&indexed, &re);
         assert_eq!(turns, matching_turns(&scanned, &re));
@@ -1424,11 +1440,63 @@ fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
     let mut bytes = fs::read(&path).expect("read");
     bytes[8..12].copy_from_slice(&(super::format::VERSION - 1).to_le_bytes());
     fs::write(&path, &bytes).expect("write");
-    let fresh = Ledger::open(&ledger.dir, &ledger.lock_path, 900);
+    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
     assert_eq!(found(&fresh), 1);
     assert_eq!(
         super::format::version_of(&path),
         Some(super::format::VERSION),
         "rebuilt in the current format"
+    );
+}
+
+/// The section table is the file format: its order and its blocks are pinned here (see
+/// FORMAT.md); changing either is a new [`super::format::VERSION`].
+#[test]
+fn the_section_table_is_the_format() {
+    let names: Vec<String> = Section::ALL.iter().map(|s| format!("{s:?}")).collect();
+    assert_eq!(
+        names,
+        [
+            "Meta",
+            "SessionsFst",
+            "TermsFstParts",
+            "PostingsBlocks",
+            "TermPostingsBlocks",
+            "TurnRowsBlocks",
+            "TurnKeysBlocks",
+            "TermBytesBlocks",
+            "TermSuffixesBlocks",
+            "SessionRowsBlocks",
+            "UsageRowsBlocks",
+            "TermSuffixSamples",
+            "SessionRows",
+            "TurnKeys",
+            "TurnRows",
+            "Postings",
+            "UsageRows",
+            "Rewinds",
+            "Always",
+            "TermsFst",
+            "TermPostings",
+            "TermBytes",
+            "TermSuffixes",
+        ]
+    );
+    assert_eq!(Section::COUNT, 23);
+    let mut blocked = Section::BLOCKED.to_vec();
+    blocked.sort_unstable();
+    // (section, its block checksums, block size), as the format had them by hand.
+    assert_eq!(
+        blocked,
+        [
+            (12, 9, 4096),
+            (13, 6, 512),
+            (14, 5, 4096),
+            (15, 3, 4096),
+            (16, 10, 4096),
+            (20, 4, 4096),
+            (21, 7, 512),
+            (22, 8, 512),
+        ]
     );
 }

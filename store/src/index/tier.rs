@@ -27,8 +27,8 @@ use super::format::{self, push_u32, push_u64, FileBytes, SectionFile};
 use super::suffixes::{sorted_suffixes, suffix_samples, SuffixTable};
 use super::terms::Need;
 use super::{checked_partition_point, Index, Part, Stale};
+use crate::index::IndexedLedger;
 use crate::ledger::frame::{le_u32, le_u64};
-use crate::ledger::Ledger;
 
 pub const MAGIC: &[u8; 8] = b"AXOTERMS";
 pub const VERSION: u32 = 1;
@@ -38,64 +38,35 @@ pub const VERSION: u32 = 1;
 /// a second and 150 MB of memory, once.
 pub const SPANS: [u64; 2] = [32, 4];
 
-/// The sections of a merged term index, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-enum S {
-    /// per covered segment: its number (u64), its index's head checksum (u32), 0 (u32)
-    Covered,
-    /// every distinct word, sorted, each ended by a 0
-    Words,
-    /// where each word starts in `Words` (u32): by the words' order, a table of their
-    /// starts' suffixes
-    WordStarts,
-    /// the position (u32) in `Words` of every suffix of every word, sorted by the suffix
-    Suffixes,
-    /// the heads of every 32nd sorted suffix (see [`super::suffixes`])
-    Samples,
-    /// per word, its first row in `Where` (u32), and one more: the end of the last word's
-    WhereStarts,
-    /// per word and segment holding it: the segment's place among the covered (u32), and
-    /// where the word's postings lie in that segment's index (start, count: u32s)
-    Where,
-    WordsBlocks,
-    WordStartsBlocks,
-    SuffixesBlocks,
-    WhereStartsBlocks,
-    WhereBlocks,
+super::format::sections! {
+    /// The sections of a merged term index, in order.
+    enum S {
+        /// per covered segment: its number (u64), its index's head checksum (u32), 0 (u32)
+        Covered,
+        /// every distinct word, sorted, each ended by a 0
+        Words(blocks = WordsBlocks, size = format::SMALL_BLOCK),
+        /// where each word starts in `Words` (u32): by the words' order, a table of their
+        /// starts' suffixes
+        WordStarts(blocks = WordStartsBlocks, size = format::SMALL_BLOCK),
+        /// the position (u32) in `Words` of every suffix of every word, sorted by the suffix
+        Suffixes(blocks = SuffixesBlocks, size = format::SMALL_BLOCK),
+        /// the heads of every 32nd sorted suffix (see [`super::suffixes`])
+        Samples,
+        /// per word, its first row in `Where` (u32), and one more: the end of the last word's
+        WhereStarts(blocks = WhereStartsBlocks, size = format::SMALL_BLOCK),
+        /// per word and segment holding it: the segment's place among the covered (u32), and
+        /// where the word's postings lie in that segment's index (start, count: u32s)
+        Where(blocks = WhereBlocks, size = format::SMALL_BLOCK),
+        WordsBlocks,
+        WordStartsBlocks,
+        SuffixesBlocks,
+        WhereStartsBlocks,
+        WhereBlocks,
+    }
 }
 
-const SECTIONS: usize = 12;
 const COVERED_ROW: usize = 16;
 const WHERE_ROW: usize = 12;
-
-const BLOCKED: [format::Blocked; 5] = [
-    (
-        S::Words as usize,
-        S::WordsBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        S::WordStarts as usize,
-        S::WordStartsBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        S::Suffixes as usize,
-        S::SuffixesBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        S::WhereStarts as usize,
-        S::WhereStartsBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-    (
-        S::Where as usize,
-        S::WhereBlocks as usize,
-        format::SMALL_BLOCK,
-    ),
-];
 
 /// The bytes of a merged index as built: its head, then its sections (written one after
 /// another, never copied into one buffer unless the file cannot be written).
@@ -170,7 +141,7 @@ impl Tier {
         // own dictionaries.
         u32::try_from(words.len()).ok()?;
         let suffixes = sorted_suffixes(&words, true);
-        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS];
+        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); S::COUNT];
         let mut covered = Vec::with_capacity(indexes.len() * COVERED_ROW);
         for (number, index) in indexes {
             push_u64(&mut covered, *number);
@@ -188,7 +159,7 @@ impl Tier {
         sections[S::Suffixes as usize] = suffixes;
         sections[S::WhereStarts as usize] = where_starts;
         sections[S::Where as usize] = rows;
-        for (blocked, table, block) in BLOCKED {
+        for &(blocked, table, block) in S::BLOCKED {
             sections[table] = format::block_crcs(&sections[blocked], block);
         }
         let mut fields = [0u8; format::FIELDS];
@@ -201,8 +172,8 @@ impl Tier {
     }
 
     fn parse(bytes: FileBytes) -> Option<Tier> {
-        let (fields, refs, _) = format::decode_file_head(&bytes, MAGIC, VERSION, SECTIONS)?;
-        let file = SectionFile::new(bytes, refs, &BLOCKED);
+        let (fields, refs, _) = format::decode_file_head(&bytes, MAGIC, VERSION, S::COUNT)?;
+        let file = SectionFile::new(bytes, refs, S::BLOCKED);
         let covered = file
             .section(S::Covered as usize)
             .ok()?
@@ -246,7 +217,10 @@ impl Tier {
 
     /// Verifies every section and block (what `fsck` does).
     pub fn verify_all(&self) -> bool {
-        (0..SECTIONS).all(|s| self.file.section(s).is_ok()) && self.file.blocks_intact()
+        S::ALL
+            .iter()
+            .all(|&s| self.file.section(s as usize).is_ok())
+            && self.file.blocks_intact()
     }
 
     fn table(&self) -> SuffixTable<'_> {
@@ -349,13 +323,12 @@ impl TierMemo {
     }
 }
 
-impl Drop for TierMemo {
-    fn drop(&mut self) {
-        if super::LEAVE_MAPPED.load(std::sync::atomic::Ordering::Relaxed) {
-            std::mem::forget(std::mem::take(
-                self.0.get_mut().unwrap_or_else(|p| p.into_inner()),
-            ));
-        }
+impl TierMemo {
+    /// Forgets what is kept without unmapping it (see [`super::IndexOptions::leave_mapped`]).
+    pub(super) fn leave_mapped(&mut self) {
+        std::mem::forget(std::mem::take(
+            self.0.get_mut().unwrap_or_else(|p| p.into_inner()),
+        ));
     }
 }
 
@@ -365,7 +338,7 @@ pub(crate) struct Covering {
     pub tier: Arc<Tier>,
 }
 
-impl Ledger {
+impl IndexedLedger {
     fn tier_path(&self, first: u64, last: u64) -> PathBuf {
         self.index_dir().join(file_name(first, last))
     }
@@ -446,8 +419,9 @@ impl Ledger {
         let tier = match Tier::open(&path).filter(|t| describes(t)) {
             Some(t) => t,
             None => {
-                let report = super::BUILD_REPORT
-                    .get()
+                let report = self
+                    .options
+                    .report_builds
                     .filter(|_| last - first + 1 >= SPANS[0]);
                 let started = report.map(|report| {
                     report(&format!(
@@ -500,7 +474,7 @@ impl Ledger {
     }
 }
 
-impl Ledger {
+impl IndexedLedger {
     /// Checks every merged term index file against the indexes of the segments it covers
     /// (`heads`: the head checksum of each sealed segment's index) and its checksums. With
     /// `repair`, removes those found wanting and builds every merged index a search would.
@@ -577,5 +551,45 @@ impl Ledger {
             }
         }
         findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::S;
+
+    /// The section table is the file format: its order and its blocks are pinned here (see
+    /// FORMAT.md); changing either is a new [`super::VERSION`].
+    #[test]
+    fn the_section_table_is_the_format() {
+        let names: Vec<String> = S::ALL.iter().map(|s| format!("{s:?}")).collect();
+        assert_eq!(
+            names,
+            [
+                "Covered",
+                "Words",
+                "WordStarts",
+                "Suffixes",
+                "Samples",
+                "WhereStarts",
+                "Where",
+                "WordsBlocks",
+                "WordStartsBlocks",
+                "SuffixesBlocks",
+                "WhereStartsBlocks",
+                "WhereBlocks",
+            ]
+        );
+        assert_eq!(S::COUNT, 12);
+        assert_eq!(
+            S::BLOCKED,
+            [
+                (1, 7, 512),
+                (2, 8, 512),
+                (3, 9, 512),
+                (5, 10, 512),
+                (6, 11, 512)
+            ]
+        );
     }
 }

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 
 use super::{Builder, Index, OpenTurn, Part, SessionRow, Stale, UsageRow};
+use crate::index::IndexedLedger;
 use crate::ledger::record::Millis;
 use crate::ledger::segment::SegmentData;
-use crate::ledger::walk::Damaged;
-use crate::ledger::Ledger;
+use crate::ledger::Damaged;
 use crate::Result;
 
 /// One session as the ledger summarises it.
@@ -31,7 +31,7 @@ pub struct Summaries {
     pub open: Vec<OpenTurn>,
     pub damaged: Vec<Damaged>,
     /// The sessions with ended subtasks of coordinators (whose records carry the workers'
-    /// usage). Not kept by [`Ledger::session_summaries`].
+    /// usage). Not kept by [`IndexedLedger::session_summaries`].
     pub with_subtasks: std::collections::BTreeSet<String>,
 }
 
@@ -85,14 +85,14 @@ impl Summaries {
     }
 }
 
-impl Ledger {
+impl IndexedLedger {
     /// The summaries of every session (`None`) or of one, from the indexes of the sealed
     /// segments and a reading of the newest.
     pub fn summaries(&self, only: Option<&str>) -> Result<Summaries> {
         self.summarise(only, true)
     }
 
-    /// [`Ledger::summaries`] of every session without their usage rows (`sessions`).
+    /// [`IndexedLedger::summaries`] of every session without their usage rows (`sessions`).
     pub fn session_summaries(&self) -> Result<Summaries> {
         self.summarise(None, false)
     }

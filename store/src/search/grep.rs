@@ -16,11 +16,11 @@
 
 use std::collections::{HashSet, VecDeque};
 
-pub use super::literal::Matcher;
-use super::record::{Kind, Record, RecordView};
-use super::segment::{parallel_map, RawFrame, SegmentData};
-use super::walk::{Damaged, Walked};
-use super::{Ledger, HEADER_LEN};
+use super::literal::Matcher;
+use crate::index::terms::Need;
+use crate::index::{Index, IndexedLedger, Part, Stale, TURN_POSTING};
+use crate::ledger::record::{Kind, Record, RecordView};
+use crate::ledger::{parallel_map, Damaged, RawFrame, SegmentData, Walked, HEADER_LEN};
 use crate::Result;
 
 /// Bytes searched at a time: small enough to stay in cache for the frame walk.
@@ -51,6 +51,8 @@ impl std::hash::Hasher for KeyHasher {
 
 type Keyed = std::hash::BuildHasherDefault<KeyHasher>;
 type KeySet = HashSet<u128, Keyed>;
+/// Turn ids, borrowed.
+type TurnIds<'a> = HashSet<&'a [u8], Keyed>;
 
 /// A turn id as a number: the 16 bytes of an id, or a hash of anything else.
 fn short(key: &[u8]) -> u128 {
@@ -181,7 +183,7 @@ fn scan_segment(seg: &SegmentData, re: &Matcher, c: &mut Collector) {
         }
         chunk_start = chunk_end;
     }
-    if let Some(super::Damage::Corrupt { offset, reason }) = damage {
+    if let Some(crate::ledger::Damage::Corrupt { offset, reason }) = damage {
         c.out.damaged.push(Damaged {
             path: seg.path.clone(),
             offset: Some(offset),
@@ -236,132 +238,112 @@ pub const SCAN_ENV: &str = "AXOCOATL_SEARCH_SCAN";
 /// through the indexes.
 const INDEXED_LIMIT: usize = 2000;
 
-impl Ledger {
-    /// The turns that can match the literal, case-insensitive `text` (`re` is its byte
-    /// matcher), whole, and what decides whether they are superseded (rewind boundaries, the
-    /// turns they target). A superset of the real matches: the caller checks each turn's
-    /// text. The term indexes of sealed segments answer when they can; otherwise, and for
-    /// the newest segment, the bytes are scanned.
-    pub fn read_matching(&self, re: &Matcher, text: &str) -> Result<Walked> {
-        if std::env::var_os(SCAN_ENV).is_none() {
-            if let Some(needs) = super::index::terms::needs(text) {
-                if let Some(found) = self.read_matching_indexed(re, &needs)? {
-                    return Ok(found);
+/// What the first pass of an indexed search found: the plan of the second, as a value.
+struct Found {
+    /// Per part of the ledger's plan.
+    parts: Vec<FoundIn>,
+    /// Turns found by scanning a segment (the newest records, a damaged index): looked up
+    /// in every part.
+    scanned: HashSet<Vec<u8>, Keyed>,
+}
+
+/// The turns with a candidate record in one part of the plan.
+#[derive(Default)]
+struct FoundIn {
+    /// The rows of those the index names.
+    rows: Vec<u32>,
+    /// Their ids where their records may lie in other segments too (the first `named`),
+    /// then the ids of those found by a record's offset.
+    ids: Vec<Vec<u8>>,
+    /// How many of `ids` name turns of `rows`.
+    named: usize,
+    /// Walked (no index, or one found damaged) rather than read through its index.
+    walked: bool,
+}
+
+impl FoundIn {
+    /// The turns of the candidate `values` (turn rows and record offsets) of a segment's
+    /// index. With `alone`, no turn of the segment has records in another, and the ids of
+    /// its rows are not needed.
+    fn of(
+        seg: &SegmentData,
+        index: &Index,
+        values: Vec<u32>,
+        alone: bool,
+    ) -> Result<FoundIn, Stale> {
+        let (turn_rows, offsets): (Vec<u32>, Vec<u32>) =
+            values.into_iter().partition(|v| v & TURN_POSTING != 0);
+        let mut ids: Vec<Vec<u8>> = if alone {
+            Vec::new()
+        } else {
+            turn_rows
+                .iter()
+                .map(|v| index.turn_id(v & !TURN_POSTING))
+                .collect::<Result<_, _>>()?
+        };
+        let named = ids.len();
+        let mut sparse = seg.sparse(offsets.len());
+        for offset in offsets.into_iter().map(u64::from) {
+            let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
+            let fr = fr.or_else(|| seg.frame_at(offset).ok().flatten());
+            if let Some(turn) = fr.and_then(|fr| RecordView::new(fr.kind, fr.payload).turn()) {
+                if !ids.iter().any(|id| id == turn) {
+                    ids.push(turn.to_vec());
                 }
             }
         }
-        self.read_matching_scan(re)
+        Ok(FoundIn {
+            rows: turn_rows.iter().map(|v| v & !TURN_POSTING).collect(),
+            ids,
+            named,
+            walked: false,
+        })
+    }
+}
+
+/// Whether part `k` of a plan is an index with turns open at its end.
+fn ends_open(parts: &[Part], k: usize) -> bool {
+    match &parts[k] {
+        Part::Indexed { index, .. } => !index.meta.open.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether turn `id` is open at the end of part `k` of a plan.
+fn open_at_end(parts: &[Part], k: usize, id: &[u8]) -> bool {
+    match &parts[k] {
+        Part::Indexed { index, .. } => index.meta.open.iter().any(|o| o.turn.as_bytes() == id),
+        _ => false,
+    }
+}
+
+impl Found {
+    /// Whether no turn of part `i` can have records in another part: none is open at its
+    /// end, and the part before is unreadable or read through an index at whose end none
+    /// is open (a walked one may have begun any).
+    fn alone(&self, parts: &[Part], i: usize) -> bool {
+        !ends_open(parts, i)
+            && (i == 0
+                || (!self.parts[i - 1].walked && !ends_open(parts, i - 1))
+                || matches!(parts[i - 1], Part::Unreadable(_)))
     }
 
-    /// [`Ledger::read_matching`] through the term indexes; `None` when they cannot narrow the
-    /// search enough. One plan of the ledger serves both passes: the turns with a candidate
-    /// record, then their records and every rewind boundary. A turn's records lie in the
-    /// segment it began in and in those it was carried into (open at the end of the one
-    /// before), so a turn is looked up in those segments only.
-    fn read_matching_indexed(
+    /// Where each turn found has records, per part (a turn open at the end of a segment
+    /// has records in the next; few are), and the turns whose segments cannot be told (a
+    /// walked segment lies next to them, or they were `scanned`), which are looked up
+    /// everywhere.
+    fn where_turns_lie(
         &self,
-        re: &Matcher,
-        needs: &[super::index::terms::Need],
-    ) -> Result<Option<Walked>> {
-        use super::index::{Part, TURN_POSTING};
-        let parts = self.plan()?;
-        // Pass 1: the turns with a candidate, by the part they were found in: the rows of
-        // those the index names, and the ids of the others (found by a record's offset);
-        // turns found by a scan (the newest records, a damaged index) are looked up
-        // everywhere.
-        let mut found_rows: Vec<Vec<u32>> = vec![Vec::new(); parts.len()];
-        let mut found_ids: Vec<Vec<Vec<u8>>> = vec![Vec::new(); parts.len()];
-        // How many of `found_ids` name turns of `found_rows` (those that come first).
-        let mut named_rows = vec![0; parts.len()];
-        let mut scanned: HashSet<Vec<u8>, Keyed> = HashSet::default();
-        let mut walk = vec![false; parts.len()];
-        let ends_open = |k: usize| match &parts[k] {
-            Part::Indexed { index, .. } => !index.meta.open.is_empty(),
-            _ => false,
-        };
-        let mut count = 0;
-        // The sealed segments a merged term index covers are looked up in it, once for all.
-        let chosen = super::index::chosen(needs);
-        let mut merged = self.merged_values(&parts, &chosen);
-        for (i, part) in parts.iter().enumerate() {
-            let seg = match part {
-                Part::Indexed { seg, index } => match match merged[i].take() {
-                    Some(mut values) => {
-                        index.candidates_of(chosen.iter().copied(), INDEXED_LIMIT, |k, _| {
-                            Ok(Some(std::mem::take(&mut values[k])))
-                        })
-                    }
-                    None => index.candidates(needs, INDEXED_LIMIT),
-                } {
-                    Ok(Some(values)) => {
-                        let (turn_rows, offsets): (Vec<u32>, Vec<u32>) =
-                            values.into_iter().partition(|v| v & TURN_POSTING != 0);
-                        // A turn's id is needed only where its records may lie in other
-                        // segments too: a turn open at the end of the segment before (or
-                        // one not read through an index), or at the end of this one.
-                        let alone = !ends_open(i)
-                            && (i == 0
-                                || (!walk[i - 1] && !ends_open(i - 1))
-                                || matches!(parts[i - 1], Part::Unreadable(_)));
-                        let named: std::result::Result<Vec<_>, _> = if alone {
-                            Ok(Vec::new())
-                        } else {
-                            turn_rows
-                                .iter()
-                                .map(|v| index.turn_id(v & !TURN_POSTING))
-                                .collect()
-                        };
-                        if let Ok(named) = named {
-                            found_rows[i].extend(turn_rows.iter().map(|v| v & !TURN_POSTING));
-                            named_rows[i] = named.len();
-                            found_ids[i].extend(named);
-                            let mut sparse = seg.sparse(offsets.len());
-                            for offset in offsets.into_iter().map(u64::from) {
-                                let fr = sparse.as_mut().and_then(|s| s.frame_at(offset));
-                                let fr = fr.or_else(|| seg.frame_at(offset).ok().flatten());
-                                if let Some(turn) =
-                                    fr.and_then(|fr| RecordView::new(fr.kind, fr.payload).turn())
-                                {
-                                    if !found_ids[i].iter().any(|id| id == turn) {
-                                        found_ids[i].push(turn.to_vec());
-                                    }
-                                }
-                            }
-                            count += found_rows[i].len() + found_ids[i].len() - named_rows[i];
-                            if count > INDEXED_LIMIT {
-                                return Ok(None);
-                            }
-                            continue;
-                        }
-                        self.forget_index(seg.number);
-                        seg
-                    }
-                    Ok(None) => return Ok(None),
-                    Err(_) => {
-                        self.forget_index(seg.number);
-                        seg
-                    }
-                },
-                Part::Raw { seg } => seg,
-                Part::Unreadable(_) => continue,
-            };
-            walk[i] = true;
-            scanned.extend(hit_turns(seg, re));
-        }
-        // Pass 2: where each turn has records (a turn open at the end of a segment has
-        // records in the next; few are).
-        let open = |k: usize, id: &[u8]| match &parts[k] {
-            Part::Indexed { index, .. } => index.meta.open.iter().any(|o| o.turn.as_bytes() == id),
-            _ => false,
-        };
-        let indexed = |i: usize| !walk[i] && matches!(parts[i], Part::Indexed { .. });
-        let mut want: Vec<HashSet<&[u8], Keyed>> = vec![HashSet::default(); parts.len()];
-        // Turns whose segments cannot be told (a walked segment lies next to them).
+        parts: &[Part],
+        scanned: HashSet<Vec<u8>, Keyed>,
+    ) -> (Vec<TurnIds<'_>>, HashSet<Vec<u8>, Keyed>) {
+        let indexed = |i: usize| !self.parts[i].walked && matches!(parts[i], Part::Indexed { .. });
+        let mut want: Vec<TurnIds<'_>> = vec![HashSet::default(); parts.len()];
         let mut everywhere = scanned;
-        for (j, ids) in found_ids.iter().enumerate() {
-            for (n, id) in ids.iter().enumerate() {
+        for (j, found) in self.parts.iter().enumerate() {
+            for (n, id) in found.ids.iter().enumerate() {
                 // The ids of turns found by a record's offset follow those of the rows.
-                if n >= named_rows[j] {
+                if n >= found.named {
                     want[j].insert(id);
                 }
                 let mut broken = false;
@@ -372,7 +354,7 @@ impl Ledger {
                         broken = !matches!(parts[k - 1], Part::Unreadable(_));
                         break;
                     }
-                    if !open(k - 1, id) {
+                    if !open_at_end(parts, k - 1, id) {
                         break;
                     }
                     k -= 1;
@@ -380,7 +362,7 @@ impl Ledger {
                 }
                 // ... and on to the one it ended in.
                 let mut k = j;
-                while k + 1 < parts.len() && open(k, id) {
+                while k + 1 < parts.len() && open_at_end(parts, k, id) {
                     k += 1;
                     want[k].insert(id);
                     if !indexed(k) {
@@ -393,24 +375,115 @@ impl Ledger {
                 }
             }
         }
+        (want, everywhere)
+    }
+}
+
+impl IndexedLedger {
+    /// The turns that can match the literal, case-insensitive `text` (`re` is its byte
+    /// matcher), whole, and what decides whether they are superseded (rewind boundaries, the
+    /// turns they target). A superset of the real matches: the caller checks each turn's
+    /// text. The term indexes of sealed segments answer when they can; otherwise, and for
+    /// the newest segment, the bytes are scanned.
+    pub fn read_matching(&self, re: &Matcher, text: &str) -> Result<Walked> {
+        if std::env::var_os(SCAN_ENV).is_none() {
+            if let Some(needs) = crate::index::terms::needs(text) {
+                if let Some(found) = self.read_matching_indexed(re, &needs)? {
+                    return Ok(found);
+                }
+            }
+        }
+        self.read_matching_scan(re)
+    }
+
+    /// [`IndexedLedger::read_matching`] through the term indexes; `None` when they cannot
+    /// narrow the search enough. One plan of the ledger serves both passes: the turns with a
+    /// candidate record ([`IndexedLedger::find_turns`]), then their records and every rewind
+    /// boundary ([`IndexedLedger::read_found`]). A turn's records lie in the segment it began
+    /// in and in those it was carried into (open at the end of the one before), so a turn is
+    /// looked up in those segments only ([`Found::where_turns_lie`]).
+    fn read_matching_indexed(&self, re: &Matcher, needs: &[Need]) -> Result<Option<Walked>> {
+        let parts = self.plan()?;
+        let Some(found) = self.find_turns(&parts, re, needs) else {
+            return Ok(None);
+        };
+        let mut out = self.read_found(&parts, found);
+        drop(parts);
+        self.complete_rewinds(&mut out)?;
+        Ok(Some(out))
+    }
+
+    /// Pass 1: the turns with a candidate, by the part they were found in; `None` when there
+    /// are too many (or a dictionary cannot narrow a need). Turns found by a scan (the newest
+    /// records, a damaged index) are looked up everywhere.
+    fn find_turns(&self, parts: &[Part], re: &Matcher, needs: &[Need]) -> Option<Found> {
+        let mut found = Found {
+            parts: (0..parts.len()).map(|_| FoundIn::default()).collect(),
+            scanned: HashSet::default(),
+        };
+        let mut count = 0;
+        // The sealed segments a merged term index covers are looked up in it, once for all.
+        let chosen = crate::index::chosen(needs);
+        let mut merged = self.merged_values(parts, &chosen);
+        for (i, part) in parts.iter().enumerate() {
+            let seg = match part {
+                Part::Indexed { seg, index } => {
+                    let values = match merged[i].take() {
+                        Some(mut values) => {
+                            index.candidates_of(chosen.iter().copied(), INDEXED_LIMIT, |k, _| {
+                                Ok(Some(std::mem::take(&mut values[k])))
+                            })
+                        }
+                        None => index.candidates(needs, INDEXED_LIMIT),
+                    };
+                    let alone = found.alone(parts, i);
+                    match values.map(|v| v.map(|v| FoundIn::of(seg, index, v, alone))) {
+                        Ok(Some(Ok(part))) => {
+                            count += part.rows.len() + part.ids.len() - part.named;
+                            if count > INDEXED_LIMIT {
+                                return None;
+                            }
+                            found.parts[i] = part;
+                            continue;
+                        }
+                        Ok(None) => return None,
+                        Ok(Some(Err(Stale))) | Err(Stale) => {
+                            self.forget_index(seg.number);
+                            seg
+                        }
+                    }
+                }
+                Part::Raw { seg } => seg,
+                Part::Unreadable(_) => continue,
+            };
+            found.parts[i].walked = true;
+            found.scanned.extend(hit_turns(seg, re));
+        }
+        Some(found)
+    }
+
+    /// Pass 2: rewind boundaries, and the records of the turns found; an index found damaged
+    /// in the first pass is not asked again (its segment is walked).
+    fn read_found(&self, parts: &[Part], mut found: Found) -> Walked {
+        let scanned = std::mem::take(&mut found.scanned);
+        let (want, everywhere) = found.where_turns_lie(parts, scanned);
         // The turns that may have records in a walked segment.
-        let all: HashSet<&[u8], Keyed> = found_ids
+        let all: TurnIds<'_> = found
+            .parts
             .iter()
-            .flatten()
+            .flat_map(|p| &p.ids)
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
-        // Rewind boundaries, and the records of the wanted turns; an index found damaged in
-        // the first pass is not asked again (its segment is walked).
-        let mut out = self.read_parts(
-            &parts,
-            super::walk::Read {
+        self.read_parts(
+            parts,
+            crate::index::Read {
                 lookup: &|i, index| {
-                    if walk[i] {
-                        return Err(super::index::Stale);
+                    if found.parts[i].walked {
+                        return Err(Stale);
                     }
-                    let mut offsets = index.offsets(super::index::Section::Rewinds)?;
-                    for &row in &found_rows[i] {
+                    let mut offsets = index.offsets(crate::index::Section::Rewinds)?;
+                    for &row in &found.parts[i].rows {
                         index.add_turn_offsets_at(u64::from(row), &mut offsets)?;
                     }
                     for id in want[i]
@@ -428,21 +501,14 @@ impl Ledger {
                 },
                 carried: &mut |_| {},
             },
-        );
-        drop(parts);
-        self.complete_rewinds(&mut out)?;
-        Ok(Some(out))
+        )
     }
 
     /// For each part of `parts` that a merged term index covers, the values that index gives
     /// for each of the `chosen` needs (what the segment's own dictionary would give); `None`
     /// for the others, which their own dictionaries answer (those of a merged index that
     /// found a need in too many words of its span, too).
-    fn merged_values(
-        &self,
-        parts: &[super::index::Part],
-        chosen: &[&super::index::terms::Need],
-    ) -> Vec<Option<Vec<Vec<u64>>>> {
+    fn merged_values(&self, parts: &[Part], chosen: &[&Need]) -> Vec<Option<Vec<Vec<u64>>>> {
         let mut merged: Vec<Option<Vec<Vec<u64>>>> = (0..parts.len()).map(|_| None).collect();
         for c in self.tiers_for(parts) {
             let mut per_need = Vec::with_capacity(chosen.len());
@@ -450,7 +516,7 @@ impl Ledger {
                 match c.tier.values(need, INDEXED_LIMIT * 4) {
                     Ok(Some(v)) => per_need.push(v),
                     Ok(None) => break,
-                    Err(super::index::Stale) => {
+                    Err(Stale) => {
                         // Damaged where it was read: its segments answer alone, and the next
                         // search builds it again.
                         self.forget_tier(c.tier.first, c.tier.last);
@@ -483,7 +549,12 @@ impl Ledger {
         let newest = numbers.last().copied().unwrap_or(0);
         let parts = parallel_map(&numbers, |number| {
             let mut part = Collector::default();
-            match super::segment::load(&self.segment_path(number), number, number < newest, 0) {
+            match crate::ledger::segment::load(
+                &self.segment_path(number),
+                number,
+                number < newest,
+                0,
+            ) {
                 Ok(seg) => scan_segment(&seg, re, &mut part),
                 Err(e) => part.out.damaged.push(Damaged::from_error(e)),
             }
@@ -491,9 +562,11 @@ impl Ledger {
         });
         let mut c = Collector::default();
         // A missing segment is damage: its records are lost, and a reader must say so.
-        c.out
-            .damaged
-            .extend(set.problems(&self.dir).into_iter().map(Damaged::from_error));
+        c.out.damaged.extend(
+            set.problems(self.dir())
+                .into_iter()
+                .map(Damaged::from_error),
+        );
         for part in parts {
             c.merge(part);
         }

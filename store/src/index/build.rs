@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 /// record).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-use super::format::{self, push_u32, push_u64, Stamp};
+use super::format::{self, push_u32, Stamp};
+use super::rows::{Row, StoredUsage, TurnRow};
 use super::suffixes::{suffix_samples, suffix_table};
-use super::{Meta, OpenTurn, Section, SECTIONS};
+use super::{Meta, OpenTurn, Section, SessionRow};
 use crate::ledger::frame::crc32c;
 use crate::ledger::record::{Millis, Record, Usage};
 use crate::ledger::segment::SegmentData;
@@ -391,12 +392,13 @@ impl Builder {
         (bytes, carry_out)
     }
 
-    fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
-        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); SECTIONS];
+    /// The sessions' sections (`SessionsFst`, `SessionRows`, `Postings`, `UsageRows`), and
+    /// the row of each turn, by id.
+    fn session_sections(&self, sections: &mut [Vec<u8>]) -> BTreeMap<&str, TurnRow> {
         let mut postings: Vec<u8> = Vec::new();
         let mut session_rows = Vec::new();
         let mut usage_rows = Vec::new();
-        let mut turn_rows: BTreeMap<&str, [u32; 4]> = BTreeMap::new();
+        let mut turn_rows: BTreeMap<&str, TurnRow> = BTreeMap::new();
         let mut sessions_fst = fst::MapBuilder::memory();
         let count = |v: &Vec<u8>| (v.len() / 4) as u32;
         for (i, (name, s)) in self.sessions.iter().enumerate() {
@@ -416,39 +418,55 @@ impl Builder {
                 }
                 turn_rows.insert(
                     turn,
-                    [
-                        i as u32,
-                        t_start,
-                        count(&postings) - t_start,
-                        u32::from(t.begun_here),
-                    ],
+                    TurnRow {
+                        session: i as u32,
+                        post_start: t_start,
+                        post_len: count(&postings) - t_start,
+                        begun_here: t.begun_here,
+                    },
                 );
             }
-            let usage_start = (usage_rows.len() / USAGE_ROW) as u32;
+            let usage_start = (usage_rows.len() / StoredUsage::WIDTH) as u32;
             for (&(agent, day), u) in &s.usage {
-                push_u32(&mut usage_rows, agent);
-                push_u32(&mut usage_rows, u.turns);
-                push_u32(&mut usage_rows, u.usage.calls);
-                push_u32(&mut usage_rows, u32::from(u.usage.complete));
-                push_u64(&mut usage_rows, day as u64);
-                push_u64(&mut usage_rows, u.usage.prompt_tokens);
-                push_u64(&mut usage_rows, u.usage.completion_tokens);
+                StoredUsage {
+                    agent,
+                    turns: u.turns,
+                    calls: u.usage.calls,
+                    complete: u.usage.complete,
+                    day,
+                    prompt_tokens: u.usage.prompt_tokens,
+                    completion_tokens: u.usage.completion_tokens,
+                }
+                .encode(&mut usage_rows);
             }
-            let row = &mut session_rows;
-            push_u32(row, start);
-            push_u32(row, count(&postings) - start);
-            push_u32(row, s.begun);
-            push_u32(row, usage_start);
-            push_u32(row, s.usage.len() as u32);
-            push_u32(
-                row,
-                u32::from(s.first_at.is_some()) | (u32::from(s.subtasks) << 1),
-            );
-            push_u64(row, s.first_at.unwrap_or(0) as u64);
-            push_u64(row, s.last_at.unwrap_or(0) as u64);
+            SessionRow {
+                post_start: start,
+                post_len: count(&postings) - start,
+                turns: s.begun,
+                usage_start,
+                usage_len: s.usage.len() as u32,
+                first_at: s.first_at,
+                last_at: s.last_at,
+                subtasks: s.subtasks,
+            }
+            .encode(&mut session_rows);
             // Keys are inserted in order (a BTreeMap), so the builder cannot fail.
             let _ = sessions_fst.insert(name, i as u64);
         }
+        sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
+        sections[Section::SessionRows as usize] = session_rows;
+        sections[Section::Postings as usize] = postings;
+        sections[Section::UsageRows as usize] = usage_rows;
+        turn_rows
+    }
+
+    /// The turns' sections (`TurnKeys`, `TurnRows`) from their rows; the ids a key does not
+    /// spell, and the row of each record of a turn's postings.
+    fn turn_sections(
+        &self,
+        turn_rows: BTreeMap<&str, TurnRow>,
+        sections: &mut [Vec<u8>],
+    ) -> (Vec<(u32, String)>, HashMap<u32, u32>) {
         let mut turn_keys = Vec::new();
         let mut long_ids = Vec::new();
         let mut rows = Vec::new();
@@ -468,10 +486,17 @@ impl Builder {
                     row_of.insert(o, i as u32);
                 }
             }
-            for v in row {
-                push_u32(&mut rows, *v);
-            }
+            row.encode(&mut rows);
         }
+        sections[Section::TurnKeys as usize] = turn_keys;
+        sections[Section::TurnRows as usize] = rows;
+        (long_ids, row_of)
+    }
+
+    fn encode(self, stamp: &Stamp, carry_out: &[OpenTurn]) -> Vec<u8> {
+        let mut sections: Vec<Vec<u8>> = vec![Vec::new(); Section::COUNT];
+        let turn_rows = self.session_sections(&mut sections);
+        let (long_ids, row_of) = self.turn_sections(turn_rows, &mut sections);
         let meta = Meta {
             damaged: self.damaged,
             unknown_kinds: self.unknown_kinds,
@@ -480,12 +505,6 @@ impl Builder {
             long_ids,
         };
         sections[Section::Meta as usize] = postcard::to_allocvec(&meta).unwrap_or_default();
-        sections[Section::SessionsFst as usize] = sessions_fst.into_inner().unwrap_or_default();
-        sections[Section::SessionRows as usize] = session_rows;
-        sections[Section::TurnKeys as usize] = turn_keys;
-        sections[Section::TurnRows as usize] = rows;
-        sections[Section::Postings as usize] = postings;
-        sections[Section::UsageRows as usize] = usage_rows;
         let offsets = |v: &[u32]| {
             let mut out = Vec::with_capacity(v.len() * 4);
             for &o in v {
@@ -498,7 +517,7 @@ impl Builder {
         let mut terms: Vec<(Box<str>, Vec<u32>)> = self.terms.0.into_iter().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         term_sections(terms, &row_of, &mut sections);
-        for (blocked, table, block) in super::BLOCKED {
+        for &(blocked, table, block) in Section::BLOCKED {
             sections[table] = format::block_crcs(&sections[blocked], block);
         }
         format::encode(stamp, &sections)
@@ -660,12 +679,6 @@ fn dictionary(
     (terms_fst, parts, term_postings)
 }
 
-/// Width in bytes of a usage row.
-pub const USAGE_ROW: usize = 40;
-/// Width in bytes of a session row.
-pub const SESSION_ROW: usize = 40;
-/// Width in bytes of a turn row.
-pub const TURN_ROW: usize = 16;
 /// Width in bytes of a turn key: a turn id's first bytes (ids are 16 hex digits), zero-padded.
 pub const TURN_KEY: usize = 16;
 

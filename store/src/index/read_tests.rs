@@ -1,14 +1,15 @@
 use std::fs;
 
-use super::super::record::{
+use crate::index::IndexedLedger;
+use crate::ledger::record::{
     AgentOutput, RewindBoundary, SessionCreated, TurnBegun, TurnEnded, TurnState, Usage,
 };
-use super::super::{Ledger, Record, HEADER_LEN};
+use crate::ledger::{Record, HEADER_LEN};
 
-pub(crate) fn setup(limit: u64) -> (tempfile::TempDir, Ledger) {
+pub(crate) fn setup(limit: u64) -> (tempfile::TempDir, IndexedLedger) {
     let dir = tempfile::tempdir().expect("tempdir");
     fs::create_dir_all(dir.path().join("l")).expect("mkdir");
-    let ledger = Ledger::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
+    let ledger = IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
     (dir, ledger)
 }
 
@@ -44,7 +45,7 @@ pub(crate) fn turn(id: &str, session: &str, request: &str, output: &str) -> Vec<
     ]
 }
 
-fn turns_of(entries: &[super::Entry]) -> Vec<String> {
+fn turns_of(entries: &[crate::ledger::Entry]) -> Vec<String> {
     let mut out: Vec<String> = entries
         .iter()
         .filter_map(|e| e.record.as_ref()?.turn().map(str::to_owned))
@@ -162,7 +163,7 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
             .append(&turn(&format!("t{i}"), "s", request, "out"))
             .expect("append");
     }
-    let re = crate::ledger::Matcher::new("needle").expect("matcher");
+    let re = crate::search::Matcher::new("needle").expect("matcher");
     let read = ledger.read_matching(&re, "needle").expect("read");
     assert_eq!(turns_of(&read.entries), vec!["t7"]);
     assert_eq!(read.entries.len(), 3);
@@ -170,7 +171,7 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
 
 #[test]
 fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
-    use super::super::segment::load;
+    use crate::ledger::segment::load;
     let (_d, ledger) = setup(1 << 20);
     let mut n = 0;
     while ledger.segment_set().expect("set").numbers.len() < 2 {
@@ -194,7 +195,7 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
     assert!(all.len() > 2000, "{} frames", all.len());
     // Sparse is for few frames of a large segment, not for reading every one.
     assert!(seg.sparse(all.len()).is_none());
-    let same = |s: &mut super::super::segment::Sparse<'_>, i: usize| {
+    let same = |s: &mut crate::ledger::segment::Sparse<'_>, i: usize| {
         let fr = s.frame_at(all[i].0).expect("an intact frame");
         let got = (fr.offset, fr.seq, fr.len, fr.kind, fr.payload.to_vec());
         assert_eq!(got, all[i], "frame {i}");
@@ -203,8 +204,8 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
     // per frame; the first, the last and every long frame among them.
     // A segment gives one positioned reader per process; each of these is a first.
     fn fresh(
-        seg: &super::super::segment::SegmentData,
-    ) -> Option<super::super::segment::Sparse<'_>> {
+        seg: &crate::ledger::segment::SegmentData,
+    ) -> Option<crate::ledger::segment::Sparse<'_>> {
         seg.forget_positioned_reads();
         seg.sparse(1)
     }
@@ -242,8 +243,8 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
 /// `serve`); a kept segment whose records were not read yet is still read positioned.
 #[test]
 fn a_segment_the_process_reads_again_is_read_through_its_map() {
-    use super::super::index::Part;
-    let (_d, ledger) = setup(1 << 20);
+    use crate::index::Part;
+    let (d, ledger) = setup(1 << 20);
     let mut n = 0;
     while ledger.segment_set().expect("set").numbers.len() < 3 {
         ledger
@@ -279,6 +280,6 @@ fn a_segment_the_process_reads_again_is_read_through_its_map() {
         "segments read before are read through the map"
     );
     // Another process (a fresh ledger) starts over.
-    let other = Ledger::open(&ledger.dir, &ledger.lock_path, 1 << 20);
+    let other = IndexedLedger::open(ledger.dir(), &d.path().join("lock"), 1 << 20);
     assert_eq!(sealed(&other.plan().expect("plan")), vec![true, true]);
 }

@@ -246,6 +246,43 @@ impl FileBytes {
 /// the block size).
 pub(crate) type Blocked = (usize, usize, usize);
 
+/// Declares the sections of a file in one table, in the order they lie in the file: the
+/// enum (whose discriminants are that order, the head's section numbers), `ALL` (every
+/// section, in order), `COUNT`, and `BLOCKED` (the sections checked block by block, each
+/// with the section of its block checksums and its block size). A section checked block by
+/// block is written `Name(blocks = ChecksumsSection, size = BLOCK_SIZE)`.
+macro_rules! sections {
+    (
+        $(#[$attr:meta])*
+        $vis:vis enum $name:ident {
+            $(
+                $(#[$doc:meta])*
+                $section:ident $((blocks = $table:ident, size = $block:expr))?,
+            )*
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        $vis enum $name {
+            $($(#[$doc])* $section,)*
+        }
+
+        impl $name {
+            /// Every section, in file order.
+            pub(crate) const ALL: &'static [$name] = &[$($name::$section),*];
+            /// How many sections a file has.
+            pub(crate) const COUNT: usize = Self::ALL.len();
+            /// The sections checked block by block: (section, section of its block
+            /// checksums, block size).
+            pub(crate) const BLOCKED: &'static [$crate::index::format::Blocked] = &[
+                $($(($name::$section as usize, $name::$table as usize, $block),)?)*
+            ];
+        }
+    };
+}
+pub(crate) use sections;
+
 /// The sections of a file, each verified against its checksum when it is first read whole,
 /// and those of the `blocked` table block by block where they are read; what was verified is
 /// remembered (a file is kept between the reads of a process, and shared by its threads).
@@ -405,14 +442,6 @@ impl<'a> Rows<'a> {
         let start = i.checked_mul(self.width)?;
         self.bytes.get(start..start + self.width)
     }
-}
-
-pub fn u32_at(row: &[u8], field: usize) -> u32 {
-    le_u32(&row[field * 4..field * 4 + 4])
-}
-
-pub fn u64_at(row: &[u8], byte: usize) -> u64 {
-    le_u64(&row[byte..byte + 8])
 }
 
 pub fn push_u32(out: &mut Vec<u8>, v: u32) {
