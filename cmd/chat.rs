@@ -138,8 +138,9 @@ fn turn(
     signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 
-/// What SIGINT and SIGTERM do in a chat: at the prompt they end it (130, 143); during a
-/// turn the first stops the turn (the chat goes on) and a second ends the chat.
+/// What SIGINT, SIGTERM and SIGHUP do in a chat: at the prompt they end it (130, 143, 129;
+/// the terminal put back first); during a turn the first stops the turn (the chat goes on)
+/// and a second ends the chat.
 struct Signals {
     /// At the prompt: a signal ends the process.
     idle: Arc<AtomicBool>,
@@ -158,14 +159,14 @@ impl Signals {
         for (sig, code) in [
             (signal_hook::consts::SIGINT, 130),
             (signal_hook::consts::SIGTERM, 143),
+            (signal_hook::consts::SIGHUP, 129),
         ] {
-            let _ =
-                signal_hook::flag::register_conditional_shutdown(sig, code, signals.idle.clone());
-            let _ = signal_hook::flag::register_conditional_shutdown(
-                sig,
-                code,
-                signals.interrupted.clone(),
-            );
+            // Actions run in the order they are registered: the exit sees `interrupted` as
+            // it was before this signal, so only a second signal during a turn ends the chat.
+            let (idle, interrupted) = (signals.idle.clone(), signals.interrupted.clone());
+            let _ = exit_on(sig, code, move || {
+                idle.load(Ordering::SeqCst) || interrupted.load(Ordering::SeqCst)
+            });
             let _ = signal_hook::flag::register(sig, signals.interrupted.clone());
         }
         signals
@@ -193,6 +194,28 @@ impl Signals {
         self.interrupted.store(false, Ordering::SeqCst);
         self.idle.store(true, Ordering::SeqCst);
         result
+    }
+}
+
+/// On `sig`, when `now` says so: the terminal back from raw mode, then exit with `code` (the
+/// process ends inside the handler, so no destructor would restore it).
+#[expect(
+    unsafe_code,
+    reason = "signal-hook's low-level register: the action only loads atomics, restores the terminal (tcsetattr) and _exits, all async-signal-safe"
+)]
+fn exit_on(
+    sig: i32,
+    code: i32,
+    now: impl Fn() -> bool + Sync + Send + 'static,
+) -> std::io::Result<signal_hook::SigId> {
+    // SAFETY: the action allocates nothing and takes no lock: atomic loads, tcsetattr, _exit.
+    unsafe {
+        signal_hook::low_level::register(sig, move || {
+            if now() {
+                crate::line::restore_terminal();
+                signal_hook::low_level::exit(code);
+            }
+        })
     }
 }
 

@@ -6,6 +6,31 @@
 //! is returned (and on drop), so a turn's output and Ctrl-C behave as usual between prompts.
 
 use std::io::{self, BufRead, IsTerminal, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// The terminal's settings from before the first raw mode, for [`restore_terminal`].
+static COOKED: OnceLock<libc::termios> = OnceLock::new();
+/// Whether the terminal is in raw mode now.
+static RAW: AtomicBool = AtomicBool::new(false);
+
+/// Puts the terminal back as it was when it is in raw mode. Async-signal-safe (an atomic swap
+/// and `tcsetattr`, which POSIX lists as safe): a signal handler that ends the process at the
+/// prompt calls it first, or the shell would be left without echo or line editing.
+#[expect(
+    unsafe_code,
+    reason = "tcsetattr: restores the termios RawMode::enter saved, on the same descriptor"
+)]
+pub fn restore_terminal() {
+    if RAW.swap(false, Ordering::SeqCst) {
+        if let Some(cooked) = COOKED.get() {
+            // SAFETY: tcsetattr reads a termios that lives for the whole process.
+            unsafe {
+                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, cooked);
+            }
+        }
+    }
+}
 
 /// What reading a line gave.
 #[derive(Debug, PartialEq, Eq)]
@@ -278,9 +303,11 @@ impl RawMode {
         raw.c_cc[libc::VMIN] = 1;
         raw.c_cc[libc::VTIME] = 0;
         // SAFETY: tcsetattr reads the termios we own.
+        COOKED.get_or_init(|| saved);
         if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &raw) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        RAW.store(true, Ordering::SeqCst);
         Ok(RawMode { saved })
     }
 }
@@ -291,6 +318,7 @@ impl Drop for RawMode {
         reason = "tcsetattr: restores the termios RawMode::enter saved, on the same descriptor"
     )]
     fn drop(&mut self) {
+        RAW.store(false, Ordering::SeqCst);
         // SAFETY: tcsetattr reads the termios we own.
         unsafe {
             libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved);

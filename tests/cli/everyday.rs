@@ -524,6 +524,19 @@ impl Pty {
     fn seen(&self) -> String {
         String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
     }
+
+    /// Whether the terminal reads lines with echo (as a shell expects it), not raw keys.
+    fn cooked(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: tcgetattr fills the termios we pass; it is read only when the call succeeds.
+        #[expect(unsafe_code, reason = "tcgetattr: libc has no safe wrapper")]
+        let t = unsafe {
+            assert_eq!(libc::tcgetattr(self.master.as_raw_fd(), t.as_mut_ptr()), 0);
+            t.assume_init()
+        };
+        t.c_lflag & libc::ICANON != 0 && t.c_lflag & libc::ECHO != 0
+    }
 }
 
 #[test]
@@ -687,4 +700,31 @@ fn chat_ends_on_sigterm_at_the_prompt_even_after_a_turn() {
         status.is_some()
     });
     assert_eq!(status.and_then(|s| s.code()), Some(143), "{}", pty.seen());
+    // The prompt had the terminal raw; the shell gets it back as it was.
+    assert!(pty.cooked(), "the terminal is left raw");
+}
+
+#[test]
+fn a_closed_terminal_or_sigint_at_the_prompt_ends_the_chat_and_gives_the_terminal_back() {
+    let server = answering();
+    let env = ollama_env(&server);
+    for (sig, code) in [(libc::SIGHUP, 129), (libc::SIGINT, 130)] {
+        let mut cmd = env.cmd(&["chat", "-s", "hup"]);
+        cmd.stdout(Stdio::null());
+        let pty = Pty::attach(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn chat");
+        wait_until("the prompt", || pty.seen().contains("\rhup> \x1b[K"));
+        assert!(!pty.cooked(), "the prompt reads raw keys");
+        // SAFETY: sends a signal to our own child process, which is still running.
+        #[expect(unsafe_code, reason = "kill: libc has no safe wrapper")]
+        let rc = unsafe { libc::kill(child.id() as i32, sig) };
+        assert_eq!(rc, 0);
+        let mut status = None;
+        wait_until("chat to end", || {
+            status = child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        assert_eq!(status.and_then(|s| s.code()), Some(code), "{}", pty.seen());
+        assert!(pty.cooked(), "signal {sig}: the terminal is left raw");
+    }
 }
