@@ -32,6 +32,7 @@ mod memory;
 mod memory_turns;
 mod models;
 mod ocr;
+mod provider_contract;
 mod provider_ollama;
 mod provider_openai;
 mod provider_script;
