@@ -98,7 +98,9 @@ pub unsafe fn linear_columns(
     cols: std::ops::Range<usize>,
 ) {
     debug_assert!(
-        cols.start % COLUMN_BLOCK == 0 && cols.end % COLUMN_BLOCK == 0 && cols.end <= m.outputs
+        cols.start.is_multiple_of(COLUMN_BLOCK)
+            && cols.end.is_multiple_of(COLUMN_BLOCK)
+            && cols.end <= m.outputs
     );
     match isa {
         #[cfg(target_arch = "x86_64")]

@@ -237,7 +237,7 @@ impl<'m> Team<'m> {
         let mut spins = 0u32;
         while self.done.load(Ordering::Acquire) + mine < chunks {
             spins += 1;
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -271,7 +271,7 @@ impl<'m> Team<'m> {
             let mut spins = 0u32;
             while self.published.load(Ordering::Acquire) == seen {
                 spins += 1;
-                if spins % 64 == 0 && started.elapsed() > SPIN {
+                if spins.is_multiple_of(64) && started.elapsed() > SPIN {
                     break;
                 }
                 std::hint::spin_loop();
