@@ -12,8 +12,8 @@
 //! instructions in the same order whatever the columns: the vectors are bit for bit those of
 //! one thread.
 //!
-//! On this project's 2-core machine two threads make an 11-token pass 1.0 ms instead of
-//! 2.0 ms, with the same CPU time. Handing work to a helper costs microseconds, so a product
+//! On this project's 2-core machine two threads make a 14-token pass 1.0–1.4 ms instead
+//! of 1.8–2.7 ms, with the same CPU time. Handing work to a helper costs microseconds, so a product
 //! (or group) below [`MIN_SPLIT`] multiply-adds stays on the calling thread: one 384 × 384
 //! product of under 14 tokens; splitting at 1 M, 2 M or 5 M multiply-adds timed the same
 //! within noise. Between two products a helper spins for [`SPIN`] before it sleeps: the gaps
