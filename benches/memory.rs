@@ -430,14 +430,20 @@ fn medians(runs: usize, mut make: impl FnMut(usize) -> Command) -> Usage {
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Fast,
+    /// The fast engine confined to one CPU (`taskset -c 0`): its products are not split.
+    FastOneCpu,
     Reference,
     Lexical,
+    /// The lexical path confined to one CPU: what the confinement alone costs.
+    LexicalOneCpu,
 }
 
 impl Mode {
     fn label(self) -> &'static str {
         match self {
             Mode::Fast => "fast engine",
+            Mode::FastOneCpu => "fast engine, one CPU",
+            Mode::LexicalOneCpu => "lexical, one CPU",
             Mode::Reference => "reference (tract)",
             Mode::Lexical => "lexical (no embedder)",
         }
@@ -445,15 +451,25 @@ impl Mode {
 
     /// `axocoatl` run in `work` on this path.
     fn command(self, work: &Path, files: &ModelFiles, empty: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_axocoatl"));
+        let mut cmd = if matches!(self, Mode::FastOneCpu | Mode::LexicalOneCpu) {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0", env!("CARGO_BIN_EXE_axocoatl")]);
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_axocoatl"))
+        };
         cmd.current_dir(work);
         let model_dir = files.model.parent().expect("model directory");
         match self {
-            Mode::Fast => cmd.env(EMBED_DIR_ENV, model_dir).env_remove(ENGINE_ENV),
+            Mode::Fast | Mode::FastOneCpu => {
+                cmd.env(EMBED_DIR_ENV, model_dir).env_remove(ENGINE_ENV)
+            }
             Mode::Reference => cmd
                 .env(EMBED_DIR_ENV, model_dir)
                 .env(ENGINE_ENV, "reference"),
-            Mode::Lexical => cmd.env(EMBED_DIR_ENV, empty).env_remove(ENGINE_ENV),
+            Mode::Lexical | Mode::LexicalOneCpu => {
+                cmd.env(EMBED_DIR_ENV, empty).env_remove(ENGINE_ENV)
+            }
         };
         cmd
     }
@@ -514,8 +530,19 @@ fn bench_repo() -> Bench {
     }
 }
 
-/// Whole-process one-shot `send`s and `memory search`es on each path.
-fn one_shot(files: &ModelFiles, floor: &Floor, scan: f64) {
+/// Whole-process one-shot `send`s and `memory search`es on each path (the reference
+/// engine's left out when `with_reference` is false).
+fn one_shot(files: &ModelFiles, floor: &Floor, scan: f64, with_reference: bool) {
+    let modes: Vec<Mode> = [
+        Mode::Fast,
+        Mode::Lexical,
+        Mode::FastOneCpu,
+        Mode::LexicalOneCpu,
+        Mode::Reference,
+    ]
+    .into_iter()
+    .filter(|&m| with_reference || m != Mode::Reference)
+    .collect();
     let b = bench_repo();
     // A whole process that does nothing: what every one-shot command pays first.
     let idle = medians(15, |_| {
@@ -547,14 +574,15 @@ fn one_shot(files: &ModelFiles, floor: &Floor, scan: f64) {
         cmd
     };
     // One of each first: the session is created, the lexical path builds its index once.
-    for path in [Mode::Fast, Mode::Lexical, Mode::Reference] {
+    for &path in &modes {
         measure(&mut send(path, 0));
         measure(&mut search(path, 0));
     }
     let before = b.server.request_count();
     let runs = |p: Mode| if p == Mode::Reference { 5 } else { 15 };
-    let sends: Vec<(Mode, Usage)> = [Mode::Fast, Mode::Lexical, Mode::Reference]
-        .into_iter()
+    let sends: Vec<(Mode, Usage)> = modes
+        .iter()
+        .copied()
         .map(|p| (p, medians(runs(p), |i| send(p, i + 1))))
         .collect();
     let injected = b
@@ -591,8 +619,9 @@ fn one_shot(files: &ModelFiles, floor: &Floor, scan: f64) {
         floor.map + floor.query
     );
     println!("one-shot `memory search`, top 5 of 100,000 records (whole process, medians of 15, the reference's of 5):");
-    let searches: Vec<(Mode, Usage)> = [Mode::Fast, Mode::Lexical, Mode::Reference]
-        .into_iter()
+    let searches: Vec<(Mode, Usage)> = modes
+        .iter()
+        .copied()
         .map(|p| (p, medians(runs(p), |i| search(p, i))))
         .collect();
     for (p, u) in &searches {
@@ -643,6 +672,15 @@ fn main() {
         Err(e) => panic!("{e}: run scripts/fetch-model.sh first"),
     };
     assert_eq!(fast.engine(), Engine::Fast);
+    // `AXOCOATL_BENCH_ONLY=oneshot`: the floor and the whole-process figures of the fast
+    // engine and the lexical path only (seconds, where the whole run takes about 40 s: for
+    // repeated rounds, e.g. under `chrt`).
+    if std::env::var("AXOCOATL_BENCH_ONLY").as_deref() == Ok("oneshot") {
+        println!("the fast engine's floor (in process):");
+        let floor = floor(&files);
+        one_shot(&files, &floor, f64::NAN, false);
+        return;
+    }
     let reference: &'static Embedder = Box::leak(Box::new(
         Embedder::load_reference(&files).expect("reference"),
     ));
@@ -664,5 +702,5 @@ fn main() {
     let scan = search_speed(fast);
     println!("embedding throughput:");
     throughput(fast, reference);
-    one_shot(&files, &floor, scan);
+    one_shot(&files, &floor, scan, true);
 }

@@ -8,8 +8,9 @@
 //! element-wise loops are vectorized for the CPU that runs them.
 
 use crate::format::{Model, NormRef};
-use crate::kernel::{self, Isa};
+use crate::kernel::Isa;
 use crate::math;
+use crate::team::{self, Product, Team};
 use crate::Result;
 
 /// One unit vector per text (the mean of its last hidden states, L2-normalized).
@@ -41,9 +42,25 @@ fn mean_pool(rows: &[f32], h: usize) -> Vec<f32> {
     sum
 }
 
-/// The last layer's hidden states of every token of every text, texts one after another.
+/// The last layer's hidden states of every token of every text, texts one after another,
+/// with the matrix products split across the CPUs this process may use when they are big
+/// enough to gain from it (see [`team`]).
 pub(crate) fn hidden(model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
-    match Isa::detect() {
+    let rows = texts.iter().map(Vec::len).sum();
+    let threads = team::threads_for(rows, model.config().hidden);
+    hidden_on(model, texts, threads, team::MIN_SPLIT)
+}
+
+/// [`hidden`] on `threads` threads (the caller's included), splitting products of at least
+/// `min_split` multiply-adds.
+pub(crate) fn hidden_on(
+    model: &Model,
+    texts: &[Vec<u32>],
+    threads: usize,
+    min_split: usize,
+) -> Result<Vec<f32>> {
+    let isa = Isa::detect();
+    team::with_team(isa, threads, min_split, |team| match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
             // SAFETY: the CPU has the features the function is compiled for.
@@ -52,7 +69,7 @@ pub(crate) fn hidden(model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
                 reason = "calling a function compiled for a detected CPU feature"
             )]
             unsafe {
-                hidden_avx512(model, texts)
+                hidden_avx512(team, model, texts)
             }
         }
         #[cfg(target_arch = "x86_64")]
@@ -63,23 +80,23 @@ pub(crate) fn hidden(model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
                 reason = "calling a function compiled for a detected CPU feature"
             )]
             unsafe {
-                hidden_avx2(model, texts)
+                hidden_avx2(team, model, texts)
             }
         }
-        _ => hidden_body(Isa::Generic, model, texts),
-    }
+        _ => hidden_body(team, model, texts),
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-fn hidden_avx512(model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
-    hidden_body(Isa::Avx512, model, texts)
+fn hidden_avx512<'m>(team: &Team<'m>, model: &'m Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
+    hidden_body(team, model, texts)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn hidden_avx2(model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
-    hidden_body(Isa::Avx2, model, texts)
+fn hidden_avx2<'m>(team: &Team<'m>, model: &'m Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
+    hidden_body(team, model, texts)
 }
 
 #[inline(always)]
@@ -90,7 +107,7 @@ fn norm_rows(x: &mut [f32], h: usize, n: NormRef<'_>, eps: f32) {
 }
 
 #[inline(always)]
-fn hidden_body(isa: Isa, model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
+fn hidden_body<'m>(team: &Team<'m>, model: &'m Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
     let c = *model.config();
     let h = c.hidden;
     let rows: usize = texts.iter().map(Vec::len).sum();
@@ -123,9 +140,26 @@ fn hidden_body(isa: Isa, model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> 
     for l in 0..c.layers {
         let layer = model.layer(l);
         let [wq, wk, wv, wo, wup, wdown] = &layer.linears;
-        kernel::linear(isa, &x, rows, wq, &mut q);
-        kernel::linear(isa, &x, rows, wk, &mut k);
-        kernel::linear(isa, &x, rows, wv, &mut v);
+        team.run(
+            rows,
+            &mut [
+                Product {
+                    x: &x,
+                    m: *wq,
+                    y: &mut q,
+                },
+                Product {
+                    x: &x,
+                    m: *wk,
+                    y: &mut k,
+                },
+                Product {
+                    x: &x,
+                    m: *wv,
+                    y: &mut v,
+                },
+            ],
+        );
         let mut r0 = 0;
         for ids in texts {
             let t = ids.len();
@@ -142,15 +176,36 @@ fn hidden_body(isa: Isa, model: &Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> 
             r0 += t;
         }
         // ctx · Wo + x, normed, is the next x (q is free: it holds the product).
-        kernel::linear(isa, &ctx, rows, wo, &mut q);
+        team.run(
+            rows,
+            &mut [Product {
+                x: &ctx,
+                m: *wo,
+                y: &mut q,
+            }],
+        );
         for (a, b) in q.iter_mut().zip(&x) {
             *a += b;
         }
         norm_rows(&mut q, h, layer.attention_norm, c.norm_eps);
         std::mem::swap(&mut x, &mut q);
-        kernel::linear(isa, &x, rows, wup, &mut up);
+        team.run(
+            rows,
+            &mut [Product {
+                x: &x,
+                m: *wup,
+                y: &mut up,
+            }],
+        );
         math::gelu(&mut up);
-        kernel::linear(isa, &up, rows, wdown, &mut q);
+        team.run(
+            rows,
+            &mut [Product {
+                x: &up,
+                m: *wdown,
+                y: &mut q,
+            }],
+        );
         for (a, b) in q.iter_mut().zip(&x) {
             *a += b;
         }
@@ -364,10 +419,34 @@ mod tests {
         write(&path, &tiny_parts(13), &[0; SOURCE_LEN]).expect("write");
         let m = Model::open(&path).expect("open");
         let texts = [vec![2, 5, 6, 10, 7, 8, 5, 9, 12, 3, 15, 16, 17, 18, 19, 3]];
-        let generic = hidden_body(Isa::Generic, &m, &texts).expect("generic");
+        let generic =
+            team::with_team(Isa::Generic, 1, 0, |t| hidden_body(t, &m, &texts)).expect("generic");
         let best = hidden(&m, &texts).expect("best");
         for (a, b) in generic.iter().zip(&best) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_pass_split_across_threads_equals_one_threads_bit_for_bit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.axoemb");
+        write(&path, &tiny_parts(17), &[0; SOURCE_LEN]).expect("write");
+        let m = Model::open(&path).expect("open");
+        let texts = [
+            vec![2, 5, 6, 10, 7, 8, 5, 9, 12, 3, 15, 16, 17, 18, 19, 3],
+            vec![2, 26, 27, 14, 3],
+        ];
+        let one = hidden_on(&m, &texts, 1, 0).expect("one thread");
+        for threads in [2, team::MAX_THREADS] {
+            // Every product split, however small.
+            let split = hidden_on(&m, &texts, threads, 0).expect("split");
+            assert!(
+                one.iter()
+                    .zip(&split)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{threads} threads"
+            );
         }
     }
 }

@@ -48,34 +48,66 @@ impl Isa {
 /// what [`Isa::detect`] returned (or [`Isa::Generic`]).
 #[inline(always)]
 pub fn linear(isa: Isa, x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) {
+    check(x, rows, m, y.len());
+    // SAFETY: the shapes are checked; `y` is borrowed whole for the call.
+    #[expect(
+        unsafe_code,
+        reason = "the column kernel over a checked, borrowed output"
+    )]
+    unsafe {
+        linear_columns(isa, x, rows, m, y.as_mut_ptr(), 0..m.outputs)
+    }
+}
+
+/// Panics unless `x` (`rows × inputs`), an output of `y_len` values and `m` fit together.
+#[inline(always)]
+pub fn check(x: &[f32], rows: usize, m: &LinearRef<'_>, y_len: usize) {
     let (k, n) = (m.inputs, m.outputs);
     assert!(
         x.len() >= rows * k
-            && y.len() >= rows * n
+            && y_len >= rows * n
             && m.weights.len() == k * n
             && m.scales.len() == n
             && m.bias.len() == n
             && n % COLUMN_BLOCK == 0,
         "linear: shapes disagree"
     );
+}
+
+/// [`linear`] for the output columns `cols` only: the other columns of `y` are neither read
+/// nor written, so threads may fill disjoint column ranges of one output at once. Each
+/// output value is computed by the same instructions in the same order whatever the range,
+/// so a product split by columns equals the whole product bit for bit.
+///
+/// # Safety
+/// The shapes must have passed [`check`], `cols` must lie within `0..m.outputs` with both
+/// ends multiples of [`COLUMN_BLOCK`], `y` must point to `rows × m.outputs` values that
+/// nothing else reads or writes in `cols` during the call, and `isa` must be what
+/// [`Isa::detect`] returned (or [`Isa::Generic`]).
+#[inline(always)]
+#[expect(
+    unsafe_code,
+    reason = "writes through a raw pointer the caller vouches for"
+)]
+pub unsafe fn linear_columns(
+    isa: Isa,
+    x: &[f32],
+    rows: usize,
+    m: &LinearRef<'_>,
+    y: *mut f32,
+    cols: std::ops::Range<usize>,
+) {
+    debug_assert!(
+        cols.start.is_multiple_of(COLUMN_BLOCK)
+            && cols.end.is_multiple_of(COLUMN_BLOCK)
+            && cols.end <= m.outputs
+    );
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            // SAFETY: `isa` says the CPU has AVX-512F; the shapes are checked above.
-            #[expect(unsafe_code, reason = "calling the AVX-512 kernel after detection")]
-            unsafe {
-                x86::linear_avx512(x, rows, m, y)
-            }
-        }
+        Isa::Avx512 => x86::linear_avx512(x, rows, m, y, cols),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: `isa` says the CPU has AVX2 and FMA; the shapes are checked above.
-            #[expect(unsafe_code, reason = "calling the AVX2 kernel after detection")]
-            unsafe {
-                x86::linear_avx2(x, rows, m, y)
-            }
-        }
-        _ => linear_generic(x, rows, m, y),
+        Isa::Avx2 => x86::linear_avx2(x, rows, m, y, cols),
+        _ => linear_generic(x, rows, m, y, cols),
     }
 }
 
@@ -89,14 +121,27 @@ fn block_rows(rows: usize, mr: usize) -> usize {
 
 /// The portable kernel: blocks of 4 rows × 16 columns, written for the compiler to
 /// vectorize.
-pub fn linear_generic(x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) {
+///
+/// # Safety
+/// As [`linear_columns`].
+#[expect(
+    unsafe_code,
+    reason = "writes through a raw pointer the caller vouches for"
+)]
+unsafe fn linear_generic(
+    x: &[f32],
+    rows: usize,
+    m: &LinearRef<'_>,
+    y: *mut f32,
+    cols: std::ops::Range<usize>,
+) {
     const MR: usize = 4;
     const NR: usize = 16;
     let (k, n) = (m.inputs, m.outputs);
     let mut r0 = 0;
     while r0 < rows {
         let mr = (rows - r0).min(MR);
-        for n0 in (0..n).step_by(NR) {
+        for n0 in cols.clone().step_by(NR) {
             let mut acc = [[0f32; NR]; MR];
             for kk in 0..k {
                 let w = &m.weights[kk * n + n0..kk * n + n0 + NR];
@@ -112,7 +157,8 @@ pub fn linear_generic(x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) 
                 }
             }
             for (i, a) in acc.iter().enumerate().take(mr) {
-                let out = &mut y[(r0 + i) * n + n0..(r0 + i) * n + n0 + NR];
+                // SAFETY: row `r0 + i` < `rows` and columns `n0..n0 + NR` lie in `cols`.
+                let out = std::slice::from_raw_parts_mut(y.add((r0 + i) * n + n0), NR);
                 for (j, o) in out.iter_mut().enumerate() {
                     *o = a[j] * m.scales[n0 + j] + m.bias[n0 + j];
                 }
@@ -129,6 +175,7 @@ pub fn linear_generic(x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) 
 )]
 mod x86 {
     use std::arch::x86_64::*;
+    use std::ops::Range;
 
     use super::block_rows;
     use crate::format::LinearRef;
@@ -176,7 +223,13 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn linear_avx512(x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) {
+    pub unsafe fn linear_avx512(
+        x: &[f32],
+        rows: usize,
+        m: &LinearRef<'_>,
+        y: *mut f32,
+        cols: Range<usize>,
+    ) {
         const MR: usize = 12;
         let (k, n) = (m.inputs, m.outputs);
         let mr = block_rows(rows, MR);
@@ -187,8 +240,8 @@ mod x86 {
         while r0 < rows {
             let this = (rows - r0).min(mr);
             let xp = x.as_ptr().add(r0 * k);
-            let yp = y.as_mut_ptr().add(r0 * n);
-            for n0 in (0..n).step_by(32) {
+            let yp = y.add(r0 * n);
+            for n0 in cols.clone().step_by(32) {
                 match this {
                     12 => block512::<12>(xp, k, w, n, n0, s, b, yp),
                     11 => block512::<11>(xp, k, w, n, n0, s, b, yp),
@@ -251,7 +304,13 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn linear_avx2(x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) {
+    pub unsafe fn linear_avx2(
+        x: &[f32],
+        rows: usize,
+        m: &LinearRef<'_>,
+        y: *mut f32,
+        cols: Range<usize>,
+    ) {
         const MR: usize = 6;
         let (k, n) = (m.inputs, m.outputs);
         let mr = block_rows(rows, MR);
@@ -260,8 +319,8 @@ mod x86 {
         while r0 < rows {
             let this = (rows - r0).min(mr);
             let xp = x.as_ptr().add(r0 * k);
-            let yp = y.as_mut_ptr().add(r0 * n);
-            for n0 in (0..n).step_by(16) {
+            let yp = y.add(r0 * n);
+            for n0 in cols.clone().step_by(16) {
                 match this {
                     6 => block256::<6>(xp, k, w, n, n0, s, b, yp),
                     5 => block256::<5>(xp, k, w, n, n0, s, b, yp),

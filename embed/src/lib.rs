@@ -22,6 +22,7 @@ pub mod format;
 mod forward;
 mod kernel;
 mod math;
+mod team;
 pub mod tokenize;
 
 use std::path::{Path, PathBuf};
