@@ -80,8 +80,8 @@ pub enum TurnEvent<'a> {
     Answering { agent: &'a str, reason: &'a str },
 }
 
-/// How a turn ended.
-#[derive(Clone, Debug, PartialEq)]
+/// How a turn ended; serve's control socket carries it as it is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnOutcome {
     pub turn: String,
     pub session: String,

@@ -399,7 +399,7 @@ fn turn(
             if let Ok(mut t) = shared.last_turn.lock() {
                 *t = Some(outcome.turn.clone());
             }
-            Reply::Outcome(outcome.into())
+            Reply::Outcome(outcome)
         }
         Err(e) => Reply::Error(WireError::from(&e)),
     };

@@ -172,7 +172,7 @@ impl Client {
                     }
                     sink(ev.as_event());
                 }
-                Some(Reply::Outcome(o)) => return Ok(o.into()),
+                Some(Reply::Outcome(o)) => return Ok(o),
                 Some(Reply::Error(e)) => return Err(e.into()),
                 Some(other) => {
                     return Err(RuntimeError::ServeLost {

@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 
-use axocoatl_store::ledger::record::{TurnState, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Attachments, SendOptions, TurnOutcome};
@@ -113,7 +112,7 @@ impl WireSend {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     Event(WireEvent),
-    Outcome(WireOutcome),
+    Outcome(TurnOutcome),
     Error(WireError),
     Stopped {
         turn: String,
@@ -179,49 +178,6 @@ pub struct ScheduleEntry {
 
 /// A turn event, owned: what the control socket carries.
 pub use crate::turn::OwnedTurnEvent as WireEvent;
-
-/// A [`TurnOutcome`], owned and serializable.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct WireOutcome {
-    pub turn: String,
-    pub session: String,
-    pub agent: String,
-    pub agent_name: Option<String>,
-    pub state: TurnState,
-    pub output: String,
-    pub error: Option<String>,
-    pub usage: Usage,
-}
-
-impl From<TurnOutcome> for WireOutcome {
-    fn from(o: TurnOutcome) -> WireOutcome {
-        WireOutcome {
-            turn: o.turn,
-            session: o.session,
-            agent: o.agent,
-            agent_name: o.agent_name,
-            state: o.state,
-            output: o.output,
-            error: o.error,
-            usage: o.usage,
-        }
-    }
-}
-
-impl From<WireOutcome> for TurnOutcome {
-    fn from(o: WireOutcome) -> TurnOutcome {
-        TurnOutcome {
-            turn: o.turn,
-            session: o.session,
-            agent: o.agent,
-            agent_name: o.agent_name,
-            state: o.state,
-            output: o.output,
-            error: o.error,
-            usage: o.usage,
-        }
-    }
-}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WireRewind {
