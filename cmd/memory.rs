@@ -334,7 +334,7 @@ fn show_blocks(memory: &AgentMemory, json: bool, ui: &mut Ui) -> CliResult {
     let blocks = memory.blocks_view().map_err(memory_error)?;
     let root = |p: &std::path::Path| {
         let s = p.display().to_string();
-        match s.find("/.axocoatl/") {
+        match s.find(&format!("/{}/", axocoatl_store::layout::REPO_DIR)) {
             Some(i) => s[i + 1..].to_owned(),
             None => s,
         }

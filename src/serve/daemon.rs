@@ -175,8 +175,8 @@ pub fn run(ws: Workspace, opts: ServeOptions) -> Result<()> {
 
 async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> {
     let repo = ws.repo();
-    let socket = repo.path(super::SOCKET);
-    let actors_dir = repo.path(super::ACTORS_DIR);
+    let socket = repo.path(layout::SERVE_SOCKET);
+    let actors_dir = repo.path(layout::ACTORS_DIR);
     axocoatl_store::fsutil::create_dir_private(&actors_dir)?;
     let _ = std::fs::remove_file(&socket);
     let listener = sock::bind(&socket).map_err(RuntimeError::io("listen on", &socket))?;
@@ -341,7 +341,7 @@ fn new_slot(actors_dir: &std::path::Path, n: usize, session: &str, agent: &str) 
     Slot {
         session: session.to_owned(),
         agent: agent.to_owned(),
-        socket: actors_dir.join(format!("{n}.sock")),
+        socket: actors_dir.join(layout::actor_socket_name(n)),
         phase: Phase::Starting,
         pid: None,
         restarts: 0,
@@ -436,7 +436,7 @@ fn slot_for(
         return i;
     }
     let n = st.slots.len();
-    let dir = d.ws.repo().path(super::ACTORS_DIR);
+    let dir = d.ws.repo().path(layout::ACTORS_DIR);
     st.slots.push(new_slot(&dir, n, session, agent));
     drop(st);
     let _ = spawn.send(n);

@@ -158,3 +158,65 @@ fn the_runtime_never_parses_command_lines_or_prints() {
         }
     }
 }
+
+/// Files of modules declared `#[cfg(test)] mod name;` in `dir`'s `mod.rs` or `lib.rs`.
+fn test_modules(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let re =
+        regex::Regex::new(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_0-9]+)\s*;")
+            .expect("re");
+    let mut out = BTreeSet::new();
+    for file in files {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let dir = match name {
+            "mod.rs" | "lib.rs" | "main.rs" => file.parent().expect("dir").to_owned(),
+            _ => file.with_extension(""),
+        };
+        let text = std::fs::read_to_string(file).expect("read");
+        for c in re.captures_iter(&text) {
+            out.insert(dir.join(format!("{}.rs", &c[1])));
+            out.insert(dir.join(&c[1]).join("mod.rs"));
+        }
+    }
+    out
+}
+
+/// Every file name under `.axocoatl/` is spelled in `store/src/layout.rs`: the runtime and
+/// the command line join the repository's path with its constants and functions, never
+/// with names of their own.
+#[test]
+fn repository_file_names_are_spelled_only_in_the_layout() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layout = std::fs::read_to_string(root.join("store/src/layout.rs")).expect("layout.rs");
+    let constant = regex::Regex::new(r#"pub const [A-Z_]+: &str = "([^"]+)";"#).expect("re");
+    // Names specific enough to be found as they are: paths and names with a dot (but
+    // `.gitignore`, which the file tools read in workspaces too).
+    let names: BTreeSet<String> = constant
+        .captures_iter(&layout)
+        .map(|c| c[1].to_owned())
+        .filter(|n| (n.contains('/') || n.contains('.')) && n != ".gitignore")
+        .collect();
+    assert!(names.contains("run/serve.sock"), "{names:?}");
+    let literal = regex::Regex::new(r#""((?:[^"\\]|\\.)*)""#).expect("re");
+    let mut files = Vec::new();
+    for dir in ["src", "cmd"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let mut spelled = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        for c in literal.captures_iter(&non_test_source(file)) {
+            let s = &c[1];
+            if names.contains(s) || s.starts_with("run/") || s.contains("/.axocoatl/") {
+                spelled.push(format!(
+                    "{}: {s:?}",
+                    file.strip_prefix(root).unwrap_or(file).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        spelled.is_empty(),
+        "file names of the repository spelled outside store/src/layout.rs (add a constant there):\n{}",
+        spelled.join("\n")
+    );
+}
