@@ -7,7 +7,6 @@
 //! from the ledger, which is the authority.
 
 use std::fs;
-use std::time::Duration;
 
 use axocoatl_store::fsutil::{create_dir_private, write_atomic, Durability};
 use axocoatl_store::layout::{rewind_pending_path, session_lock_path, REWIND_PENDING_DIR};
@@ -22,10 +21,6 @@ use crate::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView};
 use crate::session::{self, Wait};
-
-/// Test hook: milliseconds to pause between the boundary append and the checkpoint write,
-/// so a crash test can kill the process there.
-pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_AFTER_REWIND_BOUNDARY";
 
 pub const MULTI_AGENT_REASON: &str = "Coordinator and multi-Agent Sessions cannot currently be rewound because child checkpoints cannot be projected safely across that boundary";
 
@@ -192,12 +187,8 @@ fn append_boundary(
             target: target.to_owned(),
             at: clock::now(),
         })])?;
-    if let Some(ms) = std::env::var(PAUSE_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(Duration::from_millis(ms));
-    }
+    // Where a crash test kills the process: the boundary is durable, the checkpoint not.
+    axocoatl_store::failpoint::pause("rewind.boundary.appended");
     Ok(appended.last().map(|a| a.seq).unwrap_or(0))
 }
 

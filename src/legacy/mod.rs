@@ -21,6 +21,7 @@ use turns::{missing, split_turns, turn_records, turn_usage, LegacyTurn};
 
 use std::collections::HashMap;
 
+use axocoatl_store::failpoint;
 use axocoatl_store::layout::{check_session_name, component, CHECKPOINTS_DIR};
 use axocoatl_store::ledger::record::{LegacyImportBegun, LegacyImportEnded, Usage};
 use axocoatl_store::ledger::Record;
@@ -35,11 +36,6 @@ use crate::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView, ViewState};
 use crate::session::{self, Wait};
-
-/// Test hook: the import step after which the process waits this many milliseconds (as
-/// `STEP:MS`, e.g. `turn-2:20000`), so a crash test can kill it there. Steps: `begun`,
-/// `turn-N` (after the N-th turn, from 1), `ended`, `checkpoint`.
-pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_IMPORT_AT";
 
 /// Where a 0.1.x checkpoint stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -400,20 +396,6 @@ fn run(repo: &Repo, keep: usize, wait: Wait) -> Result<Report> {
     Ok(report)
 }
 
-/// Pauses at `step` when the test hook asks for it.
-fn step(name: &str) {
-    let Ok(v) = std::env::var(PAUSE_ENV) else {
-        return;
-    };
-    if let Some((at, ms)) = v.rsplit_once(':') {
-        if at == name {
-            if let Ok(ms) = ms.parse::<u64>() {
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-            }
-        }
-    }
-}
-
 /// Commits the transcript (what is missing of it) and then the checkpoint. The caller holds
 /// the session lock; the state is read again under it.
 fn commit(
@@ -443,7 +425,7 @@ fn commit(
                 turns: turns.len() as u32,
                 at: clock::now(),
             })])?;
-            step("begun");
+            failpoint::pause("legacy.import.begun");
         }
         for (i, t) in turns.iter().enumerate() {
             let records = turn_records(repo, ck, session, agent, i, t)?;
@@ -453,7 +435,7 @@ fn commit(
                 None => records,
             };
             ledger.append_lazy(&records)?;
-            step(&format!("turn-{}", i + 1));
+            failpoint::pause("legacy.import.turn");
         }
         let appended = ledger.append(&[Record::LegacyImportEnded(LegacyImportEnded {
             session: session.to_owned(),
@@ -463,12 +445,12 @@ fn commit(
             at: clock::now(),
         })])?;
         end_seq = appended.last().map(|a| a.seq);
-        step("ended");
+        failpoint::pause("legacy.import.ended");
     }
     if !has_current_checkpoint(repo, &format!("{session}:{agent}")) {
         write_checkpoint(repo, ck, session, agent, turns, end_seq.unwrap_or(0), keep);
         action = action.or(Some("checkpoint-written"));
-        step("checkpoint");
+        failpoint::pause("legacy.import.checkpoint");
     }
     Ok(action)
 }

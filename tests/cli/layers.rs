@@ -220,3 +220,22 @@ fn repository_file_names_are_spelled_only_in_the_layout() {
         spelled.join("\n")
     );
 }
+
+/// Release code reads no test-only environment variable: tests pause or break the binary
+/// through the store's failpoints, which only the test build has (the `failpoints`
+/// feature).
+#[test]
+fn release_code_reads_no_test_environment_variable() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "cmd", "store/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    for file in &files {
+        assert!(
+            !non_test_source(file).contains("AXOCOATL_TEST_"),
+            "{} names an AXOCOATL_TEST_ variable: make it a failpoint (store/src/failpoint.rs)",
+            file.display()
+        );
+    }
+}
