@@ -192,35 +192,9 @@ fn candidate(
             format!("session {session:?} has checkpoints of {agents_of_session} agents: only a single-agent session is imported"),
         );
     }
-    let mut found = None;
-    let mut bad = None;
-    let mut current_format = false;
-    for file in v0::files(&input.path)? {
-        match v0::read(&file)? {
-            Ok(ck) => {
-                found = Some(ck);
-                break;
-            }
-            Err(NotV0::Current) => current_format = true,
-            Err(NotV0::Bad(reason)) => {
-                bad.get_or_insert((rel(repo, &file.path), reason));
-            }
-        }
-    }
-    let Some(ck) = found else {
-        return skip(
-            c,
-            match (bad, current_format) {
-                (Some((path, reason)), _) => {
-                    format!("no usable 0.1.x checkpoint ({path}: {reason})")
-                }
-                (None, true) => {
-                    "its checkpoints are in today's format: read as checkpoints, nothing to import"
-                        .into()
-                }
-                (None, false) => "no 0.1.x checkpoint in it".into(),
-            },
-        );
+    let ck = match first_v0(repo, &input.path)? {
+        Ok(ck) => ck,
+        Err(reason) => return skip(c, reason),
     };
     c.source = rel(repo, &ck.file.path);
     c.format = Some(ck.format.as_str());
@@ -261,6 +235,31 @@ fn candidate(
         ImportState::Pending
     };
     Ok((c, Some((ck, turns))))
+}
+
+/// The first 0.1.x checkpoint of the directory `dir`, or why there is none to import.
+fn first_v0(
+    repo: &Repo,
+    dir: &std::path::Path,
+) -> Result<std::result::Result<V0Checkpoint, String>> {
+    let mut bad = None;
+    let mut current_format = false;
+    for file in v0::files(dir)? {
+        match v0::read(&file)? {
+            Ok(ck) => return Ok(Ok(ck)),
+            Err(NotV0::Current) => current_format = true,
+            Err(NotV0::Bad(reason)) => {
+                bad.get_or_insert((rel(repo, &file.path), reason));
+            }
+        }
+    }
+    Ok(Err(match (bad, current_format) {
+        (Some((path, reason)), _) => format!("no usable 0.1.x checkpoint ({path}: {reason})"),
+        (None, true) => {
+            "its checkpoints are in today's format: read as checkpoints, nothing to import".into()
+        }
+        (None, false) => "no 0.1.x checkpoint in it".into(),
+    }))
 }
 
 fn has_current_checkpoint(repo: &Repo, agent_id: &str) -> bool {
