@@ -40,6 +40,13 @@ impl CliError {
         CliError::new(ErrorKind::Usage, message)
     }
 
+    /// A bug in axocoatl (exit 70): an invariant broken, or one of its own types that does
+    /// not serialize.
+    pub fn internal(message: impl std::fmt::Display) -> CliError {
+        CliError::new(ErrorKind::Internal, format!("internal error: {message}"))
+            .hint(axocoatl::error::INTERNAL_HINT)
+    }
+
     /// An I/O error on `path` while doing `what` ("write", "create", …).
     pub fn io(what: &str, path: &std::path::Path, e: io::Error) -> CliError {
         let mut err = CliError::new(
@@ -92,6 +99,11 @@ fn causes_of(e: &dyn std::error::Error) -> Vec<String> {
 /// Output errors: the terminal's streams name themselves in the error (see `ui.rs`).
 impl From<io::Error> for CliError {
     fn from(e: io::Error) -> Self {
+        if e.get_ref()
+            .is_some_and(|inner| inner.is::<crate::ui::Unserializable>())
+        {
+            return CliError::internal(e);
+        }
         let mut err = CliError::new(ErrorKind::Failure, e.to_string());
         err.broken_pipe = e.kind() == io::ErrorKind::BrokenPipe;
         err
@@ -117,5 +129,22 @@ impl From<RuntimeError> for CliError {
             details: e.details(),
             broken_pipe: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `--json` line that does not serialize is a bug: exit 70, with the report hint.
+    #[test]
+    fn an_unserializable_line_is_an_internal_error() {
+        let cause = serde_json::from_str::<u8>("x").expect_err("not a number");
+        let e = CliError::from(io::Error::other(crate::ui::Unserializable(cause)));
+        assert_eq!(e.kind, ErrorKind::Internal);
+        assert_eq!(exit::code(e.kind), 70);
+        assert!(e.message.starts_with("internal error: "), "{}", e.message);
+        assert_eq!(e.hints, [axocoatl::error::INTERNAL_HINT]);
+        assert!(!e.is_broken_pipe());
     }
 }

@@ -27,6 +27,9 @@ pub const FSCK_FINDINGS: i32 = 9;
 pub const NO_REPO: i32 = 10;
 /// The request was refused by a rule (retry with attachments, rewind of a busy session…).
 pub const REFUSED: i32 = 11;
+/// A bug in axocoatl (an invariant broken, its own output failing to serialize): sysexits'
+/// EX_SOFTWARE.
+pub const INTERNAL: i32 = 70;
 
 /// The exit code of an error of `kind`: the one place errors become exit codes.
 pub fn code(kind: ErrorKind) -> i32 {
@@ -38,6 +41,7 @@ pub fn code(kind: ErrorKind) -> i32 {
         ErrorKind::Busy => BUSY,
         ErrorKind::NoRepository => NO_REPO,
         ErrorKind::Refused => REFUSED,
+        ErrorKind::Internal => INTERNAL,
     }
 }
 
@@ -65,4 +69,5 @@ Exit codes:
   8   the session already has an active turn
   9   fsck found problems
   10  no repository, or an unsupported repository format
-  11  refused by a rule (e.g. retry of a turn that used attachments)";
+  11  refused by a rule (e.g. retry of a turn that used attachments)
+  70  internal error: a bug in axocoatl (please report it)";

@@ -109,7 +109,13 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ))?;
     }
     let clean = report.is_clean();
-    if args.json {
+    summary(&report, clean, args.json, ui)?;
+    Ok(if clean { exit::OK } else { exit::FSCK_FINDINGS })
+}
+
+/// The last line: what was checked, and whether it is clean.
+fn summary(report: &fsck::Report, clean: bool, json: bool, ui: &mut Ui) -> CliResult<()> {
+    if json {
         ui.json_line(&FsckLine::Summary {
             clean,
             segments: report.segments,
@@ -149,7 +155,7 @@ pub fn run(args: FsckArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             s(report.memory_files),
         )?;
     }
-    Ok(if clean { exit::OK } else { exit::FSCK_FINDINGS })
+    Ok(())
 }
 
 fn s(n: u64) -> &'static str {

@@ -113,6 +113,51 @@ const OUTPUTS: &[Output] = &[
         schema: of::<McpServerLine<'static>>,
     },
     Output {
+        commands: "memory core --json, memory core show --json",
+        lines: "one line per core block",
+        schema: of::<CoreBlockJson<'static>>,
+    },
+    Output {
+        commands: "memory core show LABEL --json",
+        lines: "the block",
+        schema: of::<CoreValueJson<'static>>,
+    },
+    Output {
+        commands: "memory core set --json, memory core append --json, memory core replace --json",
+        lines: "the block after the edit",
+        schema: of::<CoreEditJson<'static>>,
+    },
+    Output {
+        commands: "memory log --json",
+        lines: "one line per record of the daily log, oldest first",
+        schema: of::<LogRecordJson<'static>>,
+    },
+    Output {
+        commands: "memory search --json",
+        lines: "one line per record found, closest first",
+        schema: of::<HitJson<'static>>,
+    },
+    Output {
+        commands: "memory add --json",
+        lines: "the records added",
+        schema: of::<MemoryAddJson<'static>>,
+    },
+    Output {
+        commands: "memory status --json",
+        lines: "the agent's memory tiers",
+        schema: of::<MemoryStatusJson<'static>>,
+    },
+    Output {
+        commands: "memory reindex --json",
+        lines: "the reindex",
+        schema: of::<ReindexJson<'static>>,
+    },
+    Output {
+        commands: "memory consolidate --json",
+        lines: "one line per agent consolidated",
+        schema: of::<ConsolidateJson<'static>>,
+    },
+    Output {
         commands: "automations list --json",
         lines: "one line per automation",
         schema: of::<crate::automations::StatusJson<'static>>,
@@ -136,8 +181,8 @@ change meaning; new fields may be added, so ignore the ones you do not know. Tim
 RFC 3339 UTC strings unless noted; `null` means absent. A field marked *optional* is left
 out when it does not apply; every other field is always there.
 
-`memory … --json` and `models … --json` print objects built where they are printed
-(cmd/memory.rs, cmd/models.rs), not yet types of this reference.
+`models … --json` prints objects built where they are printed (cmd/models.rs), not yet
+types of this reference.
 
 ";
 

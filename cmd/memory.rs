@@ -4,17 +4,18 @@ use std::io::{IsTerminal, Read, Write};
 
 use axocoatl::clock;
 use axocoatl::memory::daily::{parse_bound, record_line};
-use axocoatl::memory::semantic::Hit;
 use axocoatl::memory::{recall, session_of, AgentMemory, CoreEdit, MemoryError};
 use axocoatl::workspace::Workspace;
-use axocoatl_store::memory::LogRecord;
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use crate::fmt::safe;
+use crate::json::{
+    ConsolidateEditJson, ConsolidateJson, ConsolidatePass, CoreBlockJson, CoreEditJson,
+    CoreValueJson, HitJson, LogRecordJson, MemoryAddJson, MemoryStatusJson, ReindexJson, UsageJson,
+};
 use crate::ui::Ui;
 
 /// Inspect and edit agent memory: core blocks, the daily log, semantic recall.
@@ -274,7 +275,13 @@ fn core(
                 .get(&block.label, block.shared)
                 .map_err(|e| memory_error(e.into()))?;
             if json {
-                ui.json_line(&json!({"label": label, "shared": block.shared, "limit": block.limit, "chars": value.chars().count(), "value": value}))?;
+                ui.json_line(&CoreValueJson {
+                    label: &label,
+                    shared: block.shared,
+                    limit: block.limit,
+                    chars: value.chars().count(),
+                    value: &value,
+                })?;
             } else {
                 writeln!(ui.out, "{}", safe(&value))?;
             }
@@ -304,7 +311,12 @@ fn core(
         ui.warn(w)?;
     }
     if json {
-        ui.json_line(&json!({"label": done.label, "shared": done.shared, "chars": done.chars, "limit": done.limit}))?;
+        ui.json_line(&CoreEditJson {
+            label: &done.label,
+            shared: done.shared,
+            chars: done.chars,
+            limit: done.limit,
+        })?;
     } else {
         writeln!(
             ui.out,
@@ -322,17 +334,22 @@ fn show_blocks(memory: &AgentMemory, json: bool, ui: &mut Ui) -> CliResult {
     let blocks = memory.blocks_view().map_err(memory_error)?;
     let root = |p: &std::path::Path| {
         let s = p.display().to_string();
-        match s.find("/.axocoatl/") {
+        match s.find(&format!("/{}/", axocoatl_store::layout::REPO_DIR)) {
             Some(i) => s[i + 1..].to_owned(),
             None => s,
         }
     };
     for (i, b) in blocks.iter().enumerate() {
         if json {
-            ui.json_line(&json!({
-                "agent_id": memory.id, "label": b.label, "shared": b.shared, "limit": b.limit,
-                "chars": b.chars, "value": b.value, "file": root(&b.file),
-            }))?;
+            ui.json_line(&CoreBlockJson {
+                agent_id: &memory.id,
+                label: &b.label,
+                shared: b.shared,
+                limit: b.limit,
+                chars: b.chars,
+                value: &b.value,
+                file: root(&b.file),
+            })?;
             continue;
         }
         if i > 0 {
@@ -395,7 +412,7 @@ fn log(
     }
     for r in &read.records {
         if json {
-            ui.json_line(&log_json(r))?;
+            ui.json_line(&LogRecordJson::from(r))?;
         } else {
             writeln!(ui.out, "{}", record_line(r, 200))?;
         }
@@ -408,20 +425,6 @@ fn log(
         ))?;
     }
     Ok(exit::OK)
-}
-
-fn log_json(r: &LogRecord) -> serde_json::Value {
-    serde_json::to_value(r).unwrap_or_else(|_| json!({}))
-}
-
-fn hit_json(h: &Hit, superseded: bool) -> serde_json::Value {
-    json!({
-        "id": h.id,
-        "score": h.score,
-        "text": h.text,
-        "source": {"kind": h.source.kind.as_str(), "turn": h.source.turn, "at": clock::rfc3339(h.source.at)},
-        "superseded": superseded,
-    })
 }
 
 fn search(
@@ -456,7 +459,7 @@ fn search(
     for h in &hits {
         let rewound = recall::of_turns(h, &superseded);
         if json {
-            ui.json_line(&hit_json(h, rewound))?;
+            ui.json_line(&HitJson::new(h, rewound))?;
         } else {
             let turn = h
                 .source
@@ -509,7 +512,10 @@ fn add(
         ui.warn(&w)?;
     }
     if json {
-        ui.json_line(&json!({"agent_id": memory.id, "records": ids}))?;
+        ui.json_line(&MemoryAddJson {
+            agent_id: &memory.id,
+            records: &ids,
+        })?;
     } else {
         writeln!(
             ui.out,
@@ -540,23 +546,23 @@ fn status(
     }
     let recall = &agent.memory.recall;
     if json {
-        ui.json_line(&json!({
-            "agent_id": memory.id,
-            "recall_path": s.path.as_str(),
-            "reason": s.reason,
-            "hint": s.hint,
-            "records": s.records,
-            "damaged": damaged,
-            "indexed": s.indexed,
-            "passive_inject": recall.passive_inject,
-            "top_k": recall.top_k,
-            "min_score": recall.min_score,
-            "core_blocks": blocks.len(),
-            "core_blocks_with_value": blocks.iter().filter(|b| !b.value.is_empty()).count(),
-            "daily_log_days": dates.len(),
-            "daily_log_first": dates.first(),
-            "daily_log_last": dates.last(),
-        }))?;
+        ui.json_line(&MemoryStatusJson {
+            agent_id: &memory.id,
+            recall_path: s.path.as_str(),
+            reason: s.reason.as_deref(),
+            hint: s.hint.as_deref(),
+            records: s.records,
+            damaged,
+            indexed: s.indexed,
+            passive_inject: recall.passive_inject,
+            top_k: recall.top_k,
+            min_score: recall.min_score,
+            core_blocks: blocks.len(),
+            core_blocks_with_value: blocks.iter().filter(|b| !b.value.is_empty()).count(),
+            daily_log_days: dates.len(),
+            daily_log_first: dates.first().map(String::as_str),
+            daily_log_last: dates.last().map(String::as_str),
+        })?;
         return Ok(exit::OK);
     }
     let path = match &s.reason {
@@ -623,7 +629,12 @@ fn reindex(
         ui.warn(&w)?;
     }
     if json {
-        ui.json_line(&json!({"agent_id": memory.id, "recall_path": done.path.as_str(), "records": done.records, "damaged": store.damage().len()}))?;
+        ui.json_line(&ReindexJson {
+            agent_id: &memory.id,
+            recall_path: done.path.as_str(),
+            records: done.records,
+            damaged: store.damage().len(),
+        })?;
     } else {
         writeln!(
             ui.out,
@@ -659,9 +670,11 @@ fn consolidate(
         match &p.result {
             PassResult::Skipped { reason } => {
                 if json {
-                    ui.json_line(
-                        &json!({"agent": p.agent, "agent_id": p.scope, "skipped": reason}),
-                    )?;
+                    ui.json_line(&ConsolidateJson {
+                        agent: &p.agent,
+                        agent_id: &p.scope,
+                        pass: ConsolidatePass::Skipped { skipped: reason },
+                    })?;
                 } else {
                     writeln!(ui.out, "{}: skipped: {reason}", p.agent)?;
                 }
@@ -680,22 +693,25 @@ fn consolidate(
                     TurnState::Failed => exit::TURN_FAILED,
                     TurnState::Interrupted => exit::TURN_INTERRUPTED,
                 });
-                let edits: Vec<serde_json::Value> = applied
-                    .iter()
-                    .map(|a| match a {
-                        Applied::Done(d) => json!({"label": d.label, "applied": true, "chars": d.chars, "limit": d.limit}),
-                        Applied::Refused { label, reason } => json!({"label": label, "applied": false, "reason": reason}),
-                    })
-                    .collect();
                 if json {
-                    ui.json_line(&json!({
-                        "agent": p.agent, "agent_id": p.scope, "turn": turn, "state": state.as_str(),
-                        "records": records, "edits": edits, "error": error,
-                        "usage": crate::json::UsageJson::from(usage),
-                    }))?;
+                    ui.json_line(&ConsolidateJson {
+                        agent: &p.agent,
+                        agent_id: &p.scope,
+                        pass: ConsolidatePass::Ran {
+                            turn,
+                            state: state.as_str(),
+                            records: *records,
+                            edits: applied.iter().map(ConsolidateEditJson::from).collect(),
+                            error: error.as_deref(),
+                            usage: UsageJson::from(usage),
+                        },
+                    })?;
                     continue;
                 }
-                let done = edits.iter().filter(|e| e["applied"] == true).count();
+                let done = applied
+                    .iter()
+                    .filter(|a| matches!(a, Applied::Done(_)))
+                    .count();
                 writeln!(
                     ui.out,
                     "{}: {} (turn {turn}): read {records} record{}, {done} edit{} applied, {} refused",
@@ -703,7 +719,7 @@ fn consolidate(
                     state.as_str(),
                     if *records == 1 { "" } else { "s" },
                     if done == 1 { "" } else { "s" },
-                    edits.len() - done
+                    applied.len() - done
                 )?;
                 for a in applied {
                     match a {

@@ -12,6 +12,19 @@ pub enum ColorChoice {
     Never,
 }
 
+/// A `--json` line that did not serialize, carried in an I/O error: a bug, which the command
+/// line reports as an internal error (exit 70).
+#[derive(Debug)]
+pub struct Unserializable(pub serde_json::Error);
+
+impl std::fmt::Display for Unserializable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot serialize a --json line: {}", self.0)
+    }
+}
+
+impl std::error::Error for Unserializable {}
+
 pub struct Ui {
     pub out: Box<dyn Write>,
     pub err: Box<dyn Write>,
@@ -77,8 +90,10 @@ impl Ui {
     }
 
     /// Writes one value as a line of JSON (every `--json` output is a type in `json.rs`).
+    /// Writes `value` as one line of JSON. A value that does not serialize is a bug (every
+    /// `--json` output is a type of `crate::json`): an internal error, never a line left out.
     pub fn json_line<T: serde::Serialize>(&mut self, value: &T) -> io::Result<()> {
-        let line = serde_json::to_string(value).map_err(io::Error::other)?;
+        let line = serde_json::to_string(value).map_err(|e| io::Error::other(Unserializable(e)))?;
         writeln!(self.out, "{line}")
     }
 

@@ -111,84 +111,101 @@ pub fn run(args: UtilArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             tag,
             print,
             batch,
-        } => {
-            let root = g.locator()?.find_repo()?;
-            let repo = Repo::open(&root, &open_options())?;
-            let mut i = 0;
-            while i < count {
-                let n = batch.min(count - i);
-                let records: Vec<Record> = (i..i + n)
-                    .map(|k| {
-                        let mut text = format!("{tag}:{k}:");
-                        while text.len() < size {
-                            text.push((b'a' + (text.len() % 26) as u8) as char);
-                        }
-                        Record::Note(Note { text })
-                    })
-                    .collect();
-                let appended = repo.ledger().append(&records)?;
-                if print {
-                    for (k, a) in (i..i + n).zip(&appended) {
-                        writeln!(ui.out, "{} {tag}:{k}", a.seq)?;
-                    }
-                    ui.out.flush()?;
-                }
-                i += n;
-            }
-            Ok(exit::OK)
-        }
+        } => ledger_append(g, ui, count, size, &tag, print, batch),
         UtilCommand::Embedder => embedder(ui),
-        UtilCommand::LedgerDump => {
-            let root = g.locator()?.find_repo()?;
-            let repo = Repo::open(&root, &open_options())?;
-            let mut damaged = false;
-            for entry in repo.ledger().scan_all() {
-                match entry {
-                    Ok(e) => match &e.record {
-                        Some(Record::Note(n)) => writeln!(ui.out, "{} Note {}", e.seq, n.text)?,
-                        Some(r) => writeln!(ui.out, "{} {}", e.seq, r.kind_name())?,
-                        None => writeln!(ui.out, "{} unknown-kind-{}", e.seq, e.kind)?,
-                    },
-                    Err(err) => {
-                        damaged = true;
-                        ui.warn(&err.to_string())?;
-                    }
+        UtilCommand::LedgerDump => ledger_dump(g, ui),
+        UtilCommand::Checkpoints { session, agent } => checkpoints(g, ui, &session, &agent),
+    }
+}
+
+/// `util ledger-append`: `count` notes of `size` bytes tagged `tag`, `batch` at a time.
+fn ledger_append(
+    g: &GlobalArgs,
+    ui: &mut Ui,
+    count: u64,
+    size: usize,
+    tag: &str,
+    print: bool,
+    batch: u64,
+) -> CliResult {
+    let root = g.locator()?.find_repo()?;
+    let repo = Repo::open(&root, &open_options())?;
+    let mut i = 0;
+    while i < count {
+        let n = batch.min(count - i);
+        let records: Vec<Record> = (i..i + n)
+            .map(|k| {
+                let mut text = format!("{tag}:{k}:");
+                while text.len() < size {
+                    text.push((b'a' + (text.len() % 26) as u8) as char);
                 }
+                Record::Note(Note { text })
+            })
+            .collect();
+        let appended = repo.ledger().append(&records)?;
+        if print {
+            for (k, a) in (i..i + n).zip(&appended) {
+                writeln!(ui.out, "{} {tag}:{k}", a.seq)?;
             }
-            Ok(if damaged { exit::ERROR } else { exit::OK })
+            ui.out.flush()?;
         }
-        UtilCommand::Checkpoints { session, agent } => {
-            let root = g.locator()?.find_repo()?;
-            let repo = Repo::open(&root, &open_options())?;
-            let (good, bad) = axocoatl::checkpoint::load_all(&repo, &session, &agent);
-            let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
-            for c in good {
-                let s = &c.snapshot;
-                ui.json_line(&CheckpointJson::Valid {
-                    file: name(&c.file.path),
-                    valid: true,
-                    ledger_seq: s.ledger_seq,
-                    head_turn: s.head_turn.as_deref(),
-                    in_flight: s.in_flight,
-                    messages: s.messages.len(),
-                    roles: s
-                        .messages
-                        .iter()
-                        .map(|m| format!("{:?}", m.role).to_lowercase())
-                        .collect(),
-                    usage: UsageJson::from(&s.usage),
-                })?;
+        i += n;
+    }
+    Ok(exit::OK)
+}
+
+/// `util ledger-dump`: every record's sequence number and kind (a note's text too).
+fn ledger_dump(g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    let root = g.locator()?.find_repo()?;
+    let repo = Repo::open(&root, &open_options())?;
+    let mut damaged = false;
+    for entry in repo.ledger().scan_all() {
+        match entry {
+            Ok(e) => match &e.record {
+                Some(Record::Note(n)) => writeln!(ui.out, "{} Note {}", e.seq, n.text)?,
+                Some(r) => writeln!(ui.out, "{} {}", e.seq, r.kind_name())?,
+                None => writeln!(ui.out, "{} unknown-kind-{}", e.seq, e.kind)?,
+            },
+            Err(err) => {
+                damaged = true;
+                ui.warn(&err.to_string())?;
             }
-            for (file, reason) in &bad {
-                ui.json_line(&CheckpointJson::Invalid {
-                    file: name(&file.path),
-                    valid: false,
-                    reason,
-                })?;
-            }
-            Ok(exit::OK)
         }
     }
+    Ok(if damaged { exit::ERROR } else { exit::OK })
+}
+
+/// `util checkpoints`: the agent's checkpoint files, valid or not, one JSON line each.
+fn checkpoints(g: &GlobalArgs, ui: &mut Ui, session: &str, agent: &str) -> CliResult {
+    let root = g.locator()?.find_repo()?;
+    let repo = Repo::open(&root, &open_options())?;
+    let (good, bad) = axocoatl::checkpoint::load_all(&repo, session, agent);
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    for c in good {
+        let s = &c.snapshot;
+        ui.json_line(&CheckpointJson::Valid {
+            file: name(&c.file.path),
+            valid: true,
+            ledger_seq: s.ledger_seq,
+            head_turn: s.head_turn.as_deref(),
+            in_flight: s.in_flight,
+            messages: s.messages.len(),
+            roles: s
+                .messages
+                .iter()
+                .map(|m| format!("{:?}", m.role).to_lowercase())
+                .collect(),
+            usage: UsageJson::from(&s.usage),
+        })?;
+    }
+    for (file, reason) in &bad {
+        ui.json_line(&CheckpointJson::Invalid {
+            file: name(&file.path),
+            valid: false,
+            reason,
+        })?;
+    }
+    Ok(exit::OK)
 }
 
 /// `util embedder`: loads the embedder (making its ready-to-run file if need be).

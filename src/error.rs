@@ -27,6 +27,9 @@ pub enum ErrorKind {
     NoRepository,
     /// Refused by a rule (exit 11).
     Refused,
+    /// A bug in axocoatl: an invariant broken, or one of its own types that does not
+    /// serialize (exit 70, sysexits' EX_SOFTWARE).
+    Internal,
 }
 
 /// Why an attachment could not be stored, found or read.
@@ -205,6 +208,9 @@ pub enum RuntimeError {
     /// An error that happened in `serve` (or one of its actors), as it was reported there.
     #[error("{}", .0.message)]
     Remote(RemoteError),
+    /// A bug: an invariant of axocoatl's own broken (what, in words).
+    #[error("internal error: {0}")]
+    Internal(String),
     #[error("cannot {op} {}", path.display())]
     Io {
         op: &'static str,
@@ -273,6 +279,7 @@ impl RuntimeError {
             | RuntimeError::ServeRunning { .. } => Busy,
             RuntimeError::ServeNotRunning { .. } => NoRepository,
             RuntimeError::Remote(r) => r.kind,
+            RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
             RuntimeError::Invalid { .. } => Usage,
             RuntimeError::Attach(e) => match e {
@@ -382,6 +389,7 @@ impl RuntimeError {
                 "`axocoatl history` shows how the turn ended; the next command records it interrupted if serve died",
             ),
             RuntimeError::Remote(r) => r.hints.clone(),
+            RuntimeError::Internal(_) => one(INTERNAL_HINT),
             RuntimeError::AgentRole { .. }
             | RuntimeError::Provider(_)
             | RuntimeError::NotSupported(_)
@@ -398,6 +406,10 @@ impl RuntimeError {
         }
     }
 }
+
+/// The hint of every error of kind [`ErrorKind::Internal`].
+pub const INTERNAL_HINT: &str =
+    "this is a bug in axocoatl: please report it with the command that failed and this message";
 
 fn store_kind(e: &StoreError) -> ErrorKind {
     match e {

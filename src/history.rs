@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlannedSubtask,
-    ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnState, Usage,
+    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlanMade,
+    PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
+    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage,
 };
 use axocoatl_store::ledger::{Damaged, Entry, Kind, Position, Record, Walked};
 use axocoatl_store::Repo;
@@ -638,30 +639,17 @@ fn apply(p: &mut Projection, entry: Entry) {
         }
         Record::TurnOrigin(o) => {
             if let Some(t) = turn_mut(p, &o.turn) {
-                t.origin = Some(OriginView {
-                    automation: o.automation,
-                    occurrence: o.occurrence,
-                    trigger: o.trigger,
-                    runner: o.runner,
-                    pid: o.pid,
-                });
+                t.origin = Some(origin_of(o));
             }
         }
         Record::TurnOverrides(o) => {
             if let Some(t) = turn_mut(p, &o.turn) {
-                t.overrides = Some(crate::overrides::Overrides {
-                    model: o.model,
-                    system: o.system,
-                    options: o.options,
-                });
+                t.overrides = Some(overrides_of(o));
             }
         }
         Record::AgentOutputBounded(o) => {
-            // Only the first bytes are here; `output_object` names the whole text.
             if let Some(t) = turn_mut(p, &o.turn) {
-                t.add_output(o.agent, o.text.inline);
-                t.output_object = o.text.object;
-                t.output_len = Some(o.text.len);
+                t.add_bounded_output(o.agent, o.text);
             }
         }
         Record::TurnEnded(e) => {
@@ -671,8 +659,7 @@ fn apply(p: &mut Projection, entry: Entry) {
         }
         Record::ToolStarted(s) => {
             if let Some(t) = turn_mut(p, &s.turn) {
-                let round = t.calls.len();
-                t.tools.push(ToolEvent::started(s, round));
+                t.tool_started(s);
             }
         }
         Record::ToolFinished(r) => {
@@ -703,38 +690,17 @@ fn apply(p: &mut Projection, entry: Entry) {
         Record::RewindBoundary(r) => supersede(p, &r.session, &r.target),
         Record::PlanMade(m) => {
             if let Some(t) = turn_mut(p, &m.turn) {
-                t.plan = Some(PlanView {
-                    method: m.method,
-                    subtasks: m.subtasks,
-                    rejected: m.rejected,
-                });
+                t.plan = Some(plan_of(m));
             }
         }
         Record::SubtaskStarted(s) => {
             if let Some(t) = turn_mut(p, &s.turn) {
-                t.subtasks.push(SubtaskView {
-                    subtask: s.subtask,
-                    worker: s.worker,
-                    state: ViewState::Running,
-                    error: None,
-                    output: String::new(),
-                    output_object: None,
-                    usage: None,
-                    started_at: s.at,
-                    ended_at: None,
-                });
+                t.subtasks.push(subtask_started(s));
             }
         }
         Record::SubtaskEnded(e) => {
             if let Some(t) = turn_mut(p, &e.turn) {
-                if let Some(s) = t.subtasks.iter_mut().rev().find(|s| s.subtask == e.subtask) {
-                    s.state = e.state.into();
-                    s.error = e.error;
-                    s.output = bounded_text(&e.output);
-                    s.output_object = e.output.object;
-                    s.usage = Some(e.usage);
-                    s.ended_at = Some(e.at);
-                }
+                end_subtask(t, e);
             }
         }
         Record::ActivationDecided(a) => {
@@ -752,6 +718,58 @@ fn apply(p: &mut Projection, entry: Entry) {
         | Record::LegacyImportBegun(_)
         | Record::LegacyImportEnded(_)
         | Record::Note(_) => {}
+    }
+}
+
+fn plan_of(m: PlanMade) -> PlanView {
+    PlanView {
+        method: m.method,
+        subtasks: m.subtasks,
+        rejected: m.rejected,
+    }
+}
+
+fn origin_of(o: TurnOrigin) -> OriginView {
+    OriginView {
+        automation: o.automation,
+        occurrence: o.occurrence,
+        trigger: o.trigger,
+        runner: o.runner,
+        pid: o.pid,
+    }
+}
+
+fn overrides_of(o: TurnOverrides) -> crate::overrides::Overrides {
+    crate::overrides::Overrides {
+        model: o.model,
+        system: o.system,
+        options: o.options,
+    }
+}
+
+fn subtask_started(s: SubtaskStarted) -> SubtaskView {
+    SubtaskView {
+        subtask: s.subtask,
+        worker: s.worker,
+        state: ViewState::Running,
+        error: None,
+        output: String::new(),
+        output_object: None,
+        usage: None,
+        started_at: s.at,
+        ended_at: None,
+    }
+}
+
+/// Ends the latest subtask of turn `t` that `e` names.
+fn end_subtask(t: &mut TurnView, e: SubtaskEnded) {
+    if let Some(s) = t.subtasks.iter_mut().rev().find(|s| s.subtask == e.subtask) {
+        s.state = e.state.into();
+        s.error = e.error;
+        s.output = bounded_text(&e.output);
+        s.output_object = e.output.object;
+        s.usage = Some(e.usage);
+        s.ended_at = Some(e.at);
     }
 }
 
@@ -858,6 +876,19 @@ impl TurnView {
                 s.state = ViewState::Interrupted;
             }
         }
+    }
+
+    /// Output whose first bytes only are in the record; `output_object` names the whole
+    /// text.
+    fn add_bounded_output(&mut self, agent: String, text: Bounded) {
+        self.add_output(agent, text.inline);
+        self.output_object = text.object;
+        self.output_len = Some(text.len);
+    }
+
+    fn tool_started(&mut self, s: ToolStarted) {
+        let round = self.calls.len();
+        self.tools.push(ToolEvent::started(s, round));
     }
 
     fn tool_finished(&mut self, r: ToolFinished) {

@@ -48,7 +48,9 @@ pub fn component_of(session: &str, coordinator: &str) -> String {
 
 /// Writes the state (`step` orders the writes of one pass), replacing the previous one.
 pub fn write(repo: &Repo, session: &str, state: &State, step: u64) -> Result<()> {
-    let payload = serde_json::to_vec(state).unwrap_or_default();
+    let payload = serde_json::to_vec(state).map_err(|e| {
+        crate::error::RuntimeError::Internal(format!("cannot encode the orchestration state: {e}"))
+    })?;
     let seq = (crate::clock::now().max(0) as u64) * 1000 + step % 1000;
     store(repo).write(&component_of(session, &state.coordinator), seq, &payload, 1)?;
     Ok(())

@@ -7,10 +7,9 @@
 //! from the ledger, which is the authority.
 
 use std::fs;
-use std::time::Duration;
 
 use axocoatl_store::fsutil::{create_dir_private, write_atomic, Durability};
-use axocoatl_store::layout::{component, session_lock_path, RUN_DIR};
+use axocoatl_store::layout::{rewind_pending_path, session_lock_path, REWIND_PENDING_DIR};
 use axocoatl_store::ledger::record::RewindBoundary;
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
@@ -22,11 +21,6 @@ use crate::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView};
 use crate::session::{self, Wait};
-
-/// Test hook: milliseconds to pause between the boundary append and the checkpoint write,
-/// so a crash test can kill the process there.
-pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_AFTER_REWIND_BOUNDARY";
-const PENDING_DIR: &str = "rewind-pending";
 
 pub const MULTI_AGENT_REASON: &str = "Coordinator and multi-Agent Sessions cannot currently be rewound because child checkpoints cannot be projected safely across that boundary";
 
@@ -43,9 +37,7 @@ pub struct RewindOutcome {
 }
 
 fn pending_path(repo: &Repo, session: &str, agent: &str) -> std::path::PathBuf {
-    repo.path(RUN_DIR)
-        .join(PENDING_DIR)
-        .join(component(&format!("{session}:{agent}")))
+    rewind_pending_path(repo.root(), session, agent)
 }
 
 /// Rewinds the session of turn `prefix` to just before it. `config` (when it loads) says
@@ -195,12 +187,8 @@ fn append_boundary(
             target: target.to_owned(),
             at: clock::now(),
         })])?;
-    if let Some(ms) = std::env::var(PAUSE_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(Duration::from_millis(ms));
-    }
+    // Where a crash test kills the process: the boundary is durable, the checkpoint not.
+    axocoatl_store::failpoint::pause("rewind.boundary.appended");
     Ok(appended.last().map(|a| a.seq).unwrap_or(0))
 }
 
@@ -240,7 +228,7 @@ fn write_checkpoint(
 /// Finishes rewinds that were interrupted between the ledger boundary and the checkpoint.
 /// `config` is asked for only when there is one to finish.
 pub fn repair_pending(repo: &Repo, config: &dyn Fn() -> Option<usize>) -> Result<Vec<String>> {
-    let dir = repo.path(RUN_DIR).join(PENDING_DIR);
+    let dir = repo.path(REWIND_PENDING_DIR);
     let Ok(entries) = fs::read_dir(&dir) else {
         return Ok(Vec::new());
     };

@@ -148,7 +148,7 @@ pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
     };
     for entry in entries.flatten() {
         let path = locks.join(entry.file_name());
-        if path.extension().and_then(|e| e.to_str()) != Some("lock") {
+        if path.extension().and_then(|e| e.to_str()) != Some(layout::LOCK_EXTENSION) {
             continue;
         }
         match lock::peek_note(&path).map(|n| ActiveNote::decode(&n)) {
@@ -179,7 +179,7 @@ fn every_note(locks: &std::path::Path) -> Result<Vec<(std::path::PathBuf, Active
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("lock")
+        if path.extension().and_then(|e| e.to_str()) != Some(layout::LOCK_EXTENSION)
             || entry.metadata().is_ok_and(|m| m.len() == 0)
         {
             continue;

@@ -86,16 +86,7 @@ pub fn run_due_one(
         for h in settle_locked(ws, &runs, &auto.id)? {
             push(h, &mut handled);
         }
-        let since = match runs.since(&auto.id)? {
-            Some(s) => s,
-            None => runs.mark_since(&auto.id, now)?,
-        };
-        // Occurrences count from the minute a runner first saw the automation, so the
-        // first cron tick of a minute still meets that minute's occurrence.
-        let origin = since.div_euclid(60_000) * 60_000 - 1;
-        let after = runs
-            .last_scheduled(&auto.id)?
-            .map_or(origin, |l| l.max(origin));
+        let after = planned_after(&runs, &auto.id, now)?;
         let policy = Policy {
             catch_up: auto.catch_up,
             window_secs: auto.catch_up_window_secs,
@@ -110,13 +101,7 @@ pub fn run_due_one(
             });
             let record = end_skipped(record, span.reason);
             if runs.record(&record)? {
-                push(
-                    Handled {
-                        record,
-                        outcome: None,
-                    },
-                    &mut handled,
-                );
+                push(Handled::skipped(record), &mut handled);
             }
         }
         let Some(occurrence) = run.filter(|&o| last_planned != Some(o)) else {
@@ -133,24 +118,9 @@ pub fn run_due_one(
             },
             None => match auto.overlap {
                 Overlap::Skip => {
-                    let running = runs.run_lock_note(&auto.id);
-                    let reason = format!(
-                        "the previous run was still running{}",
-                        if running.trim().is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", running.trim())
-                        }
-                    );
-                    let record = end_skipped(record, reason);
+                    let record = end_skipped(record, still_running(&runs, &auto.id));
                     if runs.record(&record)? {
-                        push(
-                            Handled {
-                                record,
-                                outcome: None,
-                            },
-                            &mut handled,
-                        );
+                        push(Handled::skipped(record), &mut handled);
                     }
                     continue;
                 }
@@ -176,6 +146,40 @@ pub fn run_due_one(
         push(h, &mut handled);
     }
     Ok(handled)
+}
+
+impl Handled {
+    fn skipped(record: RunRecord) -> Handled {
+        Handled {
+            record,
+            outcome: None,
+        }
+    }
+}
+
+/// The time after which the automation `id`'s occurrences are planned: its last scheduled
+/// occurrence, or the minute a runner first saw it.
+fn planned_after(runs: &Runs, id: &str, now: Millis) -> Result<Millis> {
+    let since = match runs.since(id)? {
+        Some(s) => s,
+        None => runs.mark_since(id, now)?,
+    };
+    // Occurrences count from the minute a runner first saw the automation, so the first
+    // cron tick of a minute still meets that minute's occurrence.
+    let origin = since.div_euclid(60_000) * 60_000 - 1;
+    Ok(runs.last_scheduled(id)?.map_or(origin, |l| l.max(origin)))
+}
+
+/// Why an occurrence is skipped while the previous run holds the run lock (its note says
+/// which run it is).
+fn still_running(runs: &Runs, id: &str) -> String {
+    let running = runs.run_lock_note(id);
+    let running = running.trim();
+    if running.is_empty() {
+        "the previous run was still running".to_owned()
+    } else {
+        format!("the previous run was still running ({running})")
+    }
 }
 
 /// A manual run's result.

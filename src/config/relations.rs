@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::diag::suggestion;
-use super::types::{AgentRole, Config};
+use super::types::{AgentRole, Config, WorkflowConfig};
 use super::validate::{at, check_name, parse_schedule, schedule_checks, Checker};
 
 pub(crate) fn check(c: &mut Checker<'_>, config: &Config) {
@@ -183,46 +183,60 @@ fn workflows(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>) {
                 "give how many subtasks may run at once (default 4), at least 1",
             );
         }
-        let list = if c.has(at!["workflows", w, "members"]) {
-            "members"
-        } else {
-            "workers"
-        };
-        for (j, worker) in flow.workers.iter().enumerate() {
-            let pos = c.value(at!["workflows", w, list, j]);
-            if flow.workers[..j].contains(worker) {
-                c.error(
-                    pos,
-                    format!("workflow `{}` lists `{worker}` twice", flow.id),
-                    "list each worker once",
-                );
-                continue;
-            }
-            match ids.get(worker.as_str()).map(|&i| config.agents[i].role) {
-                None => c.error(
-                    pos,
-                    format!(
-                        "workflow `{}`: worker `{worker}` is not a defined agent",
-                        flow.id
-                    ),
-                    suggestion(worker, agent_ids(), "agents"),
+        workers(c, config, ids, w, flow);
+    }
+    roles_in_workflows(c, config, &led_by);
+}
+
+/// The workers of workflow `w`: each listed once, each a defined agent of role worker.
+fn workers(
+    c: &mut Checker<'_>,
+    config: &Config,
+    ids: &HashMap<&str, usize>,
+    w: usize,
+    flow: &WorkflowConfig,
+) {
+    let agent_ids = || config.agents.iter().map(|a| a.id.as_str());
+    let list = if c.has(at!["workflows", w, "members"]) {
+        "members"
+    } else {
+        "workers"
+    };
+    for (j, worker) in flow.workers.iter().enumerate() {
+        let pos = c.value(at!["workflows", w, list, j]);
+        if flow.workers[..j].contains(worker) {
+            c.error(
+                pos,
+                format!("workflow `{}` lists `{worker}` twice", flow.id),
+                "list each worker once",
+            );
+            continue;
+        }
+        match ids.get(worker.as_str()).map(|&i| config.agents[i].role) {
+            None => c.error(
+                pos,
+                format!(
+                    "workflow `{}`: worker `{worker}` is not a defined agent",
+                    flow.id
                 ),
-                Some(AgentRole::Worker) => {}
-                Some(role) => c.error(
-                    pos,
-                    format!(
-                        "workflow `{}` lists `{worker}` as a worker, but its role is {}",
-                        flow.id,
-                        role_name(role)
-                    ),
-                    format!(
-                        "set `role: worker` on agent `{worker}`, or remove it from this workflow"
-                    ),
+                suggestion(worker, agent_ids(), "agents"),
+            ),
+            Some(AgentRole::Worker) => {}
+            Some(role) => c.error(
+                pos,
+                format!(
+                    "workflow `{}` lists `{worker}` as a worker, but its role is {}",
+                    flow.id,
+                    role_name(role)
                 ),
-            }
+                format!("set `role: worker` on agent `{worker}`, or remove it from this workflow"),
+            ),
         }
     }
+}
 
+/// Every coordinator leads a workflow, and every worker belongs to one.
+fn roles_in_workflows(c: &mut Checker<'_>, config: &Config, led_by: &HashMap<&str, usize>) {
     for (i, agent) in config.agents.iter().enumerate() {
         let role_pos = c.value(at!["agents", i, "role"]);
         match agent.role {

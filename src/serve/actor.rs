@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axocoatl_store::Repo;
+
 use super::sock::{self, Line};
 use super::wire::{self, ActorInfo, Reply, Request, WireError, WireEvent};
 use crate::config::Config;
@@ -142,20 +144,7 @@ pub fn run(
     // The provider must be able to start (its model or script file is there): a start
     // that fails here is what `serve` counts towards `down`.
     drop(crate::provider::open(&resolved)?);
-    let repo = ws.repo();
-    let projection = crate::history::project_session(repo, &args.session)?;
-    let turns: Vec<&TurnView> = projection.session_turns(&args.session).collect();
-    let conversation = crate::conversation::current(repo, &args.session, &agent.id, &turns, None)?;
-    let shared = Arc::new(Shared {
-        held: Mutex::new(Some(conversation)),
-        active: Mutex::new(Vec::new()),
-        last_turn: Mutex::new(turns.last().map(|t| t.turn.clone())),
-        last_end: Mutex::new(Instant::now()),
-        next: Mutex::new(0),
-        hub: hub.clone(),
-    });
-    drop(turns);
-    drop(projection);
+    let shared = shared_state(ws.repo(), &args.session, &agent.id, hub.clone())?;
     let _ = std::fs::remove_file(&args.socket);
     let listener =
         sock::bind_std(&args.socket).map_err(RuntimeError::io("listen on", &args.socket))?;
@@ -227,6 +216,27 @@ pub fn run(
         });
     }
     Ok(())
+}
+
+/// What the actor's connections share: the agent's conversation in `session` as the ledger
+/// holds it, held for its next turn.
+fn shared_state(
+    repo: &Repo,
+    session: &str,
+    agent: &str,
+    hub: Option<Arc<Hub>>,
+) -> Result<Arc<Shared>> {
+    let projection = crate::history::project_session(repo, session)?;
+    let turns: Vec<&TurnView> = projection.session_turns(session).collect();
+    let conversation = crate::conversation::current(repo, session, agent, &turns, None)?;
+    Ok(Arc::new(Shared {
+        held: Mutex::new(Some(conversation)),
+        active: Mutex::new(Vec::new()),
+        last_turn: Mutex::new(turns.last().map(|t| t.turn.clone())),
+        last_end: Mutex::new(Instant::now()),
+        next: Mutex::new(0),
+        hub,
+    }))
 }
 
 /// The hub that keeps the agent's MCP servers across its turns (none when it uses none):

@@ -22,7 +22,7 @@ use crate::workspace::Workspace;
 
 /// The control socket, owner-only, under `run/`.
 pub fn socket_path(repo: &Repo) -> PathBuf {
-    repo.path(super::SOCKET)
+    repo.path(layout::SERVE_SOCKET)
 }
 
 /// Whether a `serve` holds the repository's serve lock.

@@ -182,34 +182,17 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(RuntimeError::io("handle signals in", "serve"))?;
     let repo = ws.repo();
-    let socket = repo.path(super::SOCKET);
-    let actors_dir = repo.path(super::ACTORS_DIR);
+    let socket = repo.path(layout::SERVE_SOCKET);
+    let actors_dir = repo.path(layout::ACTORS_DIR);
     axocoatl_store::fsutil::create_dir_private(&actors_dir)?;
     let _ = std::fs::remove_file(&socket);
     let listener = sock::bind(&socket).map_err(RuntimeError::io("listen on", &socket))?;
     super::owner_only(&socket)?;
     let max_clients = sock::max_clients(descriptor_limit());
     let session = ws.session_or_head(None)?;
-    let mut slots = Vec::new();
-    // Workers are never actors of their own: their coordinator's actor runs them.
-    for agent in config.agents.iter().filter(|a| a.role != AgentRole::Worker) {
-        slots.push(new_slot(&actors_dir, slots.len(), &session, &agent.id));
-    }
     let automations = config.automations.iter().any(|a| a.enabled);
     let consolidation = config.consolidation.enabled;
-    let d = Arc::new(Daemon {
-        ws: Arc::new(ws),
-        opts,
-        state: Mutex::new(State {
-            config,
-            slots,
-            patches: Vec::new(),
-        }),
-        changed: watch::channel(0).0,
-        shutdown: watch::channel(false).0,
-        work: Cancel::new(),
-        waiting: Mutex::new(VecDeque::new()),
-    });
+    let d = new_daemon(ws, config, opts, &actors_dir, &session);
     info!(
         pid = std::process::id(),
         socket = %socket.display(),
@@ -283,12 +266,53 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
             Some(_) = clients.join_next(), if !clients.is_empty() => {}
         }
     }
-    // Shutdown: no new work; active turns end `stopped`; actors end; the lock goes.
+    shut_down(&d, listener, &socket, supervisors, clients, background).await;
+    Ok(())
+}
+
+/// The daemon, with a slot for each agent that is an actor of its own in `session`.
+fn new_daemon(
+    ws: Workspace,
+    config: Config,
+    opts: ServeOptions,
+    actors_dir: &std::path::Path,
+    session: &str,
+) -> Arc<Daemon> {
+    let mut slots = Vec::new();
+    // Workers are never actors of their own: their coordinator's actor runs them.
+    for agent in config.agents.iter().filter(|a| a.role != AgentRole::Worker) {
+        slots.push(new_slot(actors_dir, slots.len(), session, &agent.id));
+    }
+    Arc::new(Daemon {
+        ws: Arc::new(ws),
+        opts,
+        state: Mutex::new(State {
+            config,
+            slots,
+            patches: Vec::new(),
+        }),
+        changed: watch::channel(0).0,
+        shutdown: watch::channel(false).0,
+        work: Cancel::new(),
+        waiting: Mutex::new(VecDeque::new()),
+    })
+}
+
+/// Shutdown: no new work; active turns end `stopped`; actors
+/// end; the clients get their last outcomes (the caller then lets the lock go).
+async fn shut_down(
+    d: &Daemon,
+    listener: tokio::net::UnixListener,
+    socket: &std::path::Path,
+    mut supervisors: tokio::task::JoinSet<()>,
+    mut clients: tokio::task::JoinSet<()>,
+    mut background: tokio::task::JoinSet<()>,
+) {
     let deadline = Instant::now() + Duration::from_millis(4500);
     d.shutdown.send_replace(true);
     d.work.cancel();
     drop(listener);
-    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(socket);
     let until = tokio::time::Instant::from_std(deadline);
     while !supervisors.is_empty() {
         if tokio::time::timeout_at(until, supervisors.join_next())
@@ -310,7 +334,6 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     }
     background.abort_all();
     info!("serve stopped");
-    Ok(())
 }
 
 /// The soft limit of open descriptors (1024 when it cannot be read).
@@ -344,7 +367,7 @@ fn new_slot(actors_dir: &std::path::Path, n: usize, session: &str, agent: &str) 
     Slot {
         session: session.to_owned(),
         agent: agent.to_owned(),
-        socket: actors_dir.join(format!("{n}.sock")),
+        socket: actors_dir.join(layout::actor_socket_name(n)),
         phase: Phase::Starting,
         pid: None,
         restarts: 0,
@@ -439,7 +462,7 @@ fn slot_for(
         return i;
     }
     let n = st.slots.len();
-    let dir = d.ws.repo().path(super::ACTORS_DIR);
+    let dir = d.ws.repo().path(layout::ACTORS_DIR);
     st.slots.push(new_slot(&dir, n, session, agent));
     drop(st);
     let _ = spawn.send(n);

@@ -30,10 +30,6 @@ use std::path::Path;
 
 use crate::error::{Result, RuntimeError};
 
-/// The control socket, relative to the repository.
-pub const SOCKET: &str = "run/serve.sock";
-/// Where actors listen (`<n>.sock`, numbered by serve: short paths, as sockets need).
-pub const ACTORS_DIR: &str = "run/actors";
 /// How often serve checks that each actor answers.
 pub const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// Consecutive failed starts after which an agent stays down.

@@ -85,48 +85,19 @@ pub(super) async fn supervise(d: Arc<Daemon>, i: usize) {
         let started = Instant::now();
         let ended = match start_actor(&d, &session, &agent, &socket, i, generation).await {
             Err(f) => Ended::Failed(f),
-            Ok(mut child) => {
-                let pid = child.id();
+            Ok(child) => {
                 short = 0;
+                let actor = Actor {
+                    i,
+                    session: &session,
+                    agent: &agent,
+                };
+                match actor
+                    .watch(&d, child, started, &restart, &mut shutdown)
+                    .await
                 {
-                    let mut st = d.state();
-                    let s = &mut st.slots[i];
-                    s.phase = Phase::Up;
-                    s.starts += 1;
-                    s.pid = pid;
-                    s.failures = 0;
-                    s.info = ActorInfo {
-                        pid: pid.unwrap_or(0),
-                        ..ActorInfo::default()
-                    };
-                }
-                d.bump();
-                info!(agent = %agent, session = %session, pid = pid.unwrap_or(0),
-                      ms = started.elapsed().as_millis() as u64, "actor ready");
-                tokio::select! {
-                    status = child.wait() => {
-                        if d.shutting_down() { return; }
-                        let reason = d.state().slots[i].kill_reason.take().unwrap_or_else(|| match status {
-                            Ok(s) => format!("the actor (pid {}) stopped unexpectedly ({s})", pid.unwrap_or(0)),
-                            Err(e) => format!("cannot wait for the actor: {e}"),
-                        });
-                        Ended::Crashed(reason)
-                    }
-                    _ = restart.notified() => {
-                        stop_child(&mut child).await;
-                        let mut st = d.state();
-                        st.slots[i].restarts += 1;
-                        st.slots[i].phase = Phase::Restarting;
-                        st.slots[i].pid = None;
-                        drop(st);
-                        d.bump();
-                        info!(agent = %agent, session = %session, "actor restarting on request");
-                        Ended::Restarted
-                    }
-                    _ = shutdown.changed() => {
-                        stop_child(&mut child).await;
-                        return;
-                    }
+                    Some(ended) => ended,
+                    None => return,
                 }
             }
         };
@@ -141,14 +112,7 @@ pub(super) async fn supervise(d: Arc<Daemon>, i: usize) {
                           retry_ms = pause.as_millis() as u64,
                           "actor could not start for lack of file descriptors (not counted toward down); retrying");
                 }
-                {
-                    let mut st = d.state();
-                    let s = &mut st.slots[i];
-                    s.pid = None;
-                    s.phase = Phase::Restarting;
-                    s.last_error = Some(f.reason);
-                }
-                d.bump();
+                mark_ended(&d, i, f.reason, false);
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
                     _ = restart.notified() => {}
@@ -165,47 +129,17 @@ pub(super) async fn supervise(d: Arc<Daemon>, i: usize) {
                 (f.reason, down, pause)
             }
             Ended::Crashed(reason) => {
-                let mut st = d.state();
-                let s = &mut st.slots[i];
-                let now = Instant::now();
-                s.crashes.retain(|t| now.duration_since(*t) < CRASH_WINDOW);
-                let down = s.crashes.len() >= MAX_CRASHES;
-                s.crashes.push_back(now);
-                let reason = if down {
-                    format!(
-                        "{reason}; its actors crashed {} times within {} minutes",
-                        s.crashes.len(),
-                        CRASH_WINDOW.as_secs() / 60
-                    )
-                } else {
-                    reason
-                };
+                let (reason, down) = count_crash(&mut d.state().slots[i], reason);
                 (reason, down, Duration::ZERO)
             }
         };
-        {
-            let mut st = d.state();
-            let s = &mut st.slots[i];
-            s.pid = None;
-            s.last_error = Some(reason.clone());
-            s.phase = if down { Phase::Down } else { Phase::Restarting };
-        }
-        d.bump();
+        mark_ended(&d, i, reason.clone(), down);
         if down {
             error!(agent = %agent, session = %session, error = %reason,
                    "agent down until `axocoatl agents restart`");
-            tokio::select! {
-                _ = restart.notified() => {
-                    let mut st = d.state();
-                    let s = &mut st.slots[i];
-                    s.failures = 0;
-                    s.crashes.clear();
-                    s.restarts += 1;
-                    s.phase = Phase::Restarting;
-                }
-                _ = shutdown.changed() => return,
+            if !wait_down(&d, i, &restart, &mut shutdown).await {
+                return;
             }
-            d.bump();
             continue;
         }
         let failures = d.state().slots[i].failures;
@@ -215,6 +149,121 @@ pub(super) async fn supervise(d: Arc<Daemon>, i: usize) {
             _ = shutdown.changed() => return,
         }
         d.state().slots[i].restarts += 1;
+    }
+}
+
+/// Slot `i` has no actor now: why, and whether it is down or restarting.
+fn mark_ended(d: &Daemon, i: usize, reason: String, down: bool) {
+    {
+        let mut st = d.state();
+        let s = &mut st.slots[i];
+        s.pid = None;
+        s.last_error = Some(reason);
+        s.phase = if down { Phase::Down } else { Phase::Restarting };
+    }
+    d.bump();
+}
+
+/// Keeps slot `i` down until `agents restart` (true) or serve shuts down (false).
+async fn wait_down(
+    d: &Daemon,
+    i: usize,
+    restart: &tokio::sync::Notify,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        _ = restart.notified() => {
+            let mut st = d.state();
+            let s = &mut st.slots[i];
+            s.failures = 0;
+            s.crashes.clear();
+            s.restarts += 1;
+            s.phase = Phase::Restarting;
+        }
+        _ = shutdown.changed() => return false,
+    }
+    d.bump();
+    true
+}
+
+/// Records a crash of slot `s`'s actor: the reason to show, and whether the agent is now
+/// down (too many crashes within [`CRASH_WINDOW`]).
+fn count_crash(s: &mut super::daemon::Slot, reason: String) -> (String, bool) {
+    let now = Instant::now();
+    s.crashes.retain(|t| now.duration_since(*t) < CRASH_WINDOW);
+    let down = s.crashes.len() >= MAX_CRASHES;
+    s.crashes.push_back(now);
+    if !down {
+        return (reason, false);
+    }
+    let reason = format!(
+        "{reason}; its actors crashed {} times within {} minutes",
+        s.crashes.len(),
+        CRASH_WINDOW.as_secs() / 60
+    );
+    (reason, true)
+}
+
+/// The actor of slot `i`, while [`supervise`] watches it.
+struct Actor<'a> {
+    i: usize,
+    session: &'a str,
+    agent: &'a str,
+}
+
+impl Actor<'_> {
+    /// Marks the slot up with the ready `child`, then waits until the actor ends, a restart
+    /// is asked for, or serve shuts down (`None`: the child is stopped and supervision ends).
+    async fn watch(
+        &self,
+        d: &Daemon,
+        mut child: Child,
+        started: Instant,
+        restart: &tokio::sync::Notify,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Ended> {
+        let (i, agent, session) = (self.i, self.agent, self.session);
+        let pid = child.id();
+        {
+            let mut st = d.state();
+            let s = &mut st.slots[i];
+            s.phase = Phase::Up;
+            s.starts += 1;
+            s.pid = pid;
+            s.failures = 0;
+            s.info = ActorInfo {
+                pid: pid.unwrap_or(0),
+                ..ActorInfo::default()
+            };
+        }
+        d.bump();
+        info!(agent = %agent, session = %session, pid = pid.unwrap_or(0),
+              ms = started.elapsed().as_millis() as u64, "actor ready");
+        tokio::select! {
+            status = child.wait() => {
+                if d.shutting_down() { return None; }
+                let reason = d.state().slots[i].kill_reason.take().unwrap_or_else(|| match status {
+                    Ok(s) => format!("the actor (pid {}) stopped unexpectedly ({s})", pid.unwrap_or(0)),
+                    Err(e) => format!("cannot wait for the actor: {e}"),
+                });
+                Some(Ended::Crashed(reason))
+            }
+            _ = restart.notified() => {
+                stop_child(&mut child).await;
+                let mut st = d.state();
+                st.slots[i].restarts += 1;
+                st.slots[i].phase = Phase::Restarting;
+                st.slots[i].pid = None;
+                drop(st);
+                d.bump();
+                info!(agent = %agent, session = %session, "actor restarting on request");
+                Some(Ended::Restarted)
+            }
+            _ = shutdown.changed() => {
+                stop_child(&mut child).await;
+                None
+            }
+        }
     }
 }
 

@@ -233,6 +233,7 @@ const KINDS: &[(ErrorKind, &str)] = &[
     (ErrorKind::Busy, "busy"),
     (ErrorKind::NoRepository, "no_repository"),
     (ErrorKind::Refused, "refused"),
+    (ErrorKind::Internal, "internal"),
 ];
 
 impl From<&RuntimeError> for WireError {
@@ -273,7 +274,7 @@ pub fn line<T: Serialize>(value: &T) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(value).unwrap_or_else(|e| {
         // Every type here serializes; say so rather than panic if one ever does not.
         format!(
-            "{{\"type\":\"error\",\"kind\":\"failure\",\"message\":\"cannot encode a reply: {e}\",\"causes\":[],\"hints\":[],\"details\":[]}}"
+            "{{\"type\":\"error\",\"kind\":\"internal\",\"message\":\"internal error: cannot encode a reply: {e}\",\"causes\":[],\"hints\":[],\"details\":[]}}"
         )
         .into_bytes()
     });

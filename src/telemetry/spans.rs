@@ -15,7 +15,8 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    Millis, Record, ToolStarted, TurnBegun, TurnEnded, TurnState,
+    Millis, ModelCall, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
+    TurnState,
 };
 
 /// An attribute value.
@@ -147,18 +148,19 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
         attrs.push(("axocoatl.turn.id", Value::Str(turn.to_owned())));
         attrs.push(("axocoatl.session", Value::Str(begun.session.clone())));
     };
+    let cx = TurnSpans {
+        turn,
+        trace,
+        root,
+        content,
+        common: &common,
+    };
     let mut spans = vec![root_span(begun, ended, records, content, trace, root)];
     let mut subs: Vec<Sub> = Vec::new();
     let mut tasks: HashMap<&str, &str> = HashMap::new();
     let mut last_at: HashMap<&str, Millis> = HashMap::from([(begun.agent.as_str(), begun.at)]);
     let mut latest = begun.at;
     let mut open: Vec<(u64, &ToolStarted)> = Vec::new();
-    let parent_of = |subs: &[Sub], agent: &str, at: Millis| -> [u8; 8] {
-        subs.iter()
-            .rev()
-            .find(|s| s.agent == agent && s.start <= at && s.end.is_none_or(|e| at <= e))
-            .map_or(root, |s| s.span_id)
-    };
     for &(seq, record) in records {
         match record {
             Record::PlanMade(m) => {
@@ -167,37 +169,14 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                 }
                 last_at.insert(&m.coordinator, m.at);
             }
-            Record::SubtaskStarted(s) => {
-                let agent = if s.worker == "adhoc" {
-                    format!("adhoc:{}", s.subtask)
-                } else {
-                    s.worker.clone()
-                };
-                subs.push(Sub {
-                    subtask: s.subtask.clone(),
-                    worker: s.worker.clone(),
-                    agent,
-                    span_id: span_id(turn, seq),
-                    seq,
-                    start: s.at,
-                    end: None,
-                    state: None,
-                    error: None,
-                    usage: None,
-                    output: String::new(),
-                });
-            }
+            Record::SubtaskStarted(s) => subs.push(Sub::started(s, span_id(turn, seq), seq)),
             Record::SubtaskEnded(e) => {
                 if let Some(s) = subs
                     .iter_mut()
                     .rev()
                     .find(|s| s.subtask == e.subtask && s.end.is_none())
                 {
-                    s.end = Some(e.at);
-                    s.state = Some(e.state);
-                    s.error = e.error.clone();
-                    s.usage = Some(e.usage);
-                    s.output = e.output.inline.clone();
+                    s.end(e);
                 }
                 // The coordinator waits for its subtasks: its next call starts after them.
                 let c = last_at.entry(&begun.agent).or_insert(e.at);
@@ -205,47 +184,8 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
             }
             Record::ModelCall(c) => {
                 let start = start_of(&last_at, &subs, &c.agent, latest);
-                let mut attrs = vec![
-                    ("gen_ai.operation.name", Value::Str("chat".into())),
-                    (
-                        "gen_ai.provider.name",
-                        Value::Str(
-                            content
-                                .systems
-                                .get(&c.provider)
-                                .cloned()
-                                .unwrap_or_else(|| c.provider.clone()),
-                        ),
-                    ),
-                    ("gen_ai.request.model", Value::Str(c.model.clone())),
-                    ("gen_ai.agent.name", Value::Str(c.agent.clone())),
-                    ("axocoatl.provider", Value::Str(c.provider.clone())),
-                ];
-                if let Some(f) = &c.finish_reason {
-                    attrs.push((
-                        "gen_ai.response.finish_reasons",
-                        Value::Strs(vec![f.clone()]),
-                    ));
-                }
-                if let Some(n) = c.prompt_tokens {
-                    attrs.push(("gen_ai.usage.input_tokens", Value::Int(n as i64)));
-                }
-                if let Some(n) = c.completion_tokens {
-                    attrs.push(("gen_ai.usage.output_tokens", Value::Int(n as i64)));
-                }
-                common(&mut attrs);
-                spans.push(Span {
-                    trace_id: trace,
-                    span_id: span_id(turn, seq),
-                    parent: Some(parent_of(&subs, &c.agent, c.at)),
-                    name: format!("chat {}", c.model),
-                    kind: Kind::Client,
-                    start: start.min(c.at),
-                    end: c.at,
-                    attributes: attrs,
-                    error: None,
-                    seq,
-                });
+                let parent = parent_of(&subs, &c.agent, c.at, root);
+                spans.push(chat_span(&cx, seq, c, start, parent));
                 last_at.insert(&c.agent, c.at);
             }
             Record::ToolStarted(s) => {
@@ -253,25 +193,13 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                 last_at.insert(&s.agent, s.at);
             }
             Record::ToolFinished(r) => {
-                if let Some(i) = open.iter().rposition(|(_, s)| s.call_id == r.call_id) {
-                    let (seq, s) = open.remove(i);
-                    let result = Some((r.output.inline.as_str(), r.is_error, r.exit_code));
-                    let parent = parent_of(&subs, &s.agent, s.at);
-                    spans.push(tool_span(
-                        turn, seq, s, r.at, result, parent, content, &common,
-                    ));
-                }
+                let result = Some((r.output.inline.as_str(), r.is_error, r.exit_code));
+                spans.extend(close_tool(&cx, &mut open, &subs, &r.call_id, r.at, result));
                 last_at.insert(&r.agent, r.at);
             }
             Record::ToolResult(r) => {
-                if let Some(i) = open.iter().rposition(|(_, s)| s.call_id == r.call_id) {
-                    let (seq, s) = open.remove(i);
-                    let result = Some((r.output.inline.as_str(), r.is_error, None));
-                    let parent = parent_of(&subs, &s.agent, s.at);
-                    spans.push(tool_span(
-                        turn, seq, s, r.at, result, parent, content, &common,
-                    ));
-                }
+                let result = Some((r.output.inline.as_str(), r.is_error, None));
+                spans.extend(close_tool(&cx, &mut open, &subs, &r.call_id, r.at, result));
                 last_at.insert(&r.agent, r.at);
             }
             _ => {}
@@ -281,76 +209,197 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
         }
     }
     for (seq, s) in open {
-        let parent = parent_of(&subs, &s.agent, s.at);
+        let parent = parent_of(&subs, &s.agent, s.at, root);
         spans.push(tool_span(
             turn, seq, s, ended.at, None, parent, content, &common,
         ));
     }
     for s in &subs {
-        let mut attrs = vec![
-            ("gen_ai.operation.name", Value::Str("invoke_agent".into())),
-            ("gen_ai.agent.name", Value::Str(s.worker.clone())),
-            ("axocoatl.subtask.id", Value::Str(s.subtask.clone())),
-            (
-                "axocoatl.subtask.state",
-                Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
-            ),
-        ];
-        if let Some(u) = s.usage {
-            attrs.push((
-                "gen_ai.usage.input_tokens",
-                Value::Int(u.prompt_tokens as i64),
-            ));
-            attrs.push((
-                "gen_ai.usage.output_tokens",
-                Value::Int(u.completion_tokens as i64),
-            ));
-        }
-        if content.capture {
-            if let Some(task) = tasks.get(s.subtask.as_str()) {
-                attrs.push((
-                    "gen_ai.input.messages",
-                    content.messages("user", task, None),
-                ));
-            }
-            if !s.output.is_empty() {
-                attrs.push((
-                    "gen_ai.output.messages",
-                    content.messages("assistant", &s.output, None),
-                ));
-            }
-        }
-        common(&mut attrs);
-        let error = match s.state {
-            Some(TurnState::Failed) => Some(s.error.as_deref().map_or_else(
-                || "the subtask failed".to_owned(),
-                |e| content_or(content, e, "the subtask failed"),
-            )),
-            None | Some(TurnState::Interrupted) => Some("the subtask did not end".to_owned()),
-            _ => None,
-        };
-        if error.is_some() {
-            attrs.push((
-                "error.type",
-                Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
-            ));
-        }
-        spans.push(Span {
-            trace_id: trace,
-            span_id: s.span_id,
-            parent: Some(root),
-            name: format!("invoke_agent {}", s.worker),
-            kind: Kind::Internal,
-            start: s.start,
-            end: s.end.unwrap_or(ended.at),
-            attributes: attrs,
-            error,
-            seq: s.seq,
-        });
+        let task = tasks.get(s.subtask.as_str()).copied();
+        spans.push(subtask_span(&cx, s, task, ended.at));
     }
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
+}
+
+/// The span of subtask `s`, which ran `task`: it ends with the turn (`turn_end`) if it did
+/// not end.
+fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -> Span {
+    let content = cx.content;
+    let mut attrs = vec![
+        ("gen_ai.operation.name", Value::Str("invoke_agent".into())),
+        ("gen_ai.agent.name", Value::Str(s.worker.clone())),
+        ("axocoatl.subtask.id", Value::Str(s.subtask.clone())),
+        (
+            "axocoatl.subtask.state",
+            Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
+        ),
+    ];
+    if let Some(u) = s.usage {
+        attrs.push((
+            "gen_ai.usage.input_tokens",
+            Value::Int(u.prompt_tokens as i64),
+        ));
+        attrs.push((
+            "gen_ai.usage.output_tokens",
+            Value::Int(u.completion_tokens as i64),
+        ));
+    }
+    if content.capture {
+        if let Some(task) = task {
+            attrs.push((
+                "gen_ai.input.messages",
+                content.messages("user", task, None),
+            ));
+        }
+        if !s.output.is_empty() {
+            attrs.push((
+                "gen_ai.output.messages",
+                content.messages("assistant", &s.output, None),
+            ));
+        }
+    }
+    (cx.common)(&mut attrs);
+    let error = match s.state {
+        Some(TurnState::Failed) => Some(s.error.as_deref().map_or_else(
+            || "the subtask failed".to_owned(),
+            |e| content_or(content, e, "the subtask failed"),
+        )),
+        None | Some(TurnState::Interrupted) => Some("the subtask did not end".to_owned()),
+        _ => None,
+    };
+    if error.is_some() {
+        attrs.push((
+            "error.type",
+            Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
+        ));
+    }
+    Span {
+        trace_id: cx.trace,
+        span_id: s.span_id,
+        parent: Some(cx.root),
+        name: format!("invoke_agent {}", s.worker),
+        kind: Kind::Internal,
+        start: s.start,
+        end: s.end.unwrap_or(turn_end),
+        attributes: attrs,
+        error,
+        seq: s.seq,
+    }
+}
+
+/// A model call's span: `chat {model}`.
+fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCall, start: Millis, parent: [u8; 8]) -> Span {
+    let mut attrs = vec![
+        ("gen_ai.operation.name", Value::Str("chat".into())),
+        (
+            "gen_ai.provider.name",
+            Value::Str(
+                cx.content
+                    .systems
+                    .get(&c.provider)
+                    .cloned()
+                    .unwrap_or_else(|| c.provider.clone()),
+            ),
+        ),
+        ("gen_ai.request.model", Value::Str(c.model.clone())),
+        ("gen_ai.agent.name", Value::Str(c.agent.clone())),
+        ("axocoatl.provider", Value::Str(c.provider.clone())),
+    ];
+    if let Some(f) = &c.finish_reason {
+        attrs.push((
+            "gen_ai.response.finish_reasons",
+            Value::Strs(vec![f.clone()]),
+        ));
+    }
+    if let Some(n) = c.prompt_tokens {
+        attrs.push(("gen_ai.usage.input_tokens", Value::Int(n as i64)));
+    }
+    if let Some(n) = c.completion_tokens {
+        attrs.push(("gen_ai.usage.output_tokens", Value::Int(n as i64)));
+    }
+    (cx.common)(&mut attrs);
+    Span {
+        trace_id: cx.trace,
+        span_id: span_id(cx.turn, seq),
+        parent: Some(parent),
+        name: format!("chat {}", c.model),
+        kind: Kind::Client,
+        start: start.min(c.at),
+        end: c.at,
+        attributes: attrs,
+        error: None,
+        seq,
+    }
+}
+
+/// The span an agent's step at `at` is under: the subtask running that agent then, else
+/// the turn's (`root`).
+fn parent_of(subs: &[Sub], agent: &str, at: Millis, root: [u8; 8]) -> [u8; 8] {
+    subs.iter()
+        .rev()
+        .find(|s| s.agent == agent && s.start <= at && s.end.is_none_or(|e| at <= e))
+        .map_or(root, |s| s.span_id)
+}
+
+/// Ends the open tool call `call_id` at `end` with `result`: its span (none when no call of
+/// that id is open).
+fn close_tool(
+    cx: &TurnSpans,
+    open: &mut Vec<(u64, &ToolStarted)>,
+    subs: &[Sub],
+    call_id: &str,
+    end: Millis,
+    result: Option<(&str, bool, Option<i32>)>,
+) -> Option<Span> {
+    let i = open.iter().rposition(|(_, s)| s.call_id == call_id)?;
+    let (seq, s) = open.remove(i);
+    let parent = parent_of(subs, &s.agent, s.at, cx.root);
+    Some(tool_span(
+        cx.turn, seq, s, end, result, parent, cx.content, cx.common,
+    ))
+}
+
+/// What the spans of one turn share.
+struct TurnSpans<'a> {
+    turn: &'a str,
+    trace: [u8; 16],
+    root: [u8; 8],
+    content: &'a Content,
+    /// Adds the attributes every span of the turn has.
+    common: &'a dyn Fn(&mut Attributes),
+}
+
+impl Sub {
+    fn started(s: &SubtaskStarted, span_id: [u8; 8], seq: u64) -> Sub {
+        let agent = if s.worker == "adhoc" {
+            format!("adhoc:{}", s.subtask)
+        } else {
+            s.worker.clone()
+        };
+        Sub {
+            subtask: s.subtask.clone(),
+            worker: s.worker.clone(),
+            agent,
+            span_id,
+            seq,
+            start: s.at,
+            end: None,
+            state: None,
+            error: None,
+            usage: None,
+            output: String::new(),
+        }
+    }
+
+    fn end(&mut self, e: &SubtaskEnded) {
+        self.end = Some(e.at);
+        self.state = Some(e.state);
+        self.error = e.error.clone();
+        self.usage = Some(e.usage);
+        self.output = e.output.inline.clone();
+    }
 }
 
 /// When an agent's next call started: after its own previous step, else (its first call

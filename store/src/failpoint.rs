@@ -1,5 +1,7 @@
 //! Failpoints: named places in the store where a test can make an operation fail or the
-//! process die, to prove that every write, sync, rename and roll-over is crash-safe.
+//! process die, to prove that every write, sync, rename and roll-over is crash-safe; and a
+//! few places between the runtime's steps (a rewind, an import) where a test pauses the
+//! process to kill it there ([`pause`]).
 //!
 //! Compiled in only with the `failpoints` cargo feature (the test build turns it on through
 //! a dev-dependency); otherwise [`hit`] is an inlined `Ok(())`. A build with the feature
@@ -11,8 +13,9 @@
 //!
 //! `error` makes the operation fail with an I/O error, `crash` aborts the process there (as
 //! a `kill -9` would, without unwinding or flushing), `torn` (for writes that support it)
-//! writes part of the bytes and then aborts. `@N` fires on the N-th hit in this process
-//! only (default: every hit). `AXOCOATL_FAILPOINTS_LOG=FILE` appends the name of every
+//! writes part of the bytes and then aborts, `sleep(MS)` waits MS milliseconds and goes on
+//! (so a test can kill the process there). `@N` fires on the N-th hit in this process only
+//! (default: every hit). `AXOCOATL_FAILPOINTS_LOG=FILE` appends the name of every
 //! failpoint reached, one per line, so a test can learn which failpoints an operation
 //! passes.
 
@@ -56,12 +59,26 @@ pub const NAMES: &[&str] = &[
     "memory.semantic.damaged.move",
 ];
 
+/// The runtime's places between two steps ([`pause`]) where a crash test stops the process
+/// to kill it: after a rewind's boundary is appended, before the checkpoint is written;
+/// after each step of importing a 0.1.x checkpoint (the turn step once per turn: `@N` is
+/// the N-th). A test checks that this list and the `pause("...")` calls agree.
+pub const PAUSES: &[&str] = &[
+    "rewind.boundary.appended",
+    "legacy.import.begun",
+    "legacy.import.turn",
+    "legacy.import.ended",
+    "legacy.import.checkpoint",
+];
+
 /// What a failpoint does when it fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Error,
     Crash,
     Torn,
+    /// Waits this many milliseconds, then goes on.
+    Sleep(u64),
 }
 
 #[cfg(feature = "failpoints")]
@@ -95,7 +112,14 @@ mod imp {
                     "error" => Action::Error,
                     "crash" => Action::Crash,
                     "torn" => Action::Torn,
-                    _ => continue,
+                    sleep => match sleep
+                        .strip_prefix("sleep(")
+                        .and_then(|s| s.strip_suffix(')'))
+                        .and_then(|ms| ms.parse().ok())
+                    {
+                        Some(ms) => Action::Sleep(ms),
+                        None => continue,
+                    },
                 };
                 points.insert(name.to_owned(), (action, nth));
             }
@@ -140,9 +164,29 @@ mod imp {
 pub fn hit(name: &'static str) -> std::io::Result<()> {
     match imp::action(name) {
         None => Ok(()),
+        Some(Action::Sleep(ms)) => {
+            sleep(ms);
+            Ok(())
+        }
         Some(Action::Crash | Action::Torn) => std::process::abort(),
         Some(Action::Error) => Err(std::io::Error::other(format!("failpoint {name}"))),
     }
+}
+
+/// Passes the failpoint `name` between two steps of the runtime that cannot fail there:
+/// waits for `sleep(MS)`, aborts for `crash` and `torn`, ignores `error`.
+#[cfg(feature = "failpoints")]
+pub fn pause(name: &'static str) {
+    match imp::action(name) {
+        Some(Action::Sleep(ms)) => sleep(ms),
+        Some(Action::Crash | Action::Torn) => std::process::abort(),
+        Some(Action::Error) | None => {}
+    }
+}
+
+#[cfg(feature = "failpoints")]
+fn sleep(ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
 /// Passes the failpoint `name` before writing `bytes`: like [`hit`], and for `torn`, writes
@@ -155,6 +199,10 @@ pub fn hit_write(
 ) -> std::io::Result<()> {
     match imp::action(name) {
         None => Ok(()),
+        Some(Action::Sleep(ms)) => {
+            sleep(ms);
+            Ok(())
+        }
         Some(Action::Crash) => std::process::abort(),
         Some(Action::Torn) => {
             let _ = write(&bytes[..bytes.len() / 2]);
@@ -172,6 +220,10 @@ pub fn hit(_name: &'static str) -> std::io::Result<()> {
 
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
+pub fn pause(_name: &'static str) {}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
 pub fn hit_write(
     _name: &'static str,
     _bytes: &[u8],
@@ -185,14 +237,21 @@ pub const ENABLED: bool = cfg!(feature = "failpoints");
 
 #[cfg(test)]
 mod tests {
-    /// Every `hit("…")`/`hit_write("…")` in the store's source names a listed failpoint, and
-    /// every listed failpoint is placed somewhere.
+    /// Every `hit("…")`/`hit_write("…")` in the store's source and every `pause("…")` in
+    /// the runtime's (`../src`) names a listed failpoint, and every listed failpoint is
+    /// placed somewhere.
     #[test]
     fn the_list_matches_the_source() {
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let src = manifest.join("src");
+        let runtime = manifest
+            .join("../src")
+            .canonicalize()
+            .expect("the runtime's src");
         let mut used = std::collections::BTreeSet::new();
+        let mut paused = std::collections::BTreeSet::new();
         let mut unmarked_syncs = Vec::new();
-        let mut stack = vec![std::path::PathBuf::from(src)];
+        let mut stack = vec![src.clone(), runtime];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).expect("ls") {
                 let path = entry.expect("entry").path();
@@ -206,7 +265,14 @@ mod tests {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).expect("read");
-                // Every fsync and fdatasync outside tests passes a failpoint first.
+                for part in text.split("failpoint::pause(\"").skip(1) {
+                    paused.insert(part.split('"').next().expect("name").to_owned());
+                }
+                if !path.starts_with(&src) {
+                    continue;
+                }
+                // Every fsync and fdatasync of the store outside tests passes a failpoint
+                // first.
                 let code = text.split("#[cfg(test)]").next().unwrap_or("");
                 let lines: Vec<&str> = code.lines().collect();
                 for (i, line) in lines.iter().enumerate() {
@@ -229,5 +295,8 @@ mod tests {
         let listed: std::collections::BTreeSet<String> =
             super::NAMES.iter().map(|s| s.to_string()).collect();
         assert_eq!(used, listed, "failpoint::NAMES and the source disagree");
+        let pauses: std::collections::BTreeSet<String> =
+            super::PAUSES.iter().map(|s| s.to_string()).collect();
+        assert_eq!(paused, pauses, "failpoint::PAUSES and the source disagree");
     }
 }

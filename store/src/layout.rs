@@ -48,6 +48,16 @@ pub const LEDGER_LOCK: &str = "run/ledger.lock";
 pub const SERVE_LOCK: &str = "run/serve.lock";
 /// Locks of memory files replaced by read-modify-write (core memory), made on first use.
 pub const MEMORY_LOCKS_DIR: &str = "run/memory";
+/// `serve`'s control socket: commands reach its agents through it.
+pub const SERVE_SOCKET: &str = "run/serve.sock";
+/// Where `serve`'s actors listen, one socket each ([`actor_socket_name`]).
+pub const ACTORS_DIR: &str = "run/actors";
+/// Rewinds whose boundary is in the ledger and whose checkpoint may not be written yet: one
+/// file per agent ([`rewind_pending_path`]), removed once it is, so the next command
+/// finishes what a crash left.
+pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
+/// The extension of lock files.
+pub const LOCK_EXTENSION: &str = "lock";
 pub const TMP_DIR: &str = "tmp";
 
 /// Directories `init` creates, parents first.
@@ -153,7 +163,18 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
 
 pub fn session_lock_path(root: &Path, session: &str) -> PathBuf {
     root.join(SESSION_LOCKS_DIR)
-        .join(format!("{}.lock", component(session)))
+        .join(format!("{}.{LOCK_EXTENSION}", component(session)))
+}
+
+/// The socket of actor `n` in [`ACTORS_DIR`]: numbered by serve, as sockets need short paths.
+pub fn actor_socket_name(n: usize) -> String {
+    format!("{n}.sock")
+}
+
+/// The pending-rewind file of the agent `agent` of `session`, in [`REWIND_PENDING_DIR`].
+pub fn rewind_pending_path(root: &Path, session: &str, agent: &str) -> PathBuf {
+    root.join(REWIND_PENDING_DIR)
+        .join(component(&format!("{session}:{agent}")))
 }
 
 #[cfg(test)]

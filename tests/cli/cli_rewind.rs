@@ -272,7 +272,10 @@ fn rewind_is_refused_while_a_turn_is_active() {
 #[test]
 fn sigkill_between_the_boundary_and_the_checkpoint_is_repaired_by_the_next_command() {
     let (server, mut env, ids) = four_turns();
-    env.set_env("AXOCOATL_TEST_PAUSE_AFTER_REWIND_BOUNDARY", "20000");
+    env.set_env(
+        "AXOCOATL_FAILPOINTS",
+        "rewind.boundary.appended=sleep(20000)",
+    );
     let mut child = env
         .cmd(&["rewind", &ids[1], "--yes"])
         .stdout(Stdio::null())

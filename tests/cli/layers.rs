@@ -158,3 +158,224 @@ fn the_runtime_never_parses_command_lines_or_prints() {
         }
     }
 }
+
+/// Files of modules declared `#[cfg(test)] mod name;` in `dir`'s `mod.rs` or `lib.rs`.
+fn test_modules(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let re =
+        regex::Regex::new(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_0-9]+)\s*;")
+            .expect("re");
+    let mut out = BTreeSet::new();
+    for file in files {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let dir = match name {
+            "mod.rs" | "lib.rs" | "main.rs" => file.parent().expect("dir").to_owned(),
+            _ => file.with_extension(""),
+        };
+        let text = std::fs::read_to_string(file).expect("read");
+        for c in re.captures_iter(&text) {
+            out.insert(dir.join(format!("{}.rs", &c[1])));
+            out.insert(dir.join(&c[1]).join("mod.rs"));
+        }
+    }
+    out
+}
+
+/// Every file name under `.axocoatl/` is spelled in `store/src/layout.rs`: the runtime and
+/// the command line join the repository's path with its constants and functions, never
+/// with names of their own.
+#[test]
+fn repository_file_names_are_spelled_only_in_the_layout() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layout = std::fs::read_to_string(root.join("store/src/layout.rs")).expect("layout.rs");
+    let constant = regex::Regex::new(r#"pub const [A-Z_]+: &str = "([^"]+)";"#).expect("re");
+    // Names specific enough to be found as they are: paths and names with a dot (but
+    // `.gitignore`, which the file tools read in workspaces too).
+    let names: BTreeSet<String> = constant
+        .captures_iter(&layout)
+        .map(|c| c[1].to_owned())
+        .filter(|n| (n.contains('/') || n.contains('.')) && n != ".gitignore")
+        .collect();
+    assert!(names.contains("run/serve.sock"), "{names:?}");
+    let literal = regex::Regex::new(r#""((?:[^"\\]|\\.)*)""#).expect("re");
+    let mut files = Vec::new();
+    for dir in ["src", "cmd"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let mut spelled = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        for c in literal.captures_iter(&non_test_source(file)) {
+            let s = &c[1];
+            if names.contains(s) || s.starts_with("run/") || s.contains("/.axocoatl/") {
+                spelled.push(format!(
+                    "{}: {s:?}",
+                    file.strip_prefix(root).unwrap_or(file).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        spelled.is_empty(),
+        "file names of the repository spelled outside store/src/layout.rs (add a constant there):\n{}",
+        spelled.join("\n")
+    );
+}
+
+/// Release code reads no test-only environment variable: tests pause or break the binary
+/// through the store's failpoints, which only the test build has (the `failpoints`
+/// feature).
+#[test]
+fn release_code_reads_no_test_environment_variable() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "cmd", "store/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    for file in &files {
+        assert!(
+            !non_test_source(file).contains("AXOCOATL_TEST_"),
+            "{} names an AXOCOATL_TEST_ variable: make it a failpoint (store/src/failpoint.rs)",
+            file.display()
+        );
+    }
+}
+
+/// `text` with the contents of comments, string literals and character literals blanked
+/// (newlines kept), so that braces and `fn` are only found in code.
+fn blank_literals(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &text[i..];
+        let ident_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if rest.starts_with("//") {
+            let end = rest.find('\n').map_or(b.len(), |n| i + n);
+            blank(&mut out, i, end);
+            i = end;
+        } else if let Some(body) = rest.strip_prefix("/*") {
+            let end = body.find("*/").map_or(b.len(), |n| i + 2 + n + 2);
+            blank(&mut out, i, end);
+            i = end;
+        } else if !ident_before
+            && (rest.starts_with("r#") || rest.starts_with("r\"") || rest.starts_with("br"))
+        {
+            let start = rest.find('r').map_or(0, |n| n + 1);
+            let hashes = rest[start..].bytes().take_while(|&c| c == b'#').count();
+            if rest.as_bytes().get(start + hashes) != Some(&b'"') {
+                i += 1;
+                continue;
+            }
+            let close = format!("\"{}", "#".repeat(hashes));
+            let body = start + hashes + 1;
+            let end = rest[body..]
+                .find(&close)
+                .map_or(b.len(), |n| i + body + n + close.len());
+            blank(&mut out, i, end);
+            i = end;
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            blank(&mut out, i, j + 1);
+            i = j + 1;
+        } else if b[i] == b'\'' {
+            // A character literal ('x', '\n', '\u{..}'); a lifetime has no closing quote.
+            let end = if b.get(i + 1) == Some(&b'\\') {
+                rest[2..].find('\'').map(|n| i + 2 + n + 1)
+            } else {
+                rest.chars()
+                    .nth(1)
+                    .filter(|_| rest.chars().nth(2) == Some('\''))
+                    .map(|c| i + 1 + c.len_utf8() + 1)
+            };
+            match end {
+                Some(end) => {
+                    blank(&mut out, i, end);
+                    i = end;
+                }
+                None => i += 1,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The functions of `file` outside its `#[cfg(test)]` tail: (lines, first line, name).
+fn function_lengths(file: &Path) -> Vec<(usize, usize, String)> {
+    let text = std::fs::read_to_string(file).expect("read");
+    let code = blank_literals(match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => &text,
+    });
+    let head = regex::Regex::new(
+        r"(?m)^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|async|unsafe|extern)\s+)*fn\s+([A-Za-z_0-9]+)",
+    )
+    .expect("re");
+    let mut out = Vec::new();
+    for c in head.captures_iter(&code) {
+        let start = c.get(0).expect("match").start();
+        let mut depth = 0usize;
+        let mut end = None;
+        for (k, ch) in code[start..].char_indices() {
+            match ch {
+                ';' if depth == 0 => break,
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(start + k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(end) = end {
+            let first = code[..start].matches('\n').count() + 1;
+            let last = code[..end].matches('\n').count() + 1;
+            out.push((last - first + 1, first, c[1].to_owned()));
+        }
+    }
+    out
+}
+
+/// No production function is over [`MAX_FN_LINES`] lines, signature and closing brace
+/// included: a long function is split into named steps. Tests are left out (`#[cfg(test)]`
+/// tails and test modules).
+const MAX_FN_LINES: usize = 100;
+
+#[test]
+fn no_production_function_is_over_100_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "cmd", "store/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let mut long = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        for (lines, line, name) in function_lengths(file) {
+            if lines > MAX_FN_LINES {
+                let rel = file.strip_prefix(root).unwrap_or(file);
+                long.push(format!("{}:{line} {name}: {lines} lines", rel.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines (split them into named steps):\n{}",
+        long.join("\n")
+    );
+}

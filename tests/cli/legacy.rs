@@ -444,9 +444,13 @@ fn kill_9_at_each_import_step_ends_in_the_same_history() {
     assert_eq!(reference.len(), 3);
     let ck_dir = |env: &TestEnv| env.repo().join("checkpoints/v1/main%3aassistant");
     for step in ["begun", "turn-1", "turn-2", "turn-3", "ended", "checkpoint"] {
+        let failpoint = match step.split_once('-') {
+            Some((_, n)) => format!("legacy.import.turn=sleep(60000)@{n}"),
+            None => format!("legacy.import.{step}=sleep(60000)"),
+        };
         let mut env = legacy_env(&server, &["checkpoints/main"]);
         let before = legacy_bytes(&env);
-        env.set_env("AXOCOATL_TEST_PAUSE_IMPORT_AT", &format!("{step}:60000"));
+        env.set_env("AXOCOATL_FAILPOINTS", &failpoint);
         let mut child = env
             .cmd(&["import"])
             .stdout(Stdio::null())
@@ -465,7 +469,7 @@ fn kill_9_at_each_import_step_ends_in_the_same_history() {
         child.kill().expect("SIGKILL");
         child.wait().expect("wait");
         let mut env2 = env;
-        env2.set_env("AXOCOATL_TEST_PAUSE_IMPORT_AT", "none:0");
+        env2.set_env("AXOCOATL_FAILPOINTS", "");
         let h = history(&env2, "main");
         assert_eq!(h, reference, "after a kill at {step}");
         assert_eq!(kinds(&env2, "LegacyImportBegun"), 1, "{step}");

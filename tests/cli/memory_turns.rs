@@ -561,3 +561,50 @@ fn after_a_rewind_recall_leaves_the_superseded_turns_out_and_search_finds_them_o
         "{json}"
     );
 }
+
+/// Pins every `memory … --json` output (a block, an edit, added records, a search hit,
+/// the status, a reindex, a consolidation pass that ran and one that was skipped): the
+/// field names and shapes scripts read.
+#[test]
+fn every_memory_json_output_keeps_its_shape() {
+    let server = FakeServer::start();
+    let edits = json!({"edits": [
+        {"label": "human", "append": "Prefers answers in French."},
+        {"label": "nope", "append": "x"},
+    ]});
+    server.push(ollama_text(&edits.to_string()));
+    let env = env_for(&server, "", false);
+    let mut out = String::new();
+    for args in [
+        &["memory", "core", "show", "human", "-a", "a", "--json"][..],
+        &[
+            "memory",
+            "core",
+            "set",
+            "project",
+            "Rust CLI.",
+            "-a",
+            "a",
+            "--json",
+        ],
+        &[
+            "memory",
+            "add",
+            "-a",
+            "a",
+            "Ada prefers answers in French.",
+            "--json",
+        ],
+        &["memory", "search", "-a", "a", "French answers", "--json"],
+        &["memory", "status", "-a", "a", "--json"],
+        &["memory", "reindex", "-a", "a", "--json"],
+        &["memory", "consolidate", "--json"],
+    ] {
+        out.push_str(&format!(
+            "$ {}\n{}",
+            args.join(" "),
+            env.snap(&env.run(args))
+        ));
+    }
+    snap!("json_outputs", out);
+}

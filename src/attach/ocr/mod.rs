@@ -374,6 +374,14 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// The engine, or (it stopped being there) an OCR failure of `name`.
+    fn engine_or_failed(&mut self, name: &str) -> Result<&mut Engine, AttachError> {
+        self.engine().map_err(|u| AttachError::OcrFailed {
+            name: name.to_owned(),
+            detail: u.reason(),
+        })
+    }
+
     /// The text of a PDF: its text layer, and OCR of the images of its pages that have
     /// none (pages that OCR cannot read are named in the notes).
     pub fn pdf(&mut self, name: &str, bytes: &[u8]) -> Result<Read, AttachError> {
@@ -394,11 +402,10 @@ impl<'a> Reader<'a> {
         let mut read_pages: Vec<(usize, String, Vec<u8>)> = Vec::new();
         for (n, &i) in scanned.iter().enumerate() {
             if let Err(u) = self.engine() {
+                let were = if scanned.len() == 1 { "was" } else { "were" };
                 let mut read = Read::plain(texts.concat());
                 read.notes.push(format!(
-                    "{} without a text layer {} not read: {}; {}",
-                    pages_text,
-                    if scanned.len() == 1 { "was" } else { "were" },
+                    "{pages_text} without a text layer {were} not read: {}; {}",
                     u.reason(),
                     u.hint()
                 ));
@@ -413,33 +420,14 @@ impl<'a> Reader<'a> {
                 if let Some(e) = self.too_many_pixels(name, page.clone(), w, h) {
                     return Err(e);
                 }
-                let encoded: Vec<u8> = match found.coding {
-                    Coding::Unsupported(why) => {
+                let encoded = match image_bytes(found.coding, w, h) {
+                    Ok(encoded) => encoded,
+                    Err(why) => {
                         notes.push(format!("page {}: {why}", i + 1));
                         continue;
                     }
-                    Coding::Encoded(b) => b.into_owned(),
-                    Coding::Raw {
-                        stream,
-                        components,
-                        bits,
-                        invert,
-                    } => match pdf::raw_pixels(stream, w, h, components, bits, invert) {
-                        Ok(raw) => pnm(&raw),
-                        Err(why) => {
-                            notes.push(format!(
-                                "page {}: an image that does not read: {why}",
-                                i + 1
-                            ));
-                            continue;
-                        }
-                    },
                 };
-                let engine = self.engine().map_err(|u| AttachError::OcrFailed {
-                    name: name.to_owned(),
-                    detail: u.reason(),
-                })?;
-                let Some(size) = engine.header(&encoded) else {
+                let Some(size) = self.engine_or_failed(name)?.header(&encoded) else {
                     notes.push(format!(
                         "page {}: an image whose header does not read",
                         i + 1
@@ -449,10 +437,7 @@ impl<'a> Reader<'a> {
                 if let Some(e) = self.too_many_pixels(name, page, size.0, size.1) {
                     return Err(e);
                 }
-                let engine = self.engine().map_err(|u| AttachError::OcrFailed {
-                    name: name.to_owned(),
-                    detail: u.reason(),
-                })?;
+                let engine = self.engine_or_failed(name)?;
                 let tiff = encoded.starts_with(b"II*\0") || encoded.starts_with(b"MM\0*");
                 match engine.read(&encoded, tiff.then_some(0), size, &mut stop) {
                     Ok(r) => {
@@ -465,12 +450,7 @@ impl<'a> Reader<'a> {
                         notes.push(format!("page {}: {why}", i + 1));
                     }
                     Err(Ended::Stopped { progress }) => {
-                        let at = format!(
-                            " on page {} ({} of the {} pages without text; {progress}% of the page read)",
-                            i + 1,
-                            n + 1,
-                            scanned.len()
-                        );
+                        let at = stopped_at(i, n, scanned.len(), progress);
                         return Err(self.ended(name, Ended::Stopped { progress }, at));
                     }
                 }
@@ -480,32 +460,14 @@ impl<'a> Reader<'a> {
             }
         }
         if read_pages.is_empty() {
-            let mut read = Read::plain(texts.concat());
-            read.notes = notes;
-            read.notes.push(format!(
+            notes.push(format!(
                 "{pages_text} without a text layer could not be read by OCR"
             ));
+            let mut read = Read::plain(texts.concat());
+            read.notes = notes;
             return Ok(read);
         }
-        let mut all_conf = Vec::new();
-        let mut text = String::new();
-        for (i, t) in texts.iter().enumerate() {
-            match read_pages.iter().find(|(p, _, _)| *p == i) {
-                Some((_, page_text, conf)) => {
-                    if !text.is_empty() && !text.ends_with('\n') {
-                        text.push('\n');
-                    }
-                    let mean =
-                        mean(conf).map_or("no words".into(), |m| format!("mean confidence {m}%"));
-                    text.push_str(&format!(
-                        "[page {}: no text layer; OCR text, {mean}]\n{page_text}",
-                        i + 1
-                    ));
-                    all_conf.extend_from_slice(conf);
-                }
-                None => text.push_str(t),
-            }
-        }
+        let (text, all_conf) = with_ocr_pages(&texts, &read_pages);
         let engine = match self.engine() {
             Ok(e) => e.name(),
             Err(u) => u.reason(),
@@ -520,6 +482,60 @@ impl<'a> Reader<'a> {
             notes,
         ))
     }
+}
+
+/// Where OCR of a PDF stopped: on page index `i`, the `n`-th (from 0) of the `of` pages
+/// without text, `progress` percent into it.
+fn stopped_at(i: usize, n: usize, of: usize, progress: u8) -> String {
+    format!(
+        " on page {} ({} of the {of} pages without text; {progress}% of the page read)",
+        i + 1,
+        n + 1
+    )
+}
+
+/// The bytes of a PDF page's image that the OCR engine reads (raw samples as a PNM), or why
+/// there are none.
+fn image_bytes(coding: Coding<'_>, w: u32, h: u32) -> Result<Vec<u8>, String> {
+    match coding {
+        Coding::Unsupported(why) => Err(why),
+        Coding::Encoded(b) => Ok(b.into_owned()),
+        Coding::Raw {
+            stream,
+            components,
+            bits,
+            invert,
+        } => match pdf::raw_pixels(stream, w, h, components, bits, invert) {
+            Ok(raw) => Ok(pnm(&raw)),
+            Err(why) => Err(format!("an image that does not read: {why}")),
+        },
+    }
+}
+
+/// The text of a PDF whose pages' text layers are `texts`, with the pages OCR read
+/// (`read_pages`: page index, text, word confidences) in place of their empty layers, each
+/// under a line that says so; and the confidences of every word OCR read.
+fn with_ocr_pages(texts: &[String], read_pages: &[(usize, String, Vec<u8>)]) -> (String, Vec<u8>) {
+    let mut all_conf = Vec::new();
+    let mut text = String::new();
+    for (i, t) in texts.iter().enumerate() {
+        match read_pages.iter().find(|(p, _, _)| *p == i) {
+            Some((_, page_text, conf)) => {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                let mean =
+                    mean(conf).map_or("no words".into(), |m| format!("mean confidence {m}%"));
+                text.push_str(&format!(
+                    "[page {}: no text layer; OCR text, {mean}]\n{page_text}",
+                    i + 1
+                ));
+                all_conf.extend_from_slice(conf);
+            }
+            None => text.push_str(t),
+        }
+    }
+    (text, all_conf)
 }
 
 /// "page 3", "pages 2, 3 and 5".

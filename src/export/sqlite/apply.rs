@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 
 use axocoatl_store::automation::{Runs, Trigger};
 use axocoatl_store::extracted;
-use axocoatl_store::ledger::record::{Bounded, Millis, TurnBegun, TurnEnded};
+use axocoatl_store::ledger::record::{
+    AttachmentAdded, Bounded, Millis, ModelCall, PlanMade, RewindBoundary, StopRequested,
+    SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded,
+    TurnOrigin, TurnOverrides,
+};
 use axocoatl_store::ledger::{Entry, Record};
 use axocoatl_store::Repo;
 use rusqlite::{params, OptionalExtension, Statement, Transaction};
@@ -253,33 +257,7 @@ impl<'c> Applier<'c> {
 
     fn record<'r>(&mut self, seq: u64, record: &'r Record, mut ev: Event<'r>) -> Result<()> {
         match record {
-            Record::TurnBegun(b) => {
-                if let Some(acc) = self.sessions.get_mut(&b.session) {
-                    acc.turns += 1;
-                }
-                for pin in &b.attachments {
-                    self.tx
-                        .execute(
-                            "INSERT OR IGNORE INTO turn_attachments (turn, reference, name, media_type, size) VALUES (?1, ?2, ?3, ?4, ?5)",
-                            params![b.turn, pin.reference, pin.name, pin.media_type, pin.size as i64],
-                        )
-                        .map_err(self.err())?;
-                }
-                self.pending.insert(b.turn.clone(), TurnRow::begun(seq, b));
-                self.report.turns_added += 1;
-                ev.kind = "request";
-                ev.agent = Some(&b.agent);
-                ev.name = Some(&b.mode);
-                ev.text = Some(Cow::Borrowed(&b.request));
-                if !b.inline_context.is_empty() || !b.attachments.is_empty() || b.retry_of.is_some()
-                {
-                    ev.detail = Some(json!({
-                        "retry_of": b.retry_of,
-                        "inline_context": b.inline_context.iter().map(|c| json!({"label": c.label, "len": c.text.len, "object": c.text.object})).collect::<Vec<_>>(),
-                        "attachments": b.attachments.iter().map(|a| &a.reference).collect::<Vec<_>>(),
-                    }));
-                }
-            }
+            Record::TurnBegun(b) => self.turn_begun(seq, b, &mut ev)?,
             Record::AgentOutput(o) => {
                 self.answer(&o.turn, &o.text, None)?;
                 ev.kind = "answer";
@@ -300,207 +278,21 @@ impl<'c> Applier<'c> {
                 ev.text = e.error.as_deref().map(Cow::Borrowed);
                 ev.detail = Some(json!({"usage": e.usage}));
             }
-            Record::TurnOrigin(o) => {
-                let origin = (
-                    o.automation.clone(),
-                    o.occurrence,
-                    o.trigger.clone(),
-                    o.runner.clone(),
-                );
-                match self.pending.get_mut(&o.turn) {
-                    Some(row) => row.origin = Some(origin),
-                    None => {
-                        self.tx
-                            .execute(
-                                "UPDATE turns SET origin_automation = ?2, origin_occurrence = ?3, origin_trigger = ?4, origin_runner = ?5 WHERE turn = ?1",
-                                params![o.turn, o.automation, rfc3339(o.occurrence), o.trigger, o.runner],
-                            )
-                            .map_err(self.err())?;
-                    }
-                }
-                ev.kind = "origin";
-                ev.name = Some(&o.automation);
-                ev.detail = Some(
-                    json!({"occurrence": rfc3339(o.occurrence), "trigger": o.trigger, "runner": o.runner, "pid": o.pid}),
-                );
-            }
-            Record::ModelCall(c) => {
-                self.tx
-                    .execute(
-                        "INSERT OR IGNORE INTO model_calls (seq, turn, agent, provider, model, reserved_tokens, prompt_tokens, completion_tokens, finish_reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        params![seq as i64, c.turn, c.agent, c.provider, c.model, c.reserved_tokens as i64, c.prompt_tokens.map(|n| n as i64), c.completion_tokens.map(|n| n as i64), c.finish_reason, rfc3339(c.at)],
-                    )
-                    .map_err(self.err())?;
-                ev.kind = "model_call";
-                ev.agent = Some(&c.agent);
-                ev.name = Some(&c.model);
-                ev.detail = Some(json!({
-                    "provider": c.provider,
-                    "reserved_tokens": c.reserved_tokens,
-                    "prompt_tokens": c.prompt_tokens,
-                    "completion_tokens": c.completion_tokens,
-                    "finish_reason": c.finish_reason,
-                }));
-            }
-            Record::ToolStarted(s) => {
-                let memory_edit = s.name.starts_with(MEMORY_EDIT_PREFIX);
-                self.tx
-                    .execute(
-                        "INSERT OR IGNORE INTO tool_calls (seq, turn, agent, model_call, call_id, name, memory_edit, arguments, arguments_object, started_at) VALUES (?1, ?2, ?3, (SELECT max(seq) FROM model_calls WHERE turn = ?2 AND agent = ?3), ?4, ?5, ?6, ?7, ?8, ?9)",
-                        params![seq as i64, s.turn, s.agent, s.call_id, s.name, memory_edit, s.arguments.inline, s.arguments.object, rfc3339(s.at)],
-                    )
-                    .map_err(self.err())?;
-                ev.kind = if memory_edit {
-                    "memory_edit"
-                } else {
-                    "tool_call"
-                };
-                ev.agent = Some(&s.agent);
-                ev.name = Some(&s.name);
-                ev.text = Some(Cow::Borrowed(&s.arguments.inline));
-                ev.detail =
-                    Some(json!({"call_id": s.call_id, "arguments_object": s.arguments.object}));
-            }
-            Record::ToolFinished(r) => {
-                self.tool_result(
-                    &r.turn,
-                    &r.call_id,
-                    &r.output,
-                    r.is_error,
-                    r.exit_code,
-                    Some(r.duration_ms),
-                    r.at,
-                )?;
-                ev.kind = "tool_result";
-                ev.agent = Some(&r.agent);
-                ev.name = Some(&r.name);
-                ev.text = Some(Cow::Borrowed(&r.output.inline));
-                ev.detail = Some(
-                    json!({"call_id": r.call_id, "is_error": r.is_error, "exit_code": r.exit_code, "duration_ms": r.duration_ms, "output_object": r.output.object, "output_len": r.output.len}),
-                );
-            }
-            Record::ToolResult(r) => {
-                self.tool_result(&r.turn, &r.call_id, &r.output, r.is_error, None, None, r.at)?;
-                ev.kind = "tool_result";
-                ev.agent = Some(&r.agent);
-                ev.name = Some(&r.name);
-                ev.text = Some(Cow::Borrowed(&r.output.inline));
-                ev.detail = Some(
-                    json!({"call_id": r.call_id, "is_error": r.is_error, "output_object": r.output.object, "output_len": r.output.len}),
-                );
-            }
-            Record::StopRequested(s) => {
-                match self.pending.get_mut(&s.turn) {
-                    Some(row) => row.stop_requested = true,
-                    None => {
-                        self.tx
-                            .execute(
-                                "UPDATE turns SET stop_requested = 1 WHERE turn = ?1",
-                                [&s.turn],
-                            )
-                            .map_err(self.err())?;
-                    }
-                }
-                ev.kind = "stop_requested";
-                ev.detail = Some(json!({"pid": s.pid}));
-            }
+            Record::TurnOrigin(o) => self.turn_origin(o, &mut ev)?,
+            Record::ModelCall(c) => self.model_call(seq, c, &mut ev)?,
+            Record::ToolStarted(s) => self.tool_started(seq, s, &mut ev)?,
+            Record::ToolFinished(r) => self.tool_finished(r, &mut ev)?,
+            Record::ToolResult(r) => self.tool_result_record(r, &mut ev)?,
+            Record::StopRequested(s) => self.stop_requested(s, &mut ev)?,
             Record::Warning(w) => {
                 ev.kind = "warning";
                 ev.name = Some(&w.code);
                 ev.text = Some(Cow::Borrowed(&w.message));
             }
-            Record::RewindBoundary(r) => {
-                self.flush_session(&r.session)?;
-                self.tx
-                    .execute(
-                        "UPDATE turns SET superseded = 1 WHERE session = ?1 AND seq >= (SELECT seq FROM turns WHERE turn = ?2)",
-                        params![r.session, r.target],
-                    )
-                    .map_err(self.err())?;
-                ev.kind = "rewind";
-                ev.agent = Some(&r.agent);
-                ev.name = Some(&r.target);
-            }
-            Record::PlanMade(m) => {
-                for s in &m.subtasks {
-                    self.tx
-                        .execute(
-                            "INSERT INTO subtasks (turn, subtask, worker, role, task, depends_on, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'planned')",
-                            params![m.turn, s.id, s.worker, s.role, s.task, json!(s.depends_on).to_string()],
-                        )
-                        .map_err(self.err())?;
-                }
-                ev.kind = "plan";
-                ev.agent = Some(&m.coordinator);
-                ev.name = Some(&m.method);
-                let lines: Vec<String> = m
-                    .subtasks
-                    .iter()
-                    .map(|s| format!("{} ({}): {}", s.id, s.worker, s.task))
-                    .collect();
-                ev.detail = Some(json!({"subtasks": m.subtasks, "rejected": m.rejected}));
-                ev.text = Some(Cow::Owned(lines.join("\n")));
-            }
-            Record::SubtaskStarted(s) => {
-                let at = rfc3339(s.at);
-                let changed = self
-                    .tx
-                    .execute(
-                        "UPDATE subtasks SET state = 'running', worker = ?3, started_at = ?4 WHERE id = (SELECT id FROM subtasks WHERE turn = ?1 AND subtask = ?2 AND state = 'planned' ORDER BY id DESC LIMIT 1)",
-                        params![s.turn, s.subtask, s.worker, at],
-                    )
-                    .map_err(self.err())?;
-                if changed == 0 {
-                    self.tx
-                        .execute(
-                            "INSERT INTO subtasks (turn, subtask, worker, state, started_at) VALUES (?1, ?2, ?3, 'running', ?4)",
-                            params![s.turn, s.subtask, s.worker, at],
-                        )
-                        .map_err(self.err())?;
-                }
-                ev.kind = "subtask_started";
-                ev.agent = Some(&s.worker);
-                ev.name = Some(&s.subtask);
-            }
-            Record::SubtaskEnded(e) => {
-                let values = params![
-                    e.turn,
-                    e.subtask,
-                    e.worker,
-                    e.state.as_str(),
-                    e.error,
-                    e.output.inline,
-                    e.output.object,
-                    e.usage.prompt_tokens as i64,
-                    e.usage.completion_tokens as i64,
-                    e.usage.calls,
-                    rfc3339(e.at)
-                ];
-                let changed = self
-                    .tx
-                    .execute(
-                        "UPDATE subtasks SET worker = ?3, state = ?4, error = ?5, output = ?6, output_object = ?7, prompt_tokens = ?8, completion_tokens = ?9, model_calls = ?10, ended_at = ?11 WHERE id = (SELECT id FROM subtasks WHERE turn = ?1 AND subtask = ?2 AND state IN ('running', 'planned') ORDER BY state = 'running' DESC, id DESC LIMIT 1)",
-                        values,
-                    )
-                    .map_err(self.err())?;
-                if changed == 0 {
-                    self.tx
-                        .execute(
-                            "INSERT INTO subtasks (turn, subtask, worker, state, error, output, output_object, prompt_tokens, completion_tokens, model_calls, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                            values,
-                        )
-                        .map_err(self.err())?;
-                }
-                ev.kind = "subtask_ended";
-                ev.agent = Some(&e.worker);
-                ev.name = Some(&e.subtask);
-                ev.text = Some(Cow::Borrowed(
-                    e.error.as_deref().unwrap_or(&e.output.inline),
-                ));
-                ev.detail = Some(
-                    json!({"state": e.state.as_str(), "usage": e.usage, "output_object": e.output.object}),
-                );
-            }
+            Record::RewindBoundary(r) => self.rewind_boundary(r, &mut ev)?,
+            Record::PlanMade(m) => self.plan_made(m, &mut ev)?,
+            Record::SubtaskStarted(s) => self.subtask_started(s, &mut ev)?,
+            Record::SubtaskEnded(e) => self.subtask_ended(e, &mut ev)?,
             Record::ActivationDecided(a) => {
                 ev.kind = "activation";
                 let text = a
@@ -521,46 +313,8 @@ impl<'c> Applier<'c> {
                 ev.text = Some(Cow::Owned(agents));
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
-            Record::TurnOverrides(o) => {
-                ev.kind = "overrides";
-                ev.name = o.model.as_deref();
-                ev.text = o.system.as_deref().map(Cow::Borrowed);
-                ev.detail = Some(json!({
-                    "model": o.model,
-                    "system": o.system,
-                    "options": o.options.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
-                }));
-            }
-            Record::AttachmentAdded(a) => {
-                // The text without the header of OCR text; what OCR said about it (engine,
-                // languages, confidence) as JSON beside it.
-                let bytes = match &a.text_object {
-                    Some(h) => self.repo.objects().get(h).ok(),
-                    None => None,
-                };
-                let (text, ocr) = match bytes.as_deref().map(extracted::decode) {
-                    Some(Ok(e)) => (
-                        Some(e.text().to_owned()),
-                        e.ocr().map(|info| json!(info).to_string()),
-                    ),
-                    Some(Err(_)) => (
-                        bytes
-                            .as_deref()
-                            .map(|b| String::from_utf8_lossy(b).into_owned()),
-                        None,
-                    ),
-                    None => (None, None),
-                };
-                self.tx
-                    .execute(
-                        "INSERT OR IGNORE INTO attachments (reference, session, name, media_type, size, scope, object, text_object, text_truncated, text, ocr, added_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                        params![a.reference, a.session, a.name, a.media_type, a.size as i64, scope_name(a.scope), a.object, a.text_object, a.text_truncated, text, ocr, rfc3339(a.at)],
-                    )
-                    .map_err(self.err())?;
-                ev.kind = "attachment_added";
-                ev.name = Some(&a.reference);
-                ev.text = Some(Cow::Borrowed(&a.name));
-            }
+            Record::TurnOverrides(o) => self.overrides(o, &mut ev)?,
+            Record::AttachmentAdded(a) => self.attachment_added(a, &mut ev)?,
             Record::AttachmentRemoved(a) => {
                 self.tx
                     .execute(
@@ -592,6 +346,293 @@ impl<'c> Applier<'c> {
             }
         }
         self.event(seq, ev)
+    }
+
+    fn attachment_added<'r>(&mut self, a: &'r AttachmentAdded, ev: &mut Event<'r>) -> Result<()> {
+        // The text without the header of OCR text; what OCR said about it (engine,
+        // languages, confidence) as JSON beside it.
+        let bytes = match &a.text_object {
+            Some(h) => self.repo.objects().get(h).ok(),
+            None => None,
+        };
+        let (text, ocr) = match bytes.as_deref().map(extracted::decode) {
+            Some(Ok(e)) => (
+                Some(e.text().to_owned()),
+                e.ocr().map(|info| json!(info).to_string()),
+            ),
+            Some(Err(_)) => (
+                bytes
+                    .as_deref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned()),
+                None,
+            ),
+            None => (None, None),
+        };
+        self.tx
+            .execute(
+                "INSERT OR IGNORE INTO attachments (reference, session, name, media_type, size, scope, object, text_object, text_truncated, text, ocr, added_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![a.reference, a.session, a.name, a.media_type, a.size as i64, scope_name(a.scope), a.object, a.text_object, a.text_truncated, text, ocr, rfc3339(a.at)],
+            )
+            .map_err(self.err())?;
+        ev.kind = "attachment_added";
+        ev.name = Some(&a.reference);
+        ev.text = Some(Cow::Borrowed(&a.name));
+        Ok(())
+    }
+
+    fn subtask_ended<'r>(&mut self, e: &'r SubtaskEnded, ev: &mut Event<'r>) -> Result<()> {
+        let values = params![
+            e.turn,
+            e.subtask,
+            e.worker,
+            e.state.as_str(),
+            e.error,
+            e.output.inline,
+            e.output.object,
+            e.usage.prompt_tokens as i64,
+            e.usage.completion_tokens as i64,
+            e.usage.calls,
+            rfc3339(e.at)
+        ];
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE subtasks SET worker = ?3, state = ?4, error = ?5, output = ?6, output_object = ?7, prompt_tokens = ?8, completion_tokens = ?9, model_calls = ?10, ended_at = ?11 WHERE id = (SELECT id FROM subtasks WHERE turn = ?1 AND subtask = ?2 AND state IN ('running', 'planned') ORDER BY state = 'running' DESC, id DESC LIMIT 1)",
+                values,
+            )
+            .map_err(self.err())?;
+        if changed == 0 {
+            self.tx
+                .execute(
+                    "INSERT INTO subtasks (turn, subtask, worker, state, error, output, output_object, prompt_tokens, completion_tokens, model_calls, ended_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    values,
+                )
+                .map_err(self.err())?;
+        }
+        ev.kind = "subtask_ended";
+        ev.agent = Some(&e.worker);
+        ev.name = Some(&e.subtask);
+        ev.text = Some(Cow::Borrowed(
+            e.error.as_deref().unwrap_or(&e.output.inline),
+        ));
+        ev.detail = Some(
+            json!({"state": e.state.as_str(), "usage": e.usage, "output_object": e.output.object}),
+        );
+        Ok(())
+    }
+
+    fn subtask_started<'r>(&mut self, s: &'r SubtaskStarted, ev: &mut Event<'r>) -> Result<()> {
+        let at = rfc3339(s.at);
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE subtasks SET state = 'running', worker = ?3, started_at = ?4 WHERE id = (SELECT id FROM subtasks WHERE turn = ?1 AND subtask = ?2 AND state = 'planned' ORDER BY id DESC LIMIT 1)",
+                params![s.turn, s.subtask, s.worker, at],
+            )
+            .map_err(self.err())?;
+        if changed == 0 {
+            self.tx
+                .execute(
+                    "INSERT INTO subtasks (turn, subtask, worker, state, started_at) VALUES (?1, ?2, ?3, 'running', ?4)",
+                    params![s.turn, s.subtask, s.worker, at],
+                )
+                .map_err(self.err())?;
+        }
+        ev.kind = "subtask_started";
+        ev.agent = Some(&s.worker);
+        ev.name = Some(&s.subtask);
+        Ok(())
+    }
+
+    fn plan_made<'r>(&mut self, m: &'r PlanMade, ev: &mut Event<'r>) -> Result<()> {
+        for s in &m.subtasks {
+            self.tx
+                .execute(
+                    "INSERT INTO subtasks (turn, subtask, worker, role, task, depends_on, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'planned')",
+                    params![m.turn, s.id, s.worker, s.role, s.task, json!(s.depends_on).to_string()],
+                )
+                .map_err(self.err())?;
+        }
+        ev.kind = "plan";
+        ev.agent = Some(&m.coordinator);
+        ev.name = Some(&m.method);
+        let lines: Vec<String> = m
+            .subtasks
+            .iter()
+            .map(|s| format!("{} ({}): {}", s.id, s.worker, s.task))
+            .collect();
+        ev.detail = Some(json!({"subtasks": m.subtasks, "rejected": m.rejected}));
+        ev.text = Some(Cow::Owned(lines.join("\n")));
+        Ok(())
+    }
+
+    fn tool_started<'r>(&mut self, seq: u64, s: &'r ToolStarted, ev: &mut Event<'r>) -> Result<()> {
+        let memory_edit = s.name.starts_with(MEMORY_EDIT_PREFIX);
+        self.tx
+            .execute(
+                "INSERT OR IGNORE INTO tool_calls (seq, turn, agent, model_call, call_id, name, memory_edit, arguments, arguments_object, started_at) VALUES (?1, ?2, ?3, (SELECT max(seq) FROM model_calls WHERE turn = ?2 AND agent = ?3), ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![seq as i64, s.turn, s.agent, s.call_id, s.name, memory_edit, s.arguments.inline, s.arguments.object, rfc3339(s.at)],
+            )
+            .map_err(self.err())?;
+        ev.kind = if memory_edit {
+            "memory_edit"
+        } else {
+            "tool_call"
+        };
+        ev.agent = Some(&s.agent);
+        ev.name = Some(&s.name);
+        ev.text = Some(Cow::Borrowed(&s.arguments.inline));
+        ev.detail = Some(json!({"call_id": s.call_id, "arguments_object": s.arguments.object}));
+        Ok(())
+    }
+
+    fn model_call<'r>(&mut self, seq: u64, c: &'r ModelCall, ev: &mut Event<'r>) -> Result<()> {
+        self.tx
+            .execute(
+                "INSERT OR IGNORE INTO model_calls (seq, turn, agent, provider, model, reserved_tokens, prompt_tokens, completion_tokens, finish_reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![seq as i64, c.turn, c.agent, c.provider, c.model, c.reserved_tokens as i64, c.prompt_tokens.map(|n| n as i64), c.completion_tokens.map(|n| n as i64), c.finish_reason, rfc3339(c.at)],
+            )
+            .map_err(self.err())?;
+        ev.kind = "model_call";
+        ev.agent = Some(&c.agent);
+        ev.name = Some(&c.model);
+        ev.detail = Some(json!({
+            "provider": c.provider,
+            "reserved_tokens": c.reserved_tokens,
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "finish_reason": c.finish_reason,
+        }));
+        Ok(())
+    }
+
+    fn turn_origin<'r>(&mut self, o: &'r TurnOrigin, ev: &mut Event<'r>) -> Result<()> {
+        let origin = (
+            o.automation.clone(),
+            o.occurrence,
+            o.trigger.clone(),
+            o.runner.clone(),
+        );
+        match self.pending.get_mut(&o.turn) {
+            Some(row) => row.origin = Some(origin),
+            None => {
+                self.tx
+                    .execute(
+                        "UPDATE turns SET origin_automation = ?2, origin_occurrence = ?3, origin_trigger = ?4, origin_runner = ?5 WHERE turn = ?1",
+                        params![o.turn, o.automation, rfc3339(o.occurrence), o.trigger, o.runner],
+                    )
+                    .map_err(self.err())?;
+            }
+        }
+        ev.kind = "origin";
+        ev.name = Some(&o.automation);
+        ev.detail = Some(
+            json!({"occurrence": rfc3339(o.occurrence), "trigger": o.trigger, "runner": o.runner, "pid": o.pid}),
+        );
+        Ok(())
+    }
+
+    fn turn_begun<'r>(&mut self, seq: u64, b: &'r TurnBegun, ev: &mut Event<'r>) -> Result<()> {
+        if let Some(acc) = self.sessions.get_mut(&b.session) {
+            acc.turns += 1;
+        }
+        for pin in &b.attachments {
+            self.tx
+                .execute(
+                    "INSERT OR IGNORE INTO turn_attachments (turn, reference, name, media_type, size) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![b.turn, pin.reference, pin.name, pin.media_type, pin.size as i64],
+                )
+                .map_err(self.err())?;
+        }
+        self.pending.insert(b.turn.clone(), TurnRow::begun(seq, b));
+        self.report.turns_added += 1;
+        ev.kind = "request";
+        ev.agent = Some(&b.agent);
+        ev.name = Some(&b.mode);
+        ev.text = Some(Cow::Borrowed(&b.request));
+        if !b.inline_context.is_empty() || !b.attachments.is_empty() || b.retry_of.is_some() {
+            ev.detail = Some(json!({
+                "retry_of": b.retry_of,
+                "inline_context": b.inline_context.iter().map(|c| json!({"label": c.label, "len": c.text.len, "object": c.text.object})).collect::<Vec<_>>(),
+                "attachments": b.attachments.iter().map(|a| &a.reference).collect::<Vec<_>>(),
+            }));
+        }
+        Ok(())
+    }
+
+    fn overrides<'r>(&mut self, o: &'r TurnOverrides, ev: &mut Event<'r>) -> Result<()> {
+        ev.kind = "overrides";
+        ev.name = o.model.as_deref();
+        ev.text = o.system.as_deref().map(Cow::Borrowed);
+        ev.detail = Some(json!({
+            "model": o.model,
+            "system": o.system,
+            "options": o.options.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
+        }));
+        Ok(())
+    }
+
+    fn rewind_boundary<'r>(&mut self, r: &'r RewindBoundary, ev: &mut Event<'r>) -> Result<()> {
+        self.flush_session(&r.session)?;
+        self.tx
+            .execute(
+                "UPDATE turns SET superseded = 1 WHERE session = ?1 AND seq >= (SELECT seq FROM turns WHERE turn = ?2)",
+                params![r.session, r.target],
+            )
+            .map_err(self.err())?;
+        ev.kind = "rewind";
+        ev.agent = Some(&r.agent);
+        ev.name = Some(&r.target);
+        Ok(())
+    }
+
+    fn stop_requested<'r>(&mut self, s: &'r StopRequested, ev: &mut Event<'r>) -> Result<()> {
+        match self.pending.get_mut(&s.turn) {
+            Some(row) => row.stop_requested = true,
+            None => {
+                self.tx
+                    .execute(
+                        "UPDATE turns SET stop_requested = 1 WHERE turn = ?1",
+                        [&s.turn],
+                    )
+                    .map_err(self.err())?;
+            }
+        }
+        ev.kind = "stop_requested";
+        ev.detail = Some(json!({"pid": s.pid}));
+        Ok(())
+    }
+
+    fn tool_finished<'r>(&mut self, r: &'r ToolFinished, ev: &mut Event<'r>) -> Result<()> {
+        self.tool_result(
+            &r.turn,
+            &r.call_id,
+            &r.output,
+            r.is_error,
+            r.exit_code,
+            Some(r.duration_ms),
+            r.at,
+        )?;
+        ev.kind = "tool_result";
+        ev.agent = Some(&r.agent);
+        ev.name = Some(&r.name);
+        ev.text = Some(Cow::Borrowed(&r.output.inline));
+        ev.detail = Some(
+            json!({"call_id": r.call_id, "is_error": r.is_error, "exit_code": r.exit_code, "duration_ms": r.duration_ms, "output_object": r.output.object, "output_len": r.output.len}),
+        );
+        Ok(())
+    }
+
+    fn tool_result_record<'r>(&mut self, r: &'r ToolResult, ev: &mut Event<'r>) -> Result<()> {
+        self.tool_result(&r.turn, &r.call_id, &r.output, r.is_error, None, None, r.at)?;
+        ev.kind = "tool_result";
+        ev.agent = Some(&r.agent);
+        ev.name = Some(&r.name);
+        ev.text = Some(Cow::Borrowed(&r.output.inline));
+        ev.detail = Some(
+            json!({"call_id": r.call_id, "is_error": r.is_error, "output_object": r.output.object, "output_len": r.output.len}),
+        );
+        Ok(())
     }
 
     fn answer(&mut self, turn: &str, text: &str, bounded: Option<&Bounded>) -> Result<()> {

@@ -293,14 +293,9 @@ impl LocalProvider {
         Ok((best, hi))
     }
 
-    fn generate(
-        &mut self,
-        prompt: &[u32],
-        budget: usize,
-        sampler: &mut Sampler,
-        cancel: &Cancel,
-        on_event: &mut dyn FnMut(Event),
-    ) -> Result<(String, usize, &'static str), ProviderError> {
+    /// Reads `prompt` into a fresh KV cache (in chunks, reporting progress when it is long):
+    /// the logits of its last position.
+    fn read_prompt(&mut self, prompt: &[u32], cancel: &Cancel) -> Result<Tensor, ProviderError> {
         let err = |e: candle_core::Error| ProviderError::Model {
             provider: self.name.clone(),
             detail: format!("inference failed: {e}"),
@@ -333,13 +328,28 @@ impl LocalProvider {
         if long {
             crate::progress::report(crate::progress::Progress::Done);
         }
-        let mut logits = logits.ok_or_else(|| self.model_error("empty prompt".into()))?;
+        let logits = logits.ok_or_else(|| self.model_error("empty prompt".into()))?;
         self.timings = Timings {
             prompt_tokens: prompt.len(),
             prompt: started.elapsed(),
             ..Timings::default()
         };
+        Ok(logits)
+    }
 
+    fn generate(
+        &mut self,
+        prompt: &[u32],
+        budget: usize,
+        sampler: &mut Sampler,
+        cancel: &Cancel,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(String, usize, &'static str), ProviderError> {
+        let mut logits = self.read_prompt(prompt, cancel)?;
+        let err = |e: candle_core::Error| ProviderError::Model {
+            provider: self.name.clone(),
+            detail: format!("inference failed: {e}"),
+        };
         let started = Instant::now();
         let mut text = String::new();
         let mut stream = Utf8Stream::default();

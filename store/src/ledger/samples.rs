@@ -44,16 +44,118 @@ pub fn sample(
     at: Millis,
     text: &mut dyn FnMut() -> String,
 ) -> Record {
-    let bounded = |text: String| Bounded {
+    let f = Fields {
+        t: turn.to_owned(),
+        s: session.to_owned(),
+        agent: "agent".to_owned(),
+        reference: format!("{turn}-ref"),
+        digest: "0".repeat(64),
+        at,
+    };
+    // Every kind named here (no wildcard): a new kind does not build without a sample.
+    match kind {
+        Kind::SessionCreated
+        | Kind::SessionAgents
+        | Kind::LegacyImportBegun
+        | Kind::LegacyImportEnded
+        | Kind::Note
+        | Kind::RewindBoundary => session_sample(kind, f, text),
+        Kind::TurnBegun | Kind::TurnEnded | Kind::TurnOrigin | Kind::TurnOverrides => {
+            turn_sample(kind, f, text)
+        }
+        Kind::AgentOutput | Kind::AgentOutputBounded | Kind::Warning | Kind::StopRequested => {
+            output_sample(kind, f, text)
+        }
+        Kind::ModelCall | Kind::ToolStarted | Kind::ToolResult | Kind::ToolFinished => {
+            call_sample(kind, f, text)
+        }
+        Kind::AttachmentAdded | Kind::AttachmentRemoved | Kind::AttachmentConsumed => {
+            attachment_sample(kind, f, text)
+        }
+        Kind::PlanMade | Kind::SubtaskStarted | Kind::SubtaskEnded | Kind::ActivationDecided => {
+            team_sample(kind, f, text)
+        }
+    }
+}
+
+/// What the samples of one call of [`sample`] share.
+struct Fields {
+    t: String,
+    s: String,
+    agent: String,
+    reference: String,
+    digest: String,
+    at: Millis,
+}
+
+fn bounded(text: String) -> Bounded {
+    Bounded {
         len: text.len() as u64,
         inline: text,
         object: None,
-    };
-    let (t, s, agent) = (turn.to_owned(), session.to_owned(), "agent".to_owned());
-    let reference = format!("{turn}-ref");
-    let digest = "0".repeat(64);
+    }
+}
+
+/// The sample of `kind`, one of what belongs to a session, not to one turn.
+fn session_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields {
+        t,
+        s,
+        agent,
+        digest,
+        at,
+        ..
+    } = f;
     match kind {
         Kind::SessionCreated => SessionCreated { session: s, at }.into(),
+        Kind::SessionAgents => SessionAgents {
+            session: s,
+            agents: vec![agent],
+            at,
+        }
+        .into(),
+        Kind::LegacyImportBegun => LegacyImportBegun {
+            session: s,
+            agent,
+            source: "checkpoint.json".into(),
+            digest,
+            format: "json".into(),
+            turns: 0,
+            at,
+        }
+        .into(),
+        Kind::LegacyImportEnded => LegacyImportEnded {
+            session: s,
+            agent,
+            digest,
+            turns: 0,
+            at,
+        }
+        .into(),
+        Kind::Note => Note { text: text() }.into(),
+        Kind::RewindBoundary => RewindBoundary {
+            session: s,
+            agent,
+            target: t,
+            at,
+        }
+        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of a turn's beginning and end.
+fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields {
+        t,
+        s,
+        agent,
+        reference,
+        digest,
+        at,
+        ..
+    } = f;
+    match kind {
         Kind::TurnBegun => TurnBegun {
             turn: t,
             session: s,
@@ -91,10 +193,84 @@ pub fn sample(
             at: at + 9,
         }
         .into(),
+        Kind::TurnOrigin => TurnOrigin {
+            turn: t,
+            session: s,
+            automation: "nightly".into(),
+            occurrence: at,
+            trigger: "schedule".into(),
+            runner: "tick".into(),
+            pid: 3,
+            at,
+        }
+        .into(),
+        Kind::TurnOverrides => TurnOverrides {
+            turn: t,
+            session: s,
+            model: Some("ollama:qwen2.5:7b".into()),
+            // A fixed text: the numbered texts are the searched fields' (the index tests
+            // count them), and an override's system prompt is not searched.
+            system: Some("a per-call system prompt".into()),
+            options: vec![("temperature".into(), "0.2".into())],
+            at,
+        }
+        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of what a turn says.
+fn output_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields {
+        t, s, agent, at, ..
+    } = f;
+    match kind {
         Kind::AgentOutput => AgentOutput {
             turn: t,
             agent,
             text: text(),
+            at,
+        }
+        .into(),
+        Kind::AgentOutputBounded => AgentOutputBounded {
+            turn: t,
+            agent,
+            text: bounded(text()),
+            at,
+        }
+        .into(),
+        Kind::Warning => Warning {
+            turn: Some(t),
+            session: s,
+            code: "sample".into(),
+            message: text(),
+            at,
+        }
+        .into(),
+        Kind::StopRequested => StopRequested {
+            turn: t,
+            session: s,
+            pid: 2,
+            at,
+        }
+        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of model and tool calls.
+fn call_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields { t, agent, at, .. } = f;
+    match kind {
+        Kind::ModelCall => ModelCall {
+            turn: t,
+            agent,
+            provider: "canned".into(),
+            model: "m".into(),
+            reserved_tokens: 100,
+            prompt_tokens: Some(10),
+            completion_tokens: Some(3),
+            finish_reason: Some("stop".into()),
             at,
         }
         .into(),
@@ -117,40 +293,33 @@ pub fn sample(
             at,
         }
         .into(),
-        Kind::ModelCall => ModelCall {
+        Kind::ToolFinished => ToolFinished {
             turn: t,
             agent,
-            provider: "canned".into(),
-            model: "m".into(),
-            reserved_tokens: 100,
-            prompt_tokens: Some(10),
-            completion_tokens: Some(3),
-            finish_reason: Some("stop".into()),
+            call_id: "call-1".into(),
+            name: "read_file".into(),
+            is_error: false,
+            output: bounded(text()),
+            exit_code: None,
+            duration_ms: 12,
             at,
         }
         .into(),
-        Kind::StopRequested => StopRequested {
-            turn: t,
-            session: s,
-            pid: 2,
-            at,
-        }
-        .into(),
-        Kind::RewindBoundary => RewindBoundary {
-            session: s,
-            agent,
-            target: t,
-            at,
-        }
-        .into(),
-        Kind::Warning => Warning {
-            turn: Some(t),
-            session: s,
-            code: "sample".into(),
-            message: text(),
-            at,
-        }
-        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of attachments.
+fn attachment_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields {
+        t,
+        s,
+        reference,
+        digest,
+        at,
+        ..
+    } = f;
+    match kind {
         Kind::AttachmentAdded => AttachmentAdded {
             reference,
             session: s,
@@ -177,48 +346,16 @@ pub fn sample(
             at,
         }
         .into(),
-        Kind::Note => Note { text: text() }.into(),
-        Kind::AgentOutputBounded => AgentOutputBounded {
-            turn: t,
-            agent,
-            text: bounded(text()),
-            at,
-        }
-        .into(),
-        Kind::ToolFinished => ToolFinished {
-            turn: t,
-            agent,
-            call_id: "call-1".into(),
-            name: "read_file".into(),
-            is_error: false,
-            output: bounded(text()),
-            exit_code: None,
-            duration_ms: 12,
-            at,
-        }
-        .into(),
-        Kind::TurnOrigin => TurnOrigin {
-            turn: t,
-            session: s,
-            automation: "nightly".into(),
-            occurrence: at,
-            trigger: "schedule".into(),
-            runner: "tick".into(),
-            pid: 3,
-            at,
-        }
-        .into(),
-        Kind::TurnOverrides => TurnOverrides {
-            turn: t,
-            session: s,
-            model: Some("ollama:qwen2.5:7b".into()),
-            // A fixed text: the numbered texts are the searched fields' (the index tests
-            // count them), and an override's system prompt is not searched.
-            system: Some("a per-call system prompt".into()),
-            options: vec![("temperature".into(), "0.2".into())],
-            at,
-        }
-        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of coordinators and multi-agent sessions.
+fn team_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Record {
+    let Fields {
+        t, s, agent, at, ..
+    } = f;
+    match kind {
         Kind::PlanMade => PlanMade {
             turn: t,
             coordinator: agent,
@@ -270,30 +407,7 @@ pub fn sample(
             at,
         }
         .into(),
-        Kind::SessionAgents => SessionAgents {
-            session: s,
-            agents: vec![agent],
-            at,
-        }
-        .into(),
-        Kind::LegacyImportBegun => LegacyImportBegun {
-            session: s,
-            agent,
-            source: "checkpoint.json".into(),
-            digest,
-            format: "json".into(),
-            turns: 0,
-            at,
-        }
-        .into(),
-        Kind::LegacyImportEnded => LegacyImportEnded {
-            session: s,
-            agent,
-            digest,
-            turns: 0,
-            at,
-        }
-        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
     }
 }
 
