@@ -206,22 +206,10 @@ impl Mounts {
                 }
             }
             for dir in &self.covered {
-                check(libc::mount(
-                    c"axocoatl-hidden".as_ptr(),
-                    dir.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"size=4k,mode=0555".as_ptr().cast(),
-                ))?;
+                check(empty_over(dir))?;
             }
             for dir in &self.hidden_dirs {
-                present(libc::mount(
-                    c"axocoatl-hidden".as_ptr(),
-                    dir.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"size=4k,mode=0555".as_ptr().cast(),
-                ))?;
+                present(empty_over(dir))?;
             }
             for file in &self.hidden_files {
                 present(libc::mount(
@@ -286,6 +274,25 @@ fn bind_link(path: &CStr) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Mounts an empty read-only tmpfs over `dir`, hiding what it holds; mount(2)'s result.
+/// Fit for a `pre_exec` hook: one system call, no allocation.
+#[expect(
+    unsafe_code,
+    reason = "the mount system call: libc has no safe wrapper"
+)]
+fn empty_over(dir: &CStr) -> libc::c_int {
+    // SAFETY: a C string the caller owns and static ones.
+    unsafe {
+        libc::mount(
+            c"axocoatl-hidden".as_ptr(),
+            dir.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            c"size=4k,mode=0555".as_ptr().cast(),
+        )
+    }
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

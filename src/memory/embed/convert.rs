@@ -49,16 +49,7 @@ fn floats(t: &pb::TensorProto) -> Result<Vec<f32>, String> {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect()
     };
-    let n: usize = dims(t).iter().product();
-    if values.len() != n {
-        return Err(format!(
-            "{} holds {} values for shape {:?}",
-            t.name,
-            values.len(),
-            t.dims
-        ));
-    }
-    Ok(values)
+    sized(t, values)
 }
 
 fn int8s(t: &pb::TensorProto) -> Result<Vec<i8>, String> {
@@ -70,6 +61,11 @@ fn int8s(t: &pb::TensorProto) -> Result<Vec<i8>, String> {
     } else {
         t.raw_data.iter().map(|&b| b as i8).collect()
     };
+    sized(t, values)
+}
+
+/// `values` when they are as many as `t`'s shape holds.
+fn sized<T>(t: &pb::TensorProto, values: Vec<T>) -> Result<Vec<T>, String> {
     let n: usize = dims(t).iter().product();
     if values.len() != n {
         return Err(format!(
