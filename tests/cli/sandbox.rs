@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::env::{wait_until, TestEnv};
+use crate::common::env::{bin, wait_until, with_program, wrapped, TestEnv};
 use crate::common::procs::{actor, json_lines, kill, marker, running_with, tool_results, Serve};
 
 const NOBODY: u32 = 65534;
@@ -72,11 +72,19 @@ fn scripted(sandbox: &str, turns: &[(&str, Vec<String>)], providers: &str) -> Te
     env
 }
 
-/// Hands the whole test directory to the unprivileged user.
+/// Where [`reachable_bin`] puts the binary, inside the test directory.
+const NOBODY_BIN_DIR: &str = "bin-for-nobody";
+
+/// Hands the whole test directory to the unprivileged user (all but the binary of
+/// [`reachable_bin`], which may share its inode with the build's and stays root's).
 fn give_to_nobody(env: &TestEnv) {
-    let status = Command::new("chown")
-        .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+    let status = Command::new("find")
         .arg(env.tmp.path())
+        .arg("-path")
+        .arg(env.tmp.path().join(NOBODY_BIN_DIR))
+        .args(["-prune", "-o", "-exec", "chown"])
+        .arg(format!("{NOBODY}:{NOBODY}"))
+        .args(["{}", "+"])
         .status()
         .expect("chown");
     assert!(status.success());
@@ -84,37 +92,42 @@ fn give_to_nobody(env: &TestEnv) {
         .expect("chmod");
 }
 
-/// `cmd` run as the unprivileged user, with the same arguments, environment and directory.
-fn as_nobody(cmd: &Command) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid",
-        &NOBODY.to_string(),
-        "--regid",
-        &NOBODY.to_string(),
-        "--clear-groups",
-        "--",
-    ])
-    .arg(cmd.get_program())
-    .args(cmd.get_args())
-    .env_clear()
-    .stdin(Stdio::null());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
+/// The binary under test where the unprivileged user can run it. The build may lie where
+/// only root may enter (as root, `.ci/run` builds under `~/.cache`), and serve starts its
+/// actors from its own path: a hard link to it (a copy across file systems) in a
+/// root-owned, world-readable directory of the test, removed with it.
+fn reachable_bin(env: &TestEnv) -> std::path::PathBuf {
+    let dir = env.tmp.path().join(NOBODY_BIN_DIR);
+    let path = dir.join("axocoatl");
+    if !path.exists() {
+        std::fs::create_dir_all(&dir).expect("bin dir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        if std::fs::hard_link(bin(), &path).is_err() {
+            std::fs::copy(bin(), &path).expect("copy the binary");
         }
     }
-    if let Some(dir) = cmd.get_current_dir() {
-        c.current_dir(dir);
-    }
-    c
+    path
 }
 
-/// `env.cmd(args)`, as root or as the unprivileged user.
+/// `cmd` run as the unprivileged user, with the same arguments, environment and directory.
+fn as_nobody(cmd: &Command) -> Command {
+    let nobody = NOBODY.to_string();
+    let before = [
+        "--reuid",
+        &nobody,
+        "--regid",
+        &nobody,
+        "--clear-groups",
+        "--",
+    ];
+    wrapped(cmd, "setpriv", &before)
+}
+
+/// `env.cmd(args)`, as root or as the unprivileged user (running [`reachable_bin`]).
 fn command(env: &TestEnv, nobody: bool, args: &[&str]) -> Command {
     let c = env.cmd(args);
     if nobody {
-        as_nobody(&c)
+        as_nobody(&with_program(&c, &reachable_bin(env)))
     } else {
         c
     }
@@ -280,22 +293,8 @@ fn provider_keys_stay_out_of_commands_and_other_processes() {
 /// `cmd` with `outside` opened for appending as descriptor 9 (not close-on-exec), by a
 /// shell that then execs it.
 fn with_descriptor(cmd: &Command, outside: &std::path::Path) -> Command {
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(format!("exec \"$0\" \"$@\" 9>>'{}'", outside.display()))
-        .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .env_clear()
-        .stdin(Stdio::null());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
-        }
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        c.current_dir(dir);
-    }
-    c
+    let script = format!("exec \"$0\" \"$@\" 9>>'{}'", outside.display());
+    wrapped(cmd, "sh", &["-c", &script])
 }
 
 #[test]

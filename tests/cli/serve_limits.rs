@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::env::{bin, wait_until, Run, TestEnv};
+use crate::common::env::{wait_until, wrapped, Run, TestEnv};
 use crate::common::fake_http::{FakeServer, Reply};
 use crate::common::ollama::{ollama_env, ollama_stream};
 use crate::common::procs::{actor, agents_status as status, alive, json_lines, kill, Serve};
@@ -29,21 +29,8 @@ fn script_env() -> TestEnv {
 
 /// `args` run with `ulimit LIMIT` set first (in the clean environment of `env.cmd`).
 fn limited(env: &TestEnv, limit: &str, args: &[&str]) -> Command {
-    let plain = env.cmd(args);
-    let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(format!("ulimit {limit} && exec \"$0\" \"$@\""))
-        .arg(bin())
-        .args(args)
-        .current_dir(&env.work)
-        .env_clear()
-        .stdin(Stdio::null());
-    for (k, v) in plain.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
-        }
-    }
-    c
+    let script = format!("ulimit {limit} && exec \"$0\" \"$@\"");
+    wrapped(&env.cmd(args), "sh", &["-c", &script])
 }
 
 /// Runs `cmd` and kills it if it has not ended within `secs` (a command that hangs fails

@@ -115,21 +115,11 @@ impl TestEnv {
     /// exhausting the machine.
     pub fn cmd_limited(&self, kib: u64, args: &[&str]) -> Command {
         // The clean environment of `cmd`, around a shell that sets the limit first.
-        let c = self.cmd(args);
-        let mut limited = Command::new("sh");
-        limited
-            .arg("-c")
-            .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
-            .arg(bin())
-            .args(args);
-        limited.current_dir(&self.work).env_clear();
-        for (k, v) in c.get_envs() {
-            if let Some(v) = v {
-                limited.env(k, v);
-            }
-        }
-        limited.stdin(Stdio::null());
-        limited
+        wrapped(
+            &self.cmd(args),
+            "sh",
+            &["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\"")],
+        )
     }
 
     pub fn run_limited(&self, kib: u64, args: &[&str]) -> Run {
@@ -241,6 +231,35 @@ macro_rules! snap {
         );
         $crate::common::env::settings().bind(|| insta::assert_snapshot!(name, $value))
     }};
+}
+
+/// `cmd` run through `program` with `before` as its first arguments, then `cmd`'s program and
+/// arguments: with `cmd`'s environment (and only it), its directory, and stdin from /dev/null.
+/// A shell that sets a limit first, another user, a descriptor opened around it.
+pub fn wrapped(cmd: &Command, program: &str, before: &[&str]) -> Command {
+    let mut c = Command::new(program);
+    c.args(before).arg(cmd.get_program());
+    with_the_rest_of(cmd, c)
+}
+
+/// `cmd` with `program` in place of its own: the same arguments, environment (and only it)
+/// and directory, stdin from /dev/null.
+pub fn with_program(cmd: &Command, program: &Path) -> Command {
+    with_the_rest_of(cmd, Command::new(program))
+}
+
+/// `c` given `cmd`'s arguments, environment, directory, and stdin from /dev/null.
+fn with_the_rest_of(cmd: &Command, mut c: Command) -> Command {
+    c.args(cmd.get_args()).env_clear().stdin(Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        c.current_dir(dir);
+    }
+    c
 }
 
 /// Polls `condition` every 10 ms until it holds (a test waits for a condition, never for a
