@@ -1,5 +1,6 @@
 //! The CLI's one error type: a kind (which `exit::code` turns into the exit code), a
-//! message, its causes and hints. Runtime errors bring their own kind and hints.
+//! message, its causes and hints. Runtime errors bring their own kind, and what to do next
+//! as data that `hints.rs` words.
 
 use std::fmt::Write as _;
 use std::io;
@@ -125,7 +126,7 @@ impl From<RuntimeError> for CliError {
                 RuntimeError::Remote(r) => r.causes.clone(),
                 _ => causes_of(&e),
             },
-            hints: e.hints(),
+            hints: crate::hints::of(&e),
             details: e.details(),
             broken_pipe: false,
         }

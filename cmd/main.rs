@@ -5,6 +5,7 @@ mod ctx;
 mod error;
 mod exit;
 mod fmt;
+mod hints;
 mod json;
 mod json_ref;
 mod line;

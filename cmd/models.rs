@@ -99,7 +99,7 @@ fn model_error(e: ModelError) -> CliError {
         err.causes.push(s.to_string());
         source = s.source();
     }
-    err.hints = e.hints();
+    err.hints = crate::hints::all(&e.next());
     err
 }
 

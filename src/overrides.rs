@@ -149,7 +149,10 @@ fn set_option(agent: &mut AgentConfig, key: &str, value: &str) -> Result<()> {
 }
 
 fn invalid(message: String, hint: String) -> RuntimeError {
-    RuntimeError::Invalid { message, hint }
+    RuntimeError::Invalid {
+        message,
+        hint: hint.into(),
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +171,10 @@ mod tests {
     fn apply(o: &Overrides) -> std::result::Result<AgentConfig, String> {
         let c = config();
         o.apply(&c, &c.agents[0])
-            .map_err(|e| format!("{e} / {}", e.hints().first().cloned().unwrap_or_default()))
+            .map_err(|e| match e.next().first() {
+                Some(crate::error::Next::Say { text }) => format!("{e} / {text}"),
+                other => format!("{e} / {other:?}"),
+            })
     }
 
     fn with(model: Option<&str>, options: &[(&str, &str)]) -> Overrides {

@@ -116,9 +116,7 @@ fn check_target(target: &TurnView, session: Option<&str>) -> Result<()> {
                 "turn {} is already superseded by an earlier rewind",
                 target.turn
             ),
-            hint:
-                "rewind to a turn that is still part of the conversation (see `axocoatl history`)"
-                    .into(),
+            hint: crate::error::Next::RewindToACurrentTurn,
         });
     }
     Ok(())
@@ -137,7 +135,7 @@ fn check_single_agent(
         .collect();
     agents.sort_unstable();
     agents.dedup();
-    let hint = "start a new session for the revised request instead".to_string();
+    let hint = crate::error::Next::say("start a new session for the revised request instead");
     if agents.len() > 1 || target.mode != "single" {
         return Err(RuntimeError::Refused {
             message: format!(
@@ -145,7 +143,7 @@ fn check_single_agent(
                 target.session,
                 agents.len()
             ),
-            hint,
+            hint: hint.clone(),
         });
     }
     let coordinator = config

@@ -105,7 +105,7 @@ pub fn start_new(ws: &Workspace) -> Result<String> {
     }
     Err(RuntimeError::Invalid {
         message: format!("no session name starting with {base} is free"),
-        hint: "name the session: `axocoatl send -s NAME`".into(),
+        hint: crate::error::Next::NameSession,
     })
 }
 
@@ -202,13 +202,13 @@ pub fn create_with(ws: &Workspace, name: &str, agents: &[String]) -> Result<()> 
 /// The agents of a multi-agent session: at least two, each an autonomous agent, once.
 fn check_members(ws: &Workspace, agents: &[String]) -> Result<()> {
     let config = ws.config()?;
-    let hint =
-        "name two or more autonomous agents of the configuration, e.g. `--agents critic,coder`"
-            .to_owned();
+    let hint = crate::error::Next::say(
+        "name two or more autonomous agents of the configuration, e.g. `--agents critic,coder`",
+    );
     if agents.len() < 2 {
         return Err(RuntimeError::Invalid {
             message: "a multi-agent session needs at least two agents".into(),
-            hint,
+            hint: hint.clone(),
         });
     }
     for (i, id) in agents.iter().enumerate() {
@@ -226,13 +226,13 @@ fn check_members(ws: &Workspace, agents: &[String]) -> Result<()> {
                         "coordinator"
                     }
                 ),
-                hint,
+                hint: hint.clone(),
             });
         }
         if agents[..i].contains(id) {
             return Err(RuntimeError::Invalid {
                 message: format!("agent {id:?} is listed twice"),
-                hint,
+                hint: hint.clone(),
             });
         }
     }

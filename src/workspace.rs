@@ -296,7 +296,8 @@ impl Workspace {
                     "check the provider of agent {:?} in {}",
                     agent.id,
                     self.config_path().display()
-                ),
+                )
+                .into(),
             })
     }
 

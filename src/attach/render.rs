@@ -34,9 +34,9 @@ pub fn check_selection(
                     "attachment {} ({}) is {why}; the turn did not begin",
                     pin.reference, pin.name
                 ),
-                hint: format!(
-                    "`axocoatl attach list -s {session}` shows the current selection; send again"
-                ),
+                hint: crate::error::Next::ShowSelection {
+                    session: session.to_owned(),
+                },
             });
         };
         if r.scope == AttachmentScope::Once {
@@ -197,6 +197,6 @@ pub fn check_images(
             if names.len() == 1 { "one" } else { "several" },
             names.join(", ")
         ),
-        hint: "point the agent at an ollama or openai provider, or take the image out with `axocoatl attach rm REF`".into(),
+        hint: crate::error::Next::ImagesNeedAVisionProvider,
     })
 }

@@ -150,7 +150,7 @@ pub fn schedule_of(auto: &AutomationConfig) -> Result<Schedule> {
     Schedule::new(&auto.schedule, auto.timezone.as_deref()).map_err(|message| {
         RuntimeError::Invalid {
             message: format!("automation {:?}: {message}", auto.id),
-            hint: "fix its `schedule:` or `timezone:` and check with `axocoatl validate`".into(),
+            hint: crate::error::Next::FixSchedule,
         }
     })
 }

@@ -365,7 +365,7 @@ fn agent_of(config: &crate::config::Config, auto: &AutomationConfig) -> Result<S
             .map(|w| w.entry_point.clone())
             .ok_or_else(|| RuntimeError::Invalid {
                 message: format!("automation {:?}: workflow {flow:?} is not defined", auto.id),
-                hint: "run `axocoatl validate`".into(),
+                hint: crate::error::Next::Validate,
             }),
     }
 }

@@ -327,7 +327,8 @@ pub fn converse(
         hint: format!(
             "raise `max_steps` of agent {:?} in the configuration, or check its prompt and tools",
             conv.agent.id
-        ),
+        )
+        .into(),
     }))
 }
 

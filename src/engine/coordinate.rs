@@ -491,7 +491,7 @@ fn run_worker(
                 .map_err(|message| {
                     TurnError::Runtime(RuntimeError::Invalid {
                         message,
-                        hint: format!("check the provider of worker {:?}", agent.id),
+                        hint: format!("check the provider of worker {:?}", agent.id).into(),
                     })
                 })?;
             let scope = worker_id(&p.session, &p.agent.id, &agent.id);

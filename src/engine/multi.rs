@@ -60,7 +60,7 @@ pub(crate) fn run(
                 .map_err(|message| {
                     TurnError::Runtime(RuntimeError::Invalid {
                         message,
-                        hint: format!("check the provider of agent {:?}", agent.id),
+                        hint: format!("check the provider of agent {:?}", agent.id).into(),
                     })
                 })?;
             let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;

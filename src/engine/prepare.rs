@@ -169,7 +169,8 @@ fn decide<'w>(
             hint: format!(
                 "add agent {id:?} back to {}, or start a new session",
                 ws.config_path().display()
-            ),
+            )
+            .into(),
         })?;
         candidates.push(candidate(agent, &turns, &previous, &opts.message));
         agents.push(agent);
@@ -294,7 +295,7 @@ fn check_request(message: &str) -> Result<()> {
                 size_text(message.len() as u64),
                 size_text(MESSAGE_LIMIT as u64)
             ),
-            hint: "piped context has no such limit: give a short message as the argument and pipe the text, e.g. `axocoatl send \"summarize this\" < FILE`".into(),
+            hint: crate::error::Next::PipeTheText,
         });
     }
     Ok(())

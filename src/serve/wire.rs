@@ -215,13 +215,14 @@ impl From<WireRewind> for RewindOutcome {
     }
 }
 
-/// A [`RuntimeError`] as it is printed, with its kind (so the exit code is the same).
+/// A [`RuntimeError`] as it is reported, with its kind (so the exit code is the same) and
+/// what the caller can do next as data (the command words it as it would in process).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WireError {
     pub kind: String,
     pub message: String,
     pub causes: Vec<String>,
-    pub hints: Vec<String>,
+    pub next: Vec<crate::error::Next>,
     pub details: Vec<String>,
 }
 
@@ -247,7 +248,7 @@ impl From<&RuntimeError> for WireError {
                 .unwrap_or_else(|| "failure".into()),
             message: r.message,
             causes: r.causes,
-            hints: r.hints,
+            next: r.next,
             details: r.details,
         }
     }
@@ -263,7 +264,7 @@ impl From<WireError> for RuntimeError {
                 .unwrap_or(ErrorKind::Failure),
             message: w.message,
             causes: w.causes,
-            hints: w.hints,
+            next: w.next,
             details: w.details,
         })
     }
@@ -274,7 +275,7 @@ pub fn line<T: Serialize>(value: &T) -> Vec<u8> {
     let mut bytes = serde_json::to_vec(value).unwrap_or_else(|e| {
         // Every type here serializes; say so rather than panic if one ever does not.
         format!(
-            "{{\"type\":\"error\",\"kind\":\"internal\",\"message\":\"internal error: cannot encode a reply: {e}\",\"causes\":[],\"hints\":[],\"details\":[]}}"
+            "{{\"type\":\"error\",\"kind\":\"internal\",\"message\":\"internal error: cannot encode a reply: {e}\",\"causes\":[],\"next\":[],\"details\":[]}}"
         )
         .into_bytes()
     });

@@ -379,3 +379,37 @@ fn no_production_function_is_over_100_lines() {
         long.join("\n")
     );
 }
+
+/// The advice the runtime attaches to an error is a fact (`axocoatl::error::Next`): only
+/// the command line (cmd/hints.rs) words it with the verbs a person types, so MCP clients
+/// and serve's socket get no command line they cannot run.
+#[test]
+fn the_runtime_gives_advice_without_command_line_verbs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let error = non_test_source(&src.join("error.rs"));
+    assert!(
+        !error.contains("`axocoatl "),
+        "src/error.rs names a command: say what would help as a `Next` and word it in cmd/hints.rs"
+    );
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let start = regex::Regex::new(r"hint:|Next::say\(").expect("re");
+    for file in files {
+        let text = non_test_source(&file);
+        for m in start.find_iter(&text) {
+            // The advice runs to the first line that ends its field or call.
+            let rest = &text[m.start()..];
+            let end = rest
+                .match_indices('\n')
+                .map(|(i, _)| i)
+                .find(|&i| rest[..i].trim_end().ends_with(','))
+                .unwrap_or(rest.len());
+            let advice = &rest[..end];
+            assert!(
+                !advice.contains("`axocoatl "),
+                "{} gives advice naming a command: {advice}\nsay it as a `Next` and word it in cmd/hints.rs",
+                file.display()
+            );
+        }
+    }
+}

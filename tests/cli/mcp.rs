@@ -626,12 +626,18 @@ fn mcp_serve_sends_a_turn_and_finds_it_in_history() {
         text_of(&bad),
         "unknown agent \"nobody\"; the agents are: helper"
     );
+    // What to do next is said in the server's terms (its tools), never as a command line.
     let stop = client.call("stop", json!({"turn": &turn}));
     assert_eq!(stop.is_error, Some(true));
-    assert!(
-        text_of(&stop).contains("already completed"),
-        "{}",
-        text_of(&stop)
+    assert_eq!(
+        text_of(&stop),
+        format!("turn {turn} already completed (hint: only an active turn can be stopped; `show_turn` shows its state)")
+    );
+    let unknown = client.call("show_turn", json!({"turn": "0123abcd"}));
+    assert_eq!(unknown.is_error, Some(true));
+    assert_eq!(
+        text_of(&unknown),
+        "no turn matches \"0123abcd\" (hint: `history_search` finds turns and their ids)"
     );
     assert_eq!(client.close(), 0);
     assert_eq!(model.request_count(), 1);

@@ -313,7 +313,7 @@ impl<'a> Reader<'a> {
                         "{media_type} images reach models only as OCR text, and {}",
                         u.reason()
                     ),
-                    hint: u.hint(),
+                    hint: u.hint().into(),
                 })
             }
         };

@@ -331,7 +331,8 @@ fn check_meta(meta: &Meta, path: &Path, scope: &str) -> Result<()> {
                     Some(name) => format!("-s {name}"),
                     None => "--all".into(),
                 }
-            ),
+            )
+            .into(),
         });
     }
     Ok(())
@@ -386,11 +387,12 @@ fn verify_mark(repo: &Repo, mark: &Mark, path: &Path) -> Result<()> {
                 mark.pos.segment,
                 mark.pos.offset,
                 match found {
-                    Some(e) => format!("now holds another record there (sequence number {})", e.seq),
+                    Some(e) =>
+                        format!("now holds another record there (sequence number {})", e.seq),
                     None => "no longer holds that record".to_owned(),
                 }
             ),
-            hint: "the ledger was repaired or replaced since (see `axocoatl fsck`); export into a new file".into(),
+            hint: crate::error::Next::ExportAnew,
         }),
     }
 }

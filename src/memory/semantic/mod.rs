@@ -626,7 +626,7 @@ impl SemanticStore {
 
 fn embed_err(e: EmbedError) -> RuntimeError {
     RuntimeError::Invalid {
-        hint: e.hint().to_owned(),
+        hint: e.hint().into(),
         message: e.to_string(),
     }
 }
