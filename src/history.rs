@@ -955,8 +955,7 @@ fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {
         .iter_mut()
         .filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none())
     {
-        let path = axocoatl_store::layout::session_lock_path(repo.root(), &t.session);
-        if let Some(_held) = axocoatl_store::lock::Lock::try_acquire(&path)? {
+        if let Ok(_held) = crate::session::try_lock(repo, &t.session)? {
             let note = crate::session::ActiveNote {
                 turn: t.turn.clone(),
                 session: t.session.clone(),

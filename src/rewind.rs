@@ -6,13 +6,9 @@
 //! removed after the checkpoint, and any open that finds a marker repairs the checkpoint
 //! from the ledger, which is the authority.
 
-use std::fs;
-
-use axocoatl_store::fsutil::{create_dir_private, write_atomic, Durability};
-use axocoatl_store::layout::{rewind_pending_path, session_lock_path, REWIND_PENDING_DIR};
 use axocoatl_store::ledger::record::RewindBoundary;
 use axocoatl_store::ledger::Record;
-use axocoatl_store::lock::Lock;
+use axocoatl_store::run::pending_rewind;
 use axocoatl_store::Repo;
 
 use crate::clock;
@@ -34,10 +30,6 @@ pub struct RewindOutcome {
     /// The target's request, to revise and send again.
     pub prefill: String,
     pub checkpoint_written: bool,
-}
-
-fn pending_path(repo: &Repo, session: &str, agent: &str) -> std::path::PathBuf {
-    rewind_pending_path(repo.root(), session, agent)
 }
 
 /// Rewinds the session of turn `prefix` to just before it. `config` (when it loads) says
@@ -70,8 +62,8 @@ pub fn rewind(
         .map(|t| t.turn.clone())
         .collect();
     let agent = target.agent.clone();
-    let pending = pending_path(repo, &session, &agent);
-    let seq = append_boundary(repo, &pending, &session, &agent, &target.turn)?;
+    let pending = pending_rewind::mark(repo, &session, &agent)?;
+    let seq = append_boundary(repo, &session, &agent, &target.turn)?;
     let prefill = target.request.clone();
     let target_id = target.turn.clone();
     // The checkpoint holds the turns before the target: the boundary supersedes the target
@@ -88,7 +80,7 @@ pub fn rewind(
     )?;
     drop(turns);
     drop(projection);
-    let _ = fs::remove_file(&pending);
+    pending.done();
     Ok(RewindOutcome {
         session,
         agent,
@@ -161,22 +153,10 @@ fn check_single_agent(
     Ok(())
 }
 
-/// Marks the rewind pending, then appends its boundary (fsync). Returns the boundary's
-/// sequence number. The marker makes any later open repair the checkpoint should this
-/// process die before it does.
-fn append_boundary(
-    repo: &Repo,
-    pending: &std::path::Path,
-    session: &str,
-    agent: &str,
-    target: &str,
-) -> Result<u64> {
-    create_dir_private(pending.parent().unwrap_or(repo.root()))?;
-    write_atomic(
-        pending,
-        format!("{session}\n{agent}\n").as_bytes(),
-        Durability::Durable,
-    )?;
+/// Appends the rewind's boundary (fsync), once the rewind is marked pending. Returns the
+/// boundary's sequence number. The marker makes any later open repair the checkpoint should
+/// this process die before it does.
+fn append_boundary(repo: &Repo, session: &str, agent: &str, target: &str) -> Result<u64> {
     let appended = repo
         .ledger()
         .append(&[Record::RewindBoundary(RewindBoundary {
@@ -226,28 +206,21 @@ fn write_checkpoint(
 /// Finishes rewinds that were interrupted between the ledger boundary and the checkpoint.
 /// `config` is asked for only when there is one to finish.
 pub fn repair_pending(repo: &Repo, config: &dyn Fn() -> Option<usize>) -> Result<Vec<String>> {
-    let dir = repo.path(REWIND_PENDING_DIR);
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return Ok(Vec::new());
-    };
     let mut repaired = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(text) = fs::read_to_string(&path) else {
-            continue;
-        };
-        let mut lines = text.lines();
-        let (Some(session), Some(agent)) = (lines.next(), lines.next()) else {
-            let _ = fs::remove_file(&path);
-            continue;
-        };
-        let Some(_lock) = Lock::try_acquire(&session_lock_path(repo.root(), session))? else {
+    for pending in pending_rewind::all(repo) {
+        let Ok(_lock) = session::try_lock(repo, &pending.session)? else {
             continue;
         };
         let (seq, _) = repo.ledger().head()?;
-        repair(repo, session, agent, seq, config().unwrap_or(3))?;
-        let _ = fs::remove_file(&path);
-        repaired.push(format!("{session}:{agent}"));
+        repair(
+            repo,
+            &pending.session,
+            &pending.agent,
+            seq,
+            config().unwrap_or(3),
+        )?;
+        repaired.push(format!("{}:{}", pending.session, pending.agent));
+        pending.done();
     }
     Ok(repaired)
 }

@@ -1,17 +1,16 @@
-//! Per-session turn locks and orphan recovery.
+//! What a busy session means to a command (wait, queue or refuse), and orphan recovery.
 //!
-//! A `send` holds its session's lock (`run/sessions/<session>.lock`) for the whole turn, so
-//! one turn runs per session and the kernel releases the lock if the process dies. The lock
-//! file's note names the active turn and where its begin record is, so any process can find
-//! an orphan (a turn whose owner died) without scanning the whole ledger.
+//! A `send` holds its session's lock for the whole turn, so one turn runs per session and
+//! the kernel releases the lock if the process dies; the lock's note names the active turn,
+//! so any process finds an orphan (a turn whose owner died) without scanning the ledger. The
+//! files themselves are the store's (`axocoatl_store::session_lock`).
 
-use std::fs;
 use std::time::{Duration, Instant};
 
-use axocoatl_store::layout::{self, session_lock_path};
 use axocoatl_store::ledger::record::{TurnEnded, TurnState, Usage};
-use axocoatl_store::ledger::{Position, Record};
-use axocoatl_store::lock::{self, Lock};
+use axocoatl_store::ledger::Record;
+use axocoatl_store::lock::Lock;
+use axocoatl_store::run::session as session_lock;
 use axocoatl_store::Repo;
 
 use crate::clock;
@@ -32,19 +31,17 @@ pub enum Wait {
     Queue,
 }
 
-/// The turn lock of `session` if it is free now, else `Err` with the turn its note names.
-pub fn try_lock(repo: &Repo, session: &str) -> Result<std::result::Result<Lock, Option<String>>> {
-    let path = session_lock_path(repo.root(), session);
-    Ok(Lock::try_acquire(&path)?.ok_or_else(|| noted_turn(&path)))
-}
+pub use axocoatl_store::run::session::{
+    clear_note, noted_turn, notes, owner_alive, set_note, try_take as try_lock, ActiveNote,
+};
 
 /// Takes the turn lock of `session`. A busy session is [`RuntimeError::Busy`] naming the
 /// active turn, with a hint for `command` (what the caller was refused).
 pub fn lock(repo: &Repo, session: &str, wait: Wait, command: &'static str) -> Result<Lock> {
-    let path = session_lock_path(repo.root(), session);
     if wait == Wait::Queue {
-        return Ok(Lock::acquire(&path)?);
+        return Ok(session_lock::take(repo, session)?);
     }
+    let path = session_lock::path(repo, session);
     let deadline = Instant::now()
         + if wait == Wait::Briefly {
             BUSY_WAIT
@@ -64,150 +61,6 @@ pub fn lock(repo: &Repo, session: &str, wait: Wait, command: &'static str) -> Re
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-}
-
-/// What a session lock's note says about the active turn.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ActiveNote {
-    pub turn: String,
-    pub session: String,
-    pub begin: Position,
-    pub pid: u32,
-}
-
-impl ActiveNote {
-    pub fn encode(&self) -> String {
-        format!(
-            "turn {} session {} segment {} offset {} pid {}\n",
-            self.turn, self.session, self.begin.segment, self.begin.offset, self.pid
-        )
-    }
-
-    pub fn decode(note: &str) -> Option<ActiveNote> {
-        let mut words = note.split_whitespace();
-        let mut field = |name: &str| {
-            if words.next()? == name {
-                words.next().map(str::to_owned)
-            } else {
-                None
-            }
-        };
-        let turn = field("turn")?;
-        let session = field("session")?;
-        let segment = field("segment")?.parse().ok()?;
-        let offset = field("offset")?.parse().ok()?;
-        let pid = field("pid")?.parse().ok()?;
-        Some(ActiveNote {
-            turn,
-            session,
-            begin: Position { segment, offset },
-            pid,
-        })
-    }
-}
-
-/// Writes the note of the active turn into the held session lock `lock`, after marking the
-/// session active (in [`layout::ACTIVE_SESSIONS_DIR`], where the orphan sweep looks).
-pub fn set_note(repo: &Repo, lock: &mut Lock, note: &ActiveNote) -> Result<()> {
-    axocoatl_store::fsutil::open_private_in_dir(&active_mark(repo, lock))?;
-    Ok(lock.write_note(&note.encode())?)
-}
-
-/// Clears the note of the held session lock `lock`, then its active mark.
-pub fn clear_note(repo: &Repo, lock: &mut Lock) -> Result<()> {
-    lock.write_note("")?;
-    let mark = active_mark(repo, lock);
-    match fs::remove_file(&mark) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(axocoatl_store::Error::Io {
-            op: "remove",
-            path: mark,
-            source: e,
-        }
-        .into()),
-        _ => Ok(()),
-    }
-}
-
-/// The active mark of the session whose lock is `lock`.
-fn active_mark(repo: &Repo, lock: &Lock) -> std::path::PathBuf {
-    let name = lock.path().file_name().unwrap_or_default();
-    repo.path(layout::ACTIVE_SESSIONS_DIR).join(name)
-}
-
-/// The notes of the session locks marked active (active turns, or orphans if their lock is
-/// free). Only marked sessions are looked at: a note is written after its mark and cleared
-/// before it, both under the session lock. A mark left without a note (its owner died
-/// between the two) is removed here when its lock is free. A repository without marks yet
-/// (made or last used by a build before them) has every session lock looked at.
-pub fn notes(repo: &Repo) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
-    let dir = repo.path(layout::ACTIVE_SESSIONS_DIR);
-    let locks = repo.path(layout::SESSION_LOCKS_DIR);
-    let mut out = Vec::new();
-    let Some(entries) = list(&dir)? else {
-        return every_note(&locks);
-    };
-    for entry in entries.flatten() {
-        let path = locks.join(entry.file_name());
-        if path.extension().and_then(|e| e.to_str()) != Some(layout::LOCK_EXTENSION) {
-            continue;
-        }
-        match lock::peek_note(&path).map(|n| ActiveNote::decode(&n)) {
-            Ok(Some(active)) => out.push((path, active)),
-            Ok(None) => {
-                // A mark without a note: removed under the lock, if its owner is gone.
-                if let Ok(Some(mut held)) = Lock::try_acquire(&path) {
-                    if held
-                        .read_note()
-                        .is_ok_and(|n| ActiveNote::decode(&n).is_none())
-                    {
-                        let _ = fs::remove_file(entry.path());
-                    }
-                }
-            }
-            Err(_) => {}
-        }
-    }
-    Ok(out)
-}
-
-/// The notes of every session lock file in `locks` (a stat each; a session without a
-/// running turn has an empty lock file).
-fn every_note(locks: &std::path::Path) -> Result<Vec<(std::path::PathBuf, ActiveNote)>> {
-    let mut out = Vec::new();
-    let Some(entries) = list(locks)? else {
-        return Ok(out);
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(layout::LOCK_EXTENSION)
-            || entry.metadata().is_ok_and(|m| m.len() == 0)
-        {
-            continue;
-        }
-        if let Ok(Some(active)) = lock::peek_note(&path).map(|n| ActiveNote::decode(&n)) {
-            out.push((path, active));
-        }
-    }
-    Ok(out)
-}
-
-/// The entries of directory `dir`, or `None` when it does not exist.
-fn list(dir: &std::path::Path) -> Result<Option<fs::ReadDir>> {
-    match fs::read_dir(dir) {
-        Ok(e) => Ok(Some(e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(axocoatl_store::Error::Io {
-            op: "list",
-            path: dir.to_owned(),
-            source: e,
-        }
-        .into()),
-    }
-}
-
-/// Whether a turn's owner still holds its session lock.
-pub fn owner_alive(repo: &Repo, session: &str) -> Result<bool> {
-    Ok(Lock::try_acquire(&session_lock_path(repo.root(), session))?.is_none())
 }
 
 /// Finds turns whose owner died and records each as interrupted (exactly once: the check
@@ -279,12 +132,4 @@ pub fn append_if_open(
             }
         })?;
     Ok(outcome.map(|_| ()))
-}
-
-/// The turn a session lock's note names as active, read without taking the lock.
-pub fn noted_turn(lock_path: &std::path::Path) -> Option<String> {
-    lock::peek_note(lock_path)
-        .ok()
-        .and_then(|n| ActiveNote::decode(&n))
-        .map(|n| n.turn)
 }

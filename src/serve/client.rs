@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axocoatl_store::layout;
-use axocoatl_store::lock::Lock;
 use axocoatl_store::Repo;
 
 use super::wire::{Reply, Request, StatusReport, WireSend};
@@ -27,7 +26,7 @@ pub fn socket_path(repo: &Repo) -> PathBuf {
 
 /// Whether a `serve` holds the repository's serve lock.
 pub fn serve_alive(repo: &Repo) -> Result<bool> {
-    Ok(Lock::try_acquire(&repo.path(layout::SERVE_LOCK))?.is_none())
+    Ok(axocoatl_store::run::serve::held(repo)?)
 }
 
 /// A connection to the running `serve`.

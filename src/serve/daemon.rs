@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use axocoatl_store::layout;
 use axocoatl_store::lock::Lock;
+use axocoatl_store::run;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{watch, Notify};
@@ -132,18 +133,15 @@ impl Daemon {
 /// Takes the serve lock (briefly retried: a command probing whether serve runs holds it
 /// for microseconds), or says who holds it.
 fn take_lock(ws: &Workspace) -> Result<Lock> {
-    let path = ws.repo().path(layout::SERVE_LOCK);
     for _ in 0..10 {
-        if let Some(mut lock) = Lock::try_acquire(&path)? {
-            lock.write_note(&format!("pid {}\n", std::process::id()))?;
+        if let Some(lock) = run::serve::try_take(ws.repo())? {
             return Ok(lock);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pid = axocoatl_store::lock::peek_note(&path)
-        .ok()
-        .and_then(|n| n.trim().strip_prefix("pid ")?.trim().parse().ok());
-    Err(RuntimeError::ServeRunning { pid })
+    Err(RuntimeError::ServeRunning {
+        pid: run::serve::holder(ws.repo()),
+    })
 }
 
 /// Runs `serve` in the foreground until SIGINT or SIGTERM.

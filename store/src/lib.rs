@@ -81,6 +81,7 @@ pub mod memory;
 pub mod names;
 pub mod objects;
 pub mod repo;
+pub mod run;
 pub mod search;
 pub mod semantic;
 
