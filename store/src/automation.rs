@@ -35,17 +35,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{create_dir_private, create_new_private, publish_new, replace_with, sync_dir};
-use crate::layout::{component, runtime_id, AUTOMATION_RUNS_DIR};
+use crate::layout::{automation_lock_name, component, runtime_id, AUTOMATION_RUNS_DIR};
 use crate::ledger::record::Millis;
 use crate::lock::{self, Lock};
 use crate::{Error, Repo, Result};
 
 /// The format of the record files this build writes.
 pub const RECORD_VERSION: u32 = 1;
-/// Lock files of automations (volatile coordination, not history).
-pub const LOCKS_DIR: &str = "run/automations";
-const ACTIVE_DIR: &str = "active";
-const SINCE_FILE: &str = "since.json";
+pub use crate::layout::AUTOMATION_LOCKS_DIR as LOCKS_DIR;
+use crate::layout::{AUTOMATION_ACTIVE_DIR as ACTIVE_DIR, AUTOMATION_SINCE_FILE as SINCE_FILE};
 const MANUAL_TAG: &str = ".manual-";
 
 /// Where a run is.
@@ -277,9 +275,7 @@ impl Runs {
 
     fn lock_path(&self, automation: &str, what: &str) -> Result<PathBuf> {
         create_dir_private(&self.locks)?;
-        Ok(self
-            .locks
-            .join(format!("{}.{what}.lock", component(automation))))
+        Ok(self.locks.join(automation_lock_name(automation, what)))
     }
 
     /// The schedule lock: held briefly while reading records, settling dead runs and
@@ -301,9 +297,7 @@ impl Runs {
 
     /// The note of the run lock (what the holder runs), read without taking it.
     pub fn run_lock_note(&self, automation: &str) -> String {
-        let path = self
-            .locks
-            .join(format!("{}.run.lock", component(automation)));
+        let path = self.locks.join(automation_lock_name(automation, "run"));
         lock::peek_note(&path).unwrap_or_default()
     }
 

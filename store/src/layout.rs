@@ -56,6 +56,24 @@ pub const ACTORS_DIR: &str = "run/actors";
 /// file per agent ([`rewind_pending_path`]), removed once it is, so the next command
 /// finishes what a crash left.
 pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
+/// Lock files of automations (volatile coordination, not history).
+pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
+/// In an automation's record directory: the occurrences running now.
+pub const AUTOMATION_ACTIVE_DIR: &str = "active";
+/// In an automation's record directory: when a runner first saw it.
+pub const AUTOMATION_SINCE_FILE: &str = "since.json";
+/// In one agent's semantic memory directory: the records, their vectors, the lexical index,
+/// the agent id the directory is for, and the store's lock.
+pub const SEMANTIC_RECORDS_FILE: &str = "records";
+pub const SEMANTIC_VECTORS_FILE: &str = "vectors";
+pub const SEMANTIC_LEXICAL_FILE: &str = "lexical";
+pub const SEMANTIC_PATH_FILE: &str = "path";
+pub const SEMANTIC_LOCK_FILE: &str = "lock";
+/// Beside a semantic store's files: where `fsck --repair` moves its damaged records.
+pub const SEMANTIC_DAMAGED_DIR: &str = "damaged";
+/// Beside the ledger's indexes: the caches of record places and of session summaries.
+pub const PLACES_CACHE_FILE: &str = "places.cache";
+pub const SESSIONS_CACHE_FILE: &str = "sessions.cache";
 /// The extension of lock files.
 pub const LOCK_EXTENSION: &str = "lock";
 pub const TMP_DIR: &str = "tmp";
@@ -164,6 +182,22 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
 pub fn session_lock_path(root: &Path, session: &str) -> PathBuf {
     root.join(SESSION_LOCKS_DIR)
         .join(format!("{}.{LOCK_EXTENSION}", component(session)))
+}
+
+/// The lock `what` (`schedule` or `run`) of automation `automation`, in the automations'
+/// lock directory.
+pub fn automation_lock_name(automation: &str, what: &str) -> String {
+    format!("{}.{what}.{LOCK_EXTENSION}", component(automation))
+}
+
+/// The lock of the core memory file of runtime agent `agent_id`, in [`MEMORY_LOCKS_DIR`].
+pub fn core_lock_name(agent_id: &str) -> String {
+    format!("core-{}.{LOCK_EXTENSION}", component(agent_id))
+}
+
+/// The lock of shared core block `label`, in [`MEMORY_LOCKS_DIR`].
+pub fn shared_core_lock_name(label: &str) -> String {
+    format!("shared-{}.{LOCK_EXTENSION}", component(label))
 }
 
 /// The socket of actor `n` in [`ACTORS_DIR`]: numbered by serve, as sockets need short paths.

@@ -26,7 +26,7 @@ use crate::ledger::segment::load;
 use crate::Result;
 
 /// The file of the cache, beside the indexes.
-pub(crate) const PLACES_CACHE: &str = "places.cache";
+pub(crate) use crate::layout::PLACES_CACHE_FILE as PLACES_CACHE;
 const MAGIC: &[u8] = b"AXOPLAC1";
 
 /// A sealed segment's file as listed and stat'ed. A sealed segment never changes; a file

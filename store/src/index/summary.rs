@@ -203,7 +203,7 @@ impl IndexedLedger {
 }
 
 /// The file of the sessions cache, beside the indexes.
-pub(crate) const SESSIONS_CACHE: &str = "sessions.cache";
+pub(crate) use crate::layout::SESSIONS_CACHE_FILE as SESSIONS_CACHE;
 const CACHE_MAGIC: &[u8] = b"AXOSESS1";
 
 /// What ties the sessions cache to one sealed segment's index: segment number, bytes

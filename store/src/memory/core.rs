@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
-use crate::layout::{component, CORE_MEMORY_DIR, MEMORY_LOCKS_DIR, SHARED_CORE_DIR};
+use crate::layout::{
+    component, core_lock_name, shared_core_lock_name, CORE_MEMORY_DIR, MEMORY_LOCKS_DIR,
+    SHARED_CORE_DIR,
+};
 use crate::lock::Lock;
 use crate::{Error, Repo, Result};
 
@@ -56,7 +59,7 @@ impl CoreMemory {
         let locks_dir = repo.path(MEMORY_LOCKS_DIR);
         CoreMemory {
             own: repo.path(CORE_MEMORY_DIR).join(format!("{c}.json")),
-            own_lock: locks_dir.join(format!("core-{c}.lock")),
+            own_lock: locks_dir.join(core_lock_name(agent_id)),
             shared_dir: repo.path(SHARED_CORE_DIR),
             locks_dir,
             root: repo.root().to_owned(),
@@ -96,8 +99,7 @@ impl CoreMemory {
 
     fn lock_for(&self, label: &str, shared: bool) -> PathBuf {
         if shared {
-            self.locks_dir
-                .join(format!("shared-{}.lock", component(label)))
+            self.locks_dir.join(shared_core_lock_name(label))
         } else {
             self.own_lock.clone()
         }

@@ -31,11 +31,11 @@ pub use lexical::{LexicalIndex, LexicalIndexBuilder};
 pub use records::{DamagedSlot, Records, StoredRecord};
 pub use vectors::{VectorRow, Vectors};
 
-pub const RECORDS_FILE: &str = "records";
-pub const VECTORS_FILE: &str = "vectors";
-pub const LEXICAL_FILE: &str = "lexical";
-pub const PATH_FILE: &str = "path";
-pub const LOCK_FILE: &str = "lock";
+pub use crate::layout::{
+    SEMANTIC_LEXICAL_FILE as LEXICAL_FILE, SEMANTIC_LOCK_FILE as LOCK_FILE,
+    SEMANTIC_PATH_FILE as PATH_FILE, SEMANTIC_RECORDS_FILE as RECORDS_FILE,
+    SEMANTIC_VECTORS_FILE as VECTORS_FILE,
+};
 
 /// The directory of one runtime Agent id's semantic memory.
 #[derive(Clone, Debug)]
@@ -184,7 +184,7 @@ pub struct Checked {
 }
 
 /// The directory `fsck --repair` moves a store's damaged records to.
-pub const DAMAGED_DIR: &str = "damaged";
+pub use crate::layout::SEMANTIC_DAMAGED_DIR as DAMAGED_DIR;
 
 /// Cuts a torn tail and moves damaged records aside, under the store's lock.
 fn repair_dir(sd: &SemanticDir) -> Result<Vec<String>> {
