@@ -523,9 +523,8 @@ proptest! {
         segs in proptest::collection::vec((records(), proptest::collection::vec(mutation(), 0..3)), 1..4),
         torn in proptest::option::of(0usize..HEADER_LEN),
     ) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = crate::Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");
+        let (_dir, repo) = crate::repo::scratch();
+        let root = repo.root().to_owned();
         let mut base = 0;
         for (i, (records, mutations)) in segs.iter().enumerate() {
             let mut data = segment(i as u64 + 1, base, records);

@@ -234,6 +234,15 @@ impl Repo {
     }
 }
 
+/// A new repository in a temporary directory (removed when the directory is dropped).
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, Repo) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = init(dir.path()).expect("init");
+    let repo = Repo::open(&root, &OpenOptions::default()).expect("open");
+    (dir, repo)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

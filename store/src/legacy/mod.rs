@@ -263,9 +263,8 @@ mod tests {
 
     #[test]
     fn scan_lists_each_namespace_and_ignores_links_and_current_dirs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");
+        let (_dir, repo) = crate::repo::scratch();
+        let root = repo.root().to_owned();
         let w = |rel: &str| {
             let p = root.join(rel);
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");

@@ -224,9 +224,7 @@ mod tests {
     use super::*;
 
     fn repo() -> (tempfile::TempDir, Repo) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &Default::default()).expect("open");
+        let (dir, repo) = crate::repo::scratch();
         (dir, repo)
     }
 

@@ -464,9 +464,7 @@ mod tests {
     const T: Millis = 1_767_323_045_000;
 
     fn repo() -> (tempfile::TempDir, Repo) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &Default::default()).expect("open");
+        let (dir, repo) = crate::repo::scratch();
         (dir, repo)
     }
 

@@ -188,9 +188,7 @@ mod tests {
 
     #[test]
     fn findings_name_the_file_and_repair_cuts_a_torn_line() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &Default::default()).expect("open");
+        let (_dir, repo) = crate::repo::scratch();
         let m = CoreMemory::new(&repo, "main:a");
         m.set("human", false, "0123456789").expect("set");
         m.set("team", true, "ok").expect("set");

@@ -74,9 +74,7 @@ mod tests {
 
     #[test]
     fn a_pending_rewind_is_listed_until_done() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");
+        let (_dir, repo) = crate::repo::scratch();
         let p = mark(&repo, "main", "coder").expect("mark");
         assert_eq!(all(&repo), [p.clone()]);
         assert_eq!((p.session.as_str(), p.agent.as_str()), ("main", "coder"));

@@ -32,9 +32,7 @@ mod tests {
 
     #[test]
     fn the_holder_is_named_while_it_holds_the_lock() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = crate::repo::init(dir.path()).expect("init");
-        let repo = Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");
+        let (_dir, repo) = crate::repo::scratch();
         assert!(!held(&repo).expect("probe"));
         let lock = try_take(&repo).expect("take").expect("free");
         assert!(held(&repo).expect("probe"));

@@ -225,9 +225,7 @@ fn vectors_keep_a_valid_prefix_of_one_model() {
 
 #[test]
 fn check_reports_and_repairs() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let root = crate::repo::init(d.path()).expect("init");
-    let repo = Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");
+    let (_d, repo) = crate::repo::scratch();
     let counts = |c: Checked| (c.stores, c.problems);
     assert_eq!(counts(check(&repo, false).expect("check")), (0, Vec::new()));
     let sd = SemanticDir::new(&repo, "main:coder");
