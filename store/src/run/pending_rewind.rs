@@ -76,7 +76,7 @@ mod tests {
     fn a_pending_rewind_is_listed_until_done() {
         let (_dir, repo) = crate::repo::scratch();
         let p = mark(&repo, "main", "coder").expect("mark");
-        assert_eq!(all(&repo), [p.clone()]);
+        assert_eq!(all(&repo), std::slice::from_ref(&p));
         assert_eq!((p.session.as_str(), p.agent.as_str()), ("main", "coder"));
         p.done();
         assert!(all(&repo).is_empty());
