@@ -13,7 +13,8 @@ use crate::error::{CliError, CliResult};
 use crate::exit;
 use crate::fmt::{safe, usage_text, AgentNames};
 use crate::json::{
-    DamagedJson, ExportHeader, ExportJson, ExportScope, ExportTurn, RecordJson, TurnJson,
+    DamagedJson, ExportHeader, ExportJson, ExportScope, ExportSummaryJson, ExportTurn, RecordJson,
+    TurnJson,
 };
 use crate::ui::Ui;
 
@@ -52,10 +53,15 @@ pub enum Format {
 /// `"complete": false` and the damage listed (json), each damaged record is named on
 /// stderr, and the exit code is 1.
 ///
+/// With -o FILE, --json prints what was written as one JSON line on stdout (format, path,
+/// scope, turns, complete, damaged; sqlite adds created, turns_added and seq; otlp adds
+/// spans and running).
+///
 /// Examples:
 ///   axocoatl export > transcript.md
 ///   axocoatl export --all --format json -o history.json
 ///   axocoatl export --all --format sqlite -o history.db && datasette history.db
+///   axocoatl export --all --format sqlite -o history.db --json | jq .turns_added
 ///   axocoatl export --all --format otlp -o traces.jsonl
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
@@ -71,14 +77,43 @@ pub struct ExportArgs {
     /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// With -o FILE: print what was written as one JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The format's name in `--json`.
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Markdown => "markdown",
+        Format::Json => "json",
+        Format::Sqlite => "sqlite",
+        Format::Otlp => "otlp",
+    }
 }
 
 pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    if args.json && args.output.is_none() && args.format != Format::Sqlite {
+        return Err(CliError::usage(
+            "--json prints a summary of an export written to a file: give it with -o FILE",
+        )
+        .hint("axocoatl export --all --format json -o history.json --json"));
+    }
     let ws = g.open()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
+    let scope = match &session {
+        Some(s) => ExportScope::Session {
+            session: ws.shown_session(s).to_owned(),
+        },
+        None => ExportScope::All("all"),
+    };
+    let to = Destination {
+        path: args.output.map(|p| absolute(p, g)).transpose()?,
+        json: args.json.then_some(scope),
+    };
     match args.format {
-        Format::Sqlite => return sqlite(&ws, session.as_deref(), args.output, g, ui),
-        Format::Otlp => return otlp(&ws, session.as_deref(), args.output, g, ui),
+        Format::Sqlite => return sqlite(&ws, session.as_deref(), to, ui),
+        Format::Otlp => return otlp(&ws, session.as_deref(), to, ui),
         Format::Markdown | Format::Json => {}
     }
     let (listing, records) = query::export(ws.repo(), session.as_deref())?;
@@ -110,10 +145,19 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             )?
         }
     };
-    match args.output {
+    match to.path {
         Some(path) => {
-            let path = absolute(path, g)?;
             std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
+            if let Some(scope) = to.json {
+                let summary = ExportSummaryJson::new(
+                    format_name(args.format),
+                    &path,
+                    scope,
+                    turns.len() as u64,
+                    &listing.problems,
+                );
+                ui.json_line(&summary)?;
+            }
         }
         // A copy for a file or a pipe is exact; on a terminal, control sequences from
         // prompts or model output are escaped, as `history` and `show` do.
@@ -148,22 +192,36 @@ fn damaged_exit(ui: &mut Ui, damaged: &[Damaged], unknown_kinds: u64) -> CliResu
     })
 }
 
+/// Where an export goes: a file (else stdout), and with `--json` the scope its summary
+/// names.
+struct Destination {
+    path: Option<PathBuf>,
+    json: Option<ExportScope>,
+}
+
 fn sqlite(
     ws: &axocoatl::workspace::Workspace,
     session: Option<&str>,
-    output: Option<PathBuf>,
-    g: &GlobalArgs,
+    to: Destination,
     ui: &mut Ui,
 ) -> CliResult {
-    let Some(path) = output else {
+    let Some(path) = to.path else {
         return Err(CliError::new(
             ErrorKind::Usage,
             "--format sqlite writes a database file: give it with -o FILE",
         )
         .hint("axocoatl export --all --format sqlite -o history.db"));
     };
-    let path = absolute(path, g)?;
     let report = axocoatl::export::sqlite(ws.repo(), session, &path)?;
+    if let Some(scope) = to.json {
+        let mut summary =
+            ExportSummaryJson::new("sqlite", &path, scope, report.turns, &report.damaged);
+        summary.created = Some(report.created);
+        summary.turns_added = Some(report.turns_added);
+        summary.seq = Some(report.seq);
+        ui.json_line(&summary)?;
+        return damaged_exit(ui, &report.damaged, report.unknown_kinds);
+    }
     writeln!(
         ui.err,
         "{} {}: {} turn{} ({} new), up to ledger record {}",
@@ -180,24 +238,30 @@ fn sqlite(
 fn otlp(
     ws: &axocoatl::workspace::Workspace,
     session: Option<&str>,
-    output: Option<PathBuf>,
-    g: &GlobalArgs,
+    to: Destination,
     ui: &mut Ui,
 ) -> CliResult {
     // Traces need the configuration only for what spans may carry (content, keys to
     // redact, provider systems): the ledger alone exports with the defaults.
     let config = ws.config().cloned().unwrap_or_default();
     let config = &config;
-    let report = match output {
+    let report = match &to.path {
         Some(path) => {
-            let path = absolute(path, g)?;
             let mut text = Vec::new();
             let report = axocoatl::telemetry::backfill(ws.repo(), config, session, &mut text)?;
-            std::fs::write(&path, text).map_err(|e| CliError::io("write", &path, e))?;
+            std::fs::write(path, text).map_err(|e| CliError::io("write", path, e))?;
             report
         }
         None => axocoatl::telemetry::backfill(ws.repo(), config, session, &mut ui.out)?,
     };
+    if let (Some(path), Some(scope)) = (&to.path, to.json) {
+        let mut summary =
+            ExportSummaryJson::new("otlp", path, scope, report.turns, &report.damaged);
+        summary.spans = Some(report.spans);
+        summary.running = Some(report.running);
+        ui.json_line(&summary)?;
+        return damaged_exit(ui, &report.damaged, 0);
+    }
     let running = if report.running > 0 {
         format!(
             "; {} running turn{} left out",
@@ -360,14 +424,7 @@ fn json_export(
             },
             note: NOT_A_BACKUP,
             complete: damaged.is_empty(),
-            damaged: damaged
-                .iter()
-                .map(|d| DamagedJson {
-                    file: d.path.display().to_string(),
-                    offset: d.offset,
-                    reason: &d.reason,
-                })
-                .collect(),
+            damaged: damaged.iter().map(DamagedJson::of).collect(),
         },
         turns: turns
             .iter()

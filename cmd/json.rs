@@ -1081,3 +1081,68 @@ pub struct ReadyFileJson<'a> {
     /// Why it failed.
     pub why: Option<&'a str>,
 }
+
+/// `export -o FILE --json`: what the export wrote, one line.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExportSummaryJson<'a> {
+    /// `markdown`, `json`, `sqlite` or `otlp`.
+    pub format: &'static str,
+    pub path: &'a Path,
+    /// The session exported (as it is named now), or `all`.
+    pub scope: ExportScope,
+    /// Turns in the file (`otlp`: traces written, one per ended turn).
+    pub turns: u64,
+    /// `sqlite`: the file was made now (false: an existing export was refreshed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// `sqlite`: turns this export added to the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns_added: Option<u64>,
+    /// `sqlite`: the sequence number of the last ledger record the file holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// `otlp`: spans written, and running turns left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<u64>,
+    /// False when ledger records could not be read (listed in `damaged`; exit 1).
+    pub complete: bool,
+    pub damaged: Vec<DamagedJson<'a>>,
+}
+
+impl<'a> ExportSummaryJson<'a> {
+    /// A summary of `turns` turns of `format` written to `path`, with what could not be
+    /// read; the format's own counts are set by the caller.
+    pub fn new(
+        format: &'static str,
+        path: &'a Path,
+        scope: ExportScope,
+        turns: u64,
+        damaged: &'a [axocoatl_store::ledger::Damaged],
+    ) -> Self {
+        ExportSummaryJson {
+            format,
+            path,
+            scope,
+            turns,
+            created: None,
+            turns_added: None,
+            seq: None,
+            spans: None,
+            running: None,
+            complete: damaged.is_empty(),
+            damaged: damaged.iter().map(DamagedJson::of).collect(),
+        }
+    }
+}
+
+impl<'a> DamagedJson<'a> {
+    pub fn of(d: &'a axocoatl_store::ledger::Damaged) -> Self {
+        DamagedJson {
+            file: d.path.display().to_string(),
+            offset: d.offset,
+            reason: &d.reason,
+        }
+    }
+}

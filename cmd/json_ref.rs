@@ -168,6 +168,11 @@ const OUTPUTS: &[Output] = &[
         schema: of::<crate::automations::RunJson<'static>>,
     },
     Output {
+        commands: "export -o FILE --json",
+        lines: "one line: what the export wrote",
+        schema: of::<crate::json::ExportSummaryJson<'static>>,
+    },
+    Output {
         commands: "models list --json",
         lines: "one line per known model",
         schema: of::<crate::json::ModelJson<'static>>,

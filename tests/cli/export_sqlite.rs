@@ -593,3 +593,68 @@ fn per_call_overrides_and_ocr_text_are_exported() {
     assert_eq!(ocr["confidence"], 91);
     assert_eq!(ocr["engine"], "tesseract 5.3.0");
 }
+
+/// `--json` with `-o FILE`: one line on stdout saying what was written, for each format;
+/// without a file it is a usage error (the export itself is on stdout then).
+#[test]
+fn json_summaries_say_what_each_export_wrote() {
+    let env = env();
+    history(&env);
+    let first = env.run(&[
+        "export", "--all", "--format", "sqlite", "-o", "h2.db", "--json",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.stderr, "", "--json says it on stdout only");
+    crate::snap!("json_summary", env.snap(&first));
+    let line = &crate::common::procs::json_lines(&first.stdout)[0];
+    assert_eq!(line["format"], "sqlite");
+    assert_eq!(line["scope"], "all");
+    assert_eq!(line["turns"], 4);
+    assert_eq!(line["created"], true);
+    assert_eq!(line["turns_added"], 4);
+    assert_eq!(line["complete"], true);
+    assert_eq!(line["damaged"], serde_json::json!([]));
+    assert!(line["seq"].as_u64().is_some_and(|s| s > 0), "{line}");
+    let again = env.run(&[
+        "export", "--all", "--format", "sqlite", "-o", "h2.db", "--json",
+    ]);
+    let line = &crate::common::procs::json_lines(&again.stdout)[0];
+    assert_eq!(
+        (&line["created"], &line["turns_added"]),
+        (&false.into(), &0.into())
+    );
+
+    let md = env.run(&["export", "-s", "main", "-o", "main.md", "--json"]);
+    assert_eq!(md.code, 0, "{}", md.stderr);
+    let line = &crate::common::procs::json_lines(&md.stdout)[0];
+    assert_eq!(line["format"], "markdown");
+    assert_eq!(line["scope"], serde_json::json!({"session": "main"}));
+    assert_eq!(line["turns"], 3);
+    assert!(
+        line["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/main.md")),
+        "{line}"
+    );
+    assert!(line.get("created").is_none(), "{line}");
+
+    let traces = env.run(&[
+        "export", "--all", "--format", "otlp", "-o", "t.jsonl", "--json",
+    ]);
+    assert_eq!(traces.code, 0, "{}", traces.stderr);
+    let line = &crate::common::procs::json_lines(&traces.stdout)[0];
+    assert_eq!(
+        (&line["format"], &line["turns"]),
+        (&"otlp".into(), &4.into())
+    );
+    assert!(line["spans"].as_u64().is_some_and(|s| s >= 4), "{line}");
+    assert_eq!(line["running"], 0);
+
+    let bare = env.run(&["export", "--json"]);
+    assert_eq!(bare.code, 2, "{}", bare.stderr);
+    assert!(
+        bare.stderr.contains("give it with -o FILE"),
+        "{}",
+        bare.stderr
+    );
+}
