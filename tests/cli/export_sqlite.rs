@@ -658,3 +658,55 @@ fn json_summaries_say_what_each_export_wrote() {
         bare.stderr
     );
 }
+
+/// `sessions.name` is the name a session goes by now: a rename since the last export
+/// renames it in the file at the next refresh (rows keep the ledger's name, which the other
+/// tables refer to), and a file of the first schema, which had no such column, is brought up
+/// to the current one by that refresh and then holds what a new export holds.
+#[test]
+fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
+    let env = env();
+    history(&env);
+    assert_eq!(export(&env, &["--all", "-o", "live.db"]).code, 0);
+    let path = env.work.join("live.db");
+    let name = |db: &Connection| -> String {
+        one(db, "SELECT name FROM sessions WHERE session = 'other'")
+    };
+    assert_eq!(name(&open(&path)), "other");
+    let r = env.run(&["sessions", "rename", "other", "elsewhere"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(export(&env, &["--all", "-o", "live.db"]).code, 0);
+    let db = open(&path);
+    assert_eq!(name(&db), "elsewhere");
+    assert_eq!(
+        one::<i64>(&db, "SELECT count(*) FROM turns WHERE session = 'other'"),
+        1,
+        "rows keep the ledger's name"
+    );
+    drop(db);
+
+    // The same file as the first schema wrote it: no `name` column, version 1.
+    let first = env.work.join("first.db");
+    std::fs::copy(&path, &first).expect("copy");
+    Connection::open(&first)
+        .expect("open")
+        .execute_batch(
+            "ALTER TABLE sessions DROP COLUMN name;
+             UPDATE _meta SET value = '1' WHERE key = 'schema_version';
+             PRAGMA user_version = 1;",
+        )
+        .expect("downgrade");
+    send(&env, "main", "hello once more");
+    let r = export(&env, &["--all", "-o", "first.db"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let db = open(&first);
+    assert_eq!(name(&db), "elsewhere");
+    assert_eq!(
+        one::<String>(&db, "SELECT value FROM _meta WHERE key = 'schema_version'"),
+        "2"
+    );
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 2);
+    drop(db);
+    assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
+    assert_eq!(dump(&env, &first), dump(&env, &env.work.join("fresh.db")));
+}

@@ -759,6 +759,32 @@ impl<'c> Applier<'c> {
         Ok(())
     }
 
+    /// Sets `sessions.name` of every session of the file to the name it goes by now: a
+    /// session renamed since an earlier export is renamed in the file too (its rows keep the
+    /// ledger's name, which other tables refer to).
+    fn name_sessions(&self) -> Result<()> {
+        let err = sql_error(&self.path);
+        let names = axocoatl_store::names::Names::load(self.repo.root())?;
+        let mut rows = self
+            .tx
+            .prepare("SELECT session FROM sessions")
+            .map_err(&err)?;
+        let sessions: Vec<String> = rows
+            .query_map([], |r| r.get(0))
+            .map_err(&err)?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(&err)?;
+        let mut set = self
+            .tx
+            .prepare("UPDATE sessions SET name = ?2 WHERE session = ?1 AND name IS NOT ?2")
+            .map_err(&err)?;
+        for session in &sessions {
+            let name = names.shown(session).unwrap_or(session);
+            set.execute(params![session, name]).map_err(&err)?;
+        }
+        Ok(())
+    }
+
     /// Writes what is still in memory: turns that have not ended (as `running`) and the
     /// sessions' rows.
     pub fn finish(mut self) -> Result<SqliteReport> {
@@ -791,6 +817,7 @@ impl<'c> Applier<'c> {
                 .map_err(&err)?;
         }
         drop(upsert);
+        self.name_sessions()?;
         self.report.turns = self
             .tx
             .query_row("SELECT count(*) FROM turns", [], |r| r.get::<_, i64>(0))

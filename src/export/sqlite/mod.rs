@@ -69,6 +69,8 @@ struct Meta {
     mark: Mark,
     /// Records earlier exports into the file could not read.
     damaged: u64,
+    /// The version of the file's tables (an older one is upgraded by the refresh).
+    schema: u32,
 }
 
 pub(crate) fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> RuntimeError + '_ {
@@ -167,6 +169,7 @@ fn fill_new(
         scope: scope.to_owned(),
         mark: Mark::default(),
         damaged: 0,
+        schema: SCHEMA_VERSION,
     };
     let mut report = apply_from(repo, session, &tx, &meta, path)?;
     report.created = true;
@@ -224,9 +227,24 @@ fn refresh(repo: &Repo, session: Option<&str>, path: &Path, scope: &str) -> Resu
             hint: "export this repository into a new file".into(),
         });
     }
+    upgrade(&tx, meta.schema, path)?;
     let report = apply_from(repo, session, &tx, &meta, path)?;
     tx.commit().map_err(&err)?;
     Ok(report)
+}
+
+/// Brings the tables of a file of version `from` up to [`SCHEMA_VERSION`], in the
+/// refresh's transaction (a failed refresh leaves the file as it was).
+fn upgrade(tx: &Transaction<'_>, from: u32, path: &Path) -> Result<()> {
+    let err = sql_error(path);
+    for (_, step) in schema::UPGRADES.iter().filter(|(n, _)| *n >= from) {
+        tx.execute_batch(step).map_err(&err)?;
+    }
+    if from < SCHEMA_VERSION {
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
+            .map_err(&err)?;
+    }
+    Ok(())
 }
 
 /// Refuses a file that is not an export at all before anything is written to it.
@@ -277,14 +295,8 @@ fn read_meta(tx: &Transaction<'_>, path: &Path) -> Result<Meta> {
             hint: "refresh it with the axocoatl that wrote it, or export into a new file".into(),
         });
     }
-    if version < SCHEMA_VERSION {
-        return Err(RuntimeError::Refused {
-            message: format!(
-                "{} has schema {version}; this axocoatl writes schema {SCHEMA_VERSION}",
-                path.display()
-            ),
-            hint: "export into a new file".into(),
-        });
+    if version == 0 {
+        return Err(refused("its _meta table names no schema version".into()));
     }
     let num = |k: &str| get(k).parse::<u64>().unwrap_or(0);
     Ok(Meta {
@@ -309,6 +321,7 @@ fn read_meta(tx: &Transaction<'_>, path: &Path) -> Result<Meta> {
             fingerprint: get("ledger_record"),
         },
         damaged: num("damaged_records"),
+        schema: version,
     })
 }
 

@@ -6,8 +6,16 @@
 //! by itself and offers as the search box of `events`.
 
 /// The version of these tables. A file of a newer version is refused (this build cannot
-/// know what its tables mean); a new version gets a new number here.
-pub const SCHEMA_VERSION: u32 = 1;
+/// know what its tables mean); a new version gets a new number here, and a refresh brings
+/// a file of an older one up to it ([`UPGRADES`]).
+///
+/// 2: `sessions.name`, the name a session goes by now.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// What a refresh runs on a file of version `n` (in the first element) to bring it to
+/// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
+/// too, so an upgraded file and a new one have the same tables.
+pub const UPGRADES: &[(u32, &str)] = &[(1, "ALTER TABLE sessions ADD COLUMN name TEXT;")];
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
 /// before anything else.
@@ -25,7 +33,8 @@ CREATE TABLE sessions (
     created_at TEXT,
     last_activity TEXT,
     turns INTEGER NOT NULL DEFAULT 0,
-    agents TEXT
+    agents TEXT,
+    name TEXT
 );
 CREATE TABLE turns (
     turn TEXT PRIMARY KEY,
