@@ -44,19 +44,7 @@ pub struct ImportArgs {
 
 pub fn run(args: ImportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let ws = g.open_without_import()?;
-    let report = if args.dry_run {
-        legacy::plan(ws.repo())?
-    } else {
-        let keep = ws
-            .config()
-            .map(|c| c.checkpoint.keep)
-            .unwrap_or_else(|_| axocoatl::config::CheckpointConfig::default().keep);
-        let automations: Vec<String> = ws
-            .config()
-            .map(|c| c.automations.iter().map(|a| a.id.clone()).collect())
-            .unwrap_or_default();
-        legacy::import(ws.repo(), keep, &automations)?
-    };
+    let report = plan_or_import(&ws, args.dry_run)?;
     let rel = |p: &std::path::Path| {
         p.strip_prefix(ws.repo().root())
             .unwrap_or(p)
@@ -141,6 +129,22 @@ pub fn run(args: ImportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         )?;
     }
     Ok(exit::OK)
+}
+
+/// What importing would do (`dry_run`), or what it did.
+fn plan_or_import(ws: &axocoatl::workspace::Workspace, dry_run: bool) -> CliResult<legacy::Report> {
+    if dry_run {
+        return Ok(legacy::plan(ws.repo())?);
+    }
+    let keep = ws
+        .config()
+        .map(|c| c.checkpoint.keep)
+        .unwrap_or_else(|_| axocoatl::config::CheckpointConfig::default().keep);
+    let automations: Vec<String> = ws
+        .config()
+        .map(|c| c.automations.iter().map(|a| a.id.clone()).collect())
+        .unwrap_or_default();
+    Ok(legacy::import(ws.repo(), keep, &automations)?)
 }
 
 /// One line about a legacy checkpoint directory.

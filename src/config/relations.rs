@@ -296,47 +296,7 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
                 "give the age in seconds up to which missed occurrences still run (e.g. 86400); `catch_up: none` runs none of them",
             );
         }
-        match (&auto.agent, &auto.workflow) {
-            (Some(_), Some(_)) => c.error(
-                c.key(at!["automations", i, "workflow"]),
-                format!("automation `{id}` names both an agent and a workflow"),
-                "keep exactly one of `agent:` and `workflow:`",
-            ),
-            (None, None) => c.error(
-                c.value(at!["automations", i]),
-                format!("automation `{id}` names neither an agent nor a workflow"),
-                "add `agent: <id>` or `workflow: <id>`",
-            ),
-            (Some(agent), None) => {
-                let pos = c.value(at!["automations", i, "agent"]);
-                match ids.get(agent.as_str()).map(|&k| config.agents[k].role) {
-                    None => c.error(
-                        pos,
-                        format!("automation `{id}`: agent `{agent}` is not a defined agent"),
-                        suggestion(agent, config.agents.iter().map(|a| a.id.as_str()), "agents"),
-                    ),
-                    Some(AgentRole::Worker) => c.error(
-                        pos,
-                        format!("automation `{id}`: agent `{agent}` is a worker and cannot run on its own"),
-                        "target the workflow of its coordinator with `workflow: <id>` instead",
-                    ),
-                    Some(_) => {}
-                }
-            }
-            (None, Some(flow)) => {
-                if !config.workflows.iter().any(|f| &f.id == flow) {
-                    c.error(
-                        c.value(at!["automations", i, "workflow"]),
-                        format!("automation `{id}`: workflow `{flow}` is not defined"),
-                        suggestion(
-                            flow,
-                            config.workflows.iter().map(|f| f.id.as_str()),
-                            "workflows",
-                        ),
-                    );
-                }
-            }
-        }
+        automation_target(c, config, ids, i, auto);
         if let Some(session) = &auto.session {
             if let Err(problem) = check_name(session) {
                 c.error(
@@ -352,6 +312,60 @@ fn automations(c: &mut Checker<'_>, config: &Config, ids: &HashMap<&str, usize>)
                 format!("automation `{id}`: request is empty"),
                 "write what the agent should be asked on each run",
             );
+        }
+    }
+}
+
+/// An automation names exactly one target: an agent that runs on its own, or a workflow.
+fn automation_target(
+    c: &mut Checker<'_>,
+    config: &Config,
+    ids: &HashMap<&str, usize>,
+    i: usize,
+    auto: &crate::config::AutomationConfig,
+) {
+    let id = auto.id.as_str();
+    match (&auto.agent, &auto.workflow) {
+        (Some(_), Some(_)) => c.error(
+            c.key(at!["automations", i, "workflow"]),
+            format!("automation `{id}` names both an agent and a workflow"),
+            "keep exactly one of `agent:` and `workflow:`",
+        ),
+        (None, None) => c.error(
+            c.value(at!["automations", i]),
+            format!("automation `{id}` names neither an agent nor a workflow"),
+            "add `agent: <id>` or `workflow: <id>`",
+        ),
+        (Some(agent), None) => {
+            let pos = c.value(at!["automations", i, "agent"]);
+            match ids.get(agent.as_str()).map(|&k| config.agents[k].role) {
+                None => c.error(
+                    pos,
+                    format!("automation `{id}`: agent `{agent}` is not a defined agent"),
+                    suggestion(agent, config.agents.iter().map(|a| a.id.as_str()), "agents"),
+                ),
+                Some(AgentRole::Worker) => c.error(
+                    pos,
+                    format!(
+                        "automation `{id}`: agent `{agent}` is a worker and cannot run on its own"
+                    ),
+                    "target the workflow of its coordinator with `workflow: <id>` instead",
+                ),
+                Some(_) => {}
+            }
+        }
+        (None, Some(flow)) => {
+            if !config.workflows.iter().any(|f| &f.id == flow) {
+                c.error(
+                    c.value(at!["automations", i, "workflow"]),
+                    format!("automation `{id}`: workflow `{flow}` is not defined"),
+                    suggestion(
+                        flow,
+                        config.workflows.iter().map(|f| f.id.as_str()),
+                        "workflows",
+                    ),
+                );
+            }
         }
     }
 }
