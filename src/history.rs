@@ -447,7 +447,9 @@ pub fn sessions(repo: &Repo) -> Result<SessionList> {
     })
 }
 
-/// Token usage of the turns of one session, agent and day (UTC, the day the turn began).
+/// Token usage of one session, agent and day (UTC): a turn's own agent counts it on the day
+/// it began, less what its workers used; a coordinator's worker counts its subtasks on the
+/// day each ended (the ledger's indexes attribute it, see `axocoatl_store::index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageRow {
     pub session: String,
@@ -484,15 +486,6 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
         );
         rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
     }
-    // Workers' usage is in the coordinators' `SubtaskEnded` records: read only when the
-    // indexes say some session in scope has them.
-    let damaged = if summaries.with_subtasks.is_empty() {
-        Vec::new()
-    } else {
-        workers_usage(repo, session, &mut rows)?
-    };
-    let mut problems = summaries.damaged;
-    problems.extend(damaged);
     Ok(UsageList {
         rows: rows
             .into_iter()
@@ -504,46 +497,8 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
                 usage,
             })
             .collect(),
-        problems,
+        problems: summaries.damaged,
     })
-}
-
-/// Moves the usage of coordinators' workers out of their coordinators' rows into rows of
-/// their own (`adhoc` for ad-hoc workers), from the `SubtaskEnded` records. A worker's turns are the turns it ran a subtask in; its day is the
-/// day the subtask ended.
-fn workers_usage(
-    repo: &Repo,
-    session: Option<&str>,
-    rows: &mut BTreeMap<(String, String, i64), (u64, Usage)>,
-) -> Result<Vec<Damaged>> {
-    // Through the indexes, the records of the sessions with ended subtasks only.
-    let walked = repo.ledger().read_subtasks(session)?;
-    let mut counted: std::collections::HashSet<(String, String)> = Default::default();
-    for e in walked.entries {
-        let Some(Record::SubtaskEnded(s)) = e.record else {
-            continue;
-        };
-        if session.is_some_and(|only| only != s.session) {
-            continue;
-        }
-        let day = axocoatl_store::index::day_of(s.at);
-        if let Some(row) = rows.get_mut(&(s.session.clone(), s.coordinator.clone(), day)) {
-            row.1.prompt_tokens = row.1.prompt_tokens.saturating_sub(s.usage.prompt_tokens);
-            row.1.completion_tokens = row
-                .1
-                .completion_tokens
-                .saturating_sub(s.usage.completion_tokens);
-            row.1.calls = row.1.calls.saturating_sub(s.usage.calls);
-        }
-        let row = rows
-            .entry((s.session, s.worker.clone(), day))
-            .or_insert((0, Usage::ZERO));
-        if counted.insert((s.turn, s.worker)) {
-            row.0 += 1;
-        }
-        row.1.add(&s.usage);
-    }
-    Ok(walked.damaged)
 }
 
 /// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
