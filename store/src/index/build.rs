@@ -19,9 +19,10 @@
 //! The invariant: summed over every segment, a turn's rows add up to exactly the usage its
 //! terminal record reports (or, while it runs, to what its ended subtasks report), and no
 //! row ever goes below zero, whichever segments or days the records fall in. A terminal
-//! record reporting less than the turn handed, or a subtask ending outside an open turn,
-//! breaks it: such a record is kept in [`super::Meta::usage_damaged`] (reported with the
-//! usage, its own usage counted whole, nothing taken out), never corrected silently. An
+//! record reporting less than the turn handed (counted whole, nothing taken out), or a
+//! subtask ending outside an open turn (counted for no agent), breaks it: such a record is
+//! kept in [`super::Meta::usage_damaged`] and reported with the usage, never corrected
+//! silently. An
 //! interrupted turn's record, written by the process that found the turn's owner gone,
 //! reports no usage at all (no calls, incomplete): its workers keep what they were handed.
 
