@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axocoatl::engine::{self, Attachments, SendOptions};
-use axocoatl::history;
+use axocoatl::history::{self, Projection, Scope, Want};
 use axocoatl::provider::Cancel;
 use axocoatl::workspace::Workspace;
 use clap::Args;
@@ -222,7 +222,7 @@ fn exit_on(
 /// The session's newest turn that is not superseded.
 fn last_turn(ws: &Workspace, shown: &str) -> CliResult<history::TurnView> {
     let session = ws.session_or_head(Some(shown))?;
-    let projection = history::project_session(ws.repo(), &session)?;
+    let projection = Projection::of(ws.repo(), Scope::Session(&session), Want::VIEWS)?;
     projection
         .session_turns(&session)
         .filter(|t| !t.superseded)

@@ -9,7 +9,7 @@ use axocoatl_store::Repo;
 
 use crate::clock;
 use crate::error::{Result, RuntimeError};
-use crate::history::{self, ViewState};
+use crate::history::{Projection, Scope, ViewState, Want};
 use crate::ids;
 use crate::session;
 use crate::workspace::Workspace;
@@ -34,7 +34,7 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
     let id = if whole.len() == ids::ID_LEN && ids::is_id_prefix(&whole) {
         whole
     } else {
-        let p = projection.insert(history::project_prefix(repo, prefix)?);
+        let p = projection.insert(Projection::of(repo, Scope::Prefix(prefix), Want::VIEWS)?);
         p.resolve(prefix)?.turn.clone()
     };
     if let Some(accepted) = request_stop(repo, &id)? {
@@ -43,7 +43,7 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
     // Not active: say what the turn is (the projection also settles orphans).
     let projection = match projection {
         Some(p) => p,
-        None => history::project_prefix(repo, &id)?,
+        None => Projection::of(repo, Scope::Prefix(&id), Want::VIEWS)?,
     };
     let turn = projection.resolve(&id)?;
     let state = match turn.state {

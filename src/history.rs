@@ -208,9 +208,77 @@ pub struct Projection {
     pub attachments: crate::relations::Attachments,
     /// The agents of each multi-agent session.
     pub session_agents: BTreeMap<String, Vec<String>>,
+    /// Every record of each turn, when [`Want::records`] asked for them.
+    pub records: TurnRecords,
     index: TurnIndex,
-    /// Turns alone: no session summaries are kept (see [`project_walked_turns`]).
-    no_sessions: bool,
+    want: Want,
+}
+
+/// The records a projection reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every record. A turn without a terminal record whose owner is gone (one the lock
+    /// notes did not name, e.g. after a power loss) is recorded as interrupted, so it is
+    /// never shown as running again.
+    Repo,
+    /// One session's turns, rewinds and attachments, without decoding the other sessions'
+    /// records (`send` uses it, so a long ledger of other sessions costs a frame walk, not a
+    /// full decode).
+    Session(&'a str),
+    /// The turns whose id starts with a prefix (and what marks them superseded): enough to
+    /// resolve a turn id or prefix and to show that turn whole. Every turn sharing the
+    /// prefix is kept, so an ambiguous prefix is still reported as such.
+    Prefix(&'a str),
+    /// The session that owns the attachment reference a prefix names: enough to resolve the
+    /// reference and know its state. When the prefix resolves to no reference, or to
+    /// several, every session's attachment records, so resolving it again reports that.
+    Reference(&'a str),
+    /// Every session's session and attachment records (no turns).
+    Attachments,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of a command given one session, or (`None`) every session.
+    pub fn session_or_repo(session: Option<&'a str>) -> Scope<'a> {
+        match session {
+            Some(s) => Scope::Session(s),
+            None => Scope::Repo,
+        }
+    }
+}
+
+/// What a projection keeps besides its turns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Want {
+    /// Summaries of the sessions (`sessions`, and each session's active turn).
+    pub sessions: bool,
+    /// Every record of each turn (`records`), from the same walk.
+    pub records: bool,
+}
+
+impl Want {
+    /// Turns and sessions: what most commands show.
+    pub const VIEWS: Want = Want {
+        sessions: true,
+        records: false,
+    };
+    /// Turns alone, without the sessions' summaries: for a listing of turns, such as a
+    /// search's.
+    pub const TURNS: Want = Want {
+        sessions: false,
+        records: false,
+    };
+    /// Turns, sessions, and every record of each turn (what an export lists).
+    pub const RECORDS: Want = Want {
+        sessions: true,
+        records: true,
+    };
+}
+
+impl Default for Want {
+    fn default() -> Want {
+        Want::VIEWS
+    }
 }
 
 impl Projection {
@@ -342,68 +410,85 @@ fn bounded_text(b: &Bounded) -> String {
     b.inline.clone()
 }
 
-/// Projects every record. A turn without a terminal record whose owner is gone (one the
-/// lock notes did not name, e.g. after a power loss) is recorded as interrupted here, so it
-/// is never shown as running again.
-pub fn project_repo(repo: &Repo) -> Result<Projection> {
-    project_walked(repo, repo.ledger().read_all()?)
-}
-
-/// Projects one session's turns, rewinds and attachments without decoding the other
-/// sessions' records. `send` uses it, so a long ledger of other sessions costs a frame
-/// walk, not a full decode.
-pub fn project_session(repo: &Repo, session: &str) -> Result<Projection> {
-    project_walked(repo, repo.ledger().read_session(session)?)
-}
-
-/// The projection a command scoped to `session` (or to every session, with `None`) needs.
-pub fn project_scope(repo: &Repo, session: Option<&str>) -> Result<Projection> {
-    match session {
-        Some(s) => project_session(repo, s),
-        None => project_repo(repo),
-    }
-}
-
-/// Projects only the turns whose id starts with `prefix` (and what marks them superseded):
-/// enough to resolve a turn id or prefix and to show that turn whole. Every turn sharing
-/// the prefix is kept, so an ambiguous prefix is still reported as such.
-pub fn project_prefix(repo: &Repo, prefix: &str) -> Result<Projection> {
-    let prefix = prefix.trim().to_ascii_lowercase();
-    project_walked(repo, repo.ledger().read_turn_prefix(&prefix)?)
-}
-
 /// Every record of each turn, by turn id, in ledger order (what a JSON export lists).
 pub type TurnRecords = HashMap<String, Vec<Entry>>;
 
-/// [`project_scope`] that also keeps the records of every turn, from the same walk.
-pub fn project_scope_with_records(
-    repo: &Repo,
-    session: Option<&str>,
-) -> Result<(Projection, TurnRecords)> {
-    let walked = match session {
-        Some(s) => repo.ledger().read_session(s)?,
-        None => repo.ledger().read_all()?,
-    };
-    let mut records = TurnRecords::new();
-    for e in &walked.entries {
-        if let Some(turn) = e.record.as_ref().and_then(Record::turn) {
-            records.entry(turn.to_owned()).or_default().push(e.clone());
-        }
+impl Projection {
+    /// Projects the records of `scope`, keeping what `want` asks for. Liveness comes from
+    /// the session locks; orphans found on the way are recorded as interrupted.
+    pub fn of(repo: &Repo, scope: Scope<'_>, want: Want) -> Result<Projection> {
+        let ledger = repo.ledger();
+        let walked = match scope {
+            Scope::Repo => ledger.read_all()?,
+            Scope::Session(session) => ledger.read_session(session)?,
+            Scope::Prefix(prefix) => {
+                ledger.read_turn_prefix(&prefix.trim().to_ascii_lowercase())?
+            }
+            Scope::Attachments => ledger.read_attachments()?,
+            Scope::Reference(prefix) => {
+                let all = Projection::of(repo, Scope::Attachments, want)?;
+                return match all.attachments.resolve(prefix) {
+                    Ok(r) => {
+                        let session = r.session.clone();
+                        Projection::of(repo, Scope::Session(&session), want)
+                    }
+                    Err(_) => Ok(all),
+                };
+            }
+        };
+        Projection::from_walked(repo, walked, want)
     }
-    Ok((project_walked(repo, walked)?, records))
+
+    /// Projects records a caller read by one walk of the ledger (in ledger order), such as
+    /// a search's matches. Liveness comes from the session locks; orphans found on the way
+    /// are recorded as interrupted.
+    pub fn from_walked(repo: &Repo, walked: Walked, want: Want) -> Result<Projection> {
+        let p = Projection::from_entries(
+            walked,
+            &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
+            want,
+        );
+        record_orphans(repo, p)
+    }
+
+    /// Builds a projection from records in ledger order. `alive` says whether a session's
+    /// turn owner is alive; a turn without a terminal record whose owner is gone shows as
+    /// interrupted.
+    pub fn from_entries(
+        walked: Walked,
+        alive: &mut dyn FnMut(&str) -> bool,
+        want: Want,
+    ) -> Projection {
+        // Sized once: a turn view is large, and growing the vector moved each one several
+        // times (a tenth of an indexed search of 100 turns).
+        let turns = walked
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::TurnBegun as u16)
+            .count();
+        let mut p = Projection {
+            problems: walked.damaged,
+            turns: Vec::with_capacity(turns),
+            index: TurnIndex::with_capacity(turns),
+            want,
+            ..Projection::default()
+        };
+        for e in walked.entries {
+            if want.records {
+                keep_record(&mut p.records, &e);
+            }
+            apply(&mut p, e);
+        }
+        settle(&mut p, alive);
+        p
+    }
 }
 
-/// Projects the session that owns the attachment reference `prefix` names: enough to
-/// resolve the reference and know its state. When the prefix resolves to no reference, or
-/// to several, the projection of every session's attachment records is returned, so
-/// resolving it again reports that.
-pub fn project_reference(repo: &Repo, prefix: &str) -> Result<Projection> {
-    let all = project_walked(repo, repo.ledger().read_attachments()?)?;
-    let session = match all.attachments.resolve(prefix) {
-        Ok(r) => r.session.clone(),
-        Err(_) => return Ok(all),
-    };
-    project_session(repo, &session)
+/// Adds `e` to the records of its turn, if it has one.
+fn keep_record(records: &mut TurnRecords, e: &Entry) {
+    if let Some(turn) = e.record.as_ref().and_then(Record::turn) {
+        records.entry(turn.to_owned()).or_default().push(e.clone());
+    }
 }
 
 /// Every session's summary, from the ledger's indexes (no record is decoded but those of
@@ -447,7 +532,9 @@ pub fn sessions(repo: &Repo) -> Result<SessionList> {
     })
 }
 
-/// Token usage of the turns of one session, agent and day (UTC, the day the turn began).
+/// Token usage of one session, agent and day (UTC): a turn's own agent counts it on the day
+/// it began, less what its workers used; a coordinator's worker counts its subtasks on the
+/// day each ended (the ledger's indexes attribute it, see `axocoatl_store::index`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageRow {
     pub session: String,
@@ -484,15 +571,6 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
         );
         rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
     }
-    // Workers' usage is in the coordinators' `SubtaskEnded` records: read only when the
-    // indexes say some session in scope has them.
-    let damaged = if summaries.with_subtasks.is_empty() {
-        Vec::new()
-    } else {
-        workers_usage(repo, session, &mut rows)?
-    };
-    let mut problems = summaries.damaged;
-    problems.extend(damaged);
     Ok(UsageList {
         rows: rows
             .into_iter()
@@ -504,100 +582,8 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
                 usage,
             })
             .collect(),
-        problems,
+        problems: summaries.damaged,
     })
-}
-
-/// Moves the usage of coordinators' workers out of their coordinators' rows into rows of
-/// their own (`adhoc` for ad-hoc workers), from the `SubtaskEnded` records. A worker's turns are the turns it ran a subtask in; its day is the
-/// day the subtask ended.
-fn workers_usage(
-    repo: &Repo,
-    session: Option<&str>,
-    rows: &mut BTreeMap<(String, String, i64), (u64, Usage)>,
-) -> Result<Vec<Damaged>> {
-    // Through the indexes, the records of the sessions with ended subtasks only.
-    let walked = repo.ledger().read_subtasks(session)?;
-    let mut counted: std::collections::HashSet<(String, String)> = Default::default();
-    for e in walked.entries {
-        let Some(Record::SubtaskEnded(s)) = e.record else {
-            continue;
-        };
-        if session.is_some_and(|only| only != s.session) {
-            continue;
-        }
-        let day = axocoatl_store::index::day_of(s.at);
-        if let Some(row) = rows.get_mut(&(s.session.clone(), s.coordinator.clone(), day)) {
-            row.1.prompt_tokens = row.1.prompt_tokens.saturating_sub(s.usage.prompt_tokens);
-            row.1.completion_tokens = row
-                .1
-                .completion_tokens
-                .saturating_sub(s.usage.completion_tokens);
-            row.1.calls = row.1.calls.saturating_sub(s.usage.calls);
-        }
-        let row = rows
-            .entry((s.session, s.worker.clone(), day))
-            .or_insert((0, Usage::ZERO));
-        if counted.insert((s.turn, s.worker)) {
-            row.0 += 1;
-        }
-        row.1.add(&s.usage);
-    }
-    Ok(walked.damaged)
-}
-
-/// Projects records read by one walk of the ledger (in ledger order). Liveness comes from
-/// the session locks; orphans found on the way are recorded as interrupted.
-pub fn project_walked(repo: &Repo, walked: Walked) -> Result<Projection> {
-    project_walked_with(repo, walked, true)
-}
-
-/// [`project_walked`] of the turns alone, without the sessions' summaries (`sessions` stays
-/// empty): for a listing of turns, such as a search's.
-pub fn project_walked_turns(repo: &Repo, walked: Walked) -> Result<Projection> {
-    project_walked_with(repo, walked, false)
-}
-
-fn project_walked_with(repo: &Repo, walked: Walked, sessions: bool) -> Result<Projection> {
-    let p = project_entries_with(
-        walked,
-        &mut |session| crate::session::owner_alive(repo, session).unwrap_or(false),
-        sessions,
-    );
-    record_orphans(repo, p)
-}
-
-/// Builds a projection from records in ledger order. `alive` says whether a session's turn
-/// owner is alive; a turn without a terminal record whose owner is gone shows as
-/// interrupted.
-pub fn project_entries(walked: Walked, alive: &mut dyn FnMut(&str) -> bool) -> Projection {
-    project_entries_with(walked, alive, true)
-}
-
-fn project_entries_with(
-    walked: Walked,
-    alive: &mut dyn FnMut(&str) -> bool,
-    sessions: bool,
-) -> Projection {
-    // Sized once: a turn view is large, and growing the vector moved each one several times
-    // (a tenth of an indexed search of 100 turns).
-    let turns = walked
-        .entries
-        .iter()
-        .filter(|e| e.kind == Kind::TurnBegun as u16)
-        .count();
-    let mut p = Projection {
-        problems: walked.damaged,
-        turns: Vec::with_capacity(turns),
-        index: TurnIndex::with_capacity(turns),
-        no_sessions: !sessions,
-        ..Projection::default()
-    };
-    for e in walked.entries {
-        apply(&mut p, e);
-    }
-    settle(&mut p, alive);
-    p
 }
 
 /// Marks running turns whose owner is gone as interrupted, and notes active turns.
@@ -627,97 +613,56 @@ fn apply(p: &mut Projection, entry: Entry) {
         return;
     };
     p.attachments.apply(&record);
-    if !p.no_sessions {
+    if p.want.sessions {
         note_session(p, &record);
     }
     match record {
         Record::TurnBegun(b) => begin_turn(p, b, entry.pos, entry.seq),
-        Record::AgentOutput(o) => {
-            if let Some(t) = turn_mut(p, &o.turn) {
-                t.add_output(o.agent, o.text);
-            }
-        }
-        Record::TurnOrigin(o) => {
-            if let Some(t) = turn_mut(p, &o.turn) {
-                t.origin = Some(origin_of(o));
-            }
-        }
-        Record::TurnOverrides(o) => {
-            if let Some(t) = turn_mut(p, &o.turn) {
-                t.overrides = Some(overrides_of(o));
-            }
-        }
-        Record::AgentOutputBounded(o) => {
-            if let Some(t) = turn_mut(p, &o.turn) {
-                t.add_bounded_output(o.agent, o.text);
-            }
-        }
-        Record::TurnEnded(e) => {
-            if let Some(t) = turn_mut(p, &e.turn) {
-                t.end(e);
-            }
-        }
-        Record::ToolStarted(s) => {
-            if let Some(t) = turn_mut(p, &s.turn) {
-                t.tool_started(s);
-            }
-        }
-        Record::ToolFinished(r) => {
-            if let Some(t) = turn_mut(p, &r.turn) {
-                t.tool_finished(r);
-            }
-        }
-        Record::ToolResult(r) => {
-            if let Some(t) = turn_mut(p, &r.turn) {
-                t.tool_result(r);
-            }
-        }
-        Record::ModelCall(c) => {
-            if let Some(t) = turn_mut(p, &c.turn) {
-                t.calls.push(CallView::from(c));
-            }
-        }
-        Record::StopRequested(s) => {
-            if let Some(t) = turn_mut(p, &s.turn) {
-                t.stop_requested = true;
-            }
-        }
-        Record::Warning(w) => {
-            if let Some(t) = w.turn.as_deref().and_then(|id| p.index.get(&p.turns, id)) {
-                p.turns[t].warnings.push(w.message);
-            }
-        }
         Record::RewindBoundary(r) => supersede(p, &r.session, &r.target),
-        Record::PlanMade(m) => {
-            if let Some(t) = turn_mut(p, &m.turn) {
-                t.plan = Some(plan_of(m));
-            }
-        }
-        Record::SubtaskStarted(s) => {
-            if let Some(t) = turn_mut(p, &s.turn) {
-                t.subtasks.push(subtask_started(s));
-            }
-        }
-        Record::SubtaskEnded(e) => {
-            if let Some(t) = turn_mut(p, &e.turn) {
-                end_subtask(t, e);
-            }
-        }
-        Record::ActivationDecided(a) => {
-            if let Some(t) = turn_mut(p, &a.turn) {
-                t.activation = a.agents;
-            }
-        }
         Record::SessionAgents(s) => {
             p.session_agents.insert(s.session, s.agents);
         }
-        Record::SessionCreated(_)
-        | Record::AttachmentAdded(_)
-        | Record::AttachmentRemoved(_)
-        | Record::AttachmentConsumed(_)
-        | Record::LegacyImportBegun(_)
-        | Record::LegacyImportEnded(_)
-        | Record::Note(_) => {}
+        record => {
+            let turn = record.turn().and_then(|id| p.index.get(&p.turns, id));
+            if let Some(i) = turn {
+                p.turns[i].apply(record);
+            }
+        }
+    }
+}
+
+impl TurnView {
+    /// Applies a record of this turn (one that names it).
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::AgentOutput(o) => self.add_output(o.agent, o.text),
+            Record::AgentOutputBounded(o) => self.add_bounded_output(o.agent, o.text),
+            Record::TurnOrigin(o) => self.origin = Some(origin_of(o)),
+            Record::TurnOverrides(o) => self.overrides = Some(overrides_of(o)),
+            Record::TurnEnded(e) => self.end(e),
+            Record::ToolStarted(s) => self.tool_started(s),
+            Record::ToolFinished(r) => self.tool_finished(r),
+            Record::ToolResult(r) => self.tool_result(r),
+            Record::ModelCall(c) => self.calls.push(CallView::from(c)),
+            Record::StopRequested(_) => self.stop_requested = true,
+            Record::Warning(w) => self.warnings.push(w.message),
+            Record::PlanMade(m) => self.plan = Some(plan_of(m)),
+            Record::SubtaskStarted(s) => self.subtasks.push(subtask_started(s)),
+            Record::SubtaskEnded(e) => end_subtask(self, e),
+            Record::ActivationDecided(a) => self.activation = a.agents,
+            // Begun, rewinds and session agents are the projection's (see `apply`); the
+            // rest change no turn view.
+            Record::TurnBegun(_)
+            | Record::RewindBoundary(_)
+            | Record::SessionAgents(_)
+            | Record::SessionCreated(_)
+            | Record::AttachmentAdded(_)
+            | Record::AttachmentRemoved(_)
+            | Record::AttachmentConsumed(_)
+            | Record::LegacyImportBegun(_)
+            | Record::LegacyImportEnded(_)
+            | Record::Note(_) => {}
+        }
     }
 }
 
@@ -942,11 +887,6 @@ impl From<ModelCall> for CallView {
             finish_reason: c.finish_reason,
         }
     }
-}
-
-fn turn_mut<'a>(p: &'a mut Projection, id: &str) -> Option<&'a mut TurnView> {
-    let i = p.index.get(&p.turns, id)?;
-    p.turns.get_mut(i)
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {

@@ -7,7 +7,7 @@ use axocoatl_store::ledger::Damaged;
 use axocoatl_store::Repo;
 
 use crate::error::Result;
-use crate::history::{self, Projection, TurnView};
+use crate::history::{Projection, Scope, TurnView, Want};
 use crate::search::Matcher;
 
 /// Turns in ledger order, and what was met reading them.
@@ -161,7 +161,7 @@ pub fn history(
     // One matcher finds the candidate turns and keeps those that really match.
     let projection = match search {
         Some((text, re)) => crate::search::search_with(repo, re, text)?,
-        None => history::project_scope(repo, session)?,
+        None => Projection::of(repo, Scope::session_or_repo(session), Want::VIEWS)?,
     };
     let mut listing = Listing::of(projection, |t| session.is_none_or(|s| t.session == s));
     if let Some((_, re)) = search {
@@ -194,7 +194,7 @@ pub fn history(
 /// indexed; a matching reference's turns are found through its name, which every turn that
 /// pins it records (and the ledger search finds), then kept by the reference itself.
 fn ocr_matches(repo: &Repo, re: &Matcher) -> Result<Vec<(TurnView, Hit)>> {
-    let attachments = history::project_walked(repo, repo.ledger().read_attachments()?)?.attachments;
+    let attachments = Projection::of(repo, Scope::Attachments, Want::VIEWS)?.attachments;
     // Per text object, the snippet of its match (`None`: no match).
     let mut read: HashMap<String, Option<String>> = HashMap::new();
     let mut hits: HashMap<String, String> = HashMap::new();
@@ -264,7 +264,7 @@ fn is_ocr_text(repo: &Repo, hash: &str) -> bool {
 
 /// The turn `prefix` names (an id or a unique prefix of at least 4 characters), whole.
 pub fn show(repo: &Repo, prefix: &str) -> Result<TurnView> {
-    let projection = history::project_prefix(repo, prefix)?;
+    let projection = Projection::of(repo, Scope::Prefix(prefix), Want::VIEWS)?;
     Ok(projection.resolve(prefix)?.clone())
 }
 
@@ -283,7 +283,8 @@ pub fn export(
     repo: &Repo,
     session: Option<&str>,
 ) -> Result<(Listing, HashMap<String, Vec<RecordBody>>)> {
-    let (projection, entries) = history::project_scope_with_records(repo, session)?;
+    let mut projection = Projection::of(repo, Scope::session_or_repo(session), Want::RECORDS)?;
+    let entries = std::mem::take(&mut projection.records);
     let listing = Listing::of(projection, |t| session.is_none_or(|s| t.session == s));
     let records = entries
         .into_iter()

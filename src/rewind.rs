@@ -15,7 +15,7 @@ use crate::clock;
 use crate::config::{AgentRole, Config};
 use crate::conversation;
 use crate::error::{Result, RuntimeError};
-use crate::history::{self, TurnView};
+use crate::history::{Projection, Scope, TurnView, Want};
 use crate::session::{self, Wait};
 
 pub const MULTI_AGENT_REASON: &str = "Coordinator and multi-Agent Sessions cannot currently be rewound because child checkpoints cannot be projected safely across that boundary";
@@ -41,11 +41,11 @@ pub fn rewind(
     session: Option<&str>,
 ) -> Result<RewindOutcome> {
     // Resolve among every turn (an ambiguous prefix is refused), then read only its session.
-    let of_session = history::project_prefix(repo, prefix)?
+    let of_session = Projection::of(repo, Scope::Prefix(prefix), Want::VIEWS)?
         .resolve(prefix)?
         .session
         .clone();
-    let projection = history::project_session(repo, &of_session)?;
+    let projection = Projection::of(repo, Scope::Session(&of_session), Want::VIEWS)?;
     let target = projection.resolve(prefix)?;
     check_target(target, session)?;
     let session = target.session.clone();
@@ -177,7 +177,7 @@ fn keep_of(config: Option<&Config>) -> usize {
 
 /// Writes the Agent's checkpoint from what the ledger retains.
 fn repair(repo: &Repo, session: &str, agent: &str, seq: u64, keep: usize) -> Result<bool> {
-    let projection = history::project_session(repo, session)?;
+    let projection = Projection::of(repo, Scope::Session(session), Want::VIEWS)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
     write_checkpoint(repo, session, agent, &turns, seq, keep)
 }

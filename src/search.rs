@@ -8,7 +8,7 @@ pub use axocoatl_store::search::Matcher;
 use axocoatl_store::Repo;
 
 use crate::error::{Result, RuntimeError};
-use crate::history::{self, Projection};
+use crate::history::{Projection, Want};
 
 /// The case-insensitive literal matcher of `--search TEXT`, for raw bytes and text alike.
 pub fn matcher(text: &str) -> Result<Matcher> {
@@ -27,7 +27,8 @@ pub fn matcher(text: &str) -> Result<Matcher> {
 /// Projects only the turns that can match `text` (`re` is its [`matcher`]), without session
 /// summaries; the caller filters them exactly.
 pub fn search_with(repo: &Repo, re: &Matcher, text: &str) -> Result<Projection> {
-    history::project_walked_turns(repo, repo.ledger().read_matching(re, text)?)
+    let walked = repo.ledger().read_matching(re, text)?;
+    Projection::from_walked(repo, walked, Want::TURNS)
 }
 
 /// [`search_with`] the matcher of `text`.

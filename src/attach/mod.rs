@@ -26,7 +26,7 @@ use axocoatl_store::Repo;
 
 use crate::clock;
 use crate::error::Result;
-use crate::history;
+use crate::history::{Projection, Scope, Want};
 use crate::ids;
 use crate::provider::Cancel;
 
@@ -104,7 +104,7 @@ struct Earlier {
 
 impl Earlier {
     fn load(repo: &Repo) -> Result<Earlier> {
-        let projection = history::project_walked(repo, repo.ledger().read_attachments()?)?;
+        let projection = Projection::of(repo, Scope::Attachments, Want::VIEWS)?;
         let mut by_object: HashMap<String, Vec<(String, bool)>> = HashMap::new();
         for r in projection.attachments.all() {
             if let Some(t) = &r.text_object {
@@ -222,7 +222,7 @@ pub fn add(
 ) -> Result<Vec<Added>> {
     check_session_name(session)?;
     let prepared = read_all(repo, paths, reading)?;
-    let projection = history::project_session(repo, session)?;
+    let projection = Projection::of(repo, Scope::Session(session), Want::VIEWS)?;
     let mut records = Vec::new();
     if !projection.sessions.contains_key(session) {
         records.push(Record::SessionCreated(SessionCreated {
@@ -294,7 +294,7 @@ pub fn add(
 
 /// Takes a reference out of future selection. Turns that pinned it keep it.
 pub fn remove(repo: &Repo, prefix: &str) -> Result<Reference> {
-    let projection = history::project_reference(repo, prefix)?;
+    let projection = Projection::of(repo, Scope::Reference(prefix), Want::VIEWS)?;
     let r = projection.attachments.resolve(prefix)?;
     if r.state != State::Selected {
         return Err(AttachError::NotSelected {
@@ -352,7 +352,7 @@ pub fn stored_text(repo: &Repo, text_object: Option<&str>) -> Result<Text> {
 /// The references of `session`, in the order they were added: the selected ones, or with
 /// `all` also those consumed by a turn or removed.
 pub fn list(repo: &Repo, session: &str, all: bool) -> Result<Vec<Reference>> {
-    let projection = history::project_session(repo, session)?;
+    let projection = Projection::of(repo, Scope::Session(session), Want::VIEWS)?;
     Ok(projection
         .attachments
         .of_session(session)
@@ -364,7 +364,7 @@ pub fn list(repo: &Repo, session: &str, all: bool) -> Result<Vec<Reference>> {
 /// The reference `prefix` names, with its original bytes or, with `text`, its extracted
 /// text (verified against their hash).
 pub fn cat(repo: &Repo, prefix: &str, text: bool) -> Result<(Reference, Vec<u8>)> {
-    let projection = history::project_reference(repo, prefix)?;
+    let projection = Projection::of(repo, Scope::Reference(prefix), Want::VIEWS)?;
     let r = projection.attachments.resolve(prefix)?;
     let bytes = if text {
         self::text(repo, r)?

@@ -41,7 +41,8 @@
 //!    [`session::lock`] (a `flock` on `run/sessions/<session>.lock`; the turn's note goes
 //!    into it after an empty mark `run/active/<session>.lock`, both cleared, note first,
 //!    when the turn ends), [`session::interrupt_if_open`] for an orphan the lock names,
-//!    [`history::project_session`] (this session's records, through the indexes),
+//!    [`Projection::of`] of its [`Scope::Session`] (this session's records, through the
+//!    indexes),
 //!    [`conversation::current`] (the newest valid checkpoint through
 //!    [`checkpoint::load_one`], or a rebuild from the ledger), [`attach::check_selection`],
 //!    [`attach::user_message`], [`attach::check_images`], [`bound`] (long context goes to
@@ -111,7 +112,8 @@
 //! [`session::set_note`]: crate::session::set_note
 //! [`session::clear_note`]: crate::session::clear_note
 //! [`rewind::repair_pending`]: crate::rewind::repair_pending
-//! [`history::project_session`]: crate::history::project_session
+//! [`Projection::of`]: Projection::of
+//! [`Scope::Session`]: Scope::Session
 //! [`conversation::current`]: crate::conversation::current
 //! [`checkpoint::load_one`]: crate::checkpoint::load_one
 //! [`checkpoint::write`]: crate::checkpoint::write
@@ -148,6 +150,7 @@ use axocoatl_store::ledger::record::AttachmentPin;
 use crate::config::{AgentConfig, AgentRole, Config};
 use crate::conversation::Conversation;
 use crate::error::{Result, RuntimeError};
+use crate::history::{Projection, Scope, Want};
 use crate::provider::Cancel;
 use crate::workspace::Workspace;
 
@@ -279,7 +282,7 @@ pub fn retry_options(
     wait: bool,
     overrides: &Overrides,
 ) -> Result<SendOptions> {
-    let projection = crate::history::project_prefix(ws.repo(), prefix)?;
+    let projection = Projection::of(ws.repo(), Scope::Prefix(prefix), Want::VIEWS)?;
     let original = projection.resolve(prefix)?;
     let n = original.attachments.len();
     if n > 0 {

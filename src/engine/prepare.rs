@@ -14,7 +14,7 @@ use crate::attach;
 use crate::config::{AgentConfig, CheckpointPolicy, ResolvedProvider};
 use crate::conversation::{self, Conversation};
 use crate::error::{size_text, Result, RuntimeError};
-use crate::history::TurnView;
+use crate::history::{Projection, Scope, TurnView, Want};
 use crate::provider::{Cancel, Message};
 use crate::session::{self, ActiveNote, Wait};
 use crate::team::lattice;
@@ -85,7 +85,7 @@ pub(crate) fn prepare<'w>(
     if let Some(orphan) = ActiveNote::decode(&lock.read_note()?) {
         session::interrupt_if_open(ws.repo(), &orphan)?;
     }
-    let projection = crate::history::project_session(ws.repo(), &opts.session)?;
+    let projection = Projection::of(ws.repo(), Scope::Session(&opts.session), Want::VIEWS)?;
     let multi = match projection.session_agents.get(&opts.session) {
         Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
             "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"

@@ -34,7 +34,7 @@ use crate::checkpoint;
 use crate::clock;
 use crate::conversation;
 use crate::error::{Result, RuntimeError};
-use crate::history::{self, TurnView, ViewState};
+use crate::history::{Projection, TurnView, ViewState, Want};
 use crate::session::{self, Wait};
 
 /// Where a 0.1.x checkpoint stands.
@@ -122,7 +122,7 @@ fn session_state(repo: &Repo, session: &str, digest: &str, turns: usize) -> Resu
     let ids: Vec<String> = (0..turns).map(|i| turn_id(digest, i)).collect();
     // Only this import's own process may leave its turns open, and it holds the session
     // lock while it runs: the projection never records them interrupted behind its back.
-    let projection = history::project_entries(walked, &mut |_| true);
+    let projection = Projection::from_entries(walked, &mut |_| true, Want::VIEWS);
     let mut imported = HashMap::new();
     let mut other_turns = 0;
     for t in projection.turns {

@@ -23,7 +23,7 @@ use crate::budget;
 use crate::clock;
 use crate::config::{AgentConfig, AgentRole, Config, ResolvedProvider, ResponseFormat};
 use crate::error::{Result, RuntimeError};
-use crate::history::ViewState;
+use crate::history::{Projection, Scope, ViewState, Want};
 use crate::ids;
 use crate::provider::{self, Cancel, ChatRequest, Event, Message, ProviderError, Role, Sampling};
 use crate::session::ActiveNote;
@@ -257,7 +257,7 @@ fn workers_of<'c>(
 /// The start of the last completed consolidation of `agent` in `session` (records retained
 /// after it are "recent"), and whether the session exists in the ledger.
 fn last_pass(ws: &Workspace, session: &str, agent: &str) -> Result<(Option<Millis>, bool)> {
-    let projection = crate::history::project_session(ws.repo(), session)?;
+    let projection = Projection::of(ws.repo(), Scope::Session(session), Want::VIEWS)?;
     let last = projection
         .session_turns(session)
         .filter(|t| t.agent == agent && t.mode == MODE && t.state == ViewState::Completed)

@@ -17,6 +17,7 @@ use axocoatl_store::Repo;
 use crate::clock;
 use crate::config::RecallConfig;
 use crate::error::Result;
+use crate::history::{Projection, Scope, Want};
 
 use super::semantic::{Hit, NewRecord, RecordId, SemanticStore, Source, SourceKind};
 use super::AgentMemory;
@@ -246,7 +247,7 @@ pub fn superseded_turns(repo: &Repo, session: &str) -> Result<HashSet<String>> {
     if !rewound {
         return Ok(HashSet::new());
     }
-    let projection = crate::history::project_session(repo, session)?;
+    let projection = Projection::of(repo, Scope::Session(session), Want::VIEWS)?;
     Ok(projection
         .session_turns(session)
         .filter(|t| t.superseded)

@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::conversation::Conversation;
 use crate::engine;
 use crate::error::{Result, RuntimeError};
-use crate::history::TurnView;
+use crate::history::{Projection, Scope, TurnView, Want};
 use crate::mcp::Hub;
 use crate::provider::Cancel;
 use crate::workspace::Workspace;
@@ -226,7 +226,7 @@ fn shared_state(
     agent: &str,
     hub: Option<Arc<Hub>>,
 ) -> Result<Arc<Shared>> {
-    let projection = crate::history::project_session(repo, session)?;
+    let projection = Projection::of(repo, Scope::Session(session), Want::VIEWS)?;
     let turns: Vec<&TurnView> = projection.session_turns(session).collect();
     let conversation = crate::conversation::current(repo, session, agent, &turns, None)?;
     Ok(Arc::new(Shared {

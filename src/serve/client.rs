@@ -15,6 +15,7 @@ use super::wire::{Reply, Request, StatusReport, WireSend};
 use crate::control::StopAccepted;
 use crate::engine::{TurnEvent, TurnOutcome};
 use crate::error::{Result, RuntimeError};
+use crate::history::{Projection, Scope, Want};
 use crate::provider::Cancel;
 use crate::rewind::RewindOutcome;
 use crate::workspace::Workspace;
@@ -233,7 +234,7 @@ fn ended_without_answer(
     let Some(state) = crate::control::wait_for_end(ws, turn, Some(Duration::from_secs(10)))? else {
         return Err(lost());
     };
-    let projection = crate::history::project_prefix(ws.repo(), turn)?;
+    let projection = Projection::of(ws.repo(), Scope::Prefix(turn), Want::VIEWS)?;
     let view = projection.resolve(turn)?;
     Ok(TurnOutcome {
         turn: view.turn.clone(),

@@ -26,6 +26,7 @@ use crate::automation::{self, RunnerKind};
 use crate::clock;
 use crate::config::{AgentRole, Config};
 use crate::error::{Result, RuntimeError};
+use crate::history::{Projection, Scope, Want};
 use crate::provider::Cancel;
 use crate::workspace::{Locator, Workspace};
 
@@ -759,7 +760,7 @@ async fn last_turns(d: &Daemon, agent: Option<&str>) -> HashMap<(String, String)
     let read = blocking(move || {
         let mut out = HashMap::new();
         for session in sessions {
-            let projection = crate::history::project_session(ws.repo(), &session)?;
+            let projection = Projection::of(ws.repo(), Scope::Session(&session), Want::VIEWS)?;
             for t in projection.session_turns(&session) {
                 out.insert((session.clone(), t.agent.clone()), t.turn.clone());
             }

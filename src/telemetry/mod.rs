@@ -316,7 +316,9 @@ pub fn backfill(
 ) -> Result<Backfill> {
     #[cfg(feature = "otlp")]
     {
-        let (projection, mut records) = crate::history::project_scope_with_records(repo, session)?;
+        use crate::history::{Projection, Scope, Want};
+        let mut projection = Projection::of(repo, Scope::session_or_repo(session), Want::RECORDS)?;
+        let mut records = std::mem::take(&mut projection.records);
         let content = content(config);
         let resource = resource();
         let mut done = Backfill {

@@ -437,3 +437,87 @@ fn the_runtime_gives_advice_without_command_line_verbs() {
         }
     }
 }
+
+/// Usage is attributed once, where the indexes are built (`store/src/index/build.rs`
+/// moves a worker's usage out of its coordinator's row, exactly): no other production code
+/// subtracts from a usage's tokens or calls, so no reader corrects (and hides) what the
+/// rows say.
+#[test]
+fn only_the_index_builder_subtracts_usage() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let owner = root.join("store/src/index/build.rs");
+    let mut files = Vec::new();
+    for dir in ["src", "cmd", "store/src"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let sub = regex::Regex::new(
+        r"\.(prompt_tokens|completion_tokens|calls)\s*(-=|\.(saturating_sub|checked_sub|wrapping_sub|overflowing_sub)\b|-[^>=])",
+    )
+    .expect("re");
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f) && **f != owner) {
+        let code = blank_literals(&non_test_source(file));
+        for m in sub.find_iter(&code) {
+            let rel = file.strip_prefix(root).unwrap_or(file);
+            found.push(format!("{}: {}", rel.display(), m.as_str()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "usage subtracted outside store/src/index/build.rs (attribute it there):\n{}",
+        found.join("\n")
+    );
+    let builder = blank_literals(&std::fs::read_to_string(&owner).expect("build.rs"));
+    assert!(sub.is_match(&builder), "the builder's attribution is found");
+}
+
+/// Projections are made in one place: `Projection::of` (a scope and what to keep), or
+/// `Projection::from_walked`/`from_entries` for records a caller walked itself (a search
+/// of `src/search.rs` is one); no other public function returns a projection, so no entry
+/// point of its own grows beside them.
+#[test]
+fn projections_are_made_by_projection_of() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "cmd"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let signature = regex::Regex::new(
+        r"pub(?:\([a-z]+\))?\s+fn\s+([a-z_0-9]+)\s*(?:<[^>]*>)?\(([^{;]*?)\)\s*->\s*([^{;]*)",
+    )
+    .expect("re");
+    let projection = regex::Regex::new(r"\bProjection\b").expect("re");
+    let allowed = [
+        ("src/history.rs", "of"),
+        ("src/history.rs", "from_walked"),
+        ("src/history.rs", "from_entries"),
+        ("src/search.rs", "search"),
+        ("src/search.rs", "search_with"),
+    ];
+    let mut makers = BTreeSet::new();
+    let mut others = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        let rel = file.strip_prefix(root).unwrap_or(file);
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        let code = blank_literals(&non_test_source(file));
+        for c in signature.captures_iter(&code) {
+            if !projection.is_match(&c[3]) {
+                continue;
+            }
+            let at = (rel.as_str(), &c[1]);
+            if allowed.contains(&at) {
+                makers.insert(format!("{}:{}", at.0, at.1));
+            } else {
+                others.push(format!("{rel}: fn {}", &c[1]));
+            }
+        }
+    }
+    assert!(
+        others.is_empty(),
+        "public functions returning a Projection besides Projection::of (give them a Scope or a Want):\n{}",
+        others.join("\n")
+    );
+    assert_eq!(makers.len(), allowed.len(), "{makers:?}");
+}

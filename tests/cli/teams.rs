@@ -453,6 +453,130 @@ fn dependencies_pass_results_and_the_text_output_shows_the_pass() {
     assert_eq!(js["turns"][0]["subtasks"][0]["output"], "R-RESULT");
 }
 
+/// The numbers of a row of `usage --json`: calls, prompt and completion tokens.
+fn usage_numbers(row: &Value) -> (i64, i64, i64) {
+    let n = |k: &str| row[k].as_i64().unwrap_or_else(|| panic!("{k} in {row}"));
+    (n("calls"), n("prompt_tokens"), n("completion_tokens"))
+}
+
+/// The segment files of the ledger, in order, with their bytes.
+fn segments(env: &TestEnv) -> Vec<Vec<u8>> {
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(env.repo().join("ledger/v1"))
+        .expect("ls")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| std::fs::read(p).expect("segment"))
+        .collect()
+}
+
+/// The index files of the ledger's segments.
+fn index_files(env: &TestEnv) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(env.repo().join("ledger/v1/index"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    paths.retain(|p| p.extension().is_some_and(|x| x == "idx"));
+    paths.sort();
+    paths
+}
+
+#[test]
+fn a_coordinator_turn_across_segments_sums_exactly_and_an_older_index_is_rebuilt() {
+    let team = Team::start();
+    team.script().plans.push_back(r#"{"subtasks":[{"id":"draft","worker":"writer","task":"write","depends_on":["facts"]},{"id":"facts","worker":"researcher","task":"research","depends_on":[]},{"id":"check","worker":"adhoc","role":"You check facts.","task":"check the draft","depends_on":["draft"]}]}"#.to_owned());
+    let mut env = team.env();
+    // Small segments: the turn's records fall in several, its subtasks' ends in others
+    // than its own end.
+    env.set_env("AXOCOATL_SEGMENT_LIMIT", "600");
+    let r = env.run(&["send", "--json", "-a", "lead", "Write a report"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let end = events.last().expect("turn.ended");
+    assert_eq!(end["type"], "turn.ended");
+    let turn_usage = usage_numbers(&end["usage"]);
+    assert_eq!(turn_usage, (5, 50, 10), "plan, three workers, aggregate");
+    let segs = segments(&env);
+    let holding = |needle: &[u8]| {
+        segs.iter()
+            .position(|s| s.windows(needle.len()).any(|w| w == needle))
+            .expect("a segment holds it")
+    };
+    assert!(
+        holding(b"R-RESULT") < holding(b"FINAL["),
+        "a subtask ended in an earlier segment than its turn"
+    );
+
+    // The coordinator's row and its workers' add up to the turn's usage; each worker's row
+    // is what its subtask reports.
+    let by_agent = ["usage", "--all", "--json", "--by", "agent"];
+    let u = env.run(&by_agent);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    let rows = json_lines(&u.stdout);
+    let row = |agent: &str| {
+        rows.iter()
+            .find(|r| r["agent"] == agent)
+            .unwrap_or_else(|| panic!("{agent} in {}", u.stdout))
+    };
+    let turn = end["turn"].as_str().expect("turn");
+    let shown = show(&env, turn);
+    let mut sum = usage_numbers(row("lead"));
+    assert_eq!(sum, (2, 20, 4), "the plan and the aggregate");
+    for s in shown["subtasks"].as_array().expect("subtasks") {
+        let worker = s["worker"].as_str().expect("worker");
+        let got = usage_numbers(row(worker));
+        assert_eq!(got, usage_numbers(&s["usage"]), "{worker}");
+        assert_eq!(row(worker)["turns"], 1, "{worker}");
+        sum = (sum.0 + got.0, sum.1 + got.1, sum.2 + got.2);
+    }
+    assert_eq!(sum, turn_usage);
+    assert_eq!(usage_numbers(rows.last().expect("total")), turn_usage);
+
+    // Indexes of the format before are rebuilt: `fsck` names them, and the usage read
+    // through the rebuilt ones is the same.
+    let commands: [&[&str]; 3] = [
+        &by_agent,
+        &["usage", "--all", "--by", "day"],
+        &["usage", "--all", "--by", "session", "--json"],
+    ];
+    let outputs = |env: &TestEnv| -> Vec<(i32, String, String)> {
+        commands
+            .iter()
+            .map(|c| {
+                let r = env.run(c);
+                (r.code, r.stdout, r.stderr)
+            })
+            .collect()
+    };
+    let before = outputs(&env);
+    let files = index_files(&env);
+    assert!(files.len() > 2, "{files:?}");
+    let version = |p: &std::path::Path| {
+        let bytes = std::fs::read(p).expect("index");
+        u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"))
+    };
+    let current = version(&files[0]);
+    for f in &files {
+        let mut bytes = std::fs::read(f).expect("index");
+        bytes[8..12].copy_from_slice(&(current - 1).to_le_bytes());
+        std::fs::write(f, bytes).expect("write");
+    }
+    let fsck = env.run(&["fsck"]);
+    assert!(
+        fsck.stdout
+            .contains(&format!("in format {}, not {current}", current - 1)),
+        "{}",
+        fsck.stdout
+    );
+    assert_eq!(outputs(&env), before);
+    for f in index_files(&env) {
+        assert_eq!(version(&f), current, "{f:?} rebuilt");
+    }
+}
+
 #[test]
 fn an_invalid_plan_is_repaired_once_then_the_fallback_runs_and_each_is_recorded() {
     let team = Team::start();

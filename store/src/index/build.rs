@@ -4,6 +4,27 @@
 //! depends on it (a record of a turn begun in an earlier segment, the end of such a turn)
 //! waits until [`Builder::finish`] is given the turns still open when the segment began.
 //! So segments can be read and decoded in parallel and finished one after another cheaply.
+//!
+//! Usage is attributed here, once, for every reader of the summaries. A turn's terminal
+//! record carries the usage of every call the turn made, its workers' included; each
+//! `SubtaskEnded` carries one worker's share. So:
+//!
+//! - a `SubtaskEnded` adds its usage to the worker's row (session, worker, the day the
+//!   subtask ended), counting the turn for that worker the first time the worker ends a
+//!   subtask of it, and notes the usage on the coordinator's open turn ([`OpenTurn::handed`],
+//!   carried from segment to segment with the turn);
+//! - the turn's end adds its usage less everything the turn handed to the row of the turn
+//!   itself (session, its agent, the day it began).
+//!
+//! The invariant: summed over every segment, a turn's rows add up to exactly the usage its
+//! terminal record reports (or, while it runs, to what its ended subtasks report), and no
+//! row ever goes below zero, whichever segments or days the records fall in. A terminal
+//! record reporting less than the turn handed (counted whole, nothing taken out), or a
+//! subtask ending outside an open turn (counted for no agent), breaks it: such a record is
+//! kept in [`super::Meta::usage_damaged`] and reported with the usage, never corrected
+//! silently. An
+//! interrupted turn's record, written by the process that found the turn's owner gone,
+//! reports no usage at all (no calls, incomplete): its workers keep what they were handed.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +35,7 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 use super::format::{self, push_u32, Stamp};
 use super::rows::{Row, StoredUsage, TurnRow};
 use super::suffixes::{suffix_samples, suffix_table};
-use super::{Meta, OpenTurn, Section, SessionRow};
+use super::{Handed, Meta, OpenTurn, Section, SessionRow};
 use crate::ledger::frame::crc32c;
 use crate::ledger::record::{Millis, Record, Usage};
 use crate::ledger::segment::SegmentData;
@@ -36,10 +57,8 @@ struct SessionAcc {
     begun: u32,
     first_at: Option<Millis>,
     last_at: Option<Millis>,
-    /// Per (agent, day the turn began).
+    /// Per (agent, day): see the module documentation.
     usage: BTreeMap<(u32, i64), UsageAcc>,
-    /// Whether a coordinator's subtask ended here (its workers' usage is in that record).
-    subtasks: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -69,8 +88,36 @@ struct Pending {
     turn: String,
     /// The session the record names itself, if any.
     session: Option<String>,
-    /// For a terminal record: its usage.
-    end: Option<Usage>,
+    usage: Option<TurnUsage>,
+}
+
+/// The usage a record of a turn reports.
+enum TurnUsage {
+    /// A terminal record's: every call of the turn.
+    Ended(Usage),
+    /// A worker's ended subtask's.
+    Handed {
+        /// The session the record names.
+        session: String,
+        worker: String,
+        at: Millis,
+        usage: Usage,
+    },
+}
+
+impl TurnUsage {
+    fn of(record: &Record) -> Option<TurnUsage> {
+        match record {
+            Record::TurnEnded(e) => Some(TurnUsage::Ended(e.usage)),
+            Record::SubtaskEnded(x) => Some(TurnUsage::Handed {
+                session: x.session.clone(),
+                worker: x.worker.clone(),
+                at: x.at,
+                usage: x.usage,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Collects one segment's records for its index.
@@ -86,6 +133,9 @@ pub(crate) struct Builder {
     rewinds: Vec<u32>,
     always: Vec<u32>,
     damaged: Vec<(u64, String)>,
+    /// Records whose usage could not be attributed exactly (see the module documentation):
+    /// session, offset, reason.
+    usage_damaged: Vec<(String, u64, String)>,
     unknown_kinds: u64,
     /// The last intact record: its sequence number, offset, header checksum and end.
     last: Option<(u64, u64, u32, u64)>,
@@ -238,7 +288,6 @@ impl Builder {
         }
         match &record {
             Record::RewindBoundary(_) => self.rewinds.push(offset),
-            Record::SubtaskEnded(x) => self.session(&x.session).subtasks = true,
             Record::SessionCreated(_)
             | Record::AttachmentAdded(_)
             | Record::AttachmentRemoved(_)
@@ -257,10 +306,7 @@ impl Builder {
             }
             return;
         };
-        let end = match &record {
-            Record::TurnEnded(e) => Some(e.usage),
-            _ => None,
-        };
+        let usage = TurnUsage::of(&record);
         match self.turns.get_mut(turn) {
             Some(t) if t.begun_here => {
                 let session = t.session.clone();
@@ -272,17 +318,28 @@ impl Builder {
                 } else {
                     t.postings.push(offset);
                 }
-                if let Some(usage) = end {
-                    if let Some(open) = self.open.remove(turn) {
-                        self.add_usage(&open, 0, usage);
+                match usage {
+                    Some(TurnUsage::Ended(usage)) => {
+                        if let Some(open) = self.open.remove(turn) {
+                            self.end_usage(&open, usage, offset);
+                        }
                     }
+                    Some(handed) => {
+                        // Out of the map while the rows change, then back: still open.
+                        let mut open = self.open.remove(turn);
+                        self.hand(open.as_mut(), handed, offset);
+                        if let Some(open) = open {
+                            self.open.insert(turn.to_owned(), open);
+                        }
+                    }
+                    None => {}
                 }
             }
             _ => self.pending.push(Pending {
                 offset,
                 turn: turn.to_owned(),
                 session: record.session().map(str::to_owned),
-                end,
+                usage,
             }),
         }
     }
@@ -313,27 +370,79 @@ impl Builder {
                 started_at: b.at,
                 begin: pos,
                 begin_seq: seq,
+                handed: Handed::default(),
             },
         );
     }
 
-    /// Adds a terminal record's usage to the row of its turn (agent, day it began).
-    fn add_usage(&mut self, open: &OpenTurn, turns: u32, usage: Usage) {
-        let agent = self.agent(&open.agent);
-        let row = self
-            .session(&open.session)
-            .usage
-            .entry((agent, day_of(open.started_at)))
-            .or_default();
-        row.turns += turns;
+    /// The row of `agent` on `day` in `session`.
+    fn usage_row(&mut self, session: &str, agent: &str, day: i64) -> &mut UsageAcc {
+        let agent = self.agent(agent);
+        self.session(session).usage.entry((agent, day)).or_default()
+    }
+
+    /// Adds a terminal record's usage, less what the turn handed its workers, to the row of
+    /// its turn (agent, day it began).
+    fn end_usage(&mut self, open: &OpenTurn, usage: Usage, offset: u32) {
+        let own = match own_usage(usage, &open.handed.usage) {
+            Some(own) => own,
+            None => {
+                self.usage_damaged.push((
+                    open.session.clone(),
+                    u64::from(offset),
+                    format!(
+                        "turn {} ended with less usage than its workers' subtasks report: \
+                         its usage is counted whole, theirs too",
+                        open.turn
+                    ),
+                ));
+                usage
+            }
+        };
+        let row = self.usage_row(&open.session, &open.agent, day_of(open.started_at));
+        row.usage.add(&own);
+    }
+
+    /// Adds a worker's ended subtask's usage to the worker's row (the day it ended), and
+    /// notes it on `open`, the coordinator's turn, for the turn's end to take out.
+    fn hand(&mut self, open: Option<&mut OpenTurn>, handed: TurnUsage, offset: u32) {
+        let TurnUsage::Handed {
+            session,
+            worker,
+            at,
+            usage,
+        } = handed
+        else {
+            return;
+        };
+        let Some(open) = open else {
+            self.usage_damaged.push((
+                session,
+                u64::from(offset),
+                format!(
+                    "a subtask of worker {worker} ended outside an open turn: its usage is \
+                     counted for no agent"
+                ),
+            ));
+            return;
+        };
+        let first = !open.handed.workers.contains(&worker);
+        let row = self.usage_row(&open.session, &worker, day_of(at));
+        row.turns += u32::from(first);
         row.usage.add(&usage);
+        open.handed.usage.add(&usage);
+        if first {
+            open.handed.workers.push(worker);
+        }
     }
 
     /// Resolves what waited for the turns open when the segment began, and encodes the
     /// index. Also returns the turns still open at the segment's end.
     pub fn finish(mut self, seg: &SegmentData, carry_in: &[OpenTurn]) -> (Vec<u8>, Vec<OpenTurn>) {
-        let mut carried: HashMap<&str, &OpenTurn> =
-            carry_in.iter().map(|o| (o.turn.as_str(), o)).collect();
+        let mut carried: HashMap<&str, OpenTurn> = carry_in
+            .iter()
+            .map(|o| (o.turn.as_str(), o.clone()))
+            .collect();
         for p in std::mem::take(&mut self.pending) {
             let owner = carried.get(p.turn.as_str()).map(|o| o.session.clone());
             match (owner, &p.session) {
@@ -349,20 +458,32 @@ impl Builder {
                         let s = self.sessions.entry(session).or_default();
                         s.turns.push(p.turn.clone());
                     }
-                    if let Some(usage) = p.end {
-                        if let Some(open) = carried.remove(p.turn.as_str()) {
-                            let open = open.clone();
-                            self.add_usage(&open, 0, usage);
+                    match p.usage {
+                        Some(TurnUsage::Ended(usage)) => {
+                            if let Some(open) = carried.remove(p.turn.as_str()) {
+                                self.end_usage(&open, usage, p.offset);
+                            }
                         }
+                        Some(handed) => {
+                            self.hand(carried.get_mut(p.turn.as_str()), handed, p.offset)
+                        }
+                        None => {}
                     }
                 }
-                (_, Some(named)) => self.session(named).own.push(p.offset),
-                // A record of a turn that never began (or began in a damaged record): no
-                // projection shows it, so no session lists it.
-                (_, None) => {}
+                (_, named) => {
+                    if let Some(named) = named {
+                        self.session(named).own.push(p.offset);
+                    }
+                    // A record of a turn that never began (or began in a damaged record, or
+                    // is of another session): no projection shows it, so no session lists
+                    // it, and no row counts a worker's usage it reports.
+                    if let Some(handed @ TurnUsage::Handed { .. }) = p.usage {
+                        self.hand(None, handed, p.offset);
+                    }
+                }
             }
         }
-        let mut carry_out: Vec<OpenTurn> = carried.into_values().cloned().collect();
+        let mut carry_out: Vec<OpenTurn> = carried.into_values().collect();
         carry_out.extend(self.open.drain().map(|(_, o)| o));
         carry_out.sort_by_key(|o| o.begin_seq);
         let header = seg.header().ok();
@@ -447,7 +568,6 @@ impl Builder {
                 usage_len: s.usage.len() as u32,
                 first_at: s.first_at,
                 last_at: s.last_at,
-                subtasks: s.subtasks,
             }
             .encode(&mut session_rows);
             // Keys are inserted in order (a BTreeMap), so the builder cannot fail.
@@ -502,6 +622,7 @@ impl Builder {
             unknown_kinds: self.unknown_kinds,
             open: carry_out.to_vec(),
             agents: self.agents,
+            usage_damaged: self.usage_damaged,
             long_ids,
         };
         sections[Section::Meta as usize] = postcard::to_allocvec(&meta).unwrap_or_default();
@@ -685,6 +806,27 @@ pub const TURN_KEY: usize = 16;
 /// The bit that marks a word's posting as a turn row rather than a record offset: segments
 /// are indexed only below 2 GiB, so no offset has it.
 pub const TURN_POSTING: u32 = 1 << 31;
+
+/// A turn's own usage: `total` (every call of the turn) less what it `handed` its workers;
+/// `total` itself when it reports no usage at all (an interrupted turn's record, which
+/// knows nothing of its workers); `None` when it reports less than it handed.
+fn own_usage(total: Usage, handed: &Usage) -> Option<Usage> {
+    let none = Usage {
+        complete: false,
+        ..Usage::ZERO
+    };
+    if total == none {
+        return Some(total);
+    }
+    Some(Usage {
+        prompt_tokens: total.prompt_tokens.checked_sub(handed.prompt_tokens)?,
+        completion_tokens: total
+            .completion_tokens
+            .checked_sub(handed.completion_tokens)?,
+        calls: total.calls.checked_sub(handed.calls)?,
+        complete: total.complete,
+    })
+}
 
 /// A digest of a list of open turns, tying an index to the one before it.
 pub fn digest(open: &[OpenTurn]) -> u32 {

@@ -208,6 +208,27 @@ pub struct OpenTurn {
     pub started_at: Millis,
     pub begin: Position,
     pub begin_seq: u64,
+    /// What the turn's ended subtasks gave its workers so far (carried with the turn, so
+    /// that its end takes exactly that out of the coordinator's row, whichever segment each
+    /// subtask ended in).
+    pub handed: Handed,
+}
+
+/// The usage a coordinator's turn handed to its workers' rows, one `SubtaskEnded` at a
+/// time, and the workers counted as having worked in it (once each per turn).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handed {
+    pub usage: crate::ledger::record::Usage,
+    pub workers: Vec<String>,
+}
+
+impl Default for Handed {
+    fn default() -> Handed {
+        Handed {
+            usage: crate::ledger::record::Usage::ZERO,
+            workers: Vec::new(),
+        }
+    }
 }
 
 /// The small part of an index, decoded whenever the index is opened.
@@ -220,6 +241,9 @@ pub(crate) struct Meta {
     pub open: Vec<OpenTurn>,
     /// Agent names, referred to by number from usage rows.
     pub agents: Vec<String>,
+    /// Records whose usage could not be attributed exactly (session, offset, reason):
+    /// reported by the summaries of usage, never corrected.
+    pub usage_damaged: Vec<(String, u64, String)>,
     /// The turn ids a key does not spell, by row: those longer than a [`TURN_KEY`] (a key
     /// names such a turn only with every turn sharing its first bytes) and those ending in
     /// a 0 byte (which the key's padding hides). Ids the runtime makes are neither.
@@ -236,12 +260,12 @@ pub(crate) struct SessionRow {
     usage_len: u32,
     pub first_at: Option<Millis>,
     pub last_at: Option<Millis>,
-    /// Whether a coordinator's subtask of the session ended in this segment.
-    pub subtasks: bool,
 }
 
-/// Token usage of the turns of one agent begun on one day (UTC), as far as one segment
-/// tells: turns begun here are counted, usage of turns ended here is added.
+/// Token usage of one agent on one day (UTC), as far as one segment tells (see the
+/// attribution in `build`): a turn's own agent counts the turns it began here on that day
+/// and their usage as they end here, less what each turn handed its workers; a worker
+/// counts the turns and usage of the subtasks it ended here that day.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageRow {
     pub agent: String,
@@ -673,9 +697,22 @@ impl Index {
 
     /// What the index says could not be read, as damage of `seg`.
     pub fn damaged(&self, seg: &SegmentData) -> Vec<Damaged> {
-        self.meta
-            .damaged
-            .iter()
+        Index::as_damage(self.meta.damaged.iter().map(|(o, r)| (o, r)), seg)
+    }
+
+    /// The records of session `only` (or of every session) whose usage the index could not
+    /// attribute exactly, as damage of `seg`.
+    pub fn usage_damaged(&self, seg: &SegmentData, only: Option<&str>) -> Vec<Damaged> {
+        let found = self.meta.usage_damaged.iter();
+        let found = found.filter(|(s, ..)| only.is_none_or(|only| only == s));
+        Index::as_damage(found.map(|(_, o, r)| (o, r)), seg)
+    }
+
+    fn as_damage<'a>(
+        found: impl Iterator<Item = (&'a u64, &'a String)>,
+        seg: &SegmentData,
+    ) -> Vec<Damaged> {
+        found
             .map(|(offset, reason)| Damaged {
                 path: seg.path.clone(),
                 offset: Some(*offset),

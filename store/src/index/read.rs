@@ -144,31 +144,6 @@ impl IndexedLedger {
         })
     }
 
-    /// The records of the sessions (`session`, or every one) whose index rows say a subtask
-    /// of a coordinator ended in the segment, and of the segments without an index the
-    /// `SubtaskEnded` records: a superset of the `SubtaskEnded` records in scope, which the
-    /// caller picks out.
-    pub fn read_subtasks(&self, session: Option<&str>) -> Result<Walked> {
-        self.read(Read {
-            lookup: &|_, index| {
-                let rows: Vec<super::SessionRow> = match session {
-                    Some(s) => index.session(s)?.into_iter().collect(),
-                    None => index.sessions()?.into_iter().map(|(_, row)| row).collect(),
-                };
-                let mut offsets = Vec::new();
-                for row in rows.iter().filter(|row| row.subtasks) {
-                    offsets.extend(index.session_offsets(row)?);
-                }
-                Ok(offsets)
-            },
-            keep: &mut |v| {
-                v.kind() == Some(Kind::SubtaskEnded)
-                    && session.is_none_or(|s| v.session() == Some(s.as_bytes()))
-            },
-            carried: &mut |_| {},
-        })
-    }
-
     /// Session and attachment records of every session (no turns).
     pub fn read_attachments(&self) -> Result<Walked> {
         self.read(Read {

@@ -29,7 +29,7 @@ fn u64_at(row: &[u8], at: usize) -> u64 {
 }
 
 /// A `SessionRows` row: where the session's postings and usage rows lie, its turns begun,
-/// flags (bit 0: the times are set, bit 1: a subtask ended), first and last activity.
+/// flags (bit 0: the times are set), first and last activity.
 ///
 /// | bytes | field |
 /// |---|---|
@@ -45,18 +45,14 @@ impl Row for SessionRow {
         push_u32(out, self.turns);
         push_u32(out, self.usage_start);
         push_u32(out, self.usage_len);
-        push_u32(
-            out,
-            u32::from(self.first_at.is_some()) | (u32::from(self.subtasks) << 1),
-        );
+        push_u32(out, u32::from(self.first_at.is_some()));
         push_u64(out, self.first_at.unwrap_or(0) as u64);
         push_u64(out, self.last_at.unwrap_or(0) as u64);
     }
 
     fn decode(bytes: &[u8]) -> Option<SessionRow> {
         let r = bytes.get(..Self::WIDTH)?;
-        let flags = u32_at(r, 20);
-        let has_at = flags & 1 != 0;
+        let has_at = u32_at(r, 20) & 1 != 0;
         Some(SessionRow {
             post_start: u32_at(r, 0),
             post_len: u32_at(r, 4),
@@ -65,7 +61,6 @@ impl Row for SessionRow {
             usage_len: u32_at(r, 16),
             first_at: has_at.then(|| u64_at(r, 24) as Millis),
             last_at: has_at.then(|| u64_at(r, 32) as Millis),
-            subtasks: flags & 2 != 0,
         })
     }
 }
@@ -101,8 +96,8 @@ impl Row for TurnRow {
     }
 }
 
-/// A `UsageRows` row: the usage of one agent's turns begun on one day, as stored (the agent
-/// by its number in the index's list of agents).
+/// A `UsageRows` row: the usage of one agent on one day (see [`super::UsageRow`]), as stored
+/// (the agent by its number in the index's list of agents).
 ///
 /// | bytes | field |
 /// |---|---|
@@ -171,16 +166,14 @@ mod tests {
             usage_len: 5,
             first_at: Some(6),
             last_at: Some(1 << 40),
-            subtasks: true,
         };
         let bytes = round_trip(row);
         assert_eq!(le_u32(&bytes[16..20]), 5);
-        assert_eq!(le_u32(&bytes[20..24]), 0b11);
+        assert_eq!(le_u32(&bytes[20..24]), 1);
         assert_eq!(le_u64(&bytes[32..40]), 1 << 40);
         round_trip(SessionRow {
             first_at: None,
             last_at: None,
-            subtasks: false,
             ..row
         });
     }

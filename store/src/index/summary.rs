@@ -25,14 +25,14 @@ pub struct SessionSummary {
 #[derive(Debug, Default)]
 pub struct Summaries {
     pub sessions: BTreeMap<String, SessionSummary>,
-    /// Usage rows by session; several rows may share a session, agent and day (they add up).
+    /// Usage rows by session; several rows may share a session, agent and day (they add up
+    /// exactly: each turn's and each worker's usage is in the rows once, see [`UsageRow`]).
     pub usage: Vec<(String, UsageRow)>,
     /// Turns begun and not ended, in ledger order.
     pub open: Vec<OpenTurn>,
+    /// Damage met, and (with the usage) the records whose usage could not be attributed
+    /// exactly.
     pub damaged: Vec<Damaged>,
-    /// The sessions with ended subtasks of coordinators (whose records carry the workers'
-    /// usage). Not kept by [`IndexedLedger::session_summaries`].
-    pub with_subtasks: std::collections::BTreeSet<String>,
 }
 
 impl Summaries {
@@ -60,9 +60,6 @@ impl Summaries {
             }
         }
         for (name, row) in rows {
-            if row.subtasks && !self.with_subtasks.contains(&name) {
-                self.with_subtasks.insert(name.clone());
-            }
             // Looked up before inserting: most sessions are in many segments.
             let s = match self.sessions.get_mut(&name) {
                 Some(s) => s,
@@ -80,6 +77,9 @@ impl Summaries {
         }
         self.usage.extend(usage);
         self.damaged.extend(index.damaged(seg));
+        if with_usage {
+            self.damaged.extend(index.usage_damaged(seg, only));
+        }
         self.open = index.meta.open.clone();
         Ok(())
     }
@@ -204,7 +204,7 @@ impl IndexedLedger {
 
 /// The file of the sessions cache, beside the indexes.
 pub(crate) use crate::layout::SESSIONS_CACHE_FILE as SESSIONS_CACHE;
-const CACHE_MAGIC: &[u8] = b"AXOSESS1";
+const CACHE_MAGIC: &[u8] = b"AXOSESS2";
 
 /// What ties the sessions cache to one sealed segment's index: segment number, bytes
 /// covered, last sequence number, and the index's head checksum (which covers the checksum

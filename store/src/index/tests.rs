@@ -30,6 +30,11 @@ struct History {
     open: Vec<(String, String)>,
     all: Vec<(String, String)>,
     step: usize,
+    /// Coordinators' turns: open turns' workers end subtasks (with usage their turn's end
+    /// reports too), and some turns are interrupted (their end reports no usage).
+    subtasks: bool,
+    /// What each open turn handed its workers so far.
+    handed: BTreeMap<String, Usage>,
 }
 
 impl History {
@@ -39,6 +44,8 @@ impl History {
             open: Vec::new(),
             all: Vec::new(),
             step: 0,
+            subtasks: false,
+            handed: BTreeMap::new(),
         }
     }
 
@@ -56,10 +63,15 @@ impl History {
 
     fn record(&mut self) -> Record {
         let sessions = ["main", "b", "c.d"];
-        let (rng, open, all) = (&mut self.rng, &mut self.open, &mut self.all);
         let step = self.step;
-        self.step += 1;
         let at = 1_700_000_000_000 + (step as i64) * 3_600_000 * 5;
+        if self.subtasks && !self.open.is_empty() && self.rng.below(3) == 0 {
+            self.step += 1;
+            return self.subtask_or_end(at);
+        }
+        let (rng, open, all) = (&mut self.rng, &mut self.open, &mut self.all);
+        let handed = &mut self.handed;
+        self.step += 1;
         match rng.below(10) {
             0..=2 => {
                 // Mostly ids as the runtime makes them (16 hex digits); some shorter, some
@@ -100,17 +112,21 @@ impl History {
             }
             5..=6 if !open.is_empty() => {
                 let (turn, session) = open.remove(rng.below(open.len()));
+                let mut usage = Usage {
+                    prompt_tokens: rng.below(100) as u64,
+                    completion_tokens: rng.below(100) as u64,
+                    calls: 1,
+                    complete: rng.below(5) != 0,
+                };
+                if let Some(h) = handed.remove(&turn) {
+                    usage.add(&h);
+                }
                 Record::TurnEnded(TurnEnded {
                     turn,
                     session,
                     state: TurnState::Completed,
                     error: None,
-                    usage: Usage {
-                        prompt_tokens: rng.below(100) as u64,
-                        completion_tokens: rng.below(100) as u64,
-                        calls: 1,
-                        complete: rng.below(5) != 0,
-                    },
+                    usage,
                     at,
                 })
             }
@@ -160,6 +176,57 @@ fn positions(w: &Walked) -> Vec<(u64, u64)> {
         .iter()
         .map(|e| (e.pos.segment, e.pos.offset))
         .collect()
+}
+
+impl History {
+    /// A worker's ended subtask of an open turn, or the end of an open turn: what its
+    /// workers were handed and more (of its coordinator's own calls), or no usage at all
+    /// (interrupted).
+    fn subtask_or_end(&mut self, at: i64) -> Record {
+        let rng = &mut self.rng;
+        let (turn, session) = self.open[rng.below(self.open.len())].clone();
+        let mut usage = Usage {
+            prompt_tokens: rng.below(100) as u64,
+            completion_tokens: rng.below(100) as u64,
+            calls: 1 + rng.below(2) as u32,
+            complete: rng.below(5) != 0,
+        };
+        let handed = self.handed.entry(turn.clone()).or_insert(Usage::ZERO);
+        if rng.below(3) != 0 {
+            handed.add(&usage);
+            return Record::SubtaskEnded(SubtaskEnded {
+                turn,
+                session,
+                coordinator: "a".into(),
+                subtask: format!("s{}", rng.below(3)),
+                worker: ["w1", "w2", "adhoc"][rng.below(3)].into(),
+                state: TurnState::Completed,
+                error: None,
+                output: Bounded::default(),
+                usage,
+                at,
+            });
+        }
+        usage.add(handed);
+        let interrupted = rng.below(4) == 0;
+        self.handed.remove(&turn);
+        self.open.retain(|(t, _)| *t != turn);
+        Record::TurnEnded(TurnEnded {
+            turn,
+            session,
+            state: TurnState::Completed,
+            error: None,
+            usage: if interrupted {
+                Usage {
+                    complete: false,
+                    ..Usage::ZERO
+                }
+            } else {
+                usage
+            },
+            at,
+        })
+    }
 }
 
 /// What a session read must return, by the definition: records that name the session, and
@@ -256,11 +323,16 @@ fn session_turn_and_attachment_reads_equal_a_full_walk() {
 type SessionRows = BTreeMap<String, (u64, Option<i64>, Option<i64>)>;
 type UsageRows = BTreeMap<(String, String, i64), (u64, Usage)>;
 
-/// Summaries computed from every record, as the projections do.
+/// Summaries computed from every record, by the definition: a turn's usage, less what its
+/// workers' ended subtasks report (unless its end reports no usage at all), in the row of
+/// its agent on the day it began; each worker's in its own row on the day its subtask
+/// ended, the turn counted once per worker.
 fn summaries_by_walk(entries: &[Entry]) -> (SessionRows, UsageRows) {
     let mut sessions: BTreeMap<String, (u64, Option<i64>, Option<i64>)> = BTreeMap::new();
     let mut usage: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
     let mut turns: BTreeMap<String, (String, String, i64, Option<Usage>)> = BTreeMap::new();
+    let mut handed: BTreeMap<String, Usage> = BTreeMap::new();
+    let mut worked: HashSet<(String, String)> = HashSet::new();
     for e in entries {
         let Some(r) = &e.record else { continue };
         if let (Some(s), Some(at)) = (r.session(), r.at()) {
@@ -281,16 +353,39 @@ fn summaries_by_walk(entries: &[Entry]) -> (SessionRows, UsageRows) {
                     t.3 = t.3.or(Some(x.usage));
                 }
             }
+            Record::SubtaskEnded(x) => {
+                let Some(t) = turns.get(&x.turn).filter(|t| t.3.is_none()) else {
+                    continue;
+                };
+                let row = usage
+                    .entry((t.0.clone(), x.worker.clone(), day_of(x.at)))
+                    .or_insert((0, Usage::ZERO));
+                if worked.insert((x.turn.clone(), x.worker.clone())) {
+                    row.0 += 1;
+                }
+                row.1.add(&x.usage);
+                handed
+                    .entry(x.turn.clone())
+                    .or_insert(Usage::ZERO)
+                    .add(&x.usage);
+            }
             _ => {}
         }
     }
-    for (_, (s, a, d, u)) in turns {
+    let none = Usage {
+        complete: false,
+        ..Usage::ZERO
+    };
+    for (turn, (s, a, d, u)) in turns {
         let row = usage.entry((s, a, d)).or_insert((0, Usage::ZERO));
         row.0 += 1;
-        row.1.add(&u.unwrap_or(Usage {
-            complete: false,
-            ..Usage::ZERO
-        }));
+        let mut own = u.unwrap_or(none);
+        if let (Some(h), true) = (handed.get(&turn), u.is_some_and(|u| u != none)) {
+            own.prompt_tokens -= h.prompt_tokens;
+            own.completion_tokens -= h.completion_tokens;
+            own.calls -= h.calls;
+        }
+        row.1.add(&own);
     }
     (sessions, usage)
 }
@@ -338,6 +433,150 @@ fn assert_summaries_equal_walk(ledger: &IndexedLedger, what: &str) {
         assert_eq!(sessions, want_sessions, "{what}: sessions");
         assert_eq!(listed.open, got.open, "{what}: open turns");
         assert_eq!(listed.damaged, got.damaged, "{what}: damage");
+    }
+}
+
+/// Workers' ended subtasks (and interrupted turns) among the records: every session's and
+/// each session's usage rows are what the records say, whichever segments a coordinator
+/// turn's subtasks and end fall in, and nothing is reported as unattributable.
+#[test]
+fn workers_usage_is_taken_out_of_their_turns_rows_exactly_across_segments() {
+    for seed in 1..=8u64 {
+        let (_d, ledger) = setup(600);
+        let mut history = History::new(seed * 7_919);
+        history.subtasks = true;
+        history.append(&ledger, 200);
+        let all = ledger.read_all().expect("read");
+        // A turn whose subtask ended in another segment than the turn itself.
+        let mut ended_in: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for e in &all.entries {
+            match &e.record {
+                Some(Record::SubtaskEnded(x)) => {
+                    ended_in.entry(x.turn.clone()).or_insert((e.pos.segment, 0));
+                }
+                Some(Record::TurnEnded(x)) => {
+                    if let Some(t) = ended_in.get_mut(&x.turn) {
+                        t.1 = e.pos.segment;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            ended_in.values().any(|(sub, end)| *end > *sub),
+            "seed {seed}: no turn crosses a segment"
+        );
+        let (_, want) = summaries_by_walk(&all.entries);
+        for round in 0..2 {
+            let what = format!("seed {seed} round {round}");
+            assert_summaries_equal_walk(&ledger, &what);
+            for session in ["main", "b", "c.d"] {
+                let got = ledger.summaries(Some(session)).expect("summaries");
+                assert!(got.damaged.is_empty(), "{what}: {:?}", got.damaged);
+                let mut rows: UsageRows = BTreeMap::new();
+                for (s, u) in got.usage {
+                    let row = rows.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
+                    row.0 += u.turns;
+                    row.1.add(&u.usage);
+                }
+                for o in &got.open {
+                    rows.entry((o.session.clone(), o.agent.clone(), day_of(o.started_at)))
+                        .or_insert((0, Usage::ZERO))
+                        .1
+                        .complete = false;
+                }
+                let want: UsageRows = want
+                    .iter()
+                    .filter(|((s, ..), _)| s == session)
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                assert_eq!(rows, want, "{what}: {session}");
+            }
+        }
+    }
+}
+
+/// A subtask ended outside an open turn, or a turn ending with less usage than its workers'
+/// subtasks report, is reported with the usage (of its own session only), and counted as
+/// its records say: nothing is taken out of a row to hide it.
+#[test]
+fn usage_that_cannot_be_attributed_exactly_is_reported() {
+    let (_d, ledger) = setup(600);
+    let usage = |n: u64| Usage {
+        prompt_tokens: n,
+        completion_tokens: n,
+        calls: 1,
+        complete: true,
+    };
+    let begun = |turn: &str| {
+        Record::TurnBegun(TurnBegun {
+            turn: turn.into(),
+            session: "s".into(),
+            agent: "lead".into(),
+            mode: "coordinator".into(),
+            request: "r".into(),
+            inline_context: vec![],
+            attachments: vec![],
+            retry_of: None,
+            pid: 1,
+            at: 1_700_000_000_000,
+        })
+    };
+    let subtask = |turn: &str, n: u64| {
+        Record::SubtaskEnded(SubtaskEnded {
+            turn: turn.into(),
+            session: "s".into(),
+            coordinator: "lead".into(),
+            subtask: "one".into(),
+            worker: "w".into(),
+            state: TurnState::Completed,
+            error: None,
+            output: Bounded::default(),
+            usage: usage(n),
+            at: 1_700_000_000_000,
+        })
+    };
+    let ended = |turn: &str, n: u64| {
+        Record::TurnEnded(TurnEnded {
+            turn: turn.into(),
+            session: "s".into(),
+            state: TurnState::Completed,
+            error: None,
+            usage: usage(n),
+            at: 1_700_000_000_000,
+        })
+    };
+    for r in [
+        begun("t1"),
+        subtask("t1", 5),
+        ended("t1", 3),
+        subtask("t1", 7),
+        subtask("never", 11),
+    ] {
+        ledger.append_lazy(&[r]).expect("append");
+    }
+    for round in 0..2 {
+        let got = ledger.summaries(Some("s")).expect("summaries");
+        let reasons: Vec<&str> = got.damaged.iter().map(|d| d.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 3, "round {round}: {reasons:?}");
+        assert!(
+            reasons[0].contains("less usage than its workers"),
+            "{reasons:?}"
+        );
+        assert!(reasons[1].contains("outside an open turn"), "{reasons:?}");
+        let tokens = |agent: &str| -> u64 {
+            got.usage
+                .iter()
+                .filter(|(_, u)| u.agent == agent)
+                .map(|(_, u)| u.usage.prompt_tokens)
+                .sum()
+        };
+        assert_eq!((tokens("lead"), tokens("w")), (3, 5), "round {round}");
+        assert!(ledger
+            .summaries(Some("other"))
+            .expect("summaries")
+            .damaged
+            .is_empty());
     }
 }
 
