@@ -28,8 +28,15 @@ fn is_test_file(path: &Path) -> bool {
 /// `#[cfg(test)]` tail (tests may reach anywhere).
 fn non_test_source(path: &Path) -> String {
     let text = std::fs::read_to_string(path).expect("read");
-    let code = match text.find("#[cfg(test)]") {
-        Some(i) => &text[..i],
+    // The test module a file ends with: `#[cfg(test)]` before an inline `mod … {`. Other
+    // `#[cfg(test)]` items (a test-only field or function) are read like the rest, and so
+    // is everything after them.
+    let tail = regex::Regex::new(
+        r"(?m)^#\[cfg\(test\)\]\s*\n(?:pub(?:\([a-z]+\))?\s+)?mod\s+[a-z_0-9]+\s*\{",
+    )
+    .expect("re");
+    let code = match tail.find(&text) {
+        Some(m) => &text[..m.start()],
         None => &text,
     };
     code.lines()
