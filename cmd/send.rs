@@ -281,11 +281,11 @@ impl Printer<'_> {
     /// Events that are not part of the JSON stream, written as text in both modes.
     fn side_event(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
         let ui = &mut *self.ui;
-        match *ev {
+        match ev {
             TurnEvent::AttachmentTruncated { name, text_len } => ui.warn(&format!(
                 "{}: the extracted text ({}) was cut to {}",
                 safe(name),
-                axocoatl::attach::size_text(text_len as u64),
+                axocoatl::attach::size_text(*text_len as u64),
                 axocoatl::attach::size_text(axocoatl::attach::TEXT_CAP as u64)
             ))?,
             TurnEvent::AttachmentWithdrawn {
@@ -305,6 +305,7 @@ impl Printer<'_> {
             TurnEvent::Waiting { session, turn } => {
                 if ui.err_is_terminal {
                     let active = turn
+                        .as_ref()
                         .map(|t| format!("turn {t}"))
                         .unwrap_or("the active turn".into());
                     writeln!(
@@ -323,14 +324,14 @@ impl Printer<'_> {
         if self.side_event(&ev)? {
             return Ok(());
         }
-        if let TurnEvent::Begun { turn, .. } = ev {
-            self.turn = turn.to_owned();
+        if let TurnEvent::Begun { turn, .. } = &ev {
+            self.turn = turn.to_string();
             for note in std::mem::take(&mut self.notes) {
                 writeln!(self.ui.err, "{note}")?;
             }
         }
         let turn = self.turn.as_str();
-        let line = match ev {
+        let line = match &ev {
             TurnEvent::Begun {
                 session,
                 agent,
@@ -340,13 +341,14 @@ impl Printer<'_> {
                 turn,
                 session: self.ws.shown_session(session),
                 agent,
-                agent_name,
+                agent_name: agent_name.as_deref(),
             },
-            TurnEvent::Delta(text) => SendEvent::Delta { turn, text },
+            TurnEvent::Delta { text, .. } => SendEvent::Delta { turn, text },
             TurnEvent::ToolStarted {
                 call_id,
                 name,
                 arguments,
+                ..
             } => SendEvent::ToolStarted {
                 turn,
                 call_id,
@@ -360,22 +362,27 @@ impl Printer<'_> {
                 is_error,
                 exit_code,
                 duration_ms,
+                ..
             } => SendEvent::ToolResult {
                 turn,
                 call_id,
                 name,
                 output,
-                is_error,
-                exit_code,
-                duration_ms,
+                is_error: *is_error,
+                exit_code: *exit_code,
+                duration_ms: *duration_ms,
             },
-            TurnEvent::Warning(message) => SendEvent::Warning { turn, message },
-            TurnEvent::Planned { method, subtasks } => SendEvent::Plan {
+            TurnEvent::Warning { message, .. } => SendEvent::Warning { turn, message },
+            TurnEvent::Planned {
+                method, subtasks, ..
+            } => SendEvent::Plan {
                 turn,
                 method,
                 subtasks,
             },
-            TurnEvent::SubtaskStarted { subtask, worker } => SendEvent::SubtaskStarted {
+            TurnEvent::SubtaskStarted {
+                subtask, worker, ..
+            } => SendEvent::SubtaskStarted {
                 turn,
                 subtask,
                 worker,
@@ -386,14 +393,15 @@ impl Printer<'_> {
                 worker,
                 state,
                 error,
+                ..
             } => SendEvent::SubtaskEnded {
                 turn,
                 subtask,
                 worker,
                 state: state.as_str(),
-                error,
+                error: error.as_deref(),
             },
-            TurnEvent::Answering { agent, reason } => SendEvent::Answering {
+            TurnEvent::Answering { agent, reason, .. } => SendEvent::Answering {
                 turn,
                 agent,
                 reason,
@@ -415,18 +423,18 @@ impl Printer<'_> {
             TurnEvent::Begun {
                 turn, attachments, ..
             } => {
-                self.turn = turn.to_owned();
+                self.turn = turn.to_string();
                 for note in std::mem::take(&mut self.notes) {
                     writeln!(ui.err, "{note}")?;
                 }
                 writeln!(ui.err, "turn {turn}")?;
-                for pin in attachments {
+                for pin in attachments.iter() {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
                 }
                 ui.err.flush()?;
             }
-            TurnEvent::Delta(text) => {
-                write!(ui.out, "{}", safe(text))?;
+            TurnEvent::Delta { text, .. } => {
+                write!(ui.out, "{}", safe(&text))?;
                 if !text.is_empty() {
                     self.ended_with_newline = text.ends_with('\n');
                 }
@@ -437,7 +445,7 @@ impl Printer<'_> {
             } => writeln!(
                 ui.err,
                 "tool {name} {}",
-                crate::fmt::first_line(arguments, 120)
+                crate::fmt::first_line(&arguments, 120)
             )?,
             TurnEvent::ToolResult {
                 name,
@@ -451,17 +459,19 @@ impl Printer<'_> {
                     (true, _) => "error".to_owned(),
                     (false, _) => "ok".to_owned(),
                 };
-                let first = crate::fmt::first_line(output, 120);
+                let first = crate::fmt::first_line(&output, 120);
                 writeln!(ui.err, "tool {name} {status}: {first}")?;
-                if let Some(diff) = crate::fmt::tool_diff(name, output) {
+                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
                     for line in diff.lines() {
                         let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
                         writeln!(ui.err, "  {line}")?;
                     }
                 }
             }
-            TurnEvent::Warning(message) => ui.warn(&safe(message))?,
-            TurnEvent::Planned { method, subtasks } => writeln!(
+            TurnEvent::Warning { message, .. } => ui.warn(&safe(&message))?,
+            TurnEvent::Planned {
+                method, subtasks, ..
+            } => writeln!(
                 ui.err,
                 "plan ({method}): {}",
                 subtasks
@@ -470,29 +480,30 @@ impl Printer<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             )?,
-            TurnEvent::SubtaskStarted { subtask, worker } => {
-                writeln!(ui.err, "subtask {subtask} [{worker}] started")?
-            }
+            TurnEvent::SubtaskStarted {
+                subtask, worker, ..
+            } => writeln!(ui.err, "subtask {subtask} [{worker}] started")?,
             TurnEvent::SubtaskEnded {
                 subtask,
                 worker,
                 state,
                 error,
+                ..
             } => match error {
                 Some(e) => writeln!(
                     ui.err,
                     "subtask {subtask} [{worker}] {}: {}",
                     state.as_str(),
-                    crate::fmt::first_line(&safe(e), 120)
+                    crate::fmt::first_line(&safe(&e), 120)
                 )?,
                 None => writeln!(ui.err, "subtask {subtask} [{worker}] {}", state.as_str())?,
             },
-            TurnEvent::Answering { agent, reason } => {
+            TurnEvent::Answering { agent, reason, .. } => {
                 if !self.ended_with_newline {
                     writeln!(ui.out)?;
                     self.ended_with_newline = true;
                 }
-                writeln!(ui.err, "{agent} answers ({})", safe(reason))?;
+                writeln!(ui.err, "{agent} answers ({})", safe(&reason))?;
                 ui.err.flush()?;
             }
             TurnEvent::AttachmentTruncated { .. }

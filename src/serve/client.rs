@@ -160,17 +160,17 @@ impl Client {
             };
             match next {
                 None => continue,
-                Some(Reply::Event(ev)) => {
-                    if let super::wire::WireEvent::Begun {
+                Some(Reply::Event { event }) => {
+                    if let TurnEvent::Begun {
                         turn: t,
                         agent_name: name,
                         ..
-                    } = &ev
+                    } = &event
                     {
-                        turn = Some(t.clone());
-                        agent_name = name.clone();
+                        turn = Some(t.to_string());
+                        agent_name = name.as_deref().map(str::to_owned);
                     }
-                    sink(ev.as_event());
+                    sink(event);
                 }
                 Some(Reply::Outcome(o)) => return Ok(o),
                 Some(Reply::Error(e)) => return Err(e.into()),
