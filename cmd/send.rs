@@ -1,5 +1,6 @@
 //! `axocoatl send`
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 
 use axocoatl::engine::{Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
@@ -14,7 +15,7 @@ use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use crate::fmt::safe;
-use crate::json::{SendEvent, UsageJson};
+use crate::json::{SendEnd, SendLine, UsageJson};
 use crate::ui::Ui;
 
 /// Send a message to an agent: one durable turn, streamed to stdout.
@@ -142,12 +143,12 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 pub fn json_error(ui: &mut Ui, json: bool, result: CliResult) -> CliResult {
     match result {
         Err(e) if json && !e.is_broken_pipe() => {
-            let line = SendEvent::Error {
+            let line = SendLine::End(SendEnd::Error {
                 message: &e.message,
                 causes: &e.causes,
                 hints: &e.hints,
                 exit_code: exit::code(e.kind),
-            };
+            });
             let _ = ui.json_line(&line).and_then(|()| ui.out.flush());
             Err(e)
         }
@@ -236,7 +237,6 @@ pub fn run_turn_cancelled(
         ui,
         ws,
         json: json_mode,
-        turn: String::new(),
         ended_with_newline: true,
         io_error: None,
         notes,
@@ -255,7 +255,6 @@ struct Printer<'u> {
     ui: &'u mut Ui,
     ws: &'u Workspace,
     json: bool,
-    turn: String,
     ended_with_newline: bool,
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
@@ -320,97 +319,25 @@ impl Printer<'_> {
         Ok(true)
     }
 
-    fn json_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+    fn json_event(&mut self, mut ev: TurnEvent<'_>) -> std::io::Result<()> {
         if self.side_event(&ev)? {
             return Ok(());
         }
-        if let TurnEvent::Begun { turn, .. } = &ev {
-            self.turn = turn.to_string();
+        if let TurnEvent::Begun {
+            session,
+            attachments,
+            ..
+        } = &mut ev
+        {
             for note in std::mem::take(&mut self.notes) {
                 writeln!(self.ui.err, "{note}")?;
             }
+            // The session as people name it (after a rename, not as its records do); the
+            // pins are not part of `turn.begun` (`show --json` lists them).
+            *session = self.ws.shown_session(session).to_owned().into();
+            *attachments = Cow::Borrowed(&[]);
         }
-        let turn = self.turn.as_str();
-        let line = match &ev {
-            TurnEvent::Begun {
-                session,
-                agent,
-                agent_name,
-                ..
-            } => SendEvent::TurnBegun {
-                turn,
-                session: self.ws.shown_session(session),
-                agent,
-                agent_name: agent_name.as_deref(),
-            },
-            TurnEvent::Delta { text, .. } => SendEvent::Delta { turn, text },
-            TurnEvent::ToolStarted {
-                call_id,
-                name,
-                arguments,
-                ..
-            } => SendEvent::ToolStarted {
-                turn,
-                call_id,
-                name,
-                arguments,
-            },
-            TurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error,
-                exit_code,
-                duration_ms,
-                ..
-            } => SendEvent::ToolResult {
-                turn,
-                call_id,
-                name,
-                output,
-                is_error: *is_error,
-                exit_code: *exit_code,
-                duration_ms: *duration_ms,
-            },
-            TurnEvent::Warning { message, .. } => SendEvent::Warning { turn, message },
-            TurnEvent::Planned {
-                method, subtasks, ..
-            } => SendEvent::Plan {
-                turn,
-                method,
-                subtasks,
-            },
-            TurnEvent::SubtaskStarted {
-                subtask, worker, ..
-            } => SendEvent::SubtaskStarted {
-                turn,
-                subtask,
-                worker,
-                state: "running",
-            },
-            TurnEvent::SubtaskEnded {
-                subtask,
-                worker,
-                state,
-                error,
-                ..
-            } => SendEvent::SubtaskEnded {
-                turn,
-                subtask,
-                worker,
-                state: state.as_str(),
-                error: error.as_deref(),
-            },
-            TurnEvent::Answering { agent, reason, .. } => SendEvent::Answering {
-                turn,
-                agent,
-                reason,
-            },
-            TurnEvent::AttachmentTruncated { .. }
-            | TurnEvent::AttachmentWithdrawn { .. }
-            | TurnEvent::Waiting { .. } => return Ok(()),
-        };
-        self.ui.json_line(&line)?;
+        self.ui.json_line(&SendLine::Event(&ev))?;
         self.ui.out.flush()
     }
 
@@ -423,7 +350,6 @@ impl Printer<'_> {
             TurnEvent::Begun {
                 turn, attachments, ..
             } => {
-                self.turn = turn.to_string();
                 for note in std::mem::take(&mut self.notes) {
                     writeln!(ui.err, "{note}")?;
                 }
@@ -517,7 +443,7 @@ impl Printer<'_> {
     fn finish(self, o: &TurnOutcome) -> CliResult {
         let ui = self.ui;
         let out = if self.json {
-            ui.json_line(&SendEvent::TurnEnded {
+            ui.json_line(&SendLine::End(SendEnd::TurnEnded {
                 turn: &o.turn,
                 session: self.ws.shown_session(&o.session),
                 agent: &o.agent,
@@ -526,7 +452,7 @@ impl Printer<'_> {
                 output: &o.output,
                 usage: UsageJson::from(&o.usage),
                 error: o.error.as_deref(),
-            })
+            }))
         } else {
             (|| {
                 if !self.ended_with_newline {

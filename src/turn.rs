@@ -61,8 +61,10 @@ pub enum TurnEvent<'a> {
         /// The agent's configured name, when it has one.
         #[serde(skip_serializing_if = "Option::is_none")]
         agent_name: Option<Cow<'a, str>>,
-        /// The attachments the turn pinned, when it pinned any.
+        /// The attachments the turn pinned, when it pinned any (left out when none).
+        /// `send` lists them on stderr; its JSON leaves them out (`show --json` has them).
         #[serde(default, skip_serializing_if = "is_empty")]
+        #[schemars(skip)]
         attachments: Cow<'a, [AttachmentPin]>,
     },
     /// The next piece of visible output.

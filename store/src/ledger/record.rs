@@ -81,7 +81,6 @@ pub struct InlineContext {
 
 /// A reference to an attachment, as pinned by the turn that used it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AttachmentPin {
     pub reference: String,
     pub name: String,
