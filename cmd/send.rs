@@ -3,8 +3,10 @@
 use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 
-use axocoatl::engine::{Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
+use axocoatl::engine::{self, Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
 use axocoatl::provider::Cancel;
+use axocoatl::serve::client::{self, Client};
+use axocoatl::serve::wire::WireSend;
 use axocoatl::sessions;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
@@ -241,13 +243,30 @@ pub fn run_turn_cancelled(
         io_error: None,
         notes,
     };
-    let outcome = axocoatl::serve::client::send(ws, opts, cancel, &mut |ev| printer.event(ev))?;
+    let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
+    // The route: through the running `serve` (its actor keeps the conversation and streams
+    // the same events back), else in this process. The outcome and errors are the same.
+    let outcome = match through_serve(ws, &opts)? {
+        Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink)?,
+        None => engine::send(ws, opts, cancel, &mut sink)?,
+    };
     if let Some(e) = printer.io_error.take() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
         }
     }
     printer.finish(&outcome)
+}
+
+/// The running `serve` to send the turn through, with the options as they cross its
+/// socket; `None` runs the turn here: no `serve` runs (a `stat` tells), or the options
+/// cannot cross (pinned attachments, an automation origin: only serve's own runners make
+/// those, in process).
+fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client, WireSend)>> {
+    let Some(wire) = WireSend::from_options(opts) else {
+        return Ok(None);
+    };
+    Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
 /// Prints a turn's events as they come.

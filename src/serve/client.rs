@@ -248,22 +248,6 @@ fn ended_without_answer(
     })
 }
 
-/// Runs a turn: through the running `serve` (its actor keeps the conversation), else in
-/// process. The events, the outcome and the errors are the same either way.
-pub fn send(
-    ws: &Workspace,
-    opts: crate::engine::SendOptions,
-    cancel: &Cancel,
-    sink: &mut dyn FnMut(TurnEvent<'_>),
-) -> Result<TurnOutcome> {
-    if let Some(w) = WireSend::from_options(&opts) {
-        if let Some(client) = connect(ws.repo())? {
-            return client.send(ws, w, cancel, sink);
-        }
-    }
-    crate::engine::send(ws, opts, cancel, sink)
-}
-
 /// `stop`: through the running `serve`, else in process.
 pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
     match connect(ws.repo())? {
