@@ -151,10 +151,7 @@ pub enum Running {
     Running,
 }
 
-fn is_empty<T>(items: &Cow<'_, [T]>) -> bool
-where
-    [T]: ToOwned,
-{
+fn is_empty<T>(items: &[T]) -> bool {
     items.is_empty()
 }
 
