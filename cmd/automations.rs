@@ -445,13 +445,13 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                     "automation {} (manual): turn {turn} in session {session}",
                     args.id
                 ),
-                TurnEvent::Delta(text) => {
+                TurnEvent::Delta { text, .. } => {
                     if !text.is_empty() {
                         ended_with_newline = text.ends_with('\n');
                     }
-                    write!(ui.out, "{}", safe(text)).and_then(|()| ui.out.flush())
+                    write!(ui.out, "{}", safe(&text)).and_then(|()| ui.out.flush())
                 }
-                TurnEvent::Warning(message) => ui.warn(message),
+                TurnEvent::Warning { message, .. } => ui.warn(&message),
                 _ => Ok(()),
             };
             if let Err(e) = written {

@@ -1,8 +1,9 @@
 //! Every `--json` output as a type. Field names are an interface scripts match on: they
 //! never change meaning. A stream of lines of different shapes is one enum with a `type`
-//! field. docs/json.md is generated from these types (`axocoatl util generate`, see
-//! [`crate::json_ref`]) and a test fails when it drifts, so a field's doc comment is its
-//! documentation.
+//! field. The events of a turn are the runtime's own type, [`TurnEvent`], printed as they
+//! are; the lines here are the command's. docs/json.md is generated from these types
+//! (`axocoatl util generate`, see [`crate::json_ref`]) and a test fails when it drifts, so a
+//! field's doc comment is its documentation.
 
 use std::path::Path;
 
@@ -12,6 +13,7 @@ use axocoatl::history::{CallView, ContextView, ToolEvent, TurnView};
 use axocoatl::memory::consolidate::Applied;
 use axocoatl::memory::semantic::Hit;
 use axocoatl::relations::{scope_str, Reference};
+use axocoatl::turn::TurnEvent;
 use axocoatl_store::extracted::OcrInfo;
 use axocoatl_store::ledger::record::Usage;
 use axocoatl_store::memory::LogRecord;
@@ -43,85 +45,20 @@ impl From<&Usage> for UsageJson {
     }
 }
 
-/// `send --json`, `retry --json`: the events of one turn, one per line.
+/// `send --json`, `retry --json`: the events of one turn, one per line, then how it ended.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SendLine<'a> {
+    /// An event of the turn, as the runtime reports it.
+    Event(&'a TurnEvent<'a>),
+    /// The command's last line.
+    End(SendEnd<'a>),
+}
+
+/// The last line of `send --json`: the turn's end, or why the command failed before it.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type")]
-pub enum SendEvent<'a> {
-    /// The turn is recorded: it has begun.
-    #[serde(rename = "turn.begun")]
-    TurnBegun {
-        /// The turn's id.
-        turn: &'a str,
-        session: &'a str,
-        /// The agent's id.
-        agent: &'a str,
-        /// The agent's configured name, when it has one.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        agent_name: Option<&'a str>,
-    },
-    /// The next piece of visible output.
-    #[serde(rename = "delta")]
-    Delta { turn: &'a str, text: &'a str },
-    /// The model called a tool.
-    #[serde(rename = "tool.started")]
-    ToolStarted {
-        turn: &'a str,
-        call_id: &'a str,
-        name: &'a str,
-        /// The arguments as JSON text.
-        arguments: &'a str,
-    },
-    /// A tool call's result, as the model sees it.
-    #[serde(rename = "tool.result")]
-    ToolResult {
-        turn: &'a str,
-        call_id: &'a str,
-        name: &'a str,
-        /// Cut past 64 KiB with a note (the ledger keeps it whole).
-        output: &'a str,
-        is_error: bool,
-        /// A command's exit code (null for other tools).
-        exit_code: Option<i32>,
-        duration_ms: u64,
-    },
-    /// Something the user should know (also recorded in the ledger).
-    #[serde(rename = "warning")]
-    Warning { turn: &'a str, message: &'a str },
-    /// A coordinator's plan: how it was made and its subtasks.
-    #[serde(rename = "plan")]
-    Plan {
-        turn: &'a str,
-        /// `model`, `model-repaired` or `fallback`.
-        method: &'a str,
-        subtasks: &'a [axocoatl_store::ledger::record::PlannedSubtask],
-    },
-    /// A coordinator's subtask started.
-    #[serde(rename = "subtask.started")]
-    SubtaskStarted {
-        turn: &'a str,
-        subtask: &'a str,
-        /// A declared worker, or `adhoc`.
-        worker: &'a str,
-        /// Always `running`.
-        state: &'a str,
-    },
-    /// A coordinator's subtask ended.
-    #[serde(rename = "subtask.ended")]
-    SubtaskEnded {
-        turn: &'a str,
-        subtask: &'a str,
-        worker: &'a str,
-        /// `completed`, `failed` or `stopped`.
-        state: &'a str,
-        error: Option<&'a str>,
-    },
-    /// In a multi-agent session: the next agent answering, and why.
-    #[serde(rename = "agent.answering")]
-    Answering {
-        turn: &'a str,
-        agent: &'a str,
-        reason: &'a str,
-    },
+pub enum SendEnd<'a> {
     /// A command that failed before its turn began (a bad option, a busy session, no
     /// configuration): what stderr says, for scripts reading stdout.
     #[serde(rename = "error")]

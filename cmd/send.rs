@@ -1,9 +1,12 @@
 //! `axocoatl send`
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 
-use axocoatl::engine::{Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
+use axocoatl::engine::{self, Attachments, Overrides, SendOptions, TurnEvent, TurnOutcome};
 use axocoatl::provider::Cancel;
+use axocoatl::serve::client::{self, Client};
+use axocoatl::serve::wire::WireSend;
 use axocoatl::sessions;
 use axocoatl::workspace::Workspace;
 use axocoatl_store::ledger::record::TurnState;
@@ -14,7 +17,7 @@ use crate::ctx::GlobalArgs;
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use crate::fmt::safe;
-use crate::json::{SendEvent, UsageJson};
+use crate::json::{SendEnd, SendLine, UsageJson};
 use crate::ui::Ui;
 
 /// Send a message to an agent: one durable turn, streamed to stdout.
@@ -142,12 +145,12 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 pub fn json_error(ui: &mut Ui, json: bool, result: CliResult) -> CliResult {
     match result {
         Err(e) if json && !e.is_broken_pipe() => {
-            let line = SendEvent::Error {
+            let line = SendLine::End(SendEnd::Error {
                 message: &e.message,
                 causes: &e.causes,
                 hints: &e.hints,
                 exit_code: exit::code(e.kind),
-            };
+            });
             let _ = ui.json_line(&line).and_then(|()| ui.out.flush());
             Err(e)
         }
@@ -236,12 +239,17 @@ pub fn run_turn_cancelled(
         ui,
         ws,
         json: json_mode,
-        turn: String::new(),
         ended_with_newline: true,
         io_error: None,
         notes,
     };
-    let outcome = axocoatl::serve::client::send(ws, opts, cancel, &mut |ev| printer.event(ev))?;
+    let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
+    // The route: through the running `serve` (its actor keeps the conversation and streams
+    // the same events back), else in this process. The outcome and errors are the same.
+    let outcome = match through_serve(ws, &opts)? {
+        Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink)?,
+        None => engine::send(ws, opts, cancel, &mut sink)?,
+    };
     if let Some(e) = printer.io_error.take() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
@@ -250,12 +258,22 @@ pub fn run_turn_cancelled(
     printer.finish(&outcome)
 }
 
+/// The running `serve` to send the turn through, with the options as they cross its
+/// socket; `None` runs the turn here: no `serve` runs (a `stat` tells), or the options
+/// cannot cross (pinned attachments, an automation origin: only serve's own runners make
+/// those, in process).
+fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client, WireSend)>> {
+    let Some(wire) = WireSend::from_options(opts) else {
+        return Ok(None);
+    };
+    Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
+}
+
 /// Prints a turn's events as they come.
 struct Printer<'u> {
     ui: &'u mut Ui,
     ws: &'u Workspace,
     json: bool,
-    turn: String,
     ended_with_newline: bool,
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
@@ -281,11 +299,11 @@ impl Printer<'_> {
     /// Events that are not part of the JSON stream, written as text in both modes.
     fn side_event(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
         let ui = &mut *self.ui;
-        match *ev {
+        match ev {
             TurnEvent::AttachmentTruncated { name, text_len } => ui.warn(&format!(
                 "{}: the extracted text ({}) was cut to {}",
                 safe(name),
-                axocoatl::attach::size_text(text_len as u64),
+                axocoatl::attach::size_text(*text_len as u64),
                 axocoatl::attach::size_text(axocoatl::attach::TEXT_CAP as u64)
             ))?,
             TurnEvent::AttachmentWithdrawn {
@@ -305,6 +323,7 @@ impl Printer<'_> {
             TurnEvent::Waiting { session, turn } => {
                 if ui.err_is_terminal {
                     let active = turn
+                        .as_ref()
                         .map(|t| format!("turn {t}"))
                         .unwrap_or("the active turn".into());
                     writeln!(
@@ -319,90 +338,25 @@ impl Printer<'_> {
         Ok(true)
     }
 
-    fn json_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+    fn json_event(&mut self, mut ev: TurnEvent<'_>) -> std::io::Result<()> {
         if self.side_event(&ev)? {
             return Ok(());
         }
-        if let TurnEvent::Begun { turn, .. } = ev {
-            self.turn = turn.to_owned();
+        if let TurnEvent::Begun {
+            session,
+            attachments,
+            ..
+        } = &mut ev
+        {
             for note in std::mem::take(&mut self.notes) {
                 writeln!(self.ui.err, "{note}")?;
             }
+            // The session as people name it (after a rename, not as its records do); the
+            // pins are not part of `turn.begun` (`show --json` lists them).
+            *session = self.ws.shown_session(session).to_owned().into();
+            *attachments = Cow::Borrowed(&[]);
         }
-        let turn = self.turn.as_str();
-        let line = match ev {
-            TurnEvent::Begun {
-                session,
-                agent,
-                agent_name,
-                ..
-            } => SendEvent::TurnBegun {
-                turn,
-                session: self.ws.shown_session(session),
-                agent,
-                agent_name,
-            },
-            TurnEvent::Delta(text) => SendEvent::Delta { turn, text },
-            TurnEvent::ToolStarted {
-                call_id,
-                name,
-                arguments,
-            } => SendEvent::ToolStarted {
-                turn,
-                call_id,
-                name,
-                arguments,
-            },
-            TurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error,
-                exit_code,
-                duration_ms,
-            } => SendEvent::ToolResult {
-                turn,
-                call_id,
-                name,
-                output,
-                is_error,
-                exit_code,
-                duration_ms,
-            },
-            TurnEvent::Warning(message) => SendEvent::Warning { turn, message },
-            TurnEvent::Planned { method, subtasks } => SendEvent::Plan {
-                turn,
-                method,
-                subtasks,
-            },
-            TurnEvent::SubtaskStarted { subtask, worker } => SendEvent::SubtaskStarted {
-                turn,
-                subtask,
-                worker,
-                state: "running",
-            },
-            TurnEvent::SubtaskEnded {
-                subtask,
-                worker,
-                state,
-                error,
-            } => SendEvent::SubtaskEnded {
-                turn,
-                subtask,
-                worker,
-                state: state.as_str(),
-                error,
-            },
-            TurnEvent::Answering { agent, reason } => SendEvent::Answering {
-                turn,
-                agent,
-                reason,
-            },
-            TurnEvent::AttachmentTruncated { .. }
-            | TurnEvent::AttachmentWithdrawn { .. }
-            | TurnEvent::Waiting { .. } => return Ok(()),
-        };
-        self.ui.json_line(&line)?;
+        self.ui.json_line(&SendLine::Event(&ev))?;
         self.ui.out.flush()
     }
 
@@ -415,18 +369,17 @@ impl Printer<'_> {
             TurnEvent::Begun {
                 turn, attachments, ..
             } => {
-                self.turn = turn.to_owned();
                 for note in std::mem::take(&mut self.notes) {
                     writeln!(ui.err, "{note}")?;
                 }
                 writeln!(ui.err, "turn {turn}")?;
-                for pin in attachments {
+                for pin in attachments.iter() {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
                 }
                 ui.err.flush()?;
             }
-            TurnEvent::Delta(text) => {
-                write!(ui.out, "{}", safe(text))?;
+            TurnEvent::Delta { text, .. } => {
+                write!(ui.out, "{}", safe(&text))?;
                 if !text.is_empty() {
                     self.ended_with_newline = text.ends_with('\n');
                 }
@@ -437,7 +390,7 @@ impl Printer<'_> {
             } => writeln!(
                 ui.err,
                 "tool {name} {}",
-                crate::fmt::first_line(arguments, 120)
+                crate::fmt::first_line(&arguments, 120)
             )?,
             TurnEvent::ToolResult {
                 name,
@@ -451,17 +404,19 @@ impl Printer<'_> {
                     (true, _) => "error".to_owned(),
                     (false, _) => "ok".to_owned(),
                 };
-                let first = crate::fmt::first_line(output, 120);
+                let first = crate::fmt::first_line(&output, 120);
                 writeln!(ui.err, "tool {name} {status}: {first}")?;
-                if let Some(diff) = crate::fmt::tool_diff(name, output) {
+                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
                     for line in diff.lines() {
                         let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
                         writeln!(ui.err, "  {line}")?;
                     }
                 }
             }
-            TurnEvent::Warning(message) => ui.warn(&safe(message))?,
-            TurnEvent::Planned { method, subtasks } => writeln!(
+            TurnEvent::Warning { message, .. } => ui.warn(&safe(&message))?,
+            TurnEvent::Planned {
+                method, subtasks, ..
+            } => writeln!(
                 ui.err,
                 "plan ({method}): {}",
                 subtasks
@@ -470,29 +425,30 @@ impl Printer<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             )?,
-            TurnEvent::SubtaskStarted { subtask, worker } => {
-                writeln!(ui.err, "subtask {subtask} [{worker}] started")?
-            }
+            TurnEvent::SubtaskStarted {
+                subtask, worker, ..
+            } => writeln!(ui.err, "subtask {subtask} [{worker}] started")?,
             TurnEvent::SubtaskEnded {
                 subtask,
                 worker,
                 state,
                 error,
+                ..
             } => match error {
                 Some(e) => writeln!(
                     ui.err,
                     "subtask {subtask} [{worker}] {}: {}",
                     state.as_str(),
-                    crate::fmt::first_line(&safe(e), 120)
+                    crate::fmt::first_line(&safe(&e), 120)
                 )?,
                 None => writeln!(ui.err, "subtask {subtask} [{worker}] {}", state.as_str())?,
             },
-            TurnEvent::Answering { agent, reason } => {
+            TurnEvent::Answering { agent, reason, .. } => {
                 if !self.ended_with_newline {
                     writeln!(ui.out)?;
                     self.ended_with_newline = true;
                 }
-                writeln!(ui.err, "{agent} answers ({})", safe(reason))?;
+                writeln!(ui.err, "{agent} answers ({})", safe(&reason))?;
                 ui.err.flush()?;
             }
             TurnEvent::AttachmentTruncated { .. }
@@ -506,7 +462,7 @@ impl Printer<'_> {
     fn finish(self, o: &TurnOutcome) -> CliResult {
         let ui = self.ui;
         let out = if self.json {
-            ui.json_line(&SendEvent::TurnEnded {
+            ui.json_line(&SendLine::End(SendEnd::TurnEnded {
                 turn: &o.turn,
                 session: self.ws.shown_session(&o.session),
                 agent: &o.agent,
@@ -515,7 +471,7 @@ impl Printer<'_> {
                 output: &o.output,
                 usage: UsageJson::from(&o.usage),
                 error: o.error.as_deref(),
-            })
+            }))
         } else {
             (|| {
                 if !self.ended_with_newline {

@@ -5,6 +5,9 @@
 
 use axocoatl_store::ledger::record::{AttachmentPin, Millis, PlannedSubtask, TurnState, Usage};
 
+use std::borrow::Cow;
+
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -14,71 +17,288 @@ use crate::provider::Message;
 /// stoppable, its usage counted) that is no part of the agent's conversation.
 pub const MODE_CONSOLIDATION: &str = "consolidation";
 
-/// What a running turn reports to its caller, in order.
-#[derive(Clone, Copy, Debug)]
+/// What a running turn reports to its caller, in order: one type from the engine to the
+/// printed line. The engine reports events borrowing what it holds (nothing is copied for a
+/// delta); [`TurnEvent::into_owned`] makes one that outlives it, for a coordinator's worker
+/// threads and serve's control socket (as this JSON). `send --json` and `retry --json` print
+/// the same JSON, one event per line: `type` names the event, and each event of a begun
+/// turn carries its `turn`. Field names are an interface scripts match on (they never change
+/// meaning), and docs/json.md is generated from these doc comments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type")]
 pub enum TurnEvent<'a> {
     /// `send --attach` stored a file whose extracted text was cut to the cap. Before the
-    /// turn begins.
-    AttachmentTruncated { name: &'a str, text_len: usize },
+    /// turn begins; `send` says it on stderr.
+    #[serde(rename = "attachment.truncated")]
+    #[schemars(skip)]
+    AttachmentTruncated { name: Cow<'a, str>, text_len: usize },
     /// The turn did not begin, so a file `send --attach` added was taken out of the
-    /// selection again (`error`: that failed and it stays selected).
+    /// selection again (`error`: that failed and it stays selected). `send` says it on
+    /// stderr.
+    #[serde(rename = "attachment.withdrawn")]
+    #[schemars(skip)]
     AttachmentWithdrawn {
-        reference: &'a str,
-        name: &'a str,
-        error: Option<&'a str>,
+        reference: Cow<'a, str>,
+        name: Cow<'a, str>,
+        error: Option<Cow<'a, str>>,
     },
-    /// `send --wait`: the session is busy and the turn queues behind `turn`.
+    /// `send --wait`: the session is busy and the turn queues behind `turn`. `send` says it
+    /// on stderr.
+    #[serde(rename = "waiting")]
+    #[schemars(skip)]
     Waiting {
-        session: &'a str,
-        turn: Option<&'a str>,
+        session: Cow<'a, str>,
+        turn: Option<Cow<'a, str>>,
     },
-    /// The begin record is durable.
+    /// The turn is recorded: it has begun.
+    #[serde(rename = "turn.begun")]
     Begun {
-        turn: &'a str,
-        session: &'a str,
-        agent: &'a str,
-        /// The agent's configured `name`, for people.
-        agent_name: Option<&'a str>,
-        /// The attachments pinned to the turn.
-        attachments: &'a [AttachmentPin],
+        /// The turn's id.
+        turn: Cow<'a, str>,
+        session: Cow<'a, str>,
+        /// The agent's id.
+        agent: Cow<'a, str>,
+        /// The agent's configured name, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_name: Option<Cow<'a, str>>,
+        /// The attachments the turn pinned, when it pinned any (left out when none).
+        /// `send` lists them on stderr; its JSON leaves them out (`show --json` has them).
+        #[serde(default, skip_serializing_if = "is_empty")]
+        #[schemars(skip)]
+        attachments: Cow<'a, [AttachmentPin]>,
     },
-    /// Visible model output.
-    Delta(&'a str),
+    /// The next piece of visible output.
+    #[serde(rename = "delta")]
+    Delta {
+        turn: Cow<'a, str>,
+        text: Cow<'a, str>,
+    },
+    /// The model called a tool.
+    #[serde(rename = "tool.started")]
     ToolStarted {
-        call_id: &'a str,
-        name: &'a str,
-        arguments: &'a str,
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        /// The arguments as JSON text.
+        arguments: Cow<'a, str>,
     },
-    /// `output` is cut to [`crate::catalog::MODEL_OUTPUT_CAP`] with a note, as the model
-    /// sees it (the ledger keeps it whole).
+    /// A tool call's result, as the model sees it.
+    #[serde(rename = "tool.result")]
     ToolResult {
-        call_id: &'a str,
-        name: &'a str,
-        output: &'a str,
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        /// Cut past 64 KiB with a note (the ledger keeps it whole).
+        output: Cow<'a, str>,
         is_error: bool,
-        /// A command's exit code.
+        /// A command's exit code (null for other tools).
         exit_code: Option<i32>,
         duration_ms: u64,
     },
-    /// Something the user should know; also recorded in the ledger.
-    Warning(&'a str),
-    /// A coordinator's plan is recorded: the method that made it and its subtasks.
+    /// Something the user should know (also recorded in the ledger).
+    #[serde(rename = "warning")]
+    Warning {
+        /// Empty for a warning before the turn began (about the session's records or a
+        /// file `--attach` added).
+        turn: Cow<'a, str>,
+        message: Cow<'a, str>,
+    },
+    /// A coordinator's plan: how it was made and its subtasks.
+    #[serde(rename = "plan")]
     Planned {
-        method: &'a str,
-        subtasks: &'a [PlannedSubtask],
+        turn: Cow<'a, str>,
+        /// `model`, `model-repaired` or `fallback`.
+        method: Cow<'a, str>,
+        subtasks: Cow<'a, [PlannedSubtask]>,
     },
-    /// A subtask of a coordinator's pass started on its worker.
-    SubtaskStarted { subtask: &'a str, worker: &'a str },
-    /// A subtask ended (`completed`, `failed` or `stopped`).
+    /// A coordinator's subtask started.
+    #[serde(rename = "subtask.started")]
+    SubtaskStarted {
+        turn: Cow<'a, str>,
+        subtask: Cow<'a, str>,
+        /// A declared worker, or `adhoc`.
+        worker: Cow<'a, str>,
+        /// Always `running`.
+        #[schemars(with = "String")]
+        state: Running,
+    },
+    /// A coordinator's subtask ended.
+    #[serde(rename = "subtask.ended")]
     SubtaskEnded {
-        subtask: &'a str,
-        worker: &'a str,
+        turn: Cow<'a, str>,
+        subtask: Cow<'a, str>,
+        worker: Cow<'a, str>,
+        /// `completed`, `failed` or `stopped`.
+        #[serde(with = "state_name")]
+        #[schemars(with = "String")]
         state: TurnState,
-        error: Option<&'a str>,
+        error: Option<Cow<'a, str>>,
     },
-    /// In a multi-agent session, an agent starts its answer (why: the activation rule).
-    Answering { agent: &'a str, reason: &'a str },
+    /// In a multi-agent session: the next agent answering, and why.
+    #[serde(rename = "agent.answering")]
+    Answering {
+        turn: Cow<'a, str>,
+        agent: Cow<'a, str>,
+        reason: Cow<'a, str>,
+    },
 }
+
+/// The state of a subtask that has started (its JSON says `running`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Running {
+    #[default]
+    #[serde(rename = "running")]
+    Running,
+}
+
+fn is_empty<T>(items: &[T]) -> bool {
+    items.is_empty()
+}
+
+/// A [`TurnState`] by its name as outputs show it (`completed`, not the record's
+/// `Completed`).
+mod state_name {
+    use axocoatl_store::ledger::record::TurnState;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    const STATES: [TurnState; 4] = [
+        TurnState::Completed,
+        TurnState::Failed,
+        TurnState::Stopped,
+        TurnState::Interrupted,
+    ];
+
+    pub fn serialize<S: Serializer>(state: &TurnState, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(state.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TurnState, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        STATES
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| {
+                serde::de::Error::unknown_variant(
+                    &name,
+                    &["completed", "failed", "stopped", "interrupted"],
+                )
+            })
+    }
+}
+
+impl TurnEvent<'_> {
+    /// The event with everything it borrows copied: it can cross a thread or outlive the
+    /// turn's state.
+    pub fn into_owned(self) -> TurnEvent<'static> {
+        // Each variant with all its fields: a field left out here does not compile.
+        macro_rules! owned {
+            ($($variant:ident { $($field:ident),* }),* $(,)?) => {
+                match self {
+                    $(TurnEvent::$variant { $($field),* } => TurnEvent::$variant {
+                        $($field: IntoStatic::into_static($field)),*
+                    },)*
+                }
+            };
+        }
+        owned!(
+            AttachmentTruncated { name, text_len },
+            AttachmentWithdrawn {
+                reference,
+                name,
+                error
+            },
+            Waiting { session, turn },
+            Begun {
+                turn,
+                session,
+                agent,
+                agent_name,
+                attachments
+            },
+            Delta { turn, text },
+            ToolStarted {
+                turn,
+                call_id,
+                name,
+                arguments
+            },
+            ToolResult {
+                turn,
+                call_id,
+                name,
+                output,
+                is_error,
+                exit_code,
+                duration_ms
+            },
+            Warning { turn, message },
+            Planned {
+                turn,
+                method,
+                subtasks
+            },
+            SubtaskStarted {
+                turn,
+                subtask,
+                worker,
+                state
+            },
+            SubtaskEnded {
+                turn,
+                subtask,
+                worker,
+                state,
+                error
+            },
+            Answering {
+                turn,
+                agent,
+                reason
+            },
+        )
+    }
+}
+
+/// A field of a [`TurnEvent`] with what it borrows copied.
+trait IntoStatic {
+    type Static;
+    fn into_static(self) -> Self::Static;
+}
+
+impl IntoStatic for Cow<'_, str> {
+    type Static = Cow<'static, str>;
+    fn into_static(self) -> Cow<'static, str> {
+        Cow::Owned(self.into_owned())
+    }
+}
+
+impl<T: Clone + 'static> IntoStatic for Cow<'_, [T]> {
+    type Static = Cow<'static, [T]>;
+    fn into_static(self) -> Cow<'static, [T]> {
+        Cow::Owned(self.into_owned())
+    }
+}
+
+impl<T: IntoStatic> IntoStatic for Option<T> {
+    type Static = Option<T::Static>;
+    fn into_static(self) -> Self::Static {
+        self.map(T::into_static)
+    }
+}
+
+/// Fields that borrow nothing stay as they are.
+macro_rules! owns_itself {
+    ($($t:ty),*) => {
+        $(impl IntoStatic for $t {
+            type Static = $t;
+            fn into_static(self) -> $t {
+                self
+            }
+        })*
+    };
+}
+
+owns_itself!(bool, i32, u64, usize, Running, TurnState);
 
 /// How a turn ended; serve's control socket carries it as it is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -184,235 +404,216 @@ pub trait TurnObserver: Send {
     }
 }
 
-/// A [`TurnEvent`], owned: sent between threads (a coordinator's workers) and over
-/// serve's control socket (as JSON: the `event` tag names the variant).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum OwnedTurnEvent {
-    AttachmentTruncated {
-        name: String,
-        text_len: usize,
-    },
-    AttachmentWithdrawn {
-        reference: String,
-        name: String,
-        error: Option<String>,
-    },
-    Waiting {
-        session: String,
-        turn: Option<String>,
-    },
-    Begun {
-        turn: String,
-        session: String,
-        agent: String,
-        agent_name: Option<String>,
-        attachments: Vec<axocoatl_store::ledger::record::AttachmentPin>,
-    },
-    Delta {
-        text: String,
-    },
-    ToolStarted {
-        call_id: String,
-        name: String,
-        arguments: String,
-    },
-    ToolResult {
-        call_id: String,
-        name: String,
-        output: String,
-        is_error: bool,
-        exit_code: Option<i32>,
-        duration_ms: u64,
-    },
-    Warning {
-        message: String,
-    },
-    Planned {
-        method: String,
-        subtasks: Vec<axocoatl_store::ledger::record::PlannedSubtask>,
-    },
-    SubtaskStarted {
-        subtask: String,
-        worker: String,
-    },
-    SubtaskEnded {
-        subtask: String,
-        worker: String,
-        state: TurnState,
-        error: Option<String>,
-    },
-    Answering {
-        agent: String,
-        reason: String,
-    },
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl OwnedTurnEvent {
-    pub fn of(ev: &TurnEvent<'_>) -> OwnedTurnEvent {
-        let s = |x: &str| x.to_owned();
-        match *ev {
-            TurnEvent::AttachmentTruncated { name, text_len } => {
-                OwnedTurnEvent::AttachmentTruncated {
-                    name: s(name),
-                    text_len,
-                }
-            }
-            TurnEvent::AttachmentWithdrawn {
-                reference,
-                name,
-                error,
-            } => OwnedTurnEvent::AttachmentWithdrawn {
-                reference: s(reference),
-                name: s(name),
-                error: error.map(s),
-            },
-            TurnEvent::Waiting { session, turn } => OwnedTurnEvent::Waiting {
-                session: s(session),
-                turn: turn.map(s),
-            },
-            TurnEvent::Begun {
-                turn,
-                session,
-                agent,
-                agent_name,
-                attachments,
-            } => OwnedTurnEvent::Begun {
-                turn: s(turn),
-                session: s(session),
-                agent: s(agent),
-                agent_name: agent_name.map(s),
-                attachments: attachments.to_vec(),
-            },
-            TurnEvent::Delta(text) => OwnedTurnEvent::Delta { text: s(text) },
-            TurnEvent::ToolStarted {
-                call_id,
-                name,
-                arguments,
-            } => OwnedTurnEvent::ToolStarted {
-                call_id: s(call_id),
-                name: s(name),
-                arguments: s(arguments),
-            },
-            TurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error,
-                exit_code,
-                duration_ms,
-            } => OwnedTurnEvent::ToolResult {
-                call_id: s(call_id),
-                name: s(name),
-                output: s(output),
-                is_error,
-                exit_code,
-                duration_ms,
-            },
-            TurnEvent::Warning(m) => OwnedTurnEvent::Warning { message: s(m) },
-            TurnEvent::Planned { method, subtasks } => OwnedTurnEvent::Planned {
-                method: s(method),
-                subtasks: subtasks.to_vec(),
-            },
-            TurnEvent::SubtaskStarted { subtask, worker } => OwnedTurnEvent::SubtaskStarted {
-                subtask: s(subtask),
-                worker: s(worker),
-            },
-            TurnEvent::SubtaskEnded {
-                subtask,
-                worker,
-                state,
-                error,
-            } => OwnedTurnEvent::SubtaskEnded {
-                subtask: s(subtask),
-                worker: s(worker),
-                state,
-                error: error.map(s),
-            },
-            TurnEvent::Answering { agent, reason } => OwnedTurnEvent::Answering {
-                agent: s(agent),
-                reason: s(reason),
-            },
+    /// The `type` of each event as `send --json` prints it and serve's socket carries it.
+    /// Scripts match on these names: a renamed event fails here.
+    const TYPES: &[&str] = &[
+        "attachment.truncated",
+        "attachment.withdrawn",
+        "waiting",
+        "turn.begun",
+        "delta",
+        "tool.started",
+        "tool.result",
+        "warning",
+        "plan",
+        "subtask.started",
+        "subtask.ended",
+        "agent.answering",
+    ];
+
+    /// The `type` an event must have (a new event must be named here and in [`TYPES`]).
+    fn expected_type(ev: &TurnEvent<'_>) -> &'static str {
+        match ev {
+            TurnEvent::AttachmentTruncated { .. } => "attachment.truncated",
+            TurnEvent::AttachmentWithdrawn { .. } => "attachment.withdrawn",
+            TurnEvent::Waiting { .. } => "waiting",
+            TurnEvent::Begun { .. } => "turn.begun",
+            TurnEvent::Delta { .. } => "delta",
+            TurnEvent::ToolStarted { .. } => "tool.started",
+            TurnEvent::ToolResult { .. } => "tool.result",
+            TurnEvent::Warning { .. } => "warning",
+            TurnEvent::Planned { .. } => "plan",
+            TurnEvent::SubtaskStarted { .. } => "subtask.started",
+            TurnEvent::SubtaskEnded { .. } => "subtask.ended",
+            TurnEvent::Answering { .. } => "agent.answering",
         }
     }
 
-    /// The event as the runtime reports it, borrowing from `self`.
-    pub fn as_event(&self) -> TurnEvent<'_> {
-        match self {
-            OwnedTurnEvent::AttachmentTruncated { name, text_len } => {
-                TurnEvent::AttachmentTruncated {
-                    name,
-                    text_len: *text_len,
-                }
-            }
-            OwnedTurnEvent::AttachmentWithdrawn {
-                reference,
-                name,
-                error,
-            } => TurnEvent::AttachmentWithdrawn {
-                reference,
-                name,
-                error: error.as_deref(),
+    /// One event of every kind, borrowing as the engine reports them; optional fields set
+    /// in some and absent in others.
+    fn every_event<'a>(
+        pins: &'a [AttachmentPin],
+        subtasks: &'a [PlannedSubtask],
+    ) -> Vec<TurnEvent<'a>> {
+        let turn = || Cow::Borrowed("0193c0de");
+        vec![
+            TurnEvent::AttachmentTruncated {
+                name: "big.pdf".into(),
+                text_len: 3_000_000,
             },
-            OwnedTurnEvent::Waiting { session, turn } => TurnEvent::Waiting {
-                session,
-                turn: turn.as_deref(),
+            TurnEvent::AttachmentWithdrawn {
+                reference: "ref1".into(),
+                name: "a.txt".into(),
+                error: Some("permission denied".into()),
             },
-            OwnedTurnEvent::Begun {
-                turn,
-                session,
-                agent,
-                agent_name,
-                attachments,
-            } => TurnEvent::Begun {
-                turn,
-                session,
-                agent,
-                agent_name: agent_name.as_deref(),
-                attachments,
+            TurnEvent::Waiting {
+                session: "main".into(),
+                turn: None,
             },
-            OwnedTurnEvent::Delta { text } => TurnEvent::Delta(text),
-            OwnedTurnEvent::ToolStarted {
-                call_id,
-                name,
-                arguments,
-            } => TurnEvent::ToolStarted {
-                call_id,
-                name,
-                arguments,
+            TurnEvent::Begun {
+                turn: turn(),
+                session: "main".into(),
+                agent: "bot".into(),
+                agent_name: Some("Helpful Bot".into()),
+                attachments: pins.into(),
             },
-            OwnedTurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error,
-                exit_code,
-                duration_ms,
-            } => TurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error: *is_error,
-                exit_code: *exit_code,
-                duration_ms: *duration_ms,
+            TurnEvent::Delta {
+                turn: turn(),
+                text: "Hello, \"world\"\n".into(),
             },
-            OwnedTurnEvent::Warning { message } => TurnEvent::Warning(message),
-            OwnedTurnEvent::Planned { method, subtasks } => TurnEvent::Planned { method, subtasks },
-            OwnedTurnEvent::SubtaskStarted { subtask, worker } => {
-                TurnEvent::SubtaskStarted { subtask, worker }
-            }
-            OwnedTurnEvent::SubtaskEnded {
-                subtask,
-                worker,
-                state,
-                error,
-            } => TurnEvent::SubtaskEnded {
-                subtask,
-                worker,
-                state: *state,
-                error: error.as_deref(),
+            TurnEvent::ToolStarted {
+                turn: turn(),
+                call_id: "call_0".into(),
+                name: "shell".into(),
+                arguments: r#"{"command":"ls"}"#.into(),
             },
-            OwnedTurnEvent::Answering { agent, reason } => TurnEvent::Answering { agent, reason },
+            TurnEvent::ToolResult {
+                turn: turn(),
+                call_id: "call_0".into(),
+                name: "shell".into(),
+                output: "a\nb".into(),
+                is_error: true,
+                exit_code: Some(2),
+                duration_ms: 12,
+            },
+            TurnEvent::Warning {
+                turn: "".into(),
+                message: "a file was cut".into(),
+            },
+            TurnEvent::Planned {
+                turn: turn(),
+                method: "model-repaired".into(),
+                subtasks: subtasks.into(),
+            },
+            TurnEvent::SubtaskStarted {
+                turn: turn(),
+                subtask: "s1".into(),
+                worker: "adhoc".into(),
+                state: Running::Running,
+            },
+            TurnEvent::SubtaskEnded {
+                turn: turn(),
+                subtask: "s1".into(),
+                worker: "researcher".into(),
+                state: TurnState::Failed,
+                error: Some("model overloaded".into()),
+            },
+            TurnEvent::Answering {
+                turn: turn(),
+                agent: "critic".into(),
+                reason: "mentioned".into(),
+            },
+        ]
+    }
+
+    fn pins() -> Vec<AttachmentPin> {
+        vec![AttachmentPin {
+            reference: "ref1".into(),
+            name: "a.txt".into(),
+            media_type: "text/plain".into(),
+            size: 3,
+            object: "blake3:00".into(),
+            text_object: None,
+        }]
+    }
+
+    fn subtasks() -> Vec<PlannedSubtask> {
+        vec![PlannedSubtask {
+            id: "s1".into(),
+            worker: "adhoc".into(),
+            role: Some("checks facts".into()),
+            task: "check".into(),
+            depends_on: vec!["s0".into()],
+        }]
+    }
+
+    #[test]
+    fn every_event_round_trips_owned() {
+        let (pins, subtasks) = (pins(), subtasks());
+        for ev in every_event(&pins, &subtasks) {
+            let json = serde_json::to_string(&ev).expect("serialize");
+            let back: TurnEvent<'static> = serde_json::from_str(&json).expect(&json);
+            assert_eq!(back, ev.clone().into_owned(), "{json}");
+            assert_eq!(back, ev, "{json}");
         }
+    }
+
+    #[test]
+    fn optional_fields_left_out_round_trip() {
+        let ev = TurnEvent::Begun {
+            turn: "t".into(),
+            session: "main".into(),
+            agent: "bot".into(),
+            agent_name: None,
+            attachments: Cow::Borrowed(&[]),
+        };
+        let json = serde_json::to_string(&ev).expect("serialize");
+        assert_eq!(
+            json,
+            r#"{"type":"turn.begun","turn":"t","session":"main","agent":"bot"}"#
+        );
+        let back: TurnEvent<'static> = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn every_event_has_its_cli_type() {
+        let (pins, subtasks) = (pins(), subtasks());
+        let events = every_event(&pins, &subtasks);
+        let mut seen = Vec::new();
+        for ev in &events {
+            let json = serde_json::to_value(ev).expect("serialize");
+            assert_eq!(json["type"], expected_type(ev), "{json}");
+            seen.push(expected_type(ev));
+        }
+        assert_eq!(seen, TYPES, "one event of each kind, in the order of TYPES");
+    }
+
+    #[test]
+    fn turn_events_carry_their_turn_and_fields_as_printed() {
+        let (pins, subtasks) = (pins(), subtasks());
+        let lines: Vec<serde_json::Value> = every_event(&pins, &subtasks)
+            .iter()
+            .map(|ev| serde_json::to_value(ev).expect("serialize"))
+            .collect();
+        let of = |t: &str| {
+            lines
+                .iter()
+                .find(|l| l["type"] == t)
+                .unwrap_or_else(|| panic!("no {t}"))
+                .clone()
+        };
+        for t in &TYPES[3..] {
+            assert!(of(t)["turn"].is_string(), "{t} has no turn");
+        }
+        // `type` first, then `turn`, as every line has always been written.
+        let delta = serde_json::to_string(&every_event(&pins, &subtasks)[4]).expect("json");
+        assert_eq!(
+            delta,
+            r#"{"type":"delta","turn":"0193c0de","text":"Hello, \"world\"\n"}"#
+        );
+        assert_eq!(of("warning")["message"], "a file was cut");
+        assert_eq!(of("subtask.started")["state"], "running");
+        assert_eq!(of("subtask.ended")["state"], "failed");
+        assert_eq!(of("tool.result")["exit_code"], 2);
+        assert_eq!(of("plan")["method"], "model-repaired");
+        assert_eq!(of("agent.answering")["reason"], "mentioned");
+        let begun = of("turn.begun");
+        assert_eq!(begun["agent_name"], "Helpful Bot");
+        assert_eq!(begun["attachments"][0]["media_type"], "text/plain");
     }
 }

@@ -412,7 +412,7 @@ fn execute(
                 if let TurnEvent::Begun { turn, .. } = &ev {
                     let mut running = claim.record().clone();
                     running.state = RunState::Running;
-                    running.turn = Some((*turn).to_owned());
+                    running.turn = Some(turn.to_string());
                     running.started_at = Some(clock::now());
                     if let Err(e) = claim.update(running) {
                         update_error = Some(e);

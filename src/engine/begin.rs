@@ -50,11 +50,11 @@ pub(crate) fn begin(
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
     attach::consume(repo, &p.session, &turn, &p.once)?;
     sink(TurnEvent::Begun {
-        turn: &turn,
-        session: &p.session,
-        agent: &p.agent.id,
-        agent_name: p.agent.name.as_deref(),
-        attachments: &p.attachments,
+        turn: turn.as_str().into(),
+        session: p.session.as_str().into(),
+        agent: p.agent.id.as_str().into(),
+        agent_name: p.agent.name.as_deref().map(Into::into),
+        attachments: p.attachments.as_slice().into(),
     });
     Ok(Begun {
         turn,

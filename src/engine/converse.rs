@@ -431,7 +431,10 @@ pub(super) fn call_and_record(
     let result = provider.chat(request, cx.cancel, &mut |ev| match ev {
         Event::Delta(text) => {
             output.push_str(&text);
-            sink(TurnEvent::Delta(&text));
+            sink(TurnEvent::Delta {
+                turn: cx.turn.into(),
+                text: text.as_str().into(),
+            });
         }
         Event::ToolCall(_) => {}
         Event::Warning(w) => warnings.push(w),
@@ -555,9 +558,10 @@ pub(super) fn run_tools(
             at: clock::now(),
         })])?;
         sink(TurnEvent::ToolStarted {
-            call_id: &call.id,
-            name: &call.name,
-            arguments: &tools::for_model(&arguments),
+            turn: cx.turn.into(),
+            call_id: call.id.as_str().into(),
+            name: call.name.as_str().into(),
+            arguments: tools::for_model(&arguments).into(),
         });
         let done = if cx.cancel.is_cancelled() {
             tools::Call {
@@ -589,9 +593,10 @@ pub(super) fn run_tools(
         })])?;
         let shown = tools::for_model(&out.text);
         sink(TurnEvent::ToolResult {
-            call_id: &call.id,
-            name: &call.name,
-            output: &shown,
+            turn: cx.turn.into(),
+            call_id: call.id.as_str().into(),
+            name: call.name.as_str().into(),
+            output: shown.as_str().into(),
             is_error: out.is_error,
             exit_code: out.exit_code,
             duration_ms,

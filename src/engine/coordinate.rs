@@ -35,7 +35,7 @@ use crate::orchestration::{self, SubtaskState};
 use crate::provider::{self, Message, Provider, ProviderError, Role};
 use crate::team::plan::{self, Method, Progress, Step, Subtask};
 use crate::tools::{Toolbox, Workplace};
-use crate::turn::{ContextSection, ContextSource, OwnedTurnEvent, RequestInfo, TurnEvent};
+use crate::turn::{ContextSection, ContextSource, RequestInfo, Running, TurnEvent};
 
 type Sink<'s> = dyn FnMut(TurnEvent<'_>) + 's;
 
@@ -91,8 +91,9 @@ pub(crate) fn run(
         at: clock::now(),
     })])?;
     sink(TurnEvent::Planned {
-        method: method.as_str(),
-        subtasks: &recorded,
+        turn: cx.turn.into(),
+        method: method.as_str().into(),
+        subtasks: recorded.as_slice().into(),
     });
     let mut progress = Progress::new(subtasks);
     let results = run_subtasks(
@@ -182,7 +183,7 @@ fn propose(
         ..Tally::default()
     };
     let mut quiet = |ev: TurnEvent<'_>| {
-        if !matches!(ev, TurnEvent::Delta(_)) {
+        if !matches!(ev, TurnEvent::Delta { .. }) {
             sink(ev)
         }
     };
@@ -195,7 +196,7 @@ fn propose(
 /// What a worker thread tells the pass.
 enum Msg {
     /// A worker's warning or tool event, for the turn's caller.
-    Event(OwnedTurnEvent),
+    Event(TurnEvent<'static>),
     Done(usize, Tally, std::result::Result<(), TurnError>),
 }
 
@@ -260,7 +261,7 @@ fn run_subtasks(
                 return Ok(());
             }
             match rx.recv_timeout(watcher::POLL) {
-                Ok(Msg::Event(ev)) => sink(ev.as_event()),
+                Ok(Msg::Event(ev)) => sink(ev),
                 Ok(Msg::Done(i, worker_tally, end)) => {
                     tally.usage.add(&worker_tally.usage);
                     end_subtask(pass, &mut board, i, worker_tally, end, cx, sink)?;
@@ -291,8 +292,10 @@ fn begin_subtask(
             at: clock::now(),
         })])?;
     sink(TurnEvent::SubtaskStarted {
-        subtask: &sub.id,
-        worker: &sub.worker,
+        turn: cx.turn.into(),
+        subtask: sub.id.as_str().into(),
+        worker: sub.worker.as_str().into(),
+        state: Running::Running,
     });
     let deps = sub
         .depends_on
@@ -314,9 +317,11 @@ fn forwarder(tx: mpsc::Sender<Msg>) -> impl FnMut(TurnEvent<'_>) {
     move |ev: TurnEvent<'_>| {
         if matches!(
             ev,
-            TurnEvent::Warning(_) | TurnEvent::ToolStarted { .. } | TurnEvent::ToolResult { .. }
+            TurnEvent::Warning { .. }
+                | TurnEvent::ToolStarted { .. }
+                | TurnEvent::ToolResult { .. }
         ) {
-            let _ = tx.send(Msg::Event(OwnedTurnEvent::of(&ev)));
+            let _ = tx.send(Msg::Event(ev.into_owned()));
         }
     }
 }
@@ -351,10 +356,11 @@ fn end_subtask(
         at: clock::now(),
     })])?;
     sink(TurnEvent::SubtaskEnded {
-        subtask: &sub.id,
-        worker: &sub.worker,
+        turn: cx.turn.into(),
+        subtask: sub.id.as_str().into(),
+        worker: sub.worker.as_str().into(),
         state,
-        error: error.as_deref(),
+        error: error.as_deref().map(Into::into),
     });
     board.progress.state[i] = if state == TurnState::Completed {
         board.outputs[i] = Some(worker_tally.output);

@@ -36,8 +36,9 @@ pub(crate) fn run(
             break;
         }
         sink(TurnEvent::Answering {
-            agent: &agent.id,
-            reason,
+            turn: cx.turn.into(),
+            agent: agent.id.as_str().into(),
+            reason: reason.as_str().into(),
         });
         let mut own = Tally {
             budget_used: 0,

@@ -278,8 +278,8 @@ fn lock_session(
         Ok(lock) => Ok(lock),
         Err(turn) => {
             sink(TurnEvent::Waiting {
-                session,
-                turn: turn.as_deref(),
+                session: session.into(),
+                turn: turn.as_deref().map(Into::into),
             });
             session::lock(ws.repo(), session, Wait::Queue, "send")
         }
@@ -390,9 +390,11 @@ fn warn_damaged(damaged: &[Damaged], rebuilt: bool, sink: &mut dyn FnMut(TurnEve
         "the session's history lacks it"
     };
     for d in damaged {
-        sink(TurnEvent::Warning(&format!(
-            "{d}; {effect} (run `axocoatl fsck`)"
-        )));
+        // Before the turn begins: no turn to name.
+        sink(TurnEvent::Warning {
+            turn: "".into(),
+            message: format!("{d}; {effect} (run `axocoatl fsck`)").into(),
+        });
     }
 }
 
@@ -421,11 +423,15 @@ pub(crate) fn attach_files(
     )?;
     for a in &added {
         for note in &a.notes {
-            sink(TurnEvent::Warning(&format!("{}: {note}", a.reference.name)));
+            // Before the turn begins: no turn to name.
+            sink(TurnEvent::Warning {
+                turn: "".into(),
+                message: format!("{}: {note}", a.reference.name).into(),
+            });
         }
         if a.reference.text_truncated {
             sink(TurnEvent::AttachmentTruncated {
-                name: &a.reference.name,
+                name: a.reference.name.as_str().into(),
                 text_len: a.text_len,
             });
         }
@@ -451,9 +457,9 @@ pub(crate) fn withdraw(
             Err(e) => Some(e.to_string()),
         };
         sink(TurnEvent::AttachmentWithdrawn {
-            reference,
-            name,
-            error: error.as_deref(),
+            reference: reference.into(),
+            name: name.into(),
+            error: error.map(Into::into),
         });
     }
 }

@@ -49,7 +49,10 @@ impl Recorder<'_> {
         code: &str,
         message: String,
     ) -> Result<()> {
-        sink(TurnEvent::Warning(&message));
+        sink(TurnEvent::Warning {
+            turn: self.turn.into(),
+            message: message.as_str().into(),
+        });
         self.note(code, message)
     }
 

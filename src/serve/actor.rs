@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use axocoatl_store::Repo;
 
 use super::sock::{self, Line};
-use super::wire::{self, ActorInfo, Reply, Request, WireError, WireEvent};
+use super::wire::{self, ActorInfo, Reply, Request, WireError};
 use crate::config::Config;
 use crate::conversation::Conversation;
 use crate::engine;
@@ -391,7 +391,9 @@ fn turn(
     }
     let held = shared.held.lock().ok().and_then(|mut h| h.take());
     let mut sink = |ev: engine::TurnEvent<'_>| {
-        let line = wire::line(&Reply::Event(WireEvent::of(&ev)));
+        let line = wire::line(&Reply::Event {
+            event: ev.into_owned(),
+        });
         if out.write_all(&line).and_then(|()| out.flush()).is_err() {
             // The client is gone (killed): nobody waits for this turn any more.
             cancel.cancel();

@@ -160,17 +160,17 @@ impl Client {
             };
             match next {
                 None => continue,
-                Some(Reply::Event(ev)) => {
-                    if let super::wire::WireEvent::Begun {
+                Some(Reply::Event { event }) => {
+                    if let TurnEvent::Begun {
                         turn: t,
                         agent_name: name,
                         ..
-                    } = &ev
+                    } = &event
                     {
-                        turn = Some(t.clone());
-                        agent_name = name.clone();
+                        turn = Some(t.to_string());
+                        agent_name = name.as_deref().map(str::to_owned);
                     }
-                    sink(ev.as_event());
+                    sink(event);
                 }
                 Some(Reply::Outcome(o)) => return Ok(o),
                 Some(Reply::Error(e)) => return Err(e.into()),
@@ -246,22 +246,6 @@ fn ended_without_answer(
         error: view.error.clone(),
         usage: view.usage.unwrap_or_default(),
     })
-}
-
-/// Runs a turn: through the running `serve` (its actor keeps the conversation), else in
-/// process. The events, the outcome and the errors are the same either way.
-pub fn send(
-    ws: &Workspace,
-    opts: crate::engine::SendOptions,
-    cancel: &Cancel,
-    sink: &mut dyn FnMut(TurnEvent<'_>),
-) -> Result<TurnOutcome> {
-    if let Some(w) = WireSend::from_options(&opts) {
-        if let Some(client) = connect(ws.repo())? {
-            return client.send(ws, w, cancel, sink);
-        }
-    }
-    crate::engine::send(ws, opts, cancel, sink)
 }
 
 /// `stop`: through the running `serve`, else in process.

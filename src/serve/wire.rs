@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Attachments, SendOptions, TurnOutcome};
+use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
 use crate::mcp::McpServerStatus;
 use crate::rewind::RewindOutcome;
@@ -111,7 +111,10 @@ impl WireSend {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
-    Event(WireEvent),
+    /// An event of the running turn, as `send --json` prints it.
+    Event {
+        event: TurnEvent<'static>,
+    },
     Outcome(TurnOutcome),
     Error(WireError),
     Stopped {
@@ -175,9 +178,6 @@ pub struct ScheduleEntry {
     /// RFC 3339 UTC.
     pub next: Option<String>,
 }
-
-/// A turn event, owned: what the control socket carries.
-pub use crate::turn::OwnedTurnEvent as WireEvent;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WireRewind {
