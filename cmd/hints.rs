@@ -97,6 +97,7 @@ pub fn words(next: &Next) -> String {
         Next::RestartAgent { id } => format!(
             "fix its configuration (`axocoatl validate`), then `axocoatl agents restart {id}`"
         ),
+        Next::RestartUpgradedServe { pid } => format!("stop it (kill -TERM {pid}) and start `axocoatl serve` again: serve and the commands that reach it must be the same build"),
         Next::SeeHowTheTurnEnded => "`axocoatl history` shows how the turn ended; the next command records it interrupted if serve died".into(),
         Next::RunFromMcpClient => "run `axocoatl mcp serve` from an MCP client (it speaks JSON-RPC on stdin and stdout)".into(),
         Next::ListModels { known } => {

@@ -204,6 +204,13 @@ pub enum RuntimeError {
     /// `serve`: the agent's actor failed to start five times in a row.
     #[error("agent {id:?} is down: {error}")]
     AgentDown { id: String, error: String },
+    /// The running `serve` is another build: its socket speaks another protocol.
+    #[error("axocoatl serve (pid {pid}) is another build of axocoatl: its control socket speaks {}, this command speaks protocol {ours}", protocol.map(|p| format!("protocol {p}")).unwrap_or_else(|| "an earlier protocol".into()))]
+    ServeOtherBuild {
+        pid: u32,
+        protocol: Option<u32>,
+        ours: u32,
+    },
     /// The connection to `serve` ended before its answer did.
     #[error("the connection to axocoatl serve ended early: {detail}")]
     ServeLost { detail: String },
@@ -337,6 +344,8 @@ pub enum Next {
     StartServe,
     /// An agent is down: fix its configuration, then restart it.
     RestartAgent { id: String },
+    /// The running serve is another build (an upgrade while it ran): restart it.
+    RestartUpgradedServe { pid: u32 },
     /// The connection to serve ended: the turn's record says how it ended.
     SeeHowTheTurnEnded,
     /// The MCP server speaks on standard input and output: run it from a client.
@@ -444,6 +453,7 @@ impl RuntimeError {
             | RuntimeError::NotSupported(_)
             | RuntimeError::AgentDown { .. }
             | RuntimeError::ServeLost { .. }
+            | RuntimeError::ServeOtherBuild { .. }
             | RuntimeError::Io { .. } => Failure,
         }
     }
@@ -504,6 +514,7 @@ impl RuntimeError {
             RuntimeError::ServeNotRunning { .. } => vec![Next::StartServe],
             RuntimeError::AgentDown { id, .. } => vec![Next::RestartAgent { id: id.clone() }],
             RuntimeError::ServeLost { .. } => vec![Next::SeeHowTheTurnEnded],
+            RuntimeError::ServeOtherBuild { pid, .. } => vec![Next::RestartUpgradedServe { pid: *pid }],
             RuntimeError::Remote(r) => r.next.clone(),
             RuntimeError::Internal(_) => say(INTERNAL_HINT),
             RuntimeError::AgentRole { .. }

@@ -49,6 +49,21 @@ pub fn connect(repo: &Repo) -> Result<Option<Client>> {
             // A socket left by a serve that was killed.
             return Ok(None);
         }
+        match axocoatl_store::run::serve::holder(repo) {
+            Some(h) if h.protocol != Some(super::wire::PROTOCOL) => {
+                return Err(RuntimeError::ServeOtherBuild {
+                    pid: h.pid,
+                    protocol: h.protocol,
+                    ours: super::wire::PROTOCOL,
+                })
+            }
+            // Serve is starting: it writes its note right after taking its lock.
+            None if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            _ => {}
+        }
         match super::sock::connect_std(&path) {
             Ok(stream) => return Client::new(stream, &path).map(Some),
             // Serve is starting (it binds after taking its lock) or ending.

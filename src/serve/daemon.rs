@@ -135,13 +135,13 @@ impl Daemon {
 /// for microseconds), or says who holds it.
 fn take_lock(ws: &Workspace) -> Result<Lock> {
     for _ in 0..10 {
-        if let Some(lock) = run::serve::try_take(ws.repo())? {
+        if let Some(lock) = run::serve::try_take(ws.repo(), wire::PROTOCOL)? {
             return Ok(lock);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Err(RuntimeError::ServeRunning {
-        pid: run::serve::holder(ws.repo()),
+        pid: run::serve::holder(ws.repo()).map(|h| h.pid),
     })
 }
 

@@ -9,6 +9,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// The version of these lines. serve names it in its lock's note, and a command reads it
+/// before it connects, so a command and a serve of different builds (an upgrade while serve
+/// runs) say so at once instead of failing on a line the other does not read. A change to
+/// any type here gets a new number.
+pub const PROTOCOL: u32 = 2;
+
 use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
 use crate::mcp::McpServerStatus;

@@ -550,3 +550,50 @@ fn consolidation_runs_only_after_the_idle_threshold_and_only_promotes() {
     );
     assert_eq!(serve.terminate(), 0);
 }
+
+/// A serve of another build (running since before an upgrade) names in its lock's note the
+/// socket protocol it speaks, or none (a build from before notes named it): a command says
+/// so before it connects, with what to do, instead of failing on a line it cannot read.
+#[test]
+fn a_serve_of_another_build_is_named_before_anything_is_sent() {
+    let env = script_env();
+    let run = env.repo().join("run");
+    std::fs::create_dir_all(&run).expect("run/");
+    // The socket exists and the lock is held, as by a running serve.
+    let _socket = std::os::unix::net::UnixListener::bind(run.join("serve.sock")).expect("bind");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(run.join("serve.lock"))
+        .expect("lock file");
+    lock.lock().expect("hold the serve lock");
+    for (note, speaks) in [
+        ("pid 4242\n", "an earlier protocol"),
+        ("pid 4242 protocol 999\n", "protocol 999"),
+    ] {
+        std::fs::write(run.join("serve.lock"), note).expect("note");
+        for args in [&["send", "hi"][..], &["agents", "list"][..]] {
+            let r = env.run(args);
+            assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.starts_with(&format!(
+                    "error: axocoatl serve (pid 4242) is another build of axocoatl: its control socket speaks {speaks}"
+                )),
+                "{args:?}: {}",
+                r.stderr
+            );
+            assert!(
+                r.stderr
+                    .contains("hint: stop it (kill -TERM 4242) and start `axocoatl serve` again"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+    // Nothing was sent: no turn began.
+    drop(lock);
+    let h = env.run(&["history", "--json"]);
+    assert_eq!(h.stdout, "", "{}", h.stderr);
+}
