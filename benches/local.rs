@@ -121,6 +121,7 @@ fn child(threads: usize, busy: usize) {
         model_path: model_path(),
         threads: Some(threads),
         context_size: None,
+        ready_dir: None,
     });
     let mut p = match loaded {
         Ok(p) => p,

@@ -22,9 +22,9 @@ pub(crate) use load::{human_size, read_text_file, FileProblem};
 pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
 pub(crate) use resolve::lookup_provider;
 pub use resolve::{
-    local_model_path, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL,
-    DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
-    DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
+    local_model_path, local_ready_dir, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS,
+    DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL,
+    DEFAULT_OPENAI_KEY_ENV, DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
 pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;

@@ -37,6 +37,9 @@ pub struct ResolvedProvider {
     /// The longest a whole call may take (`None`: no limit).
     pub deadline_secs: Option<u64>,
     pub model_path: Option<PathBuf>,
+    /// Where a `local` provider keeps its ready-to-run copies of model files (see
+    /// [`local_ready_dir`]); `None` when no cache directory is known.
+    pub ready_dir: Option<PathBuf>,
     pub threads: Option<usize>,
     pub context_size: Option<usize>,
     pub script: Option<PathBuf>,
@@ -164,6 +167,10 @@ impl Config {
                 .unwrap_or(DEFAULT_MAX_RETRIES),
             deadline_secs: entry.and_then(|e| e.deadline_secs),
             model_path,
+            ready_dir: match kind {
+                ProviderKind::Local => local_ready_dir(&env),
+                _ => None,
+            },
             threads: entry.and_then(|e| e.threads),
             context_size: entry.and_then(|e| e.context_size),
             script,
@@ -252,16 +259,22 @@ pub fn local_model_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
 
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/<default model file>`.
 fn default_model_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    Some(models_cache_dir(env)?.join(DEFAULT_LOCAL_MODEL_FILE))
+}
+
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/ready`: the `local` provider's
+/// ready-to-run copies of model files (Q8_0 weights made once instead of at every load), one
+/// per model file used, whatever directory the model file is in. Safe to delete.
+pub fn local_ready_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    Some(models_cache_dir(env)?.join("ready"))
+}
+
+fn models_cache_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let cache = env("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
         .or_else(|| env("HOME").map(|home| Path::new(&home).join(".cache")))?;
-    Some(
-        cache
-            .join("axocoatl")
-            .join("models")
-            .join(DEFAULT_LOCAL_MODEL_FILE),
-    )
+    Some(cache.join("axocoatl").join("models"))
 }
 
 #[cfg(test)]

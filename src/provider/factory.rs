@@ -70,6 +70,7 @@ fn open_local(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, Provider
             model_path,
             threads: resolved.threads,
             context_size: resolved.context_size,
+            ready_dir: resolved.ready_dir.clone(),
         },
     )?))
 }

@@ -49,6 +49,7 @@ fn the_fallback_estimate_is_never_below_the_real_count_and_within_2x() {
         model_path: path,
         threads: Some(1),
         context_size: None,
+        ready_dir: None,
     })
     .expect("load");
     assert_eq!(PROMPTS.len(), 20);

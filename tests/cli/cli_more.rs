@@ -145,6 +145,44 @@ fn send_through_the_local_model_with_the_starter_config() {
     assert!(!last["output"].as_str().expect("o").trim().is_empty());
     assert!(last["usage"]["prompt_tokens"].as_u64().expect("p") > 0);
     assert!(last["usage"]["completion_tokens"].as_u64().expect("c") > 0);
+
+    // The first load kept a ready-to-run copy of the model in the user's cache; the next
+    // send reads it and answers the same (greedy decoding of the same request).
+    let ready = env.home.join(".cache/axocoatl/models/ready");
+    let copies: Vec<_> = std::fs::read_dir(&ready)
+        .expect("the ready directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert!(
+        copies[0].starts_with("SmolLM2-135M-Instruct.Q4_1-") && copies[0].ends_with(".q8_0.gguf"),
+        "{copies:?}"
+    );
+    let answer = |args: &[&str]| {
+        let out = env
+            .cmd(args)
+            .env("AXOCOATL_MODEL", &model)
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let greedy = [
+        "send",
+        "-n",
+        "-o",
+        "temperature=0",
+        "-o",
+        "max_tokens=8",
+        "Name a fruit.",
+    ];
+    assert_eq!(answer(&greedy), answer(&greedy));
+    assert_eq!(std::fs::read_dir(&ready).expect("ready").count(), 1);
 }
 
 #[test]

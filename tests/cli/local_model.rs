@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use axocoatl::provider::local::{LocalOptions, LocalProvider};
+use axocoatl::provider::local::{LocalOptions, LocalProvider, Ready};
 use axocoatl::provider::{
     Cancel, ChatRequest, Event, Message, Provider, ProviderError, ResponseFormat, Role, Sampling,
     ToolSchema,
@@ -30,6 +30,7 @@ fn load(context_size: Option<usize>) -> LocalProvider {
         model_path: path,
         threads: None,
         context_size,
+        ready_dir: None,
     })
     .unwrap_or_else(|e| panic!("loading the model: {e}"))
 }
@@ -282,6 +283,7 @@ fn missing_model_file_names_the_path_and_the_fetch_script() {
         model_path: path.clone(),
         threads: None,
         context_size: None,
+        ready_dir: None,
     })
     .err();
     match err {
@@ -303,6 +305,7 @@ fn a_file_that_is_not_gguf_is_a_model_error() {
         model_path: path,
         threads: None,
         context_size: None,
+        ready_dir: None,
     })
     .err();
     assert!(
@@ -402,4 +405,101 @@ fn cancellation_is_prompt_during_a_long_prompt() {
         ran < whole_prompt && latency * 2 < whole_prompt,
         "stopped {latency:?} after the cancel, {ran:?} in all; a whole prompt takes {whole_prompt:?}"
     );
+}
+
+fn load_with_ready(model_path: PathBuf, ready_dir: &std::path::Path) -> LocalProvider {
+    LocalProvider::load(LocalOptions {
+        name: "local".into(),
+        model_path,
+        threads: None,
+        context_size: None,
+        ready_dir: Some(ready_dir.to_path_buf()),
+    })
+    .unwrap_or_else(|e| panic!("loading the model: {e}"))
+}
+
+fn greedy_answer(p: &mut LocalProvider) -> String {
+    let req = request(vec![user("Name three colors.")], greedy(12));
+    let (result, _, _) = run(p, &req);
+    result
+        .unwrap_or_else(|e| panic!("chat failed: {e}"))
+        .message
+        .content
+}
+
+fn only_ready_file(dir: &std::path::Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "one ready-to-run copy and nothing else: {files:?}"
+    );
+    files.into_iter().next().unwrap_or_default()
+}
+
+#[test]
+fn a_ready_copy_is_made_once_then_read_and_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ready_dir = dir.path().join("ready");
+    let mut first = load_with_ready(model_path(), &ready_dir);
+    let copy = only_ready_file(&ready_dir);
+    assert_eq!(first.ready(), &Ready::Made(copy.clone()));
+    assert!(first.requantized_tensors() > 0);
+    let made = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
+
+    let mut second = load_with_ready(model_path(), &ready_dir);
+    assert_eq!(second.ready(), &Ready::Used(copy.clone()));
+    assert_eq!(second.requantized_tensors(), first.requantized_tensors());
+    assert!(
+        std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}")) == made,
+        "a load that reads the copy does not rewrite it"
+    );
+    assert_eq!(greedy_answer(&mut second), greedy_answer(&mut first));
+}
+
+#[test]
+fn a_damaged_or_stale_ready_copy_is_made_again_and_an_unwritable_one_is_not_needed() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A model file of our own, so that it can be changed.
+    let model = dir.path().join("model.gguf");
+    std::fs::copy(model_path(), &model).unwrap_or_else(|e| panic!("{e}"));
+    let ready_dir = dir.path().join("ready");
+    let mut reference = load_with_ready(model.clone(), &ready_dir);
+    let copy = only_ready_file(&ready_dir);
+    let expected = greedy_answer(&mut reference);
+    drop(reference);
+
+    // Cut short (as a full disk or a crash of another tool could leave it): made again whole.
+    let whole = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&copy, &whole[..whole.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    let mut p = load_with_ready(model.clone(), &ready_dir);
+    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
+    assert!(
+        std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}")) == whole,
+        "the same model file widens to the same bytes"
+    );
+    assert_eq!(greedy_answer(&mut p), expected);
+    drop(p);
+
+    // The model file rewritten in place (same bytes, so the answer stays the same): the copy
+    // is stale and made again.
+    let bytes = std::fs::read(&model).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&model, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let p = load_with_ready(model.clone(), &ready_dir);
+    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
+    drop(p);
+    let p = load_with_ready(model.clone(), &ready_dir);
+    assert_eq!(p.ready(), &Ready::Used(copy.clone()));
+    drop(p);
+
+    // A ready directory that cannot be made (its parent is a file): the load widens in
+    // memory as without one, and says so.
+    let blocked = dir.path().join("a-file");
+    std::fs::write(&blocked, b"").unwrap_or_else(|e| panic!("{e}"));
+    let mut p = load_with_ready(model, &blocked.join("ready"));
+    assert_eq!(p.ready(), &Ready::None);
+    assert_eq!(greedy_answer(&mut p), expected);
 }

@@ -26,7 +26,7 @@ use candle_transformers::generation::LogitsProcessor;
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 
 use self::json_mask::JsonState;
-pub use self::model::DEFAULT_THREADS;
+pub use self::model::{Ready, DEFAULT_THREADS};
 use self::template::{ChatTemplate, Segment};
 use self::tokenizer::{GgufTokenizer, Utf8Stream};
 use super::{
@@ -57,6 +57,9 @@ pub struct LocalOptions {
     pub threads: Option<usize>,
     /// Positions of prompt plus reply; at most 4096 and at most what the model was trained for.
     pub context_size: Option<usize>,
+    /// Where the ready-to-run copy of the model file is kept (its weights widened once, not
+    /// at every load); `None` widens them at every load.
+    pub ready_dir: Option<PathBuf>,
 }
 
 /// Timings of the last call, for benchmarks.
@@ -80,6 +83,7 @@ pub struct LocalProvider {
     notice: Option<String>,
     load_time: Duration,
     requantized: usize,
+    ready: Ready,
     timings: Timings,
 }
 
@@ -130,10 +134,11 @@ impl LocalProvider {
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
         crate::progress::report(crate::progress::Progress::LoadingModel { model: &file });
-        let loaded = model::load(path).map_err(|detail| ProviderError::Model {
-            provider: opts.name.clone(),
-            detail: format!("cannot load {}: {detail}", path.display()),
-        });
+        let loaded =
+            model::load(path, opts.ready_dir.as_deref()).map_err(|detail| ProviderError::Model {
+                provider: opts.name.clone(),
+                detail: format!("cannot load {}: {detail}", path.display()),
+            });
         crate::progress::report(crate::progress::Progress::Done);
         let loaded = loaded?;
         let context = opts
@@ -151,6 +156,7 @@ impl LocalProvider {
             notice,
             load_time: started.elapsed(),
             requantized: loaded.requantized,
+            ready: loaded.ready,
             timings: Timings::default(),
         })
     }
@@ -176,6 +182,11 @@ impl LocalProvider {
     /// How many weight tensors were widened to Q8_0 at load.
     pub fn requantized_tensors(&self) -> usize {
         self.requantized
+    }
+
+    /// What the load did with the ready-to-run copy of the model file.
+    pub fn ready(&self) -> &Ready {
+        &self.ready
     }
 
     pub fn last_timings(&self) -> Timings {

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Cursor};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use candle_core::quantized::gguf_file::{self, Content, Value};
@@ -28,14 +28,132 @@ pub struct Loaded {
     pub context_length: usize,
     /// How many tensors were widened to Q8_0.
     pub requantized: usize,
+    /// What this load did with the ready-to-run copy.
+    pub ready: Ready,
 }
 
-pub fn load(path: &Path) -> Result<Loaded, String> {
+/// What a load did with the ready-to-run copy of its model file: a GGUF file with the
+/// widened weights, made by the first load and read by later ones. Widening is most of a
+/// load (every 4- and 5-bit matrix dequantized and quantized again, and the result rewritten
+/// in memory before candle reads it), and reading the widened file instead also keeps the
+/// process from holding the widened weights twice while candle builds its own: a one-shot
+/// `send` of SmolLM2-135M, 1.37 → 0.98 s and 435 → 318 MiB peak (`bench/local_ready.sh`;
+/// `bench/runs/2026-12-03/local-ready.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// Read from the ready-to-run copy.
+    Used(PathBuf),
+    /// Widened now and the copy written for the next load (it was missing, stale or damaged).
+    Made(PathBuf),
+    /// Widened now, no copy kept: no ready directory, a file too large to widen, or the copy
+    /// could not be written (a read-only cache is not an error).
+    None,
+}
+
+/// GGUF metadata keys of a ready-to-run copy: the model file it was made from (its length,
+/// times and inode, so a replaced or rewritten file makes it stale) and how many tensors
+/// were widened.
+const MADE_FROM_KEY: &str = "axocoatl.ready.made_from";
+const WIDENED_KEY: &str = "axocoatl.ready.widened";
+
+pub fn load(path: &Path, ready_dir: Option<&Path>) -> Result<Loaded, String> {
     let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let file_len = meta.len();
+    let ready = ready_dir
+        .filter(|_| file_len <= REQUANTIZE_MAX_FILE)
+        .map(|dir| (dir.join(ready_name(path)), made_from(&meta)));
+    if let Some((ready_path, stamp)) = &ready {
+        if let Some(loaded) = load_ready(ready_path, stamp) {
+            return Ok(loaded);
+        }
+    }
+
     let mut reader = BufReader::new(file);
     let content = Content::read(&mut reader).map_err(|e| format!("not a GGUF file: {e}"))?;
+    check_architecture(&content)?;
+    if file_len > REQUANTIZE_MAX_FILE {
+        return build(content, &mut reader, 0, Ready::None);
+    }
+    let stamp = ready.as_ref().map(|(_, s)| s.as_str());
+    let (mut converted, requantized) = requantize(content, &mut reader, stamp)?;
+    let kept = match &ready {
+        Some((ready_path, _)) if write_ready(ready_path, converted.get_ref()).is_ok() => {
+            Ready::Made(ready_path.clone())
+        }
+        _ => Ready::None,
+    };
+    let content = Content::read(&mut converted).map_err(|e| format!("re-reading weights: {e}"))?;
+    build(content, &mut converted, requantized, kept)
+}
 
+/// The ready-to-run copy at `ready_path` when it is there, was made from the model file as it
+/// is now (`stamp`) and reads whole; `None` otherwise (the caller widens again and rewrites it).
+fn load_ready(ready_path: &Path, stamp: &str) -> Option<Loaded> {
+    let mut reader = BufReader::new(File::open(ready_path).ok()?);
+    let content = Content::read(&mut reader).ok()?;
+    let made_from = content.metadata.get(MADE_FROM_KEY)?.to_string().ok()?;
+    if made_from != stamp {
+        return None;
+    }
+    let widened = content.metadata.get(WIDENED_KEY)?.to_u32().ok()? as usize;
+    check_architecture(&content).ok()?;
+    build(
+        content,
+        &mut reader,
+        widened,
+        Ready::Used(ready_path.to_path_buf()),
+    )
+    .ok()
+}
+
+/// Writes a ready-to-run copy whole or not at all: a temporary file in the same directory,
+/// synced, then renamed over the old copy, so a reader never sees half of one and processes
+/// making it at once each put a whole one in place.
+fn write_ready(ready_path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = ready_path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".making-")
+        .tempfile_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(ready_path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `<file stem>-<16 hex digits of the file's absolute path>.q8_0.gguf`: one copy per model
+/// file, wherever it is, and the same name for the same file under another relative path.
+fn ready_name(path: &Path) -> String {
+    let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let hash = blake3::hash(absolute.as_os_str().as_encoded_bytes());
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{stem}-{}.q8_0.gguf", &hash.to_hex()[..16])
+}
+
+/// What a copy records of the model file it was made from: length, change and modification
+/// times in nanoseconds, device and inode. `models fetch` installs by rename (a new inode),
+/// and any write in place changes the change time, which no tool can set back.
+fn made_from(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "len={} ctime={}.{:09} mtime={}.{:09} dev={} ino={}",
+        meta.len(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.dev(),
+        meta.ino()
+    )
+}
+
+fn check_architecture(content: &Content) -> Result<(), String> {
     let arch = content
         .metadata
         .get("general.architecture")
@@ -48,7 +166,17 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
              llama architecture with a byte-level BPE vocabulary, such as SmolLM2 and Llama 3)"
         ));
     }
+    Ok(())
+}
 
+/// The model, tokenizer and chat template of a GGUF file's `content`, its tensors read from
+/// `reader`.
+fn build<R: std::io::Read + std::io::Seek>(
+    content: Content,
+    reader: &mut R,
+    requantized: usize,
+    ready: Ready,
+) -> Result<Loaded, String> {
     let tokenizer = GgufTokenizer::from_gguf(&content)?;
     let template_source = match content.metadata.get("tokenizer.chat_template") {
         Some(v) => v.to_string().map_err(|e| e.to_string())?.clone(),
@@ -64,34 +192,24 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         .get("llama.context_length")
         .and_then(|v| v.to_u32().ok())
         .map_or(MAX_SEQ_LEN, |n| (n as usize).min(MAX_SEQ_LEN));
-
-    let device = Device::Cpu;
-    let (weights, requantized) = if file_len <= REQUANTIZE_MAX_FILE {
-        let (mut converted, requantized) = requantize(content, &mut reader)?;
-        let content =
-            Content::read(&mut converted).map_err(|e| format!("re-reading weights: {e}"))?;
-        let weights = ModelWeights::from_gguf(content, &mut converted, &device)
-            .map_err(|e| format!("cannot build the model: {e}"))?;
-        (weights, requantized)
-    } else {
-        let weights = ModelWeights::from_gguf(content, &mut reader, &device)
-            .map_err(|e| format!("cannot build the model: {e}"))?;
-        (weights, 0)
-    };
-
+    let weights = ModelWeights::from_gguf(content, reader, &Device::Cpu)
+        .map_err(|e| format!("cannot build the model: {e}"))?;
     Ok(Loaded {
         weights,
         tokenizer,
         template,
         context_length,
         requantized,
+        ready,
     })
 }
 
-/// Rewrites the file in memory with its legacy and k-quant matrices widened to Q8_0.
+/// Rewrites the file in memory with its legacy and k-quant matrices widened to Q8_0 (and,
+/// with `made_from`, the metadata of a ready-to-run copy).
 fn requantize(
     content: Content,
     reader: &mut BufReader<File>,
+    made_from: Option<&str>,
 ) -> Result<(Cursor<Vec<u8>>, usize), String> {
     let device = Device::Cpu;
     let mut names: Vec<&String> = content.tensor_infos.keys().collect();
@@ -120,12 +238,22 @@ fn requantize(
     })?;
 
     // `gguf_file::write` aligns tensors to 32 bytes; a stated alignment would mislead the reader.
-    let metadata: Vec<(&str, &Value)> = content
+    let ready_values = made_from.map(|stamp| {
+        [
+            (MADE_FROM_KEY, Value::String(stamp.to_owned())),
+            (WIDENED_KEY, Value::U32(converted as u32)),
+        ]
+    });
+    // In key order (the parsed metadata is a hash map), so the same file widens to the same
+    // bytes in every process.
+    let mut metadata: Vec<(&str, &Value)> = content
         .metadata
         .iter()
-        .filter(|(k, _)| k.as_str() != "general.alignment")
+        .filter(|(k, _)| k.as_str() != "general.alignment" && !k.starts_with("axocoatl."))
         .map(|(k, v)| (k.as_str(), v))
+        .chain(ready_values.iter().flatten().map(|(k, v)| (*k, v)))
         .collect();
+    metadata.sort_by_key(|(k, _)| *k);
     let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
     let mut out = Cursor::new(Vec::new());
     gguf_file::write(&mut out, &metadata, &refs).map_err(|e| format!("re-writing weights: {e}"))?;
