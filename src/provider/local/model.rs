@@ -37,7 +37,7 @@ pub struct Loaded {
 /// load (every 4- and 5-bit matrix dequantized and quantized again, and the result rewritten
 /// in memory before candle reads it), and reading the widened file instead also keeps the
 /// process from holding the widened weights twice while candle builds its own: a one-shot
-/// `send` of SmolLM2-135M, 1.37 → 0.98 s and 435 → 318 MiB peak (`bench/local_ready.sh`;
+/// `send` of SmolLM2-135M, 1.39–1.53 → 0.77–1.06 s and 435 → 319 MiB peak (`bench/local_ready.sh`;
 /// `bench/runs/2026-12-03/local-ready.md`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ready {
