@@ -473,10 +473,18 @@ fn a_damaged_or_stale_ready_copy_is_made_again_and_an_unwritable_one_is_not_need
     drop(reference);
 
     // Cut short (as a full disk or a crash of another tool could leave it): made again whole.
+    // Beside it, the temporary file of a process killed while writing a copy (a pid above
+    // Linux's largest): that write removes it.
     let whole = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(&copy, &whole[..whole.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    let stray = ready_dir.join(".tmp-4194305-killed");
+    std::fs::write(&stray, &whole[..4096]).unwrap_or_else(|e| panic!("{e}"));
     let mut p = load_with_ready(model.clone(), &ready_dir);
     assert_eq!(p.ready(), &Ready::Made(copy.clone()));
+    assert!(
+        !stray.exists(),
+        "a killed writer's temporary file is removed"
+    );
     assert!(
         std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}")) == whole,
         "the same model file widens to the same bytes"

@@ -107,21 +107,16 @@ fn load_ready(ready_path: &Path, stamp: &str) -> Option<Loaded> {
     .ok()
 }
 
-/// Writes a ready-to-run copy whole or not at all: a temporary file in the same directory,
-/// synced, then renamed over the old copy, so a reader never sees half of one and processes
-/// making it at once each put a whole one in place.
-fn write_ready(ready_path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = ready_path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("no directory"))?;
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".making-")
-        .tempfile_in(dir)?;
-    std::io::Write::write_all(&mut tmp, bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(ready_path).map_err(|e| e.error)?;
-    Ok(())
+/// Writes a ready-to-run copy whole or not at all, with the store's atomic write: a reader
+/// never sees half of one, processes making it at once each put a whole one in place, and
+/// the temporary file of a process killed while writing (145 MB for the default model) is
+/// removed by the next write into the directory. A cache: no fsync.
+fn write_ready(ready_path: &Path, bytes: &[u8]) -> Result<(), axocoatl_store::Error> {
+    use axocoatl_store::fsutil;
+    if let Some(dir) = ready_path.parent() {
+        fsutil::create_dir_private(dir)?;
+    }
+    fsutil::write_atomic(ready_path, bytes, fsutil::Durability::Cache)
 }
 
 /// `<file stem>-<16 hex digits of the file's absolute path>.q8_0.gguf`: one copy per model
