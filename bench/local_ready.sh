@@ -4,7 +4,7 @@
 # from its ready-to-run copy (the default from the second load on) and widening its weights
 # at load (the first load, or a cache directory that cannot be written). Beside them, the
 # floors: reading the model file and its ready copy from the page cache, the weights candle
-# holds (the ready copy's size), and the same `send` failing before any model is loaded.
+# holds (the ready copy's size), and the same `send` answered by a scripted provider.
 #
 #   bench/local_ready.sh [BIN] [ROUNDS]
 #
@@ -38,24 +38,21 @@ measure() {
     "$(cut -d' ' -f1 "$work/all" | sort -n | sed -n "${mid}p")" \
     "$(($(cut -d' ' -f2 "$work/all" | sort -n | sed -n "${mid}p") / 1024))"
 }
-# The command line of a `send` with the model and cache directory given.
-send() {
-  local cache="$1"
-  shift
-  echo env AXOCOATL_MODEL="$model" XDG_CACHE_HOME="$cache" "$bin" -C "$work/repo" send "$@"
-}
-one_token=(-n -o temperature=0 -o max_tokens=1 hi)
+# One-token sends in a fresh session, with the ready copy (after the first) and without.
+one_token=(send -n -o temperature=0 -o max_tokens=1 hi)
+from_copy=(env AXOCOATL_MODEL="$model" XDG_CACHE_HOME="$work/cache" "$bin" -C "$work/repo" "${one_token[@]}")
+widening=(env AXOCOATL_MODEL="$model" XDG_CACHE_HOME="$work/blocked" "$bin" -C "$work/repo" "${one_token[@]}")
 
-$(send "$work/cache" "${one_token[@]}") >/dev/null 2>&1 # makes the ready copy
+"${from_copy[@]}" >/dev/null 2>&1 # makes the ready copy
 copy="$(ls "$work"/cache/axocoatl/models/ready/*.q8_0.gguf)"
 echo "local model: $(basename "$model"), $rounds rounds each, $(nproc) cores"
-echo "send, model from its ready copy:   $(measure $(send "$work/cache" "${one_token[@]}"))"
-echo "send, weights widened at load:     $(measure $(send "$work/blocked" "${one_token[@]}"))"
+echo "send, model from its ready copy:   $(measure "${from_copy[@]}")"
+echo "send, weights widened at load:     $(measure "${widening[@]}")"
 echo "floor: read the model file:        $(measure cat "$model" | cut -d, -f1)"
 echo "floor: read the ready copy:        $(measure cat "$copy" | cut -d, -f1)"
 echo "floor: weights candle holds:       $(($(stat -c %s "$copy") / 1048576)) MiB (the ready copy) + the token embedding widened to f32"
 # The same one-shot send answered by a scripted provider: the process, the repository, the
-# ledger's syncs and the embedder, without a model.
+# ledger's syncs, without a model or the embedder (that cache holds neither).
 "$bin" init "$work/scripted" >/dev/null
 printf 'replies:\n  - match: "hi"\n    text: "Hello."\n' >"$work/scripted/replies.yaml"
 printf 'providers:\n  s: {kind: script, script: replies.yaml}\nagents:\n  - id: a\n    provider: s\n' \
