@@ -503,6 +503,19 @@ fn a_damaged_or_stale_ready_copy_is_made_again_and_an_unwritable_one_is_not_need
     assert_eq!(p.ready(), &Ready::Used(copy.clone()));
     drop(p);
 
+    // A copy widened another way (by another build): stale, made again.
+    let mut other_build = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
+    let tag = b"widening=q8_0/1 ";
+    let at = other_build
+        .windows(tag.len())
+        .position(|w| w == tag)
+        .unwrap_or_else(|| panic!("the copy records how it was widened"));
+    other_build[at + tag.len() - 2] = b'0';
+    std::fs::write(&copy, &other_build).unwrap_or_else(|e| panic!("{e}"));
+    let p = load_with_ready(model.clone(), &ready_dir);
+    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
+    drop(p);
+
     // A ready directory that cannot be made (its parent is a file): the load widens in
     // memory as without one, and says so.
     let blocked = dir.path().join("a-file");

@@ -131,13 +131,19 @@ fn ready_name(path: &Path) -> String {
     format!("{stem}-{}.q8_0.gguf", &hash.to_hex()[..16])
 }
 
-/// What a copy records of the model file it was made from: length, change and modification
-/// times in nanoseconds, device and inode. `models fetch` installs by rename (a new inode),
-/// and any write in place changes the change time, which no tool can set back.
+/// How this build widens a model file; a copy made another way is stale (as the embedder's
+/// ready-to-run file names its converter). Changing [`widen_all`] or what it widens to changes
+/// this.
+const WIDENING: &str = "q8_0/1";
+
+/// What a copy records of the way it was made and of the model file it was made from: length,
+/// change and modification times in nanoseconds, device and inode. `models fetch` installs by
+/// rename (a new inode), and any write in place changes the change time, which no tool can set
+/// back.
 fn made_from(meta: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
     format!(
-        "len={} ctime={}.{:09} mtime={}.{:09} dev={} ino={}",
+        "widening={WIDENING} len={} ctime={}.{:09} mtime={}.{:09} dev={} ino={}",
         meta.len(),
         meta.ctime(),
         meta.ctime_nsec(),
