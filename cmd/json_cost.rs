@@ -14,8 +14,11 @@ pub struct PriceJson<'a> {
     pub model: &'a str,
     /// US dollars per million input tokens neither written to nor read from a cache.
     pub input: f64,
+    /// US dollars per million output tokens.
     pub output: f64,
+    /// US dollars per million input tokens written to a prompt cache.
     pub cache_write: f64,
+    /// US dollars per million input tokens read from a prompt cache.
     pub cache_read: f64,
     /// `config` (the configuration's `prices:`) or `shipped`.
     pub source: &'static str,

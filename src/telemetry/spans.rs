@@ -207,28 +207,15 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                 let c = last_at.entry(&begun.agent).or_insert(e.at);
                 *c = (*c).max(e.at);
             }
-            Record::ModelCall(c) => {
-                let start = start_of(&last_at, &subs, &c.agent, latest);
-                let parent = parent_of(&subs, &c.agent, c.at, root);
-                let call = ModelCallCost::from(c.clone());
-                spans.push(chat_span(&cx, seq, &call, start, parent));
-                last_at.insert(&c.agent, c.at);
-            }
-            Record::ModelCallCost(c) => {
-                let start = start_of(&last_at, &subs, &c.agent, latest);
-                let parent = parent_of(&subs, &c.agent, c.at, root);
-                spans.push(chat_span(&cx, seq, c, start, parent));
-                last_at.insert(&c.agent, c.at);
-            }
-            Record::UsageCost(c) => {
-                if let Some(s) = c.subtask.as_deref().and_then(|id| {
-                    subs.iter_mut()
-                        .rev()
-                        .find(|s| s.subtask == id && s.end.is_some())
-                }) {
-                    s.detail = Some(c.detail);
+            Record::ModelCall(_) | Record::ModelCallCost(_) => {
+                if let Some((agent, c)) = model_call(record) {
+                    let start = start_of(&last_at, &subs, agent, latest);
+                    let parent = parent_of(&subs, agent, c.at, root);
+                    spans.push(chat_span(&cx, seq, &c, start, parent));
+                    last_at.insert(agent, c.at);
                 }
             }
+            Record::UsageCost(c) => subtask_detail(&mut subs, c),
             Record::ToolStarted(s) => {
                 open.push((seq, s));
                 last_at.insert(&s.agent, s.at);
@@ -330,6 +317,28 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
         attributes: attrs,
         error,
         seq: s.seq,
+    }
+}
+
+/// A model call of either record kind, and the agent it ran as (borrowed from the record).
+fn model_call(record: &Record) -> Option<(&str, std::borrow::Cow<'_, ModelCallCost>)> {
+    use std::borrow::Cow;
+    match record {
+        Record::ModelCall(c) => Some((&c.agent, Cow::Owned(ModelCallCost::from(c.clone())))),
+        Record::ModelCallCost(c) => Some((&c.agent, Cow::Borrowed(c))),
+        _ => None,
+    }
+}
+
+/// A worker's subtask's cache tokens and cost, for its span.
+fn subtask_detail(subs: &mut [Sub], c: &axocoatl_store::ledger::record::UsageCost) {
+    let ended = c.subtask.as_deref().and_then(|id| {
+        subs.iter_mut()
+            .rev()
+            .find(|s| s.subtask == id && s.end.is_some())
+    });
+    if let Some(s) = ended {
+        s.detail = Some(c.detail);
     }
 }
 

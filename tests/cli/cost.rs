@@ -330,7 +330,7 @@ agents:
 ",
     );
     let r = env.run(&["validate"]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     snap!("validate_cost", env.snap(&r));
 }
 

@@ -286,13 +286,11 @@ impl<'c> Applier<'c> {
             }
             Record::TurnOrigin(o) => self.turn_origin(o, &mut ev)?,
             Record::ModelCall(c) => {
-                ev.agent = Some(&c.agent);
-                ev.name = Some(&c.model);
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
                 self.model_call(seq, &ModelCallCost::from(c.clone()), &mut ev)?;
             }
             Record::ModelCallCost(c) => {
-                ev.agent = Some(&c.agent);
-                ev.name = Some(&c.model);
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
                 self.model_call(seq, c, &mut ev)?;
             }
             Record::UsageCost(c) => self.usage_cost(c, &mut ev)?,
