@@ -349,29 +349,31 @@ fn end_subtask(
     };
     let rec = cx.recorder();
     let at = clock::now();
-    rec.lazy(&[
-        Record::SubtaskEnded(SubtaskEnded {
-            turn: cx.turn.to_owned(),
-            session: cx.session.to_owned(),
-            coordinator: pass.p.agent.id.clone(),
-            subtask: sub.id.clone(),
-            worker: sub.worker.clone(),
-            state,
-            error: error.clone(),
-            output: rec.bound(&worker_tally.output)?,
-            usage: worker_tally.usage,
-            at,
-        }),
-        Record::UsageCost(UsageCost {
+    let detail = worker_tally.whole_detail();
+    let mut records = vec![Record::SubtaskEnded(SubtaskEnded {
+        turn: cx.turn.to_owned(),
+        session: cx.session.to_owned(),
+        coordinator: pass.p.agent.id.clone(),
+        subtask: sub.id.clone(),
+        worker: sub.worker.clone(),
+        state,
+        error: error.clone(),
+        output: rec.bound(&worker_tally.output)?,
+        usage: worker_tally.usage,
+        at,
+    })];
+    if detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
             turn: cx.turn.to_owned(),
             session: cx.session.to_owned(),
             agent: sub.worker.clone(),
             subtask: Some(sub.id.clone()),
             counted_at: at,
-            detail: worker_tally.whole_detail(),
+            detail,
             at,
-        }),
-    ])?;
+        }));
+    }
+    rec.lazy(&records)?;
     sink(TurnEvent::SubtaskEnded {
         turn: cx.turn.into(),
         subtask: sub.id.as_str().into(),

@@ -176,16 +176,18 @@ pub(super) fn finish(
         at: clock::now(),
     }));
     // Its calls' cache tokens and cost, in the same append (its workers' went with their
-    // subtasks' ends).
-    records.push(Record::UsageCost(UsageCost {
-        turn: begun.turn.clone(),
-        session: p.session.clone(),
-        agent: p.agent.id.clone(),
-        subtask: None,
-        counted_at: begun.at,
-        detail: tally.detail,
-        at: clock::now(),
-    }));
+    // subtasks' ends); a turn that made no call has none to record.
+    if tally.detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
+            turn: begun.turn.clone(),
+            session: p.session.clone(),
+            agent: p.agent.id.clone(),
+            subtask: None,
+            counted_at: begun.at,
+            detail: tally.detail,
+            at: clock::now(),
+        }));
+    }
     let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
     if p.agent.role == AgentRole::Coordinator {
