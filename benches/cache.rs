@@ -109,4 +109,22 @@ fn main() {
         "  input cost at Claude Sonnet 4.5 list prices: ${with_cache:.4} with the cache, ${without:.4} without ({:.0}% less)",
         100.0 * (1.0 - with_cache / without)
     );
+    // The same requests with fewer breakpoints, through a fresh cache.
+    let bodies = server.bodies();
+    for (what, keep) in [
+        (
+            "the system prompt and tools only",
+            &(|w: &str| w != "message") as &dyn Fn(&str) -> bool,
+        ),
+        ("no breakpoint", &|_: &str| false),
+    ] {
+        let (read, written, total) = anthropic::replay(&bodies, keep, 1024);
+        let cost =
+            usd(total - read - written, INPUT) + usd(written, CACHE_WRITE) + usd(read, CACHE_READ);
+        println!(
+            "  beside: {what}: {:.1}% read, {:.1}% written, ${cost:.4}",
+            100.0 * read as f64 / total as f64,
+            100.0 * written as f64 / total as f64
+        );
+    }
 }

@@ -207,7 +207,7 @@ fn prices(ws: &axocoatl::workspace::Workspace, json: bool, ui: &mut Ui) -> CliRe
     }
     writeln!(
         ui.out,
-        "\nUS dollars per million tokens; the first row that fits a provider and model wins (see docs/providers.md)"
+        "\nUS dollars per million tokens. For a call, a row of the configuration wins over a shipped one, one naming\nthe provider entry over one naming its kind, and the exact or longest model match (docs/providers.md)"
     )?;
     Ok(exit::OK)
 }

@@ -334,6 +334,34 @@ agents:
     snap!("validate_cost", env.snap(&r));
 }
 
+/// `usage --prices`: the configuration's rows first, then the shipped ones with their date.
+#[test]
+fn usage_prices_lists_the_table_in_force() {
+    let env = TestEnv::with_config(
+        "prices:
+  - {provider: vllm, model: qwen2.5-72b, input: 0.4, output: 1.2}
+agents:
+  - {id: a, provider: local}
+",
+    );
+    let r = env.run(&["usage", "--prices"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    snap!("usage_prices", env.snap(&r));
+    let rows = json_lines(&env.run(&["usage", "--prices", "--json"]).stdout);
+    assert_eq!(
+        rows[0],
+        json!({"provider": "vllm", "model": "qwen2.5-72b", "input": 0.4, "output": 1.2,
+            "cache_write": 0.4, "cache_read": 0.4, "source": "config"})
+    );
+    let haiku = rows
+        .iter()
+        .find(|r| r["model"] == "claude-haiku-4-5*")
+        .expect("a shipped haiku row");
+    assert_eq!(haiku["source"], "shipped");
+    assert_eq!(haiku["cache_read"], 0.1);
+    assert!(haiku["as_of"].as_str().is_some_and(|d| d.len() == 10));
+}
+
 /// Gemini through its OpenAI-compatible endpoint: the configuration docs/providers.md shows,
 /// against a loopback server at that endpoint's path, with a price of its own and the
 /// cached prompt tokens it reports read like OpenAI's.

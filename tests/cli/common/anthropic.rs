@@ -127,6 +127,8 @@ struct State {
     seen: Vec<Seen>,
     /// The prefix hashes of the last request.
     last: Vec<u64>,
+    /// Every request's body, in order.
+    bodies: Vec<Value>,
 }
 
 /// A server speaking Anthropic's wire with a prompt cache. Each request is answered by the
@@ -145,6 +147,7 @@ impl CacheServer {
             let body = request.json();
             let blocks = blocks(&body);
             let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+            s.bodies.push(body.clone());
             let (mut seen, created) = cache(&s.cached, &blocks, min_tokens);
             s.cached.extend(created);
             let hashes = prefix_hashes(&blocks);
@@ -176,6 +179,15 @@ impl CacheServer {
 
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// Every request's body so far, in order.
+    pub fn bodies(&self) -> Vec<Value> {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .bodies
+            .clone()
     }
 
     /// Every request so far, in order.
@@ -285,4 +297,34 @@ pub fn cache(
         },
         created,
     )
+}
+
+/// What a fresh cache would have served `bodies`, sent in order, with only the breakpoints
+/// `keep` allows (`"tool"`, `"system"`, `"message"`): `(read, written, total)` tokens.
+pub fn replay(bodies: &[Value], keep: &dyn Fn(&str) -> bool, min_tokens: u64) -> (u64, u64, u64) {
+    let mut cached = HashSet::new();
+    let (mut read, mut written, mut total) = (0, 0, 0);
+    for body in bodies {
+        let mut body = body.clone();
+        for (section, what) in [("tools", "tool"), ("system", "system")] {
+            if !keep(what) {
+                for b in body[section].as_array_mut().into_iter().flatten() {
+                    b.as_object_mut().map(|o| o.remove("cache_control"));
+                }
+            }
+        }
+        if !keep("message") {
+            for m in body["messages"].as_array_mut().into_iter().flatten() {
+                for b in m["content"].as_array_mut().into_iter().flatten() {
+                    b.as_object_mut().map(|o| o.remove("cache_control"));
+                }
+            }
+        }
+        let (seen, created) = cache(&cached, &blocks(&body), min_tokens);
+        cached.extend(created);
+        read += seen.usage.cache_read;
+        written += seen.usage.cache_write;
+        total += seen.total;
+    }
+    (read, written, total)
 }
