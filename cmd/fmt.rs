@@ -38,19 +38,19 @@ pub fn cache_cost_lines(u: &Usage, d: &UsageDetail) -> Vec<String> {
         return lines;
     }
     let cost = axocoatl::cost::usd(d.cost_nanos);
-    if d.cost_complete(u) {
-        if d.cost_nanos > 0 {
-            lines.push(format!("cost: {cost}"));
-        }
-    } else if d.priced_calls == 0 {
+    // Calls without a cost: no price, or (for a priced model) no reported usage.
+    let unpriced = d.priced_calls < u.calls.max(d.calls);
+    if unpriced && d.priced_calls == 0 {
         lines.push(
             "cost: unknown (no price for the model, or no usage reported; a price goes under `prices:` in the configuration)"
                 .to_string(),
         );
-    } else {
+    } else if unpriced || (!u.complete && d.cost_nanos > 0) {
         lines.push(format!(
             "cost: at least {cost} (some calls had no price or no reported usage)"
         ));
+    } else if d.cost_nanos > 0 {
+        lines.push(format!("cost: {cost}"));
     }
     lines
 }

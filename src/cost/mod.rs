@@ -16,9 +16,20 @@ pub mod budget;
 pub const NANOS_PER_USD: f64 = 1e9;
 
 /// The cost of a call's reported usage at `price`, in nanodollars; `None` when the prompt or
-/// completion tokens were not reported. Input tokens not counted as written to or read
-/// from the cache are priced as plain input.
+/// completion tokens were not reported (unless the model is free: nothing costs nothing).
+/// Input tokens not counted as written to or read from the cache are priced as plain input.
 pub fn call_nanos(price: &Price, usage: &CallUsage) -> Option<u64> {
+    let free = [
+        price.input,
+        price.output,
+        price.cache_write,
+        price.cache_read,
+    ]
+    .iter()
+    .all(|p| *p == 0.0);
+    if free {
+        return Some(0);
+    }
     let prompt = usage.prompt_tokens?;
     let completion = usage.completion_tokens?;
     let write = usage.cache_write_tokens.unwrap_or(0).min(prompt);

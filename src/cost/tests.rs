@@ -115,6 +115,9 @@ fn a_call_is_priced_by_kind_of_token() {
         ..plain
     };
     assert_eq!(call_nanos(&p, &odd), Some(300_000));
+    // A free model costs nothing, reported usage or not.
+    let free = Price::of(&entry("local", "*", 0.0, 0.0), PriceSource::Shipped);
+    assert_eq!(call_nanos(&free, &CallUsage::default()), Some(0));
     assert_eq!(usd(30), "$0.0000000");
     assert_eq!(usd(0), "$0.0000");
     assert_eq!(nanos_of_usd(0.25), 250_000_000);

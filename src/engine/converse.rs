@@ -359,6 +359,7 @@ pub fn converse(
         let start = transcript.len();
         let request = build_request(conv, transcript, &schemas, step == 0, cx, sink)?;
         let input = check_budget(conv, provider, &request, tally, cx, sink)?;
+        check_cost_budget(conv, &request, &input, tally, cx, sink)?;
         let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
         run_tools(conv, &calls, transcript, cx, sink)?;
         observe_exchange(conv, &transcript[start..], cx, sink)?;
@@ -458,34 +459,44 @@ pub(super) fn check_budget(
     sink: &mut Sink<'_>,
 ) -> Result<InputEstimate, TurnError> {
     let estimate = budget::estimate_request(request, &|t| provider.count_tokens(t));
+    let Some(b) = &conv.budget else {
+        return Ok(estimate);
+    };
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
-    if let Some(b) = &conv.budget {
-        if let Some(v) = budget::check(b, &estimate, completion_bound, tally.budget_used) {
-            if budget::enforce(b) {
-                return Err(TurnError::Budget(v.message));
-            }
-            let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
-            cx.recorder().warn(sink, "budget", message)?;
+    if let Some(v) = budget::check(b, &estimate, completion_bound, tally.budget_used) {
+        if budget::enforce(b) {
+            return Err(TurnError::Budget(v.message));
         }
-    }
-    if let Some(b) = &conv.cost_budget {
-        let price = conv.price.as_ref();
-        if let Some(v) = cost::budget::check(
-            b,
-            price,
-            &conv.model,
-            &estimate,
-            completion_bound,
-            tally.cost_used,
-        ) {
-            if cost::budget::enforce(b) {
-                return Err(TurnError::Budget(v.message));
-            }
-            let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
-            cx.recorder().warn(sink, "budget", message)?;
-        }
+        let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+        cx.recorder().warn(sink, "budget", message)?;
     }
     Ok(estimate)
+}
+
+/// Checks the call's reservation, priced, against the cost budget, as [`check_budget`]
+/// checks tokens: refuses under `abort`, warns and goes on under `warn`.
+pub(super) fn check_cost_budget(
+    conv: &Conversant<'_>,
+    request: &ChatRequest,
+    estimate: &InputEstimate,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let Some(b) = &conv.cost_budget else {
+        return Ok(());
+    };
+    let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    let price = conv.price.as_ref();
+    let spent = tally.cost_used;
+    if let Some(v) = cost::budget::check(b, price, &conv.model, estimate, completion_bound, spent) {
+        if cost::budget::enforce(b) {
+            return Err(TurnError::Budget(v.message));
+        }
+        let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+        cx.recorder().warn(sink, "budget", message)?;
+    }
+    Ok(())
 }
 
 /// Calls the model, streaming its text to the caller, and records the call. Appends the
@@ -540,23 +551,27 @@ pub(super) fn call_and_record(
         finish_reason: completion.finish_reason.clone(),
         at: clock::now(),
     })])?;
-    let mut over = Vec::new();
     if let Some(b) = &conv.budget {
-        let v = budget::check_reported(b, call.total(), tally.usage.total());
-        over.extend(v.map(|v| (budget::enforce(b), v)));
+        if let Some(v) = budget::check_reported(b, call.total(), tally.usage.total()) {
+            if budget::enforce(b) {
+                return Err(TurnError::Budget(format!(
+                    "{}; the turn stopped after that response",
+                    v.message
+                )));
+            }
+            cx.recorder().warn(sink, "budget", v.message)?;
+        }
     }
     if let (Some(b), Some(cost)) = (&conv.cost_budget, cost) {
-        let v = cost::budget::check_reported(b, cost, tally.cost_used);
-        over.extend(v.map(|v| (cost::budget::enforce(b), v)));
-    }
-    for (enforce, v) in over {
-        if enforce {
-            return Err(TurnError::Budget(format!(
-                "{}; the turn stopped after that response",
-                v.message
-            )));
+        if let Some(v) = cost::budget::check_reported(b, cost, tally.cost_used) {
+            if cost::budget::enforce(b) {
+                return Err(TurnError::Budget(format!(
+                    "{}; the turn stopped after that response",
+                    v.message
+                )));
+            }
+            cx.recorder().warn(sink, "budget", v.message)?;
         }
-        cx.recorder().warn(sink, "budget", v.message)?;
     }
     let calls = completion.message.tool_calls.clone();
     transcript.push(completion.message);

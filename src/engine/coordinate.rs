@@ -5,8 +5,8 @@
 //! the results). Runs inside the one begin/finish of the turn.
 //!
 //! Records (between `TurnBegun` and `TurnEnded`): `PlanMade` (the method and subtasks),
-//! `SubtaskStarted` and `SubtaskEnded` (state, the worker's whole output, its usage) for
-//! each subtask, and the `ModelCall`s and tool records of every agent under its own id.
+//! `SubtaskStarted` and `SubtaskEnded` (state, the worker's whole output, its usage; then a
+//! `UsageCost` with its calls' cache tokens and cost) for each subtask, and the `ModelCallCost`s and tool records of every agent under its own id.
 //! The private orchestration state (`crate::orchestration`) follows the pass and is
 //! cleared by the turn's terminal state.
 //!

@@ -296,7 +296,6 @@ fn run_one(
     let mut lock = take_lock(ws, session)?;
     let (turn, begun_at) = begin(repo, &mut lock, session, session_exists, &agent.id)?;
     let price = ws.config()?.price_of(&resolved);
-
     let request = request(&resolved.model, agent, prompt(&blocks, &records));
     let mut output = String::new();
     let mut usage = Usage::ZERO;
@@ -324,7 +323,7 @@ fn run_one(
             }
         },
     };
-    let end = [
+    let mut end = vec![
         Record::AgentOutput(AgentOutput {
             turn: turn.clone(),
             agent: agent.id.clone(),
@@ -339,16 +338,8 @@ fn run_one(
             usage,
             at: clock::now(),
         }),
-        Record::UsageCost(UsageCost {
-            turn: turn.clone(),
-            session: session.to_owned(),
-            agent: agent.id.clone(),
-            subtask: None,
-            counted_at: begun_at,
-            detail,
-            at: clock::now(),
-        }),
     ];
+    end.extend(usage_cost(&turn, session, &agent.id, begun_at, detail));
     repo.ledger().append(&end)?;
     crate::session::clear_note(repo, &mut lock)?;
     drop(lock);
@@ -372,6 +363,28 @@ fn run_one(
             error,
             usage,
         },
+    })
+}
+
+/// The cache tokens and cost of the pass's call, to follow its `TurnEnded` (none when no
+/// call was made).
+fn usage_cost(
+    turn: &str,
+    session: &str,
+    agent: &str,
+    begun_at: Millis,
+    detail: UsageDetail,
+) -> Option<Record> {
+    (detail.calls > 0).then(|| {
+        Record::UsageCost(UsageCost {
+            turn: turn.to_owned(),
+            session: session.to_owned(),
+            agent: agent.to_owned(),
+            subtask: None,
+            counted_at: begun_at,
+            detail,
+            at: clock::now(),
+        })
     })
 }
 

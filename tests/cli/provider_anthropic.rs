@@ -320,3 +320,31 @@ fn a_body_that_is_not_the_messages_stream_is_malformed() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn thinking_that_never_ends_is_bounded_like_output() {
+    let ev = |kind: &str, data: serde_json::Value| format!("event: {kind}\ndata: {data}\n\n");
+    let head = ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+    ) + &ev(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+    );
+    let piece = ev(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "x".repeat(1 << 20)}}),
+    );
+    let server = FakeServer::with([Reply::new(200)
+        .header("Content-Type", "text/event-stream")
+        .chunk(head)
+        .repeated(piece, 40)]);
+    let (result, events) = chat_with(options(&server.url()), &ask("think"));
+    match result {
+        Err(ProviderError::TooLarge { what, .. }) => {
+            assert_eq!(what, "more than 32 MiB of output in one answer")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(events.is_empty(), "thinking is never shown");
+}

@@ -151,7 +151,13 @@ impl Answer {
                     self.usage(usage);
                 }
             }
-            "content_block_start" => self.start_block(&event),
+            "content_block_start" => {
+                // A block costs a little even when empty, so a stream of empty blocks is
+                // bounded like output.
+                self.size += 64;
+                http.check_output(url, self.size)?;
+                self.start_block(&event);
+            }
             "content_block_delta" => self.delta(http, url, &event, on_event)?,
             "message_delta" => {
                 if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -251,11 +257,13 @@ impl Answer {
                 http.check_output(url, self.size)?;
                 input.push_str(json);
             }
-            (Some("thinking_delta"), Block::Thinking(value)) => {
-                append(value, "thinking", piece("thinking"));
-            }
-            (Some("signature_delta"), Block::Thinking(value)) => {
-                append(value, "signature", piece("signature"));
+            (Some(kind @ ("thinking_delta" | "signature_delta")), Block::Thinking(value)) => {
+                // Kept to go back with the answer: bounded as output is.
+                let key = kind.trim_end_matches("_delta");
+                let text = piece(key);
+                self.size += text.len();
+                http.check_output(url, self.size)?;
+                append(value, key, text);
             }
             // Citations and deltas of blocks not kept add nothing to the answer.
             _ => {}
@@ -308,11 +316,10 @@ impl Answer {
 
 /// Appends `piece` to the string field `key` of a kept block.
 fn append(block: &mut Value, key: &str, piece: &str) {
-    let text = format!(
-        "{}{piece}",
-        block.get(key).and_then(Value::as_str).unwrap_or_default()
-    );
-    block[key] = Value::String(text);
+    match block.get_mut(key) {
+        Some(Value::String(text)) => text.push_str(piece),
+        _ => block[key] = Value::String(piece.to_owned()),
+    }
 }
 
 /// The ids of `/v1/models`: `{"data": [{"id": "claude-sonnet-4-5", ...}]}`.
