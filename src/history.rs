@@ -1,204 +1,22 @@
 //! Projections of the ledger: turns, sessions, and what a turn contains. The ledger is the
 //! only authority; everything here is recomputed from it.
+//!
+//! A [`Projection`] is the session projection: it keeps each session's summary, its
+//! attachments, its agents and its rewinds, and collects the turns that [`crate::fold`]
+//! folds from their records (this module never reads what a turn's records mean).
 
 use std::collections::{BTreeMap, HashMap};
 
-use axocoatl_store::ledger::record::{
-    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCallCost, PlanMade,
-    PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage, UsageDetail,
-};
-use axocoatl_store::ledger::{Damaged, Entry, Kind, Position, Record, Walked};
+use axocoatl_store::ledger::record::{Millis, Usage, UsageDetail};
+use axocoatl_store::ledger::{Damaged, Entry, Record, Walked};
 use axocoatl_store::Repo;
 use serde::Serialize;
 
 use crate::error::{Result, RuntimeError};
-
-/// The state of a turn as the ledger (and the liveness of its owner) says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ViewState {
-    Running,
-    Completed,
-    Failed,
-    Stopped,
-    Interrupted,
-}
-
-impl ViewState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ViewState::Running => "running",
-            ViewState::Completed => "completed",
-            ViewState::Failed => "failed",
-            ViewState::Stopped => "stopped",
-            ViewState::Interrupted => "interrupted",
-        }
-    }
-}
-
-impl From<TurnState> for ViewState {
-    fn from(s: TurnState) -> Self {
-        match s {
-            TurnState::Completed => ViewState::Completed,
-            TurnState::Failed => ViewState::Failed,
-            TurnState::Stopped => ViewState::Stopped,
-            TurnState::Interrupted => ViewState::Interrupted,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct ToolEvent {
-    pub call_id: String,
-    pub name: String,
-    pub arguments: String,
-    pub arguments_object: Option<String>,
-    pub output: Option<String>,
-    pub output_object: Option<String>,
-    pub is_error: bool,
-    /// A command's exit code (recorded since tool results carry it).
-    pub exit_code: Option<i32>,
-    pub duration_ms: Option<u64>,
-    pub started_at: Millis,
-    pub ended_at: Option<Millis>,
-    /// The model call (1 for the first) whose answer asked for this tool.
-    #[serde(skip)]
-    pub round: usize,
-}
-
-/// The automation occurrence that started a turn.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct OriginView {
-    pub automation: String,
-    pub occurrence: Millis,
-    /// `schedule` or `manual`.
-    pub trigger: String,
-    /// `tick`, `serve` or `manual`.
-    pub runner: String,
-    pub pid: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct CallView {
-    pub provider: String,
-    pub model: String,
-    pub reserved_tokens: u64,
-    /// Every input token, those written to or read from a prompt cache included.
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    /// Prompt tokens written to the provider's prompt cache (null: not reported or not
-    /// recorded).
-    pub cache_write_tokens: Option<u64>,
-    /// Prompt tokens read from the provider's prompt cache (null: not reported or not
-    /// recorded).
-    pub cache_read_tokens: Option<u64>,
-    /// What the call cost in US dollars, by the price in force when it was made (null: no
-    /// price, or no usage reported).
-    pub cost_usd: Option<f64>,
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub cost_nanos: Option<u64>,
-    pub finish_reason: Option<String>,
-}
-
-/// The plan of a coordinator's turn.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct PlanView {
-    /// `model`, `model-repaired` or `fallback`.
-    pub method: String,
-    pub subtasks: Vec<PlannedSubtask>,
-    /// Why each rejected proposal was rejected.
-    pub rejected: Vec<String>,
-}
-
-/// One subtask of a coordinator's turn as it ran.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct SubtaskView {
-    pub subtask: String,
-    pub worker: String,
-    /// `running` (no end recorded), `completed`, `failed`, `stopped`; `interrupted` when the
-    /// turn ended without the subtask's end.
-    pub state: ViewState,
-    pub error: Option<String>,
-    /// The worker's output (its first 64 KiB when `output_object` is set).
-    pub output: String,
-    pub output_object: Option<String>,
-    pub usage: Option<Usage>,
-    pub started_at: Millis,
-    pub ended_at: Option<Millis>,
-}
-
-/// One turn, whole.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TurnView {
-    pub turn: String,
-    pub session: String,
-    pub agent: String,
-    pub mode: String,
-    pub state: ViewState,
-    pub request: String,
-    #[serde(skip)]
-    pub inline_context: Vec<InlineContext>,
-    pub context: Vec<ContextView>,
-    pub attachments: Vec<AttachmentPin>,
-    /// Output per agent, in the order agents produced it.
-    pub outputs: Vec<(String, String)>,
-    pub output: String,
-    /// When the output was too long for one record: the object holding it whole (`output`
-    /// and `outputs` hold its first bytes).
-    pub output_object: Option<String>,
-    /// The whole output's length in bytes, when it is in `output_object`.
-    pub output_len: Option<u64>,
-    pub error: Option<String>,
-    pub usage: Option<Usage>,
-    /// The cache tokens and cost of the turn's calls, its workers' included, as far as
-    /// they were recorded (see [`UsageDetail::cost_complete`]).
-    #[serde(skip)]
-    pub detail: UsageDetail,
-    pub tools: Vec<ToolEvent>,
-    pub calls: Vec<CallView>,
-    pub warnings: Vec<String>,
-    pub retry_of: Option<String>,
-    /// The automation occurrence that started the turn (none: a person sent it).
-    pub origin: Option<OriginView>,
-    /// The model, system prompt and sampling the sender set for this turn alone.
-    pub overrides: Option<crate::overrides::Overrides>,
-    /// A coordinator's plan.
-    pub plan: Option<PlanView>,
-    /// A coordinator's subtasks, in the order they started.
-    pub subtasks: Vec<SubtaskView>,
-    /// A multi-agent turn: each agent's activation and why it answered or not.
-    pub activation: Vec<AgentActivation>,
-    pub stop_requested: bool,
-    /// A later rewind moved the conversation head before this turn.
-    pub superseded: bool,
-    pub started_at: Millis,
-    pub ended_at: Option<Millis>,
-    #[serde(skip)]
-    pub begin: Position,
-    #[serde(skip)]
-    pub begin_seq: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct ContextView {
-    pub label: String,
-    pub len: u64,
-    pub object: Option<String>,
-}
-
-impl TurnView {
-    fn context_views(ctx: &[InlineContext]) -> Vec<ContextView> {
-        ctx.iter()
-            .map(|c| ContextView {
-                label: c.label.clone(),
-                len: c.text.len,
-                object: c.text.object.clone(),
-            })
-            .collect()
-    }
-}
+use crate::fold::Rewind;
+pub use crate::fold::{
+    CallView, ContextView, OriginView, PlanView, Share, SubtaskView, ToolEvent, TurnView, ViewState,
+};
 
 /// A session's summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -423,10 +241,6 @@ pub fn resolve_prefix<'a>(prefix: &str, ids: impl Iterator<Item = &'a str>) -> R
     }
 }
 
-fn bounded_text(b: &Bounded) -> String {
-    b.inline.clone()
-}
-
 /// Every record of each turn, by turn id, in ledger order (what a JSON export lists).
 pub type TurnRecords = HashMap<String, Vec<Entry>>;
 
@@ -481,7 +295,7 @@ impl Projection {
         let turns = walked
             .entries
             .iter()
-            .filter(|e| e.kind == Kind::TurnBegun as u16)
+            .filter(|e| crate::fold::begins_turn(e.kind))
             .count();
         let mut p = Projection {
             problems: walked.damaged,
@@ -629,7 +443,8 @@ fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     }
 }
 
-/// Applies one record to the projection.
+/// Applies one record to the projection: a session's own records here, a turn's to its
+/// turn (folded by [`crate::fold`]).
 fn apply(p: &mut Projection, entry: Entry) {
     let Some(record) = entry.record else {
         p.unknown_kinds += 1;
@@ -639,107 +454,46 @@ fn apply(p: &mut Projection, entry: Entry) {
     if p.want.sessions {
         note_session(p, &record);
     }
+    if let Some(i) = record.turn().and_then(|id| p.index.get(&p.turns, id)) {
+        p.turns[i].fold(entry.seq, record);
+        return;
+    }
+    let record = match TurnView::start(record, entry.pos, entry.seq) {
+        Ok(turn) => return begin_turn(p, turn),
+        Err(record) => record,
+    };
     match record {
-        Record::TurnBegun(b) => begin_turn(p, b, entry.pos, entry.seq),
         Record::RewindBoundary(r) => supersede(p, &r.session, &r.target),
         Record::SessionAgents(s) => {
             p.session_agents.insert(s.session, s.agents);
         }
-        record => {
-            let turn = record.turn().and_then(|id| p.index.get(&p.turns, id));
-            if let Some(i) = turn {
-                p.turns[i].apply(record);
-            }
+        // The rest is attachments (above), or of a turn this projection did not see begin.
+        _ => {}
+    }
+}
+
+fn begin_turn(p: &mut Projection, turn: TurnView) {
+    if let Some(s) = p.sessions.get_mut(&turn.session) {
+        s.turns += 1;
+    }
+    let at = p.turns.len();
+    p.turns.push(turn);
+    p.index.insert(&p.turns, &p.turns[at].turn, at);
+}
+
+/// A rewind of `session` to `target` supersedes the turns [`Rewind::supersedes`] names.
+fn supersede(p: &mut Projection, session: &str, target: &str) {
+    let Some(start) = p.index.get(&p.turns, target) else {
+        return;
+    };
+    let rewind = Rewind {
+        session,
+        target_seq: p.turns[start].begin_seq,
+    };
+    for t in p.turns[start..].iter_mut() {
+        if rewind.supersedes(&t.session, t.begin_seq) {
+            t.superseded = true;
         }
-    }
-}
-
-impl TurnView {
-    /// Applies a record of this turn (one that names it).
-    fn apply(&mut self, record: Record) {
-        match record {
-            Record::AgentOutput(o) => self.add_output(o.agent, o.text),
-            Record::AgentOutputBounded(o) => self.add_bounded_output(o.agent, o.text),
-            Record::TurnOrigin(o) => self.origin = Some(origin_of(o)),
-            Record::TurnOverrides(o) => self.overrides = Some(overrides_of(o)),
-            Record::TurnEnded(e) => self.end(e),
-            Record::ToolStarted(s) => self.tool_started(s),
-            Record::ToolFinished(r) => self.tool_finished(r),
-            Record::ToolResult(r) => self.tool_result(r),
-            Record::ModelCall(c) => self.calls.push(CallView::from(ModelCallCost::from(c))),
-            Record::ModelCallCost(c) => self.calls.push(CallView::from(c)),
-            Record::UsageCost(c) => self.detail.add(&c.detail),
-            Record::StopRequested(_) => self.stop_requested = true,
-            Record::Warning(w) => self.warnings.push(w.message),
-            Record::PlanMade(m) => self.plan = Some(plan_of(m)),
-            Record::SubtaskStarted(s) => self.subtasks.push(subtask_started(s)),
-            Record::SubtaskEnded(e) => end_subtask(self, e),
-            Record::ActivationDecided(a) => self.activation = a.agents,
-            // Begun, rewinds and session agents are the projection's (see `apply`); the
-            // rest change no turn view.
-            Record::TurnBegun(_)
-            | Record::RewindBoundary(_)
-            | Record::SessionAgents(_)
-            | Record::SessionCreated(_)
-            | Record::AttachmentAdded(_)
-            | Record::AttachmentRemoved(_)
-            | Record::AttachmentConsumed(_)
-            | Record::LegacyImportBegun(_)
-            | Record::LegacyImportEnded(_)
-            | Record::Note(_) => {}
-        }
-    }
-}
-
-fn plan_of(m: PlanMade) -> PlanView {
-    PlanView {
-        method: m.method,
-        subtasks: m.subtasks,
-        rejected: m.rejected,
-    }
-}
-
-fn origin_of(o: TurnOrigin) -> OriginView {
-    OriginView {
-        automation: o.automation,
-        occurrence: o.occurrence,
-        trigger: o.trigger,
-        runner: o.runner,
-        pid: o.pid,
-    }
-}
-
-fn overrides_of(o: TurnOverrides) -> crate::overrides::Overrides {
-    crate::overrides::Overrides {
-        model: o.model,
-        system: o.system,
-        options: o.options,
-    }
-}
-
-fn subtask_started(s: SubtaskStarted) -> SubtaskView {
-    SubtaskView {
-        subtask: s.subtask,
-        worker: s.worker,
-        state: ViewState::Running,
-        error: None,
-        output: String::new(),
-        output_object: None,
-        usage: None,
-        started_at: s.at,
-        ended_at: None,
-    }
-}
-
-/// Ends the latest subtask of turn `t` that `e` names.
-fn end_subtask(t: &mut TurnView, e: SubtaskEnded) {
-    if let Some(s) = t.subtasks.iter_mut().rev().find(|s| s.subtask == e.subtask) {
-        s.state = e.state.into();
-        s.error = e.error;
-        s.output = bounded_text(&e.output);
-        s.output_object = e.output.object;
-        s.usage = Some(e.usage);
-        s.ended_at = Some(e.at);
     }
 }
 
@@ -765,158 +519,6 @@ fn note_session(p: &mut Projection, record: &Record) {
     let at = record.at().unwrap_or(0);
     s.created_at = s.created_at.or(Some(at));
     s.last_activity = Some(s.last_activity.map_or(at, |l| l.max(at)));
-}
-
-fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64) {
-    if let Some(s) = p.sessions.get_mut(&b.session) {
-        s.turns += 1;
-    }
-    let at = p.turns.len();
-    p.turns.push(TurnView {
-        context: TurnView::context_views(&b.inline_context),
-        turn: b.turn,
-        session: b.session,
-        agent: b.agent,
-        mode: b.mode,
-        state: ViewState::Running,
-        request: b.request,
-        inline_context: b.inline_context,
-        attachments: b.attachments,
-        outputs: Vec::new(),
-        output: String::new(),
-        output_object: None,
-        output_len: None,
-        error: None,
-        usage: None,
-        detail: UsageDetail::default(),
-        tools: Vec::new(),
-        calls: Vec::new(),
-        warnings: Vec::new(),
-        retry_of: b.retry_of,
-        origin: None,
-        overrides: None,
-        plan: None,
-        subtasks: Vec::new(),
-        activation: Vec::new(),
-        stop_requested: false,
-        superseded: false,
-        started_at: b.at,
-        ended_at: None,
-        begin,
-        begin_seq,
-    });
-    p.index.insert(&p.turns, &p.turns[at].turn, at);
-}
-
-/// A rewind to `target` supersedes it and every later turn of its session.
-fn supersede(p: &mut Projection, session: &str, target: &str) {
-    if let Some(start) = p.index.get(&p.turns, target) {
-        for t in p.turns[start..].iter_mut() {
-            if t.session == session {
-                t.superseded = true;
-            }
-        }
-    }
-}
-
-impl TurnView {
-    fn add_output(&mut self, agent: String, text: String) {
-        if !self.output.is_empty() && !text.is_empty() {
-            self.output.push('\n');
-        }
-        self.output.push_str(&text);
-        self.outputs.push((agent, text));
-    }
-
-    fn end(&mut self, e: TurnEnded) {
-        // Exactly one terminal record per turn; a second one (never written by axocoatl)
-        // would not change the first.
-        if self.ended_at.is_none() {
-            self.state = e.state.into();
-            self.error = e.error;
-            self.usage = Some(e.usage);
-            self.ended_at = Some(e.at);
-            self.settle_subtasks();
-        }
-    }
-
-    /// A subtask without its end when the turn ended did not survive it.
-    fn settle_subtasks(&mut self) {
-        for s in self.subtasks.iter_mut() {
-            if s.state == ViewState::Running {
-                s.state = ViewState::Interrupted;
-            }
-        }
-    }
-
-    /// Output whose first bytes only are in the record; `output_object` names the whole
-    /// text.
-    fn add_bounded_output(&mut self, agent: String, text: Bounded) {
-        self.add_output(agent, text.inline);
-        self.output_object = text.object;
-        self.output_len = Some(text.len);
-    }
-
-    fn tool_started(&mut self, s: ToolStarted) {
-        let round = self.calls.len();
-        self.tools.push(ToolEvent::started(s, round));
-    }
-
-    fn tool_finished(&mut self, r: ToolFinished) {
-        if let Some(ev) = self.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
-            ev.output = Some(bounded_text(&r.output));
-            ev.output_object = r.output.object;
-            ev.is_error = r.is_error;
-            ev.exit_code = r.exit_code;
-            ev.duration_ms = Some(r.duration_ms);
-            ev.ended_at = Some(r.at);
-        }
-    }
-
-    fn tool_result(&mut self, r: ToolResult) {
-        if let Some(ev) = self.tools.iter_mut().rev().find(|e| e.call_id == r.call_id) {
-            ev.output = Some(bounded_text(&r.output));
-            ev.output_object = r.output.object;
-            ev.is_error = r.is_error;
-            ev.ended_at = Some(r.at);
-        }
-    }
-}
-
-impl ToolEvent {
-    fn started(s: ToolStarted, round: usize) -> ToolEvent {
-        ToolEvent {
-            call_id: s.call_id,
-            name: s.name,
-            arguments: bounded_text(&s.arguments),
-            arguments_object: s.arguments.object,
-            output: None,
-            output_object: None,
-            is_error: false,
-            exit_code: None,
-            duration_ms: None,
-            started_at: s.at,
-            ended_at: None,
-            round,
-        }
-    }
-}
-
-impl From<ModelCallCost> for CallView {
-    fn from(c: ModelCallCost) -> CallView {
-        CallView {
-            provider: c.provider,
-            model: c.model,
-            reserved_tokens: c.reserved_tokens,
-            prompt_tokens: c.prompt_tokens,
-            completion_tokens: c.completion_tokens,
-            cache_write_tokens: c.cache_write_tokens,
-            cache_read_tokens: c.cache_read_tokens,
-            cost_usd: c.cost_nanos.map(|n| n as f64 / crate::cost::NANOS_PER_USD),
-            cost_nanos: c.cost_nanos,
-            finish_reason: c.finish_reason,
-        }
-    }
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {

@@ -12,6 +12,7 @@
 //!   model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
 //!   (the `Tool` trait and the `Toolbox` registry);
+//! - `fold` (one fold of ledger records into turns: what every reader of turns shows);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
@@ -43,6 +44,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod fold;
 pub mod history;
 pub mod ids;
 pub mod legacy;

@@ -3,8 +3,8 @@
 //! When an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`, or `telemetry.otlp_endpoint` in the configuration), every
 //! turn that ends becomes one trace ([`spans`]): the engine calls [`turn_ended`] after the
-//! terminal record, which reads the turn's records back from where it began and queues its
-//! spans for a background exporter ([`exporter`]) that posts them over OTLP/HTTP. Nothing
+//! terminal record, which folds the turn's records back from where it began
+//! ([`crate::fold`]) and queues its spans for a background exporter ([`exporter`]) that posts them over OTLP/HTTP. Nothing
 //! here fails or waits for a turn: a one-shot command calls [`flush`] after its output is
 //! written and waits at most [`FLUSH_BOUND`]; a long-lived process (`serve`, its actors)
 //! sends in batches. An endpoint that cannot be reached is one warning per process (and
@@ -22,8 +22,6 @@ pub mod otlp;
 use std::collections::HashMap;
 use std::time::Duration;
 
-#[cfg(feature = "otlp")]
-use axocoatl_store::ledger::Record;
 use axocoatl_store::ledger::{Damaged, Position};
 use axocoatl_store::Repo;
 
@@ -241,17 +239,12 @@ pub fn turn_ended(config: &Config, repo: &Repo, from: Position, turn: &str) {
         let Some(exporter) = exporter::get(config) else {
             return;
         };
-        let entries: Vec<(u64, Record)> = repo
-            .ledger()
-            .scan(from)
-            .flatten()
-            .filter_map(|e| {
-                let r = e.record?;
-                (r.turn() == Some(turn)).then_some((e.seq, r))
-            })
-            .collect();
-        let refs: Vec<(u64, &Record)> = entries.iter().map(|(s, r)| (*s, r)).collect();
-        if let Some(spans) = spans::turn_spans(&refs, exporter.content()) {
+        let entries = repo.ledger().scan(from).flatten();
+        let folded = crate::fold::fold_turns(entries, |id| id == turn);
+        if let Some(spans) = folded
+            .first()
+            .and_then(|t| spans::turn_spans(t, exporter.content()))
+        {
             exporter.queue(spans);
         }
     }
@@ -319,8 +312,7 @@ pub fn backfill(
     #[cfg(feature = "otlp")]
     {
         use crate::history::{Projection, Scope, Want};
-        let mut projection = Projection::of(repo, Scope::session_or_repo(session), Want::RECORDS)?;
-        let mut records = std::mem::take(&mut projection.records);
+        let projection = Projection::of(repo, Scope::session_or_repo(session), Want::TURNS)?;
         let content = content(config);
         let resource = resource();
         let mut done = Backfill {
@@ -332,12 +324,7 @@ pub fn backfill(
             .iter()
             .filter(|t| session.is_none_or(|s| t.session == s))
         {
-            let entries = records.remove(&t.turn).unwrap_or_default();
-            let refs: Vec<(u64, &Record)> = entries
-                .iter()
-                .filter_map(|e| e.record.as_ref().map(|r| (e.seq, r)))
-                .collect();
-            let Some(spans) = spans::turn_spans(&refs, &content) else {
+            let Some(spans) = spans::turn_spans(t, &content) else {
                 done.running += 1;
                 continue;
             };

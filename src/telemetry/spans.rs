@@ -1,4 +1,4 @@
-//! The spans of one turn, built from its ledger records alone: a turn traced as it ends and
+//! The spans of one turn, built from the turn as [`crate::fold`] folds its ledger records: a turn traced as it ends and
 //! the same turn exported later (`export --format otlp`) give the same trace, span for
 //! span (the ids derive from the turn id and the records' sequence numbers).
 //!
@@ -14,10 +14,9 @@
 
 use std::collections::HashMap;
 
-use axocoatl_store::ledger::record::{
-    Millis, ModelCallCost, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
-    TurnState, UsageDetail,
-};
+use axocoatl_store::ledger::record::{Millis, Usage, UsageDetail};
+
+use crate::fold::{CallView, SubtaskView, ToolEvent, TurnView, ViewState};
 
 /// An attribute value.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,23 +115,6 @@ pub fn span_id(turn: &str, seq: u64) -> [u8; 8] {
     id
 }
 
-struct Sub {
-    subtask: String,
-    worker: String,
-    /// The agent id its records carry: the worker, or `adhoc:<subtask>`.
-    agent: String,
-    span_id: [u8; 8],
-    seq: u64,
-    start: Millis,
-    end: Option<Millis>,
-    state: Option<TurnState>,
-    error: Option<String>,
-    usage: Option<axocoatl_store::ledger::record::Usage>,
-    /// The cache tokens and cost its end recorded.
-    detail: Option<UsageDetail>,
-    output: String,
-}
-
 /// Prompt tokens a provider's cache wrote, read (OpenTelemetry's GenAI conventions), and
 /// what calls cost in US dollars (axocoatl's own: the conventions have no cost).
 const CACHE_WRITE_ATTR: &str = "gen_ai.usage.cache_creation.input_tokens";
@@ -140,11 +122,7 @@ const CACHE_READ_ATTR: &str = "gen_ai.usage.cache_read.input_tokens";
 const COST_ATTR: &str = "axocoatl.cost.usd";
 
 /// The cache and cost attributes of a span summing `d`; no cost when some call had none.
-fn detail_attrs(
-    attrs: &mut Attributes,
-    usage: &axocoatl_store::ledger::record::Usage,
-    d: &UsageDetail,
-) {
+fn detail_attrs(attrs: &mut Attributes, usage: &Usage, d: &UsageDetail) {
     attrs.push((CACHE_WRITE_ATTR, Value::Int(d.cache_write_tokens as i64)));
     attrs.push((CACHE_READ_ATTR, Value::Int(d.cache_read_tokens as i64)));
     if d.cost_complete(usage) {
@@ -155,23 +133,17 @@ fn detail_attrs(
     }
 }
 
-/// The spans of the turn whose records (in ledger order, with their sequence numbers) are
-/// `records`; `None` while it has not ended. The turn's span comes first.
-pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<Span>> {
-    let begun = records.iter().find_map(|(_, r)| match r {
-        Record::TurnBegun(b) => Some(b),
-        _ => None,
-    })?;
-    let ended = records.iter().find_map(|(_, r)| match r {
-        Record::TurnEnded(e) if e.turn == begun.turn => Some(e),
-        _ => None,
-    })?;
-    let turn = begun.turn.as_str();
+/// The spans of turn `t` as the fold made it; `None` while it has no terminal record. The
+/// turn's span comes first.
+pub fn turn_spans(t: &TurnView, content: &Content) -> Option<Vec<Span>> {
+    t.end_seq?;
+    let ended_at = t.ended_at?;
+    let turn = t.turn.as_str();
     let trace = trace_id(turn);
     let root = span_id(turn, 0);
     let common = |attrs: &mut Attributes| {
         attrs.push(("axocoatl.turn.id", Value::Str(turn.to_owned())));
-        attrs.push(("axocoatl.session", Value::Str(begun.session.clone())));
+        attrs.push(("axocoatl.session", Value::Str(t.session.clone())));
     };
     let cx = TurnSpans {
         turn,
@@ -180,71 +152,23 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
         content,
         common: &common,
     };
-    let mut spans = vec![root_span(begun, ended, records, content, trace, root)];
-    let mut subs: Vec<Sub> = Vec::new();
-    let mut tasks: HashMap<&str, &str> = HashMap::new();
-    let mut last_at: HashMap<&str, Millis> = HashMap::from([(begun.agent.as_str(), begun.at)]);
-    let mut latest = begun.at;
-    let mut open: Vec<(u64, &ToolStarted)> = Vec::new();
-    for &(seq, record) in records {
-        match record {
-            Record::PlanMade(m) => {
-                for s in &m.subtasks {
-                    tasks.insert(&s.id, &s.task);
-                }
-                last_at.insert(&m.coordinator, m.at);
-            }
-            Record::SubtaskStarted(s) => subs.push(Sub::started(s, span_id(turn, seq), seq)),
-            Record::SubtaskEnded(e) => {
-                if let Some(s) = subs
-                    .iter_mut()
-                    .rev()
-                    .find(|s| s.subtask == e.subtask && s.end.is_none())
-                {
-                    s.end(e);
-                }
-                // The coordinator waits for its subtasks: its next call starts after them.
-                let c = last_at.entry(&begun.agent).or_insert(e.at);
-                *c = (*c).max(e.at);
-            }
-            Record::ModelCall(_) | Record::ModelCallCost(_) => {
-                if let Some((agent, c)) = model_call(record) {
-                    let start = start_of(&last_at, &subs, agent, latest);
-                    let parent = parent_of(&subs, agent, c.at, root);
-                    spans.push(chat_span(&cx, seq, &c, start, parent));
-                    last_at.insert(agent, c.at);
-                }
-            }
-            Record::UsageCost(c) => subtask_detail(&mut subs, c),
-            Record::ToolStarted(s) => {
-                open.push((seq, s));
-                last_at.insert(&s.agent, s.at);
-            }
-            Record::ToolFinished(r) => {
-                let result = Some((r.output.inline.as_str(), r.is_error, r.exit_code));
-                spans.extend(close_tool(&cx, &mut open, &subs, &r.call_id, r.at, result));
-                last_at.insert(&r.agent, r.at);
-            }
-            Record::ToolResult(r) => {
-                let result = Some((r.output.inline.as_str(), r.is_error, None));
-                spans.extend(close_tool(&cx, &mut open, &subs, &r.call_id, r.at, result));
-                last_at.insert(&r.agent, r.at);
-            }
-            _ => {}
-        }
-        if let Some(at) = record.at() {
-            latest = latest.max(at);
-        }
+    let parent =
+        |subtask: Option<usize>| subtask.map_or(root, |i| span_id(turn, t.subtasks[i].seq));
+    let mut spans = vec![root_span(t, ended_at, content, trace, root)];
+    for c in &t.calls {
+        spans.push(chat_span(&cx, c, parent(c.subtask)));
     }
-    for (seq, s) in open {
-        let parent = parent_of(&subs, &s.agent, s.at, root);
-        spans.push(tool_span(
-            turn, seq, s, ended.at, None, parent, content, &common,
-        ));
+    for x in &t.tools {
+        spans.push(tool_span(&cx, x, ended_at, parent(x.subtask)));
     }
-    for s in &subs {
+    let tasks: HashMap<&str, &str> = t
+        .plan
+        .iter()
+        .flat_map(|p| p.subtasks.iter().map(|s| (s.id.as_str(), s.task.as_str())))
+        .collect();
+    for s in &t.subtasks {
         let task = tasks.get(s.subtask.as_str()).copied();
-        spans.push(subtask_span(&cx, s, task, ended.at));
+        spans.push(subtask_span(&cx, s, task, ended_at));
     }
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
@@ -253,16 +177,19 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
 
 /// The span of subtask `s`, which ran `task`: it ends with the turn (`turn_end`) if it did
 /// not end.
-fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -> Span {
+fn subtask_span(cx: &TurnSpans, s: &SubtaskView, task: Option<&str>, turn_end: Millis) -> Span {
     let content = cx.content;
+    let ended = s.ended_at.is_some() && s.state != ViewState::Interrupted;
+    let state = if ended {
+        s.state.as_str()
+    } else {
+        "interrupted"
+    };
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("invoke_agent".into())),
         ("gen_ai.agent.name", Value::Str(s.worker.clone())),
         ("axocoatl.subtask.id", Value::Str(s.subtask.clone())),
-        (
-            "axocoatl.subtask.state",
-            Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
-        ),
+        ("axocoatl.subtask.state", Value::Str(state.into())),
     ];
     if let Some(u) = s.usage {
         attrs.push((
@@ -292,58 +219,35 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
         }
     }
     (cx.common)(&mut attrs);
-    let error = match s.state {
-        Some(TurnState::Failed) => Some(s.error.as_deref().map_or_else(
+    let error = if !ended {
+        Some("the subtask did not end".to_owned())
+    } else if s.state == ViewState::Failed {
+        Some(s.error.as_deref().map_or_else(
             || "the subtask failed".to_owned(),
             |e| content_or(content, e, "the subtask failed"),
-        )),
-        None | Some(TurnState::Interrupted) => Some("the subtask did not end".to_owned()),
-        _ => None,
+        ))
+    } else {
+        None
     };
     if error.is_some() {
-        attrs.push((
-            "error.type",
-            Value::Str(s.state.map_or("interrupted", TurnState::as_str).into()),
-        ));
+        attrs.push(("error.type", Value::Str(state.into())));
     }
     Span {
         trace_id: cx.trace,
-        span_id: s.span_id,
+        span_id: span_id(cx.turn, s.seq),
         parent: Some(cx.root),
         name: format!("invoke_agent {}", s.worker),
         kind: Kind::Internal,
-        start: s.start,
-        end: s.end.unwrap_or(turn_end),
+        start: s.started_at,
+        end: s.ended_at.unwrap_or(turn_end),
         attributes: attrs,
         error,
         seq: s.seq,
     }
 }
 
-/// A model call of either record kind, and the agent it ran as (borrowed from the record).
-fn model_call(record: &Record) -> Option<(&str, std::borrow::Cow<'_, ModelCallCost>)> {
-    use std::borrow::Cow;
-    match record {
-        Record::ModelCall(c) => Some((&c.agent, Cow::Owned(ModelCallCost::from(c.clone())))),
-        Record::ModelCallCost(c) => Some((&c.agent, Cow::Borrowed(c))),
-        _ => None,
-    }
-}
-
-/// A worker's subtask's cache tokens and cost, for its span.
-fn subtask_detail(subs: &mut [Sub], c: &axocoatl_store::ledger::record::UsageCost) {
-    let ended = c.subtask.as_deref().and_then(|id| {
-        subs.iter_mut()
-            .rev()
-            .find(|s| s.subtask == id && s.end.is_some())
-    });
-    if let Some(s) = ended {
-        s.detail = Some(c.detail);
-    }
-}
-
-/// A model call's span: `chat {model}`.
-fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCallCost, start: Millis, parent: [u8; 8]) -> Span {
+/// A model call's span: `chat {model}`, under `parent`.
+fn chat_span(cx: &TurnSpans, c: &CallView, parent: [u8; 8]) -> Span {
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("chat".into())),
         (
@@ -387,43 +291,16 @@ fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCallCost, start: Millis, parent:
     (cx.common)(&mut attrs);
     Span {
         trace_id: cx.trace,
-        span_id: span_id(cx.turn, seq),
+        span_id: span_id(cx.turn, c.seq),
         parent: Some(parent),
         name: format!("chat {}", c.model),
         kind: Kind::Client,
-        start: start.min(c.at),
+        start: c.started_at,
         end: c.at,
         attributes: attrs,
         error: None,
-        seq,
+        seq: c.seq,
     }
-}
-
-/// The span an agent's step at `at` is under: the subtask running that agent then, else
-/// the turn's (`root`).
-fn parent_of(subs: &[Sub], agent: &str, at: Millis, root: [u8; 8]) -> [u8; 8] {
-    subs.iter()
-        .rev()
-        .find(|s| s.agent == agent && s.start <= at && s.end.is_none_or(|e| at <= e))
-        .map_or(root, |s| s.span_id)
-}
-
-/// Ends the open tool call `call_id` at `end` with `result`: its span (none when no call of
-/// that id is open).
-fn close_tool(
-    cx: &TurnSpans,
-    open: &mut Vec<(u64, &ToolStarted)>,
-    subs: &[Sub],
-    call_id: &str,
-    end: Millis,
-    result: Option<(&str, bool, Option<i32>)>,
-) -> Option<Span> {
-    let i = open.iter().rposition(|(_, s)| s.call_id == call_id)?;
-    let (seq, s) = open.remove(i);
-    let parent = parent_of(subs, &s.agent, s.at, cx.root);
-    Some(tool_span(
-        cx.turn, seq, s, end, result, parent, cx.content, cx.common,
-    ))
 }
 
 /// What the spans of one turn share.
@@ -434,51 +311,6 @@ struct TurnSpans<'a> {
     content: &'a Content,
     /// Adds the attributes every span of the turn has.
     common: &'a dyn Fn(&mut Attributes),
-}
-
-impl Sub {
-    fn started(s: &SubtaskStarted, span_id: [u8; 8], seq: u64) -> Sub {
-        let agent = if s.worker == "adhoc" {
-            format!("adhoc:{}", s.subtask)
-        } else {
-            s.worker.clone()
-        };
-        Sub {
-            subtask: s.subtask.clone(),
-            worker: s.worker.clone(),
-            agent,
-            span_id,
-            seq,
-            start: s.at,
-            end: None,
-            state: None,
-            error: None,
-            usage: None,
-            detail: None,
-            output: String::new(),
-        }
-    }
-
-    fn end(&mut self, e: &SubtaskEnded) {
-        self.end = Some(e.at);
-        self.state = Some(e.state);
-        self.error = e.error.clone();
-        self.usage = Some(e.usage);
-        self.output = e.output.inline.clone();
-    }
-}
-
-/// When an agent's next call started: after its own previous step, else (its first call
-/// in this turn) after the subtask that runs it started, else after the turn's latest
-/// record.
-fn start_of(last_at: &HashMap<&str, Millis>, subs: &[Sub], agent: &str, latest: Millis) -> Millis {
-    if let Some(at) = last_at.get(agent) {
-        return *at;
-    }
-    subs.iter()
-        .rev()
-        .find(|s| s.agent == agent)
-        .map_or(latest, |s| s.start)
 }
 
 /// An error message with the tool's or model's own words only when content is captured
@@ -492,120 +324,91 @@ fn content_or(content: &Content, text: &str, generic: &str) -> String {
 }
 
 fn root_span(
-    begun: &TurnBegun,
-    ended: &TurnEnded,
-    records: &[(u64, &Record)],
+    t: &TurnView,
+    ended_at: Millis,
     content: &Content,
     trace: [u8; 16],
     root: [u8; 8],
 ) -> Span {
+    let usage = t.usage.unwrap_or(Usage::ZERO);
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("invoke_agent".into())),
-        ("gen_ai.agent.name", Value::Str(begun.agent.clone())),
-        ("gen_ai.conversation.id", Value::Str(begun.session.clone())),
-        ("axocoatl.turn.id", Value::Str(begun.turn.clone())),
-        ("axocoatl.session", Value::Str(begun.session.clone())),
-        (
-            "axocoatl.turn.state",
-            Value::Str(ended.state.as_str().into()),
-        ),
-        ("axocoatl.turn.mode", Value::Str(begun.mode.clone())),
+        ("gen_ai.agent.name", Value::Str(t.agent.clone())),
+        ("gen_ai.conversation.id", Value::Str(t.session.clone())),
+        ("axocoatl.turn.id", Value::Str(t.turn.clone())),
+        ("axocoatl.session", Value::Str(t.session.clone())),
+        ("axocoatl.turn.state", Value::Str(t.state.as_str().into())),
+        ("axocoatl.turn.mode", Value::Str(t.mode.clone())),
         (
             "gen_ai.usage.input_tokens",
-            Value::Int(ended.usage.prompt_tokens as i64),
+            Value::Int(usage.prompt_tokens as i64),
         ),
         (
             "gen_ai.usage.output_tokens",
-            Value::Int(ended.usage.completion_tokens as i64),
+            Value::Int(usage.completion_tokens as i64),
         ),
     ];
-    let mut detail = None::<UsageDetail>;
-    for (_, r) in records {
-        if let Record::UsageCost(c) = r {
-            detail
-                .get_or_insert_with(UsageDetail::default)
-                .add(&c.detail);
-        }
+    // Cache and cost when the turn recorded them (a turn from before they were did not).
+    if t.detail.calls > 0 {
+        detail_attrs(&mut attrs, &usage, &t.detail);
     }
-    if let Some(d) = &detail {
-        detail_attrs(&mut attrs, &ended.usage, d);
-    }
-    if let Some(r) = &begun.retry_of {
+    if let Some(r) = &t.retry_of {
         attrs.push(("axocoatl.turn.retry_of", Value::Str(r.clone())));
     }
-    for (_, r) in records {
-        if let Record::TurnOrigin(o) = r {
-            attrs.push(("axocoatl.automation", Value::Str(o.automation.clone())));
-        }
+    if let Some(o) = &t.origin {
+        attrs.push(("axocoatl.automation", Value::Str(o.automation.clone())));
     }
     if content.capture {
         attrs.push((
             "gen_ai.input.messages",
-            content.messages("user", &begun.request, None),
+            content.messages("user", &t.request, None),
         ));
-        let answer: Vec<&str> = records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::AgentOutput(o) => Some(o.text.as_str()),
-                Record::AgentOutputBounded(o) => Some(o.text.inline.as_str()),
-                _ => None,
-            })
-            .filter(|t| !t.is_empty())
-            .collect();
-        if !answer.is_empty() {
+        if !t.output.is_empty() {
             attrs.push((
                 "gen_ai.output.messages",
-                content.messages("assistant", &answer.join("\n"), None),
+                content.messages("assistant", &t.output, None),
             ));
         }
     }
-    let error = match ended.state {
-        TurnState::Failed => Some(
-            ended
-                .error
+    let error = match t.state {
+        ViewState::Failed => Some(
+            t.error
                 .as_deref()
                 .map_or_else(|| "the turn failed".to_owned(), |e| content.text(e)),
         ),
-        TurnState::Interrupted => Some("the process running the turn ended before it".to_owned()),
-        TurnState::Completed | TurnState::Stopped => None,
+        ViewState::Interrupted => Some("the process running the turn ended before it".to_owned()),
+        ViewState::Completed | ViewState::Stopped | ViewState::Running => None,
     };
     if error.is_some() {
-        attrs.push(("error.type", Value::Str(ended.state.as_str().into())));
+        attrs.push(("error.type", Value::Str(t.state.as_str().into())));
     }
     Span {
         trace_id: trace,
         span_id: root,
         parent: None,
-        name: format!("invoke_agent {}", begun.agent),
+        name: format!("invoke_agent {}", t.agent),
         kind: Kind::Internal,
-        start: begun.at,
-        end: ended.at.max(begun.at),
+        start: t.started_at,
+        end: ended_at.max(t.started_at),
         seq: 0,
         attributes: attrs,
         error,
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one tool call: its start record, end, result, place in the trace and what spans carry"
-)]
-fn tool_span(
-    turn: &str,
-    seq: u64,
-    s: &ToolStarted,
-    end: Millis,
-    result: Option<(&str, bool, Option<i32>)>,
-    parent: [u8; 8],
-    content: &Content,
-    common: &dyn Fn(&mut Attributes),
-) -> Span {
+/// A tool call's span, under `parent`: it ends with the turn (`turn_end`), as an error,
+/// when no result was recorded.
+fn tool_span(cx: &TurnSpans, x: &ToolEvent, turn_end: Millis, parent: [u8; 8]) -> Span {
+    let content = cx.content;
+    let result = x
+        .ended_at
+        .map(|_| (x.output.as_deref().unwrap_or(""), x.is_error, x.exit_code));
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("execute_tool".into())),
-        ("gen_ai.tool.name", Value::Str(s.name.clone())),
-        ("gen_ai.tool.call.id", Value::Str(s.call_id.clone())),
+        ("gen_ai.tool.name", Value::Str(x.name.clone())),
+        ("gen_ai.tool.call.id", Value::Str(x.call_id.clone())),
         ("gen_ai.tool.type", Value::Str("function".into())),
-        ("gen_ai.agent.name", Value::Str(s.agent.clone())),
+        ("gen_ai.agent.name", Value::Str(x.agent.clone())),
     ];
     if let Some((_, _, Some(code))) = result {
         attrs.push(("axocoatl.tool.exit_code", Value::Int(i64::from(code))));
@@ -613,13 +416,13 @@ fn tool_span(
     if content.capture {
         attrs.push((
             "gen_ai.tool.call.arguments",
-            Value::Str(content.text(&s.arguments.inline)),
+            Value::Str(content.text(&x.arguments)),
         ));
         if let Some((output, _, _)) = result {
             attrs.push(("gen_ai.tool.call.result", Value::Str(content.text(output))));
         }
     }
-    common(&mut attrs);
+    (cx.common)(&mut attrs);
     let error = match result {
         None => Some("no result was recorded".to_owned()),
         Some((_, true, Some(code))) => Some(format!("the command exited with {code}")),
@@ -631,17 +434,18 @@ fn tool_span(
     if error.is_some() {
         attrs.push(("error.type", Value::Str("tool_error".into())));
     }
+    let end = x.ended_at.unwrap_or(turn_end);
     Span {
-        trace_id: trace_id(turn),
-        span_id: span_id(turn, seq),
+        trace_id: cx.trace,
+        span_id: span_id(cx.turn, x.seq),
         parent: Some(parent),
-        name: format!("execute_tool {}", s.name),
+        name: format!("execute_tool {}", x.name),
         kind: Kind::Internal,
-        start: s.at,
-        end: end.max(s.at),
+        start: x.started_at,
+        end: end.max(x.started_at),
         attributes: attrs,
         error,
-        seq,
+        seq: x.seq,
     }
 }
 
@@ -649,7 +453,8 @@ fn tool_span(
 mod tests {
     use super::*;
     use axocoatl_store::ledger::record::{
-        Bounded, ModelCall, SubtaskEnded, SubtaskStarted, ToolFinished, Usage,
+        Bounded, ModelCall, Record, SubtaskEnded, SubtaskStarted, ToolFinished, ToolStarted,
+        TurnBegun, TurnEnded, TurnState,
     };
 
     fn bounded(s: &str) -> Bounded {
@@ -725,12 +530,13 @@ mod tests {
     }
 
     fn spans_of(records: &[Record], content: &Content) -> Option<Vec<Span>> {
-        let refs: Vec<(u64, &Record)> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i as u64 + 1, r))
-            .collect();
-        turn_spans(&refs, content)
+        let mut all = records.iter().cloned().zip(1u64..);
+        let (first, seq) = all.next()?;
+        let mut t = TurnView::start(first, Default::default(), seq).ok()?;
+        for (r, seq) in all {
+            t.fold(seq, r);
+        }
+        turn_spans(&t, content)
     }
 
     fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {

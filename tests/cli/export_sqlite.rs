@@ -686,13 +686,13 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     drop(db);
 
     // The same file as the first schema wrote it: no `name` column (nor the cache and cost
-    // columns of version 3), version 1.
+    // columns of versions 3 and 4), version 1.
     let first = env.work.join("first.db");
     std::fs::copy(&path, &first).expect("copy");
     Connection::open(&first)
         .expect("open")
         .execute_batch(&format!(
-            "{DROP_CACHE_AND_COST}
+            "{DROP_SUBTASK_COST}{DROP_CACHE_AND_COST}
              ALTER TABLE sessions DROP COLUMN name;
              UPDATE _meta SET value = '1' WHERE key = 'schema_version';
              PRAGMA user_version = 1;"
@@ -705,13 +705,20 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     assert_eq!(name(&db), "elsewhere");
     assert_eq!(
         one::<String>(&db, "SELECT value FROM _meta WHERE key = 'schema_version'"),
-        "3"
+        "4"
     );
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 3);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 4);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &first), dump(&env, &env.work.join("fresh.db")));
 }
+
+/// What version 4 added: a file of version 3 has none of it.
+pub const DROP_SUBTASK_COST: &str = "
+    ALTER TABLE subtasks DROP COLUMN cache_write_tokens;
+    ALTER TABLE subtasks DROP COLUMN cache_read_tokens;
+    ALTER TABLE subtasks DROP COLUMN cost_usd;
+    ALTER TABLE subtasks DROP COLUMN priced_calls;";
 
 /// What version 3 added: a file of version 2 has none of it.
 const DROP_CACHE_AND_COST: &str = "
@@ -765,7 +772,7 @@ fn a_refresh_upgrades_a_second_schema_file_with_cache_and_cost() {
     Connection::open(&path)
         .expect("open")
         .execute_batch(&format!(
-            "{DROP_CACHE_AND_COST}
+            "{DROP_SUBTASK_COST}{DROP_CACHE_AND_COST}
              UPDATE _meta SET value = '2' WHERE key = 'schema_version';
              PRAGMA user_version = 2;"
         ))
@@ -774,7 +781,7 @@ fn a_refresh_upgrades_a_second_schema_file_with_cache_and_cost() {
     let r = export(&env, &["--all", "-o", "live.db"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let db = open(&path);
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 3);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 4);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &path), dump(&env, &env.work.join("fresh.db")));

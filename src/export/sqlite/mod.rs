@@ -367,6 +367,10 @@ fn apply_from(
     };
     let mut damaged: Vec<Damaged> = Vec::new();
     let mut applier = apply::Applier::new(repo, tx, session, path)?;
+    if meta.schema < schema::REFOLDED && meta.mark.seq > 0 {
+        // Coordinators' turns of an older file counted their workers' usage as their own.
+        applier.rewrite(schema::COORDINATOR_TURNS, meta.mark.seq)?;
+    }
     let mut mark = meta.mark.clone();
     let mut records = 0u64;
     for item in scan {

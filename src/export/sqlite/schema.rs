@@ -12,7 +12,17 @@
 /// 2: `sessions.name`, the name a session goes by now.
 /// 3: the prompt cache's tokens and the cost of each model call and turn
 /// (`cache_write_tokens`, `cache_read_tokens`, `cost_usd`; a turn's `priced_calls`).
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: a turn's row counts its own agent's usage and each subtask's row its worker's (a
+/// coordinator's row counted its workers' too), with the subtask's cache tokens and cost;
+/// subtask row ids follow the ledger.
+pub const SCHEMA_VERSION: u32 = 4;
+
+/// The version from which a turn's rows are written as [`crate::fold`] folds the turn: a
+/// refresh of an older file writes its coordinators' turns again ([`COORDINATOR_TURNS`]).
+pub const REFOLDED: u32 = 4;
+
+/// The turns of a file whose rows an older version wrote differently: those with subtasks.
+pub const COORDINATOR_TURNS: &str = "SELECT DISTINCT turn FROM subtasks";
 
 /// What a refresh runs on a file of version `n` (in the first element) to bring it to
 /// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
@@ -20,7 +30,17 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub const UPGRADES: &[(u32, &str)] = &[
     (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
     (2, CACHE_AND_COST),
+    (3, SUBTASK_COST),
 ];
+
+/// Version 3 to 4: a subtask's cache tokens and cost (the rows of the turns with subtasks are
+/// then written again, from the ledger).
+const SUBTASK_COST: &str = "
+ALTER TABLE subtasks ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE subtasks ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE subtasks ADD COLUMN cost_usd REAL;
+ALTER TABLE subtasks ADD COLUMN priced_calls INTEGER;
+";
 
 /// Version 2 to 3: the cache and cost columns, filled from the events a file already holds
 /// (a file written by a build that did not know these records has none: its older rows keep
@@ -169,7 +189,11 @@ CREATE TABLE subtasks (
     completion_tokens INTEGER,
     model_calls INTEGER,
     started_at TEXT,
-    ended_at TEXT
+    ended_at TEXT,
+    cache_write_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cost_usd REAL,
+    priced_calls INTEGER
 );
 CREATE INDEX subtasks_turn ON subtasks(turn, subtask);
 CREATE TABLE attachments (

@@ -822,8 +822,9 @@ pub const TURN_POSTING: u32 = 1 << 31;
 
 /// A turn's own usage: `total` (every call of the turn) less what it `handed` its workers;
 /// `total` itself when it reports no usage at all (an interrupted turn's record, which
-/// knows nothing of its workers); `None` when it reports less than it handed.
-fn own_usage(total: Usage, handed: &Usage) -> Option<Usage> {
+/// knows nothing of its workers); `None` when it reports less than it handed. The one place
+/// usage is taken apart: the indexes' rows and the runtime's fold of a turn both call it.
+pub fn own_usage(total: Usage, handed: &Usage) -> Option<Usage> {
     let none = Usage {
         complete: false,
         ..Usage::ZERO

@@ -40,9 +40,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-pub use build::day_of;
 use build::TURN_KEY;
 pub(crate) use build::TURN_POSTING;
+pub use build::{day_of, own_usage};
 pub(crate) use build::{digest, Builder};
 use format::{FileBytes, Rows, SectionFile, Stamp};
 use rows::{Row, StoredUsage, TurnRow};
