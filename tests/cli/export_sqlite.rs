@@ -68,7 +68,7 @@ fn one<T: rusqlite::types::FromSql>(db: &Connection, sql: &str) -> T {
 /// Every table of an export, row by row in key order (`_meta`'s times and the
 /// repository's own values left out), normalized: two exports of the same ledger dump
 /// the same.
-fn dump(env: &TestEnv, path: &Path) -> String {
+pub fn dump(env: &TestEnv, path: &Path) -> String {
     let db = open(path);
     let tables: Vec<String> = db
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'events_fts%' ORDER BY name")

@@ -51,3 +51,5 @@ mod teams;
 mod telemetry;
 mod tool_arguments;
 mod tools;
+#[cfg(all(feature = "sqlite", feature = "otlp"))]
+mod turn_agreement;
