@@ -1,7 +1,8 @@
 //! The layers, checked from the source: the modules of `src/` and of the store's
 //! `store/src/` depend on each other in one direction only (no import circles), the
-//! store's ledger knows nothing of the indexes and searches built over it, and the runtime
-//! never parses command lines or prints.
+//! store's ledger knows nothing of the indexes and searches built over it, the runtime
+//! never parses command lines or prints, and what a turn's records mean is read in one
+//! place (the fold).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -527,4 +528,147 @@ fn projections_are_made_by_projection_of() {
         others.join("\n")
     );
     assert_eq!(makers.len(), allowed.len(), "{makers:?}");
+}
+
+/// The record kinds of the ledger (`records!` in `store/src/ledger/record.rs`): each name,
+/// and whether its records name a turn.
+fn record_kinds(root: &Path) -> Vec<(String, bool)> {
+    let table =
+        std::fs::read_to_string(root.join("store/src/ledger/record.rs")).expect("record.rs");
+    let row = regex::Regex::new(r"(?m)^\s*\d+ => ([A-Z][A-Za-z]*) \[([^\]]*)\],").expect("re");
+    row.captures_iter(&table)
+        .map(|c| (c[1].to_owned(), c[2].contains("Turn")))
+        .collect()
+}
+
+/// The kinds of `Record` that `code` matches on (as a pattern, not as a value it builds).
+fn matched_kinds(code: &str) -> BTreeSet<String> {
+    let wildcard = regex::Regex::new(r"Record::([A-Z]\w*)\s*\(\s*(?:_|\.\.)\s*\)").expect("re");
+    let binding = regex::Regex::new(
+        r"Record::([A-Z]\w*)\s*\(\s*(?:ref\s+|mut\s+)?[a-z_][a-z0-9_]*\s*\)[\s)]*(?:=>|\||\bif\b|=[^=>])",
+    )
+    .expect("re");
+    wildcard
+        .captures_iter(code)
+        .chain(binding.captures_iter(code))
+        .map(|c| c[1].to_owned())
+        .collect()
+}
+
+/// A turn's records are read in one place: the fold (`src/fold/`) decides what each kind
+/// means for a turn, and history, the exports and the traces take the turns it folds. Its
+/// one match names every kind of record, with no catch-all arm, so a kind added to the
+/// ledger does not compile until the fold decides; and no other production code matches
+/// the kinds of a turn's records but the few that ask one fact of a turn's life and fold
+/// nothing, each named here with why.
+#[test]
+fn only_the_fold_reads_what_a_turn_s_records_mean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let kinds = record_kinds(root);
+    assert!(kinds.len() > 20, "found the record kinds: {kinds:?}");
+    let fold = root.join("src/fold/records.rs");
+    let code = blank_literals(&non_test_source(&fold));
+    let named = matched_kinds(&code);
+    let missing: Vec<&str> = kinds
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !named.contains(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "src/fold/records.rs does not decide what these kinds mean for a turn: {missing:?}"
+    );
+    assert!(
+        !regex::Regex::new(r"\b_\s*=>").expect("re").is_match(&code),
+        "src/fold/records.rs has a catch-all arm: name each kind instead"
+    );
+
+    let turn_kinds: BTreeSet<String> = kinds
+        .iter()
+        .filter(|(_, of_turn)| *of_turn)
+        .map(|(k, _)| k.clone())
+        .collect();
+    // (file, the turn kinds it may match, why it is no fold)
+    let allowed: [(&str, &[&str], &str); 7] = [
+        (
+            "src/relations.rs",
+            &["AttachmentConsumed", "TurnBegun"],
+            "attachment state, the session projection's: what a turn pinned and consumed",
+        ),
+        (
+            "src/session.rs",
+            &["TurnBegun", "TurnEnded"],
+            "whether a turn is still open, under the append lock",
+        ),
+        (
+            "src/control.rs",
+            &["TurnEnded"],
+            "waits for a turn's terminal record",
+        ),
+        (
+            "src/engine/watcher.rs",
+            &["StopRequested"],
+            "the running turn's stop probe",
+        ),
+        (
+            "src/automation/runner.rs",
+            &["TurnEnded", "TurnOrigin"],
+            "the turn an automation occurrence started, and whether it ended",
+        ),
+        (
+            "src/legacy/turns.rs",
+            &[
+                "AgentOutput",
+                "AgentOutputBounded",
+                "ModelCall",
+                "ToolResult",
+                "ToolStarted",
+                "TurnBegun",
+            ],
+            "the records an import is about to write, not the ledger's",
+        ),
+        (
+            "src/export/sqlite/apply/events.rs",
+            &["*"],
+            "the export's events table: one row per record, record by record",
+        ),
+    ];
+    let mut files = Vec::new();
+    for dir in ["src", "cmd"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    let mut found = Vec::new();
+    let mut used = BTreeSet::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        let rel = file.strip_prefix(root).unwrap_or(file);
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if rel.starts_with("src/fold/") {
+            continue;
+        }
+        let code = blank_literals(&non_test_source(file));
+        let allow = allowed.iter().find(|(f, _, _)| *f == rel);
+        for kind in matched_kinds(&code).intersection(&turn_kinds) {
+            match allow {
+                Some((_, ok, _)) if ok.contains(&"*") || ok.contains(&kind.as_str()) => {
+                    used.insert(rel.clone());
+                }
+                _ => found.push(format!("{rel}: Record::{kind}")),
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the kinds of a turn's records matched outside src/fold/ (fold the turn with crate::fold and read the TurnView):\n{}",
+        found.join("\n")
+    );
+    let stale: Vec<&str> = allowed
+        .iter()
+        .map(|(f, _, _)| *f)
+        .filter(|f| !used.contains(*f))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "allowed but matching no turn kind any more: {stale:?}"
+    );
 }
