@@ -141,6 +141,7 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod stream;
 mod watcher;
 
 use std::path::PathBuf;

@@ -6,6 +6,7 @@
 mod common;
 
 mod automations;
+mod budget_calls;
 mod budget_estimate;
 mod cli_attach;
 mod cli_budget;
@@ -16,11 +17,13 @@ mod cli_turns;
 mod config_validate;
 mod docs_examples;
 mod docs_sync;
+mod effects;
 mod embedder;
 mod engine;
 mod everyday;
 #[cfg(feature = "sqlite")]
 mod export_sqlite;
+mod follow;
 mod hostile_input;
 mod layers;
 mod ledger_crash;
@@ -40,6 +43,7 @@ mod sandbox;
 mod sandbox_files;
 mod serve;
 mod serve_limits;
+mod serve_memory;
 mod store_faults;
 mod store_fixture;
 mod store_props;
