@@ -480,6 +480,7 @@ mod tests {
                 agent: "bot".into(),
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
+                new_session: true,
             },
             TurnEvent::Delta {
                 turn: turn(),
@@ -570,6 +571,7 @@ mod tests {
             agent: "bot".into(),
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
+            new_session: false,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
         assert_eq!(
