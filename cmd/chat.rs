@@ -240,6 +240,7 @@ fn retry(
 ) -> CliResult {
     let last = last_turn(ws, shown)?;
     let opts = engine::retry_options(ws, &last.turn, false, &args.overrides.overrides())?;
+    crate::retry::warn_of_effects(ws, &last.turn, false, ui)?;
     signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 

@@ -56,6 +56,9 @@ pub const ACTORS_DIR: &str = "run/actors";
 /// file per agent ([`rewind_pending_path`]), removed once it is, so the next command
 /// finishes what a crash left.
 pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
+/// What each running turn has reported so far, one file per turn ([`stream_path`]),
+/// removed when it ends: `axocoatl follow` reads it from another process.
+pub const STREAMS_DIR: &str = "run/streams";
 /// Lock files of automations (volatile coordination, not history).
 pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
 /// In an automation's record directory: the occurrences running now.
@@ -177,6 +180,11 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The stream file of running turn `turn` (an id: hex digits only, checked by the caller).
+pub fn stream_path(root: &Path, turn: &str) -> PathBuf {
+    root.join(STREAMS_DIR).join(turn)
 }
 
 pub fn session_lock_path(root: &Path, session: &str) -> PathBuf {

@@ -6,6 +6,7 @@
 mod common;
 
 mod automations;
+mod budget_calls;
 mod budget_estimate;
 mod cli_attach;
 mod cli_budget;
@@ -17,11 +18,13 @@ mod config_validate;
 mod cost;
 mod docs_examples;
 mod docs_sync;
+mod effects;
 mod embedder;
 mod engine;
 mod everyday;
 #[cfg(feature = "sqlite")]
 mod export_sqlite;
+mod follow;
 mod hostile_input;
 mod layers;
 mod ledger_crash;
@@ -42,6 +45,7 @@ mod sandbox;
 mod sandbox_files;
 mod serve;
 mod serve_limits;
+mod serve_memory;
 mod store_faults;
 mod store_fixture;
 mod store_props;
