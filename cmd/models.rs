@@ -217,11 +217,7 @@ fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliRes
 fn ready_copies(env: &dyn Fn(&str) -> Option<String>, ui: &mut Ui) -> CliResult {
     #[cfg(feature = "local")]
     if let Some(dir) = axocoatl::config::local_ready_dir(env) {
-        let copies = axocoatl::provider::local::ready_copies(&dir);
-        if copies.is_empty() {
-            writeln!(ui.out, "  runs as it is: no ready-to-run copy")?;
-        }
-        for (path, bytes) in copies {
+        for (path, bytes) in axocoatl::provider::local::ready_copies(&dir) {
             writeln!(
                 ui.out,
                 "  stale     {} ({}, an earlier build's ready-to-run copy; the next load removes it)",

@@ -113,3 +113,29 @@ fn a_session_keeps_its_attention_cache_and_a_rewind_drops_it() {
     let (without, _) = send(&env, &model, "And the lightest?");
     assert_eq!(third, without);
 }
+
+/// A ready-to-run copy an earlier build kept is shown by `models list` with its size, as
+/// stale, and the next load of the model removes it.
+#[test]
+fn models_list_shows_a_stale_ready_copy_and_a_load_removes_it() {
+    let model = model();
+    let env = TestEnv::with_config("agents:\n  - id: a\n    provider: local\n");
+    let ready = env.home.join(".cache/axocoatl/models/ready");
+    std::fs::create_dir_all(&ready).expect("ready dir");
+    let copy = ready.join("SmolLM2-135M-Instruct.Q4_1-0123456789abcdef.q8_0.gguf");
+    std::fs::write(&copy, vec![0u8; 3 << 20]).expect("copy");
+    let r = env.run(&["models", "list"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(&format!(
+            "stale     {} (3.0 MiB, an earlier build's ready-to-run copy; the next load removes it)",
+            copy.display()
+        )),
+        "{}",
+        r.stdout
+    );
+    send(&env, &model, "Hi.");
+    assert!(!copy.exists(), "the load removed the stale copy");
+    let r = env.run(&["models", "list"]);
+    assert!(!r.stdout.contains("stale"), "{}", r.stdout);
+}
