@@ -30,6 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         model.forward(&mut cache, chunk, last.then_some(&mut logits))?;
     }
     let prompt_time = t.elapsed();
+    let mut top: Vec<(usize, f32)> = logits.iter().copied().enumerate().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("top of the prompt's last position: {:?}", &top[..5]);
     let t = Instant::now();
     let mut out = Vec::new();
     for _ in 0..n {
