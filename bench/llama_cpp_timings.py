@@ -56,9 +56,9 @@ def main():
 
     prompt = tokens(long_prompt)
     llm.reset()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     llm.eval(prompt)
-    prompt_s = time.perf_counter() - t
+    prompt_s, prompt_cpu = time.perf_counter() - t, time.thread_time() - c
 
     gen = tokens(gen_prompt)
     llm.reset()
@@ -69,17 +69,19 @@ def main():
         n += 1
         if first is None:
             first = time.perf_counter() - t
-            t_gen = time.perf_counter()
+            t_gen, c_gen = time.perf_counter(), time.thread_time()
         if n >= GEN_TOKENS:
             break
-    gen_s = time.perf_counter() - t_gen
+    gen_s, gen_cpu = time.perf_counter() - t_gen, time.thread_time() - c_gen
     stop.set()
     for p in spinners:
         p.terminate()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(
         f"load_s={load:.3f} prompt_tokens={len(prompt)} prompt_tok_s={len(prompt) / prompt_s:.1f} "
-        f"gen_tokens={n} gen_tok_s={(n - 1) / gen_s:.1f} ttft_s={first:.3f} max_rss_mib={rss:.1f}"
+        f"prompt_tok_per_cpu_s={len(prompt) / prompt_cpu:.1f} gen_tokens={n} "
+        f"gen_tok_s={(n - 1) / gen_s:.1f} gen_tok_per_cpu_s={(n - 1) / gen_cpu:.1f} "
+        f"ttft_s={first:.3f} max_rss_mib={rss:.1f}"
     )
 
 

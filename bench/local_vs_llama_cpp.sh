@@ -8,9 +8,10 @@
 #
 #   bench/local_vs_llama_cpp.sh [ROUNDS]
 #
-# Builds what it runs (cargo build --release under CARGO_TARGET_DIR, or target/). Runs under
-# `nice`, rounds one after the other; the load average is printed with each round, since other
-# work on the machine moves the figures.
+# Builds what it runs (cargo build --release under CARGO_TARGET_DIR, or target/). Rounds run
+# one after the other, and the load average is printed with each: other work on the machine
+# moves the wall-clock figures, so each engine also prints tokens per second of the CPU time
+# its computing thread got (what a busy machine does not change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -32,26 +33,26 @@ echo
 echo "== 1 thread, idle (goals: tokens/s ratio >= 1.0, load <= 0.15 s) =="
 for ((r = 1; r <= rounds; r++)); do
   echo "round $r (load average $(load))"
-  echo "  llama.cpp  $(nice "$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 1)"
-  echo "  axocoatl   $(nice "$timings" "$model" --threads 1)"
+  echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 1)"
+  echo "  axocoatl   $("$timings" "$model" --threads 1)"
 done
 echo
 echo "== threads with both cores kept busy by 2 spinning threads (the goal: no collapse) =="
 for t in 1 2; do
   echo "$t thread(s), busy (load average $(load))"
-  echo "  llama.cpp  $(nice "$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" 2)"
-  echo "  axocoatl   $(nice "$timings" "$model" --threads "$t" --busy 2)"
+  echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" 2)"
+  echo "  axocoatl   $("$timings" "$model" --threads "$t" --busy 2)"
 done
 echo "2 threads, idle (load average $(load))"
-echo "  llama.cpp  $(nice "$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 2)"
-echo "  axocoatl   $(nice "$timings" "$model" --threads 2)"
+echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 2)"
+echo "  axocoatl   $("$timings" "$model" --threads 2)"
 
 echo
 echo "== one-shot send of a short prompt, fresh session (goals: <= 0.4 s wall; peak RSS <= llama.cpp's + 10%) =="
 "$bin" init "$work/repo" >/dev/null
 send=(env AXOCOATL_MODEL="$model" XDG_CACHE_HOME="$work/cache" "$bin" -C "$work/repo" send -n -o temperature=0)
 for ((r = 1; r <= rounds; r++)); do
-  /usr/bin/time -f "%e %M" -o "$work/t" nice "${send[@]}" "Say hello in five words." >/dev/null 2>&1
+  /usr/bin/time -f "%e %M" -o "$work/t" "${send[@]}" "Say hello in five words." >/dev/null 2>&1
   read -r wall rss <"$work/t"
   echo "  round $r: ${wall} s wall, $((rss / 1024)) MiB peak RSS (load average $(load))"
 done
@@ -59,9 +60,9 @@ done
 echo
 echo "== the turns of one session (goal: the eighth <= 1.2x the first) =="
 timed() {
-  /usr/bin/time -f "%e %M" -o "$work/t" nice "$@" >/dev/null 2>&1
-  read -r wall rss <"$work/t"
-  echo "${wall} s wall, $((rss / 1024)) MiB peak RSS"
+  /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$@" >/dev/null 2>&1
+  read -r wall user sys rss <"$work/t"
+  echo "${wall} s wall, $(echo "$user + $sys" | bc) s CPU, $((rss / 1024)) MiB peak RSS"
 }
 question() { echo "Tell me one more fact about rivers, number $1."; }
 echo "  turn 1 (fresh session): $(timed "${send[@]}" -o max_tokens=24 "$(question 1)")"

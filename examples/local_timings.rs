@@ -92,32 +92,48 @@ fn main() {
     let cancel = Cancel::new();
     let mut run = |req: ChatRequest| {
         p.clear_cache();
+        let cpu = cpu_seconds();
         p.chat(&req, &cancel, &mut |_| {})
             .unwrap_or_else(|e| panic!("{e}"));
-        p.last_timings()
+        (p.last_timings(), cpu_seconds() - cpu)
     };
     run(request("Hi", 2));
-    let prompt = run(request(&long_prompt(), 1));
-    let generation = run(request(GEN_PROMPT, GEN_TOKENS));
+    let (prompt, prompt_cpu) = run(request(&long_prompt(), 1));
+    let (generation, generation_cpu) = run(request(GEN_PROMPT, GEN_TOKENS));
+    // The generation call's CPU time less its prompt's reading, at the rate just measured.
+    let reading = generation.prompt_read as f64 * prompt_cpu / prompt.prompt_read.max(1) as f64;
+    let generation_cpu = (generation_cpu - reading).max(1e-9);
     stop.store(true, Ordering::Relaxed);
     for s in spinners {
         let _ = s.join();
     }
     let rate = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
     println!(
-        "load_s={:.3} prompt_tokens={} prompt_tok_s={:.1} gen_tokens={} gen_tok_s={:.1} ttft_s={:.3} max_rss_mib={:.1} kernels={}",
+        "load_s={:.3} prompt_tokens={} prompt_tok_s={:.1} prompt_tok_per_cpu_s={:.1} gen_tokens={} gen_tok_s={:.1} gen_tok_per_cpu_s={:.1} ttft_s={:.3} max_rss_mib={:.1} kernels={}",
         p.load_time().as_secs_f64(),
         prompt.prompt_tokens,
         rate(prompt.prompt_read, prompt.prompt),
+        prompt.prompt_read as f64 / prompt_cpu.max(1e-9),
         generation.generated_tokens,
         rate(
             generation.generated_tokens.saturating_sub(1),
             generation.generation
         ),
+        generation.generated_tokens.saturating_sub(1) as f64 / generation_cpu,
         generation.first_token.as_secs_f64(),
         max_rss_mib(),
         p.kernels()
     );
+}
+
+/// CPU time this thread has run, from `/proc/thread-self/schedstat` (nanoseconds): the
+/// model computes on the calling thread, and this time does not grow while other work on a
+/// busy machine holds the core.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |ns| ns / 1e9)
 }
 
 /// The process's peak resident set, from `/proc/self/status`.
