@@ -2,7 +2,7 @@
 //!
 //! A model file is input from anywhere (a download, a path in a configuration), so nothing
 //! in it is trusted: every count and length is checked against the bytes that remain before
-//! anything is allocated for it, arrays nest at most [`MAX_DEPTH`] deep, and every tensor
+//! anything is allocated for it, arrays nest at most four deep, and every tensor
 //! must lie inside the file.
 
 use std::collections::HashMap;
