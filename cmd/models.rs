@@ -200,12 +200,34 @@ fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliRes
             let state = if ready.is_ok() { "ready" } else { "not made" };
             writeln!(ui.out, "  {state:<9} {}", path.display())?;
         }
+        if model.role == models::Role::Chat {
+            ready_copies(env, ui)?;
+        }
     }
     if missing && !json {
         ui.warn("some model files are not in place: `axocoatl models fetch` downloads them")?;
     } else if unready && !json {
         ui.warn("the embedder's ready-to-run file is not made: `axocoatl models fetch` makes it (else the first command that needs the embedder does)")?;
     }
+    Ok(exit::OK)
+}
+
+/// The chat model's ready-to-run copies: none is needed (the model file runs as it is), and
+/// the ones earlier builds kept are stale, removed by the next load of the model.
+fn ready_copies(env: &dyn Fn(&str) -> Option<String>, ui: &mut Ui) -> CliResult {
+    #[cfg(feature = "local")]
+    if let Some(dir) = axocoatl::config::local_ready_dir(env) {
+        for (path, bytes) in axocoatl::provider::local::ready_copies(&dir) {
+            writeln!(
+                ui.out,
+                "  stale     {} ({}, an earlier build's ready-to-run copy; the next load removes it)",
+                path.display(),
+                models::size(bytes)
+            )?;
+        }
+    }
+    #[cfg(not(feature = "local"))]
+    let _ = (env, ui);
     Ok(exit::OK)
 }
 

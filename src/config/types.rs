@@ -483,10 +483,10 @@ pub struct ProviderConfig {
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: compute threads.
+    /// `local`: compute threads for reading prompts (generation runs on one).
     #[serde(default)]
     pub threads: Option<usize>,
-    /// `local`: context positions (at most 4096 for the default model).
+    /// `local`: context positions (at most what the model was trained for: 8192 for the default).
     #[serde(default)]
     pub context_size: Option<usize>,
     /// `script`: the YAML file of scripted replies (relative to the config file).

@@ -331,6 +331,10 @@ pub fn converse(
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
 ) -> Result<(), TurnError> {
+    provider.keep_conversation(Some(crate::checkpoint::conversation_cache(
+        cx.repo,
+        &conv.memory.id,
+    )));
     let schemas = if provider.supports_tools() {
         start_mcp(conv, cx, sink)?;
         conv.toolbox.schemas(&conv.tool_context(cx))

@@ -26,6 +26,9 @@ pub const LEDGER_DAMAGED_DIR_NAME: &str = "damaged";
 pub const INDEX_SUBDIR: &str = "index";
 pub const OBJECTS_DIR: &str = "objects";
 pub const CHECKPOINTS_DIR: &str = "checkpoints/v1";
+/// A provider's cache of one agent's conversation (the local model's attention cache), in
+/// the agent's checkpoint directory: `checkpoints/v1/<component>/attention.cache`.
+pub const ATTENTION_CACHE_FILE: &str = "attention.cache";
 pub const DAILY_LOG_DIR: &str = "memory/daily_log/v1";
 pub const CORE_MEMORY_DIR: &str = "memory/core/v1";
 pub const SHARED_CORE_DIR: &str = "memory/core/shared/v1";

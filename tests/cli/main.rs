@@ -31,6 +31,7 @@ mod ledger_crash;
 mod ledger_index;
 mod legacy;
 mod local_model;
+mod local_session;
 mod mcp;
 mod memory;
 mod memory_turns;
