@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod factory;
 pub mod http;
+pub mod kept;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod ollama;
@@ -22,6 +23,7 @@ pub mod script;
 
 pub use factory::open;
 pub use http::HttpOptions;
+pub use kept::{Held, Kept};
 
 pub use crate::config::ResponseFormat;
 

@@ -26,6 +26,7 @@ mod layers;
 mod ledger_crash;
 mod ledger_index;
 mod legacy;
+mod local_kept;
 mod local_model;
 mod local_templates;
 mod mcp;
