@@ -82,11 +82,7 @@ fn a_serve_actor_loads_the_local_model_once_for_all_its_turns() {
     }
     assert_eq!(states(&env, "main"), ["completed"; 3]);
     let logs = serve.logs();
-    assert_eq!(
-        logs.matches("actor ready").count(),
-        1,
-        "one actor: {logs}"
-    );
+    assert_eq!(logs.matches("actor ready").count(), 1, "one actor: {logs}");
     assert_eq!(
         logs.matches("loaded the local model").count(),
         1,
