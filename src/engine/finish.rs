@@ -80,6 +80,7 @@ pub(crate) fn run(
             p: &p,
             dir: &place,
             config_dir: &config_dir,
+            kept: ws.kept_providers(),
         };
         if p.multi.is_some() {
             let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
@@ -89,7 +90,7 @@ pub(crate) fn run(
             coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
         }
     } else {
-        provider::open(&p.provider)
+        ws.open_provider(&p.provider)
             .map_err(TurnError::Provider)
             .and_then(|mut model| {
                 let model_name = &p.provider.model;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub mod anthropic;
 mod factory;
 pub mod http;
+pub mod kept;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod ollama;
@@ -23,6 +24,7 @@ pub mod script;
 
 pub use factory::open;
 pub use http::HttpOptions;
+pub use kept::{Held, Kept};
 
 pub use crate::config::ResponseFormat;
 

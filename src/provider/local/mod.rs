@@ -516,7 +516,15 @@ impl Provider for LocalProvider {
             .max_tokens
             .map_or(DEFAULT_MAX_TOKENS, |n| n as usize)
             .max(1);
+        // Rendering runs the model file's own template, bounded by its fuel: a stop asked
+        // for before or during it ends the call here.
+        if cancel.is_cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
         let (prompt, dropped) = self.prompt(&request.messages, max_tokens.min(self.context / 2))?;
+        if cancel.is_cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
         if prompt.len() >= self.context {
             return Err(self.model_error(format!(
                 "the prompt is {} tokens but the model's context holds {} (context_size), even \
