@@ -28,8 +28,9 @@ Ctrl-C stops a turn while it answers; Ctrl-D (or the end of input) leaves.";
 /// Talk with an agent, one turn per line, in one session.
 ///
 /// Each line you type is a `send` to the agent in the session (HEAD unless -s), streamed as
-/// it arrives; the turns are recorded like any other (`history`, `show`, `retry`). Lines
-/// starting with `!` are commands:
+/// it arrives; the turns are recorded like any other (`history`, `show`, `retry`). A local
+/// model is loaded for the first line only and kept for the next. Lines starting with `!`
+/// are commands:
 ///
 ///   !retry   send the last request again (a new turn linked to it)
 ///   !rewind  take back the last turn (it stays in the ledger, superseded)
@@ -62,7 +63,9 @@ pub struct ChatArgs {
 }
 
 pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    let mut ws = g.open()?;
+    // A local model is loaded by the first line only.
+    ws.keep_providers();
     let chosen = if args.new {
         Some(axocoatl::sessions::start_new(&ws)?)
     } else {
@@ -240,6 +243,7 @@ fn retry(
 ) -> CliResult {
     let last = last_turn(ws, shown)?;
     let opts = engine::retry_options(ws, &last.turn, false, &args.overrides.overrides())?;
+    crate::retry::warn_of_effects(ws, &last.turn, false, ui)?;
     signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 

@@ -386,6 +386,9 @@ pub struct StopJson<'a> {
     pub stop_requested: bool,
     /// With `--wait`: the state the turn ended in.
     pub state: Option<&'a str>,
+    /// With `--wait`: the turn's tool calls that changed files, ran commands or called MCP
+    /// tools: stopping undid none of them (empty without `--wait`).
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `attach add|list|rm --json`: one reference per line.
@@ -520,6 +523,9 @@ pub struct RewindJson<'a> {
     pub prefill: &'a str,
     /// Whether the agent's checkpoint was written from the retained transcript.
     pub checkpoint: bool,
+    /// The superseded turns' tool calls that changed files, ran commands or called MCP
+    /// tools: rewind undid none of them.
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `fsck --json`: one line per finding, then a summary.
@@ -881,6 +887,22 @@ pub struct MemoryStatusJson<'a> {
     pub daily_log_days: usize,
     pub daily_log_first: Option<&'a str>,
     pub daily_log_last: Option<&'a str>,
+    /// The sleep-time consolidation that applies to this agent.
+    pub consolidation: ConsolidationStatusJson,
+}
+
+/// `memory status --json`: the agent's sleep-time consolidation, the top-level
+/// `consolidation:` with the agent's own keys laid over it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConsolidationStatusJson {
+    /// Whether `serve` runs passes for this agent (never for a worker or a coordinator).
+    pub by_serve: bool,
+    /// `enabled` as it applies to this agent.
+    pub enabled: bool,
+    pub idle_threshold_secs: u64,
+    pub interval_secs: u64,
+    /// The keys the agent's own `consolidation:` sets (the rest come from the top level).
+    pub from_agent: Vec<&'static str>,
 }
 
 /// `memory reindex --json`.

@@ -19,6 +19,7 @@ mod automations;
 mod chat;
 mod complete;
 mod export;
+mod follow;
 mod fsck;
 mod history;
 mod import;
@@ -82,6 +83,7 @@ pub enum Command {
     Chat(chat::ChatArgs),
     Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
+    Follow(follow::FollowArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
@@ -151,6 +153,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "attach" => attach::AttachArgs::augment_args(sub),
         "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
+        "follow" => follow::FollowArgs::augment_args(sub),
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
         "sessions" => sessions::SessionsArgs::augment_args(sub),
@@ -186,6 +189,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Attach(args) => attach::run(args, g, ui),
         Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
+        Command::Follow(args) => follow::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),

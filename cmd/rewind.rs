@@ -78,6 +78,7 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
     }
     let o = axocoatl::serve::client::rewind(&ws, &args.turn, args.session.as_deref())?;
+    let effects = axocoatl::effects::of_turns(&ws, &o.session, &o.superseded)?;
     if args.json {
         ui.json_line(&RewindJson {
             session: &o.session,
@@ -86,6 +87,7 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             superseded: &o.superseded,
             prefill: &o.prefill,
             checkpoint: o.checkpoint_written,
+            effects: &effects,
         })?;
         return Ok(exit::OK);
     }
@@ -98,6 +100,13 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         if o.superseded.len() == 1 { "" } else { "s" }
     )?;
     writeln!(ui.err, "Nothing else was undone: files, external effects, memory and attachments stay as they are.")?;
+    if !effects.is_empty() {
+        writeln!(
+            ui.err,
+            "What the superseded turns' tools did stays done: {}.",
+            crate::fmt::safe(&axocoatl::effects::list(&effects, 5))
+        )?;
+    }
     if !args.edit {
         writeln!(ui.err, "The earlier request, to revise and send again:")?;
         writeln!(ui.out, "{}", o.prefill)?;

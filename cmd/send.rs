@@ -117,14 +117,17 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let mut notes = Vec::new();
     let explicit = if args.new {
         let name = sessions::start_new(&ws)?;
-        notes.push(format!("session {name} (new, now current)"));
+        notes.push(Note::Say(format!("session {name} (new, now current)")));
         Some(name)
     } else {
         args.session
     };
     let (session, shown) = ws.session_for_turn(explicit.as_deref())?;
-    if !args.new && explicit.is_some() && !sessions::exists(&ws, &session)? {
-        notes.push(format!("created session {shown}"));
+    if !args.new && explicit.is_some() {
+        // Said once the turn has begun, if it created the session: the engine knows from
+        // the session's own records, which it reads anyway (a lookup of every session's
+        // summary here cost a third of a lean send's instructions).
+        notes.push(Note::IfNewSession(format!("created session {shown}")));
     }
     let opts = SendOptions {
         session,
@@ -208,13 +211,20 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
     run_turn_noting(ws, opts, json_mode, ui, Vec::new())
 }
 
+/// What `send` says on stderr once the turn has begun.
+pub enum Note {
+    Say(String),
+    /// Said only when the turn created its session.
+    IfNewSession(String),
+}
+
 /// [`run_turn`], saying `notes` on stderr once the turn has begun (a session it created).
 pub fn run_turn_noting(
     ws: &Workspace,
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
 ) -> CliResult {
     let cancel = Cancel::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -232,7 +242,7 @@ pub fn run_turn_cancelled(
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
     cancel: &Cancel,
 ) -> CliResult {
     let mut printer = Printer {
@@ -269,8 +279,19 @@ fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
-/// Prints a turn's events as they come.
-struct Printer<'u> {
+fn say_notes(err: &mut dyn Write, notes: Vec<Note>, new_session: bool) -> std::io::Result<()> {
+    for note in notes {
+        match note {
+            Note::Say(text) => writeln!(err, "{text}")?,
+            Note::IfNewSession(text) if new_session => writeln!(err, "{text}")?,
+            Note::IfNewSession(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Prints a turn's events as they come (`send`, `retry`, `follow`).
+pub(crate) struct Printer<'u> {
     ui: &'u mut Ui,
     ws: &'u Workspace,
     json: bool,
@@ -278,11 +299,33 @@ struct Printer<'u> {
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
     /// Said on stderr when the turn has begun.
-    notes: Vec<String>,
+    notes: Vec<Note>,
 }
 
-impl Printer<'_> {
-    fn event(&mut self, ev: TurnEvent<'_>) {
+impl<'u> Printer<'u> {
+    /// A printer of a turn's events to `ui`, as text or JSON Lines.
+    pub(crate) fn new(ui: &'u mut Ui, ws: &'u Workspace, json: bool) -> Printer<'u> {
+        Printer {
+            ui,
+            ws,
+            json,
+            ended_with_newline: true,
+            io_error: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The first error printing met (a closed pipe included).
+    pub(crate) fn take_io_error(&mut self) -> Option<std::io::Error> {
+        self.io_error.take()
+    }
+
+    /// The terminal, for what is not one of the turn's events.
+    pub(crate) fn ui(&mut self) -> &mut Ui {
+        &mut *self.ui
+    }
+
+    pub(crate) fn event(&mut self, ev: TurnEvent<'_>) {
         if self.io_error.is_some() {
             return;
         }
@@ -345,12 +388,17 @@ impl Printer<'_> {
         if let TurnEvent::Begun {
             session,
             attachments,
+            new_session,
             ..
         } = &mut ev
         {
-            for note in std::mem::take(&mut self.notes) {
-                writeln!(self.ui.err, "{note}")?;
-            }
+            say_notes(
+                &mut self.ui.err,
+                std::mem::take(&mut self.notes),
+                *new_session,
+            )?;
+            // Not part of `turn.begun` (the note above says it).
+            *new_session = false;
             // The session as people name it (after a rename, not as its records do); the
             // pins are not part of `turn.begun` (`show --json` lists them).
             *session = self.ws.shown_session(session).to_owned().into();
@@ -367,11 +415,12 @@ impl Printer<'_> {
         let ui = &mut *self.ui;
         match ev {
             TurnEvent::Begun {
-                turn, attachments, ..
+                turn,
+                attachments,
+                new_session,
+                ..
             } => {
-                for note in std::mem::take(&mut self.notes) {
-                    writeln!(ui.err, "{note}")?;
-                }
+                say_notes(&mut ui.err, std::mem::take(&mut self.notes), new_session)?;
                 writeln!(ui.err, "turn {turn}")?;
                 for pin in attachments.iter() {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
@@ -459,7 +508,7 @@ impl Printer<'_> {
     }
 
     /// The end of the turn: its exit code, and `turn.ended` or a closing line.
-    fn finish(self, o: &TurnOutcome) -> CliResult {
+    pub(crate) fn finish(self, o: &TurnOutcome) -> CliResult {
         let ui = self.ui;
         let out = if self.json {
             ui.json_line(&SendLine::End(SendEnd::TurnEnded {
@@ -480,7 +529,21 @@ impl Printer<'_> {
                 ui.out.flush()?;
                 match o.state {
                     TurnState::Completed => Ok(()),
-                    TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
+                    TurnState::Stopped => {
+                        writeln!(ui.err, "turn {} stopped", o.turn)?;
+                        // What its tools did before the stop stays done. (A ledger that
+                        // cannot be read now leaves this note out; the stop stands.)
+                        let effects =
+                            axocoatl::effects::of_turn_named(self.ws, &o.turn).unwrap_or_default();
+                        if effects.is_empty() {
+                            return Ok(());
+                        }
+                        writeln!(
+                            ui.err,
+                            "what its tools did stays done (a stop rolls nothing back): {}",
+                            safe(&axocoatl::effects::list(&effects, 5))
+                        )
+                    }
                     _ => {
                         let label = ui.paint_err("31;1", "error");
                         let (detail, hints) =

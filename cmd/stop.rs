@@ -46,18 +46,37 @@ pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     } else {
         None
     };
+    // Once it ended: what its tools did, which the stop did not undo.
+    let effects = match final_state {
+        Some(_) => axocoatl::effects::of_turn_named(&ws, &accepted.turn)?,
+        None => Vec::new(),
+    };
     if args.json {
         ui.json_line(&StopJson {
             turn: &accepted.turn,
             session: &accepted.session,
             stop_requested: true,
             state: final_state.map(|s| s.as_str()),
+            effects: &effects,
         })?;
-    } else {
-        writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
-        if let Some(state) = final_state {
+        return Ok(exit::OK);
+    }
+    writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
+    match final_state {
+        Some(state) => {
             writeln!(ui.out, "turn {} {}", accepted.turn, state.as_str())?;
+            if !effects.is_empty() {
+                writeln!(
+                    ui.err,
+                    "what its tools did stays done (a stop rolls nothing back): {}",
+                    crate::fmt::safe(&axocoatl::effects::list(&effects, 5))
+                )?;
+            }
         }
+        None => writeln!(
+            ui.err,
+            "a tool already running finishes first; what its tools did stays done (a stop rolls nothing back)"
+        )?,
     }
     Ok(exit::OK)
 }

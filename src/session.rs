@@ -99,6 +99,8 @@ pub fn interrupt_if_open(repo: &Repo, note: &ActiveNote) -> Result<bool> {
         at: clock::now(),
     });
     let appended = append_if_open(repo, note, &[record])?.is_ok();
+    // Its stream file, if the owner left one: the ledger now says how the turn ended.
+    axocoatl_store::run::stream::remove(repo, &note.turn)?;
     if appended {
         // The terminal state clears a coordinator's private orchestration state.
         crate::orchestration::clear_session(repo, &note.session)?;

@@ -66,6 +66,11 @@ pub enum TurnEvent<'a> {
         #[serde(default, skip_serializing_if = "is_empty")]
         #[schemars(skip)]
         attachments: Cow<'a, [AttachmentPin]>,
+        /// Whether this turn created its session (its first records): for `send`'s
+        /// note, across serve's socket; `send --json` leaves it out.
+        #[serde(default, skip_serializing_if = "is_false")]
+        #[schemars(skip)]
+        new_session: bool,
     },
     /// The next piece of visible output.
     #[serde(rename = "delta")]
@@ -155,6 +160,10 @@ fn is_empty<T>(items: &[T]) -> bool {
     items.is_empty()
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// A [`TurnState`] by its name as outputs show it (`completed`, not the record's
 /// `Completed`).
 mod state_name {
@@ -213,7 +222,8 @@ impl TurnEvent<'_> {
                 session,
                 agent,
                 agent_name,
-                attachments
+                attachments,
+                new_session
             },
             Delta { turn, text },
             ToolStarted {
@@ -477,6 +487,7 @@ mod tests {
                 agent: "bot".into(),
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
+                new_session: true,
             },
             TurnEvent::Delta {
                 turn: turn(),
@@ -567,6 +578,7 @@ mod tests {
             agent: "bot".into(),
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
+            new_session: false,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
         assert_eq!(

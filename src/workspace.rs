@@ -136,6 +136,8 @@ pub struct Workspace {
     pub recovered: Vec<String>,
     /// MCP servers this process keeps across turns (an actor's).
     mcp: Option<std::sync::Arc<crate::mcp::Hub>>,
+    /// Providers this process keeps loaded across turns (`chat`'s, an actor's).
+    providers: Option<std::sync::Arc<crate::provider::Kept>>,
     /// Renamed and removed sessions, read on first use.
     names: OnceLock<Names>,
     /// How the repository was found.
@@ -200,6 +202,7 @@ impl Workspace {
             config: OnceLock::new(),
             recovered,
             mcp: None,
+            providers: None,
             names: OnceLock::new(),
             source: located.source,
             created_home,
@@ -253,6 +256,27 @@ impl Workspace {
     /// The hub set by [`Workspace::keep_mcp`], if any.
     pub fn kept_mcp(&self) -> Option<std::sync::Arc<crate::mcp::Hub>> {
         self.mcp.clone()
+    }
+
+    /// Keeps the providers of this process's turns loaded from one turn to the next (`chat`,
+    /// a `serve` actor): a `local` model is loaded by the first turn only.
+    pub fn keep_providers(&mut self) {
+        self.providers
+            .get_or_insert_with(crate::provider::Kept::new);
+    }
+
+    /// The providers kept by [`Workspace::keep_providers`], if any.
+    pub fn kept_providers(&self) -> Option<&std::sync::Arc<crate::provider::Kept>> {
+        self.providers.as_ref()
+    }
+
+    /// Opens `resolved` for a turn: from the providers this process keeps, when it keeps
+    /// them, else anew.
+    pub fn open_provider(
+        &self,
+        resolved: &ResolvedProvider,
+    ) -> std::result::Result<crate::provider::Held, crate::provider::ProviderError> {
+        crate::provider::kept::open_in(self.providers.as_ref(), resolved)
     }
 
     /// Uses `config` instead of reading the file (an actor runs with its `serve`'s

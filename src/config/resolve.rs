@@ -39,8 +39,9 @@ pub struct ResolvedProvider {
     /// The longest a whole call may take (`None`: no limit).
     pub deadline_secs: Option<u64>,
     pub model_path: Option<PathBuf>,
-    /// Where a `local` provider keeps its ready-to-run copies of model files (see
-    /// [`local_ready_dir`]); `None` when no cache directory is known.
+    /// Where earlier builds kept ready-to-run copies of model files, which a `local`
+    /// provider's load removes (see [`local_ready_dir`]); `None` when no cache directory is
+    /// known.
     pub ready_dir: Option<PathBuf>,
     pub threads: Option<usize>,
     pub context_size: Option<usize>,
@@ -280,9 +281,10 @@ fn default_model_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(models_cache_dir(env)?.join(DEFAULT_LOCAL_MODEL_FILE))
 }
 
-/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/ready`: the `local` provider's
-/// ready-to-run copies of model files (Q8_0 weights made once instead of at every load), one
-/// per model file used, whatever directory the model file is in. Safe to delete.
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/ready`: where earlier builds kept the
+/// `local` provider's ready-to-run copies of model files (Q8_0 weights made once instead of
+/// at every load). This build runs model files as they are: a load removes the copies left
+/// there, and `models list` shows any it finds.
 pub fn local_ready_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(models_cache_dir(env)?.join("ready"))
 }

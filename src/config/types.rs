@@ -162,6 +162,10 @@ pub struct AgentConfig {
     /// What each of its `run_command` calls may use (sandboxed commands only).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// Its own sleep-time consolidation: `false` opts it out, `true` in, a mapping tunes
+    /// it; unset keys take the top-level `consolidation:` values.
+    #[serde(default)]
+    pub consolidation: Option<AgentConsolidation>,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.
@@ -479,10 +483,10 @@ pub struct ProviderConfig {
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: compute threads.
+    /// `local`: compute threads for reading prompts (generation runs on one).
     #[serde(default)]
     pub threads: Option<usize>,
-    /// `local`: context positions (at most 4096 for the default model).
+    /// `local`: context positions (at most what the model was trained for: 8192 for the default).
     #[serde(default)]
     pub context_size: Option<usize>,
     /// `script`: the YAML file of scripted replies (relative to the config file).
@@ -530,6 +534,103 @@ impl Default for ConsolidationConfig {
             enabled: false,
             idle_threshold_secs: default_idle_threshold(),
             interval_secs: default_interval(),
+        }
+    }
+}
+
+/// An agent's own `consolidation:`: `true`, `false`, or a mapping of the keys of the
+/// top-level section, each set key overriding it for this agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AgentConsolidation {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_threshold_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_secs: Option<u64>,
+}
+
+/// The mapping form of an agent's `consolidation:`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentConsolidationKeys {
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    idle_threshold_secs: Option<u64>,
+    #[serde(default)]
+    interval_secs: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for AgentConsolidation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = AgentConsolidation;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "`true`, `false` or a mapping of enabled, idle_threshold_secs, interval_secs",
+                )
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+                Ok(AgentConsolidation {
+                    enabled: Some(on),
+                    ..AgentConsolidation::default()
+                })
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let k = AgentConsolidationKeys::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?;
+                Ok(AgentConsolidation {
+                    enabled: k.enabled,
+                    idle_threshold_secs: k.idle_threshold_secs,
+                    interval_secs: k.interval_secs,
+                })
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
+/// Where an agent's consolidation setting comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsolidationSource {
+    /// The top-level `consolidation:` section (or its default).
+    Section,
+    /// The agent's own `consolidation:`.
+    Agent,
+}
+
+/// The consolidation that applies to one agent: the top-level section with the agent's own
+/// keys laid over it, each value with where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EffectiveConsolidation {
+    pub enabled: (bool, ConsolidationSource),
+    pub idle_threshold_secs: (u64, ConsolidationSource),
+    pub interval_secs: (u64, ConsolidationSource),
+}
+
+impl ConsolidationConfig {
+    /// What applies to `agent`.
+    pub fn for_agent(&self, agent: &AgentConfig) -> EffectiveConsolidation {
+        let own = agent.consolidation.clone().unwrap_or_default();
+        fn pick<T>(own: Option<T>, section: T) -> (T, ConsolidationSource) {
+            match own {
+                Some(v) => (v, ConsolidationSource::Agent),
+                None => (section, ConsolidationSource::Section),
+            }
+        }
+        EffectiveConsolidation {
+            enabled: pick(own.enabled, self.enabled),
+            idle_threshold_secs: pick(own.idle_threshold_secs, self.idle_threshold_secs),
+            interval_secs: pick(own.interval_secs, self.interval_secs),
         }
     }
 }

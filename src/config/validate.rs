@@ -20,6 +20,8 @@ macro_rules! at {
 }
 pub(crate) use at;
 
+mod consolidation;
+
 /// Collects diagnostics with positions looked up in the document.
 pub(crate) struct Checker<'a> {
     pub file: &'a Path,
@@ -288,6 +290,7 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     sampling_and_budget(c, i, agent);
     budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
+    consolidation::agent(c, i, agent);
 }
 
 /// The agent's provider: an entry of `providers:` or a built-in kind, with a `model` when
@@ -971,19 +974,7 @@ fn attachments(c: &mut Checker<'_>, config: &Config) {
 
 fn other_sections(c: &mut Checker<'_>, config: &Config) {
     attachments(c, config);
-    let cons = &config.consolidation;
-    for (key, zero) in [
-        ("idle_threshold_secs", cons.idle_threshold_secs == 0),
-        ("interval_secs", cons.interval_secs == 0),
-    ] {
-        if zero {
-            c.error(
-                c.value(at!["consolidation", key]),
-                format!("consolidation.{key} must be positive"),
-                "use a number of seconds (defaults: idle_threshold_secs 120, interval_secs 1800)",
-            );
-        }
-    }
+    consolidation::section(c, config);
     if config.checkpoint.keep == 0 {
         c.error(
             c.value(at!["checkpoint", "keep"]),

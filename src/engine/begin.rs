@@ -17,6 +17,8 @@ use crate::workspace::Workspace;
 /// A turn whose begin record is durable.
 pub(crate) struct Begun {
     pub turn: String,
+    /// Where the turn's events go for `axocoatl follow`.
+    pub stream: super::stream::Stream,
     /// Just after the begin record: where to look for a stop request.
     pub pos: Position,
     /// At or before the begin record: where the turn's records start (its trace reads them).
@@ -27,7 +29,8 @@ pub(crate) struct Begun {
 
 /// Notes the turn in its session lock (so an orphan can be found), appends `TurnBegun`
 /// (with `SessionCreated` for a new session and `TurnOrigin` for an automation's turn) with
-/// one fsync, consumes the once-scoped attachments, and reports [`TurnEvent::Begun`].
+/// one fsync, consumes the once-scoped attachments, starts the turn's stream file and
+/// reports [`TurnEvent::Begun`].
 pub(crate) fn begin(
     ws: &Workspace,
     p: &mut Prepared<'_>,
@@ -51,15 +54,20 @@ pub(crate) fn begin(
     let appended = repo.ledger().append(&records)?;
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
     attach::consume(repo, &p.session, &turn, &p.once)?;
-    sink(TurnEvent::Begun {
+    let begun = TurnEvent::Begun {
         turn: turn.as_str().into(),
         session: p.session.as_str().into(),
         agent: p.agent.id.as_str().into(),
         agent_name: p.agent.name.as_deref().map(Into::into),
         attachments: p.attachments.as_slice().into(),
-    });
+        new_session: p.new_session,
+    };
+    let mut stream = super::stream::Stream::start(repo, &turn);
+    stream.event(&begun);
+    sink(begun);
     Ok(Begun {
         turn,
+        stream,
         pos,
         start: head,
         at: now,

@@ -104,15 +104,12 @@ impl<'a> Conversant<'a> {
             .protecting(&place.config)
             .protecting_files(&place.trusted);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
-        let mut sampling = Sampling {
+        let sampling = Sampling {
             temperature: agent.sampling.temperature,
             top_p: agent.sampling.top_p,
-            max_tokens: agent.sampling.max_tokens,
+            max_tokens: budget::completion_bound(agent),
             response_format: agent.sampling.response_format,
         };
-        if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
-            sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
-        }
         Ok(Conversant {
             agent,
             context: vec![
@@ -334,6 +331,10 @@ pub fn converse(
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
 ) -> Result<(), TurnError> {
+    provider.keep_conversation(Some(crate::checkpoint::conversation_cache(
+        cx.repo,
+        &conv.memory.id,
+    )));
     let schemas = if provider.supports_tools() {
         start_mcp(conv, cx, sink)?;
         conv.toolbox.schemas(&conv.tool_context(cx))
@@ -552,7 +553,10 @@ pub(super) fn call_and_record(
         at: clock::now(),
     })])?;
     if let Some(b) = &conv.budget {
-        if let Some(v) = budget::check_reported(b, call.total(), tally.usage.total()) {
+        // `per_execution` counts this conversant's own calls, as the reservation before the
+        // call did (`budget_used`): a coordinator's tally also carries its workers' usage,
+        // which their own budgets answer for.
+        if let Some(v) = budget::check_reported(b, call.total(), tally.budget_used) {
             if budget::enforce(b) {
                 return Err(TurnError::Budget(format!(
                     "{}; the turn stopped after that response",

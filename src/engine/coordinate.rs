@@ -60,6 +60,8 @@ pub(crate) struct Pass<'a> {
     pub dir: &'a Workplace,
     /// The directory of the configuration file (relative provider paths).
     pub config_dir: &'a Path,
+    /// The providers the process keeps loaded across turns, if it does.
+    pub kept: Option<&'a std::sync::Arc<crate::provider::Kept>>,
 }
 
 /// Runs the coordinator's workflow. Appends the coordinator's answer to `transcript` and
@@ -78,7 +80,7 @@ pub(crate) fn run(
             reason: "no workflow names it as its entry_point".into(),
         })
     })?;
-    let mut model = provider::open(&p.provider).map_err(TurnError::Provider)?;
+    let mut model = provider::kept::open_in(pass.kept, &p.provider).map_err(TurnError::Provider)?;
     let (subtasks, method, rejected) =
         decompose(pass, &workers, model.as_mut(), transcript, tally, cx, sink)?;
     let recorded: Vec<PlannedSubtask> = subtasks.iter().map(planned).collect();
@@ -522,7 +524,8 @@ fn run_worker(
             let scope = worker_id(&p.session, &p.agent.id, &agent.id);
             (agent, resolved, scope)
         };
-        let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;
+        let mut model =
+            provider::kept::open_in(pass.kept, &resolved).map_err(TurnError::Provider)?;
         let mut conv = Conversant::in_scope(cx.repo, agent, &scope, &resolved.model, pass.dir)?
             .priced(pass.config, &resolved);
         if sub.is_adhoc() {

@@ -30,11 +30,18 @@ pub const OUTPUT_RECORD_LIMIT: usize = 8 << 20;
 pub(crate) fn run(
     ws: &Workspace,
     mut p: Prepared<'_>,
-    begun: Begun,
+    mut begun: Begun,
     cancel: &Cancel,
-    sink: &mut dyn FnMut(TurnEvent<'_>),
+    caller: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
     let repo = ws.repo();
+    // Every event goes to the turn's stream file too, for `axocoatl follow`.
+    let mut stream = std::mem::take(&mut begun.stream);
+    let mut tee = |ev: TurnEvent<'_>| {
+        stream.event(&ev);
+        caller(ev)
+    };
+    let sink: &mut dyn FnMut(TurnEvent<'_>) = &mut tee;
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
@@ -73,6 +80,7 @@ pub(crate) fn run(
             p: &p,
             dir: &place,
             config_dir: &config_dir,
+            kept: ws.kept_providers(),
         };
         if p.multi.is_some() {
             let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
@@ -82,7 +90,7 @@ pub(crate) fn run(
             coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
         }
     } else {
-        provider::open(&p.provider)
+        ws.open_provider(&p.provider)
             .map_err(TurnError::Provider)
             .and_then(|mut model| {
                 let model_name = &p.provider.model;
@@ -96,7 +104,8 @@ pub(crate) fn run(
                 converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
             })
     };
-    finish(ws, p, &begun, conv, transcript, tally, answers, end)
+    begun.stream = stream;
+    finish(ws, p, begun, conv, transcript, tally, answers, end)
 }
 
 /// Where the turn's tools work: the configured workspace (default: the configuration
@@ -144,7 +153,7 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
 pub(super) fn finish(
     ws: &Workspace,
     mut p: Prepared<'_>,
-    begun: &Begun,
+    mut begun: Begun,
     conv: Option<Conversant<'_>>,
     transcript: Vec<crate::provider::Message>,
     tally: Tally,
@@ -167,6 +176,9 @@ pub(super) fn finish(
     } else {
         vec![output_record(&rec, &p.agent.id, &tally.output)?]
     };
+    if let Some(message) = begun.stream.take_failure() {
+        records.push(rec.warning("stream", message));
+    }
     records.push(Record::TurnEnded(TurnEnded {
         turn: begun.turn.clone(),
         session: p.session.clone(),
@@ -190,6 +202,10 @@ pub(super) fn finish(
     }
     let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+    // The terminal record is durable: a follower reads the end from the ledger now.
+    if let Some(message) = std::mem::take(&mut begun.stream).end() {
+        rec.note("stream", message)?;
+    }
     if p.agent.role == AgentRole::Coordinator {
         // Any terminal state clears the private orchestration state: the next turn
         // decomposes fresh.

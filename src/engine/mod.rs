@@ -142,6 +142,7 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod stream;
 mod watcher;
 
 use std::path::PathBuf;

@@ -64,7 +64,8 @@ pub(crate) fn run(
                         hint: format!("check the provider of agent {:?}", agent.id).into(),
                     })
                 })?;
-            let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;
+            let mut model =
+                provider::kept::open_in(pass.kept, &resolved).map_err(TurnError::Provider)?;
             let mut conv = Conversant::for_agent(cx.repo, agent, &p.session, &resolved.model, dir)?
                 .priced(config, &resolved);
             let end =

@@ -10,7 +10,7 @@
 use axocoatl_store::layout::check_session_name;
 use axocoatl_store::ledger::record::{
     AgentOutput, Millis, ModelCallCost, SessionCreated, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnState, Usage, UsageCost, UsageDetail,
+    TurnEnded, TurnState, Usage, UsageCost, UsageDetail, Warning,
 };
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
@@ -46,6 +46,23 @@ const RECORD_CHARS: usize = 1500;
 
 /// The system prompt of a consolidation call.
 pub const SYSTEM: &str = "You maintain the core memory of an AI agent: a few small named blocks of durable facts that the agent sees on every turn. You are given the blocks and the agent's recent memory records. Promote facts that will stay useful (preferences, names, decisions, recurring context) into the blocks.\n\nRules:\n- Only add facts, or rewrite one exact piece of a block to correct or update a fact. Never remove facts.\n- Skip facts a block already holds, small talk, and anything temporary.\n- Stay within each block's remaining characters.\n\nAnswer with JSON only, in this shape:\n{\"edits\": [{\"label\": \"human\", \"append\": \"Prefers short answers.\"}, {\"label\": \"project\", \"old\": \"exact text in the block\", \"new\": \"its corrected text\"}]}\nAnswer {\"edits\": []} when there is nothing to promote.";
+
+/// When `serve` consolidates `agent` (its idle threshold and interval), or `None` when it
+/// never does: an agent that is not autonomous (a worker has no actor; a coordinator's
+/// memory is its workflow's), or whose `consolidation:` (its own, else the top-level
+/// section) is off.
+pub fn sleep_time(
+    config: &Config,
+    agent: &AgentConfig,
+) -> Option<(std::time::Duration, std::time::Duration)> {
+    let e = config.consolidation.for_agent(agent);
+    (agent.role == AgentRole::Autonomous && e.enabled.0).then(|| {
+        (
+            std::time::Duration::from_secs(e.idle_threshold_secs.0),
+            std::time::Duration::from_secs(e.interval_secs.0),
+        )
+    })
+}
 
 /// The user message of a consolidation call: the blocks, then the records oldest first.
 pub fn prompt(blocks: &[BlockView], records: &[Hit]) -> String {
@@ -305,7 +322,7 @@ fn run_one(
         repo,
         (&resolved, price.as_ref()),
         &request,
-        &turn,
+        (&turn, session),
         agent,
         cancel,
         &mut output,
@@ -401,7 +418,9 @@ fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
         sampling: Sampling {
             temperature: Some(0.0),
             top_p: None,
-            max_tokens: agent.sampling.max_tokens,
+            // The bound a turn of this agent requests and reserves, so a background pass
+            // spends no more than a turn may.
+            max_tokens: budget::completion_bound(agent),
             response_format: Some(ResponseFormat::Json),
         },
     }
@@ -488,7 +507,7 @@ fn call(
     repo: &Repo,
     (resolved, price): (&ResolvedProvider, Option<&crate::config::Price>),
     request: &ChatRequest,
-    turn: &str,
+    (turn, session): (&str, &str),
     agent: &AgentConfig,
     cancel: &Cancel,
     output: &mut String,
@@ -502,6 +521,8 @@ fn call(
             if budget::enforce(b) {
                 return Err(CallFailed::Failed(v.message));
             }
+            let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+            warn(repo, turn, session, &message)?;
         }
     }
     let completion = provider.chat(request, cancel, &mut |ev| {
@@ -540,7 +561,49 @@ fn call(
             at: clock::now(),
         })]);
     recorded.map_err(|e| CallFailed::Failed(e.to_string()))?;
+    // A provider-reported overrun fails the pass as it stops a turn: its edits are not
+    // applied.
+    if let Some(b) = &agent.token_budget {
+        // What the provider did not report is counted as a turn counts it: the input as
+        // estimated, the answer's tokens.
+        let used = completion.usage.prompt_tokens.unwrap_or(estimate.total())
+            + completion.usage.completion_tokens.unwrap_or_else(|| {
+                provider
+                    .count_tokens(output)
+                    .map(|n| n as u64)
+                    .unwrap_or_else(|| budget::estimate_text(output))
+            });
+        if let Some(v) = budget::check_reported(b, used, used) {
+            if budget::enforce(b) {
+                return Err(CallFailed::Failed(format!(
+                    "{}; the pass applied none of its edits",
+                    v.message
+                )));
+            }
+            warn(repo, turn, session, &v.message)?;
+        }
+    }
     Ok(())
+}
+
+/// Records a budget warning of the pass's turn.
+fn warn(
+    repo: &Repo,
+    turn: &str,
+    session: &str,
+    message: &str,
+) -> std::result::Result<(), CallFailed> {
+    let record = Record::Warning(Warning {
+        turn: Some(turn.to_owned()),
+        session: session.to_owned(),
+        code: "budget".to_owned(),
+        message: message.to_owned(),
+        at: clock::now(),
+    });
+    repo.ledger()
+        .append_lazy(&[record])
+        .map(|_| ())
+        .map_err(|e| CallFailed::Failed(e.to_string()))
 }
 
 /// Each proposed edit as a tool start and result of the turn, as `show` displays tools.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub mod anthropic;
 mod factory;
 pub mod http;
+pub mod kept;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod ollama;
@@ -23,6 +24,7 @@ pub mod script;
 
 pub use factory::open;
 pub use http::HttpOptions;
+pub use kept::{Held, Kept};
 
 pub use crate::config::ResponseFormat;
 
@@ -369,4 +371,21 @@ pub trait Provider: Send {
     fn supports_tools(&self) -> bool {
         true
     }
+
+    /// Where the provider may keep, across processes, what it computed for the conversation
+    /// the next calls continue (the local model's attention cache); `None` keeps nothing
+    /// beyond the process. Providers without such a cache ignore it.
+    fn keep_conversation(&mut self, _cache: Option<Box<dyn ConversationCache>>) {}
+}
+
+/// A place for a provider's cache of one conversation: bytes saved after a call and loaded
+/// before the next, maybe by another process. Never an authority: a provider verifies what
+/// it loads and works without it, and the bytes may be gone (a rewind drops them).
+pub trait ConversationCache: Send {
+    /// The bytes saved last, if any.
+    fn load(&self) -> Option<Vec<u8>>;
+    /// Replaces the saved bytes; a failure only loses the cache.
+    fn save(&self, bytes: &[u8]);
+    /// The most bytes worth saving.
+    fn limit(&self) -> usize;
 }

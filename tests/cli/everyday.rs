@@ -459,7 +459,7 @@ fn help_of_the_new_commands() {
 
 /// A pseudo-terminal: what the child writes to it is collected by a thread; keys are
 /// written to it as a person would type them.
-struct Pty {
+pub(crate) struct Pty {
     master: std::fs::File,
     seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
@@ -467,7 +467,7 @@ struct Pty {
 impl Pty {
     /// Opens a terminal and gives `cmd` its other end as stdin and stderr (stdout stays
     /// the caller's to set).
-    fn attach(cmd: &mut std::process::Command) -> Pty {
+    pub(crate) fn attach(cmd: &mut std::process::Command) -> Pty {
         use std::os::fd::FromRawFd;
         let (mut master, mut slave) = (0, 0);
         // SAFETY: openpty writes two descriptors we then own; no name, termios or size.
@@ -515,13 +515,13 @@ impl Pty {
         Pty { master, seen }
     }
 
-    fn type_keys(&mut self, keys: &str) {
+    pub(crate) fn type_keys(&mut self, keys: &str) {
         use std::io::Write;
         self.master.write_all(keys.as_bytes()).expect("type");
         self.master.flush().expect("flush");
     }
 
-    fn seen(&self) -> String {
+    pub(crate) fn seen(&self) -> String {
         String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
     }
 

@@ -6,6 +6,7 @@
 mod common;
 
 mod automations;
+mod budget_calls;
 mod budget_estimate;
 mod cli_attach;
 mod cli_budget;
@@ -17,17 +18,22 @@ mod config_validate;
 mod cost;
 mod docs_examples;
 mod docs_sync;
+mod effects;
 mod embedder;
 mod engine;
 mod everyday;
 #[cfg(feature = "sqlite")]
 mod export_sqlite;
+mod follow;
 mod hostile_input;
 mod layers;
 mod ledger_crash;
 mod ledger_index;
 mod legacy;
+mod local_kept;
 mod local_model;
+mod local_session;
+mod local_templates;
 mod mcp;
 mod memory;
 mod memory_turns;
@@ -42,6 +48,7 @@ mod sandbox;
 mod sandbox_files;
 mod serve;
 mod serve_limits;
+mod serve_memory;
 mod store_faults;
 mod store_fixture;
 mod store_props;

@@ -8,3 +8,4 @@
 pub mod pending_rewind;
 pub mod serve;
 pub mod session;
+pub mod stream;
