@@ -46,7 +46,7 @@ pub struct UsageArgs {
 }
 
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    let ws = g.open_read()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
     let by = match args.by {
         By::Agent => usage::By::Agent,
