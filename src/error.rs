@@ -166,6 +166,9 @@ pub enum RuntimeError {
         turn: Option<String>,
         command: &'static str,
     },
+    /// A command that only reads, outside a project, before the home repository exists.
+    #[error("no repository in {start} or any parent directory, and no home repository ({home}) yet: nothing has been recorded")]
+    NoHomeYet { start: String, home: String },
     #[error("no automation {id:?}")]
     UnknownAutomation { id: String, known: Vec<String> },
     #[error("automation {automation:?} is running{}", if running.is_empty() { String::new() } else { format!(": {running}") })]
@@ -176,6 +179,13 @@ pub enum RuntimeError {
     SessionExists { name: String },
     #[error("no turn matches {prefix:?}")]
     TurnNotFound { prefix: String },
+    /// A turn reference (`@`, `@~N`) past the session's first turn.
+    #[error("{reference}: session {session:?} has {}", match turns { 0 => "no turns yet".to_owned(), 1 => "one turn (`@`)".to_owned(), n => format!("{n} turns (`@` to `@~{}`)", n - 1) })]
+    NoTurnAt {
+        reference: String,
+        session: String,
+        turns: usize,
+    },
     #[error("{prefix:?} matches several turns: {}", candidates.join(", "))]
     AmbiguousTurn {
         prefix: String,
@@ -322,6 +332,8 @@ pub enum Next {
     NameSession,
     /// No turn matched: list the turns.
     ListTurns,
+    /// A turn reference went past a session's first turn: list that session's turns.
+    ListSessionTurns { session: String },
     /// Not a turn id: give one, or a unique prefix (the turns list them).
     GiveTurnId,
     /// The turn is no longer active: look at the turns again before acting.
@@ -408,6 +420,7 @@ impl RuntimeError {
             | RuntimeError::UnknownAutomation { .. }
             | RuntimeError::NoSession { .. }
             | RuntimeError::TurnNotFound { .. }
+            | RuntimeError::NoTurnAt { .. }
             | RuntimeError::AmbiguousTurn { .. } => NotFound,
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
@@ -415,7 +428,7 @@ impl RuntimeError {
             RuntimeError::Busy { .. }
             | RuntimeError::AutomationBusy { .. }
             | RuntimeError::ServeRunning { .. } => Busy,
-            RuntimeError::ServeNotRunning { .. } => NoRepository,
+            RuntimeError::ServeNotRunning { .. } | RuntimeError::NoHomeYet { .. } => NoRepository,
             RuntimeError::Remote(r) => r.kind,
             RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
@@ -491,6 +504,9 @@ impl RuntimeError {
                 vec![Next::SwitchSession { name: name.clone() }]
             }
             RuntimeError::TurnNotFound { .. } => vec![Next::ListTurns],
+            RuntimeError::NoTurnAt { session, .. } => vec![Next::ListSessionTurns {
+                session: session.clone(),
+            }],
             RuntimeError::AmbiguousTurn { .. } => say("give more characters of the id"),
             RuntimeError::NotActive { .. } => vec![Next::RefreshTurns],
             RuntimeError::Refused { hint, .. } | RuntimeError::Invalid { hint, .. } => {
@@ -512,6 +528,7 @@ impl RuntimeError {
                     .unwrap_or_else(|| "Ctrl-C in its terminal".into())
             ))],
             RuntimeError::ServeNotRunning { .. } => vec![Next::StartServe],
+            RuntimeError::NoHomeYet { .. } => vec![Next::InitRepository],
             RuntimeError::AgentDown { id, .. } => vec![Next::RestartAgent { id: id.clone() }],
             RuntimeError::ServeLost { .. } => vec![Next::SeeHowTheTurnEnded],
             RuntimeError::ServeOtherBuild { pid, .. } => vec![Next::RestartUpgradedServe { pid: *pid }],

@@ -164,6 +164,9 @@ pub struct TurnView {
     pub origin: Option<OriginView>,
     /// The model, system prompt and sampling the sender set for this turn alone.
     pub overrides: Option<crate::overrides::Overrides>,
+    /// The directory the turn's tools worked in, when it was not the repository's own
+    /// (recorded since turns say it).
+    pub workdir: Option<String>,
     /// A coordinator's plan.
     pub plan: Option<PlanView>,
     /// A coordinator's subtasks, in the order they started.
@@ -662,6 +665,7 @@ impl TurnView {
             Record::AgentOutputBounded(o) => self.add_bounded_output(o.agent, o.text),
             Record::TurnOrigin(o) => self.origin = Some(origin_of(o)),
             Record::TurnOverrides(o) => self.overrides = Some(overrides_of(o)),
+            Record::TurnWorkdir(w) => self.workdir = Some(w.dir),
             Record::TurnEnded(e) => self.end(e),
             Record::ToolStarted(s) => self.tool_started(s),
             Record::ToolFinished(r) => self.tool_finished(r),
@@ -795,6 +799,7 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         retry_of: b.retry_of,
         origin: None,
         overrides: None,
+        workdir: None,
         plan: None,
         subtasks: Vec::new(),
         activation: Vec::new(),

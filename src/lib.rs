@@ -18,7 +18,8 @@
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
 //!   features plug into),
-//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `turnref` (`@`,
+//!   `@~N`: turn references every command that takes a turn id resolves);
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears;
 //! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
@@ -76,6 +77,7 @@ pub mod team;
 pub mod telemetry;
 pub mod tools;
 pub mod turn;
+pub mod turnref;
 pub mod usage;
 pub mod workspace;
 

@@ -8,6 +8,7 @@ mod de;
 mod diag;
 mod load;
 mod prices;
+mod partial;
 #[cfg(test)]
 mod proptests;
 mod relations;
@@ -18,7 +19,7 @@ mod trusted;
 mod types;
 mod validate;
 
-pub(crate) use diag::suggestion;
+pub(crate) use diag::{closest, suggestion};
 pub use diag::{Diagnostic, Severity};
 pub(crate) use load::{human_size, read_text_file, FileProblem};
 pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
@@ -30,6 +31,7 @@ pub use resolve::{
     DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
     DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
+pub use resolve::{provider_names, takes_any_model};
 pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;
 pub use trusted::{mcp_program, trusted_files, TrustedFile};

@@ -11,6 +11,9 @@ pub const FORMAT_MAGIC: &str = "axocoatl repository";
 /// The repository format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEAD_FILE: &str = "HEAD";
+/// The home repository's current session per directory (`crate::heads`); absent until a
+/// directory chooses one.
+pub const HEADS_DIR: &str = "heads";
 /// Renamed and removed sessions (`crate::names`); absent until the first rename or removal.
 pub const NAMES_FILE: &str = "session-names";
 pub const NAMES_LOCK: &str = "run/session-names.lock";

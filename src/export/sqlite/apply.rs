@@ -328,6 +328,10 @@ impl<'c> Applier<'c> {
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
             Record::TurnOverrides(o) => self.overrides(o, &mut ev)?,
+            Record::TurnWorkdir(w) => {
+                ev.kind = "turn_workdir";
+                ev.text = Some(Cow::Borrowed(&w.dir));
+            }
             Record::AttachmentAdded(a) => self.attachment_added(a, &mut ev)?,
             Record::AttachmentRemoved(a) => {
                 self.tx
