@@ -19,7 +19,7 @@ mod validate;
 pub(crate) use diag::suggestion;
 pub use diag::{Diagnostic, Severity};
 pub(crate) use load::{human_size, read_text_file, FileProblem};
-pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
+pub use load::{load, load_checked, load_str, Loaded, CONFIG_SIZE_LIMIT};
 pub(crate) use resolve::lookup_provider;
 pub use resolve::{
     local_model_path, local_ready_dir, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS,

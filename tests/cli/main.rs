@@ -49,3 +49,4 @@ mod teams;
 mod telemetry;
 mod tool_arguments;
 mod tools;
+mod trust;

@@ -1,0 +1,272 @@
+//! Repositories and configuration files another local user planted or can write: refused
+//! with their path, their owner and how to allow them, whether they were found above the
+//! working directory, named (`-C`, `--repo`, `AXOCOATL_DIR`, `--config`) or are the home
+//! repository; and nothing of the stranger's runs (no MCP program, no request to their
+//! server, nothing in their ledger). The stranger's side runs as another uid (`setpriv`), so
+//! these tests need root; they say so and pass without it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::env::{Run, TestEnv};
+use crate::common::fake_http::{FakeServer, Reply};
+use crate::common::users::{as_nobody, chmod, chown_nobody, is_root};
+
+#[expect(clippy::print_stderr, reason = "a skipped test says why")]
+fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
+fn run(mut c: impl std::borrow::BorrowMut<Command>) -> Run {
+    Run::from_output(c.borrow_mut().output().expect("run axocoatl"))
+}
+
+/// Every file under `dir` with its length and modification time.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let meta = e.metadata().expect("meta");
+            if meta.is_dir() {
+                pending.push(e.path());
+            } else {
+                out.push((e.path(), meta.len(), meta.modified().expect("mtime")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A test directory the other user can enter, with a shared directory in it that every
+/// user may write (as `/tmp` is: mode 1777).
+fn shared_env() -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    chmod(env.tmp.path(), 0o755);
+    let shared = env.tmp.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    chmod(&shared, 0o1777);
+    (env, shared)
+}
+
+/// The stranger's repository in `project`, made by the stranger: its configuration sends
+/// turns to `server` with the caller's key and starts `server.sh` (which leaves `marker`) as
+/// an MCP server.
+fn plant(env: &TestEnv, project: &Path, server: &FakeServer, marker: &Path) {
+    let r = run(as_nobody(
+        env,
+        None,
+        &["init", &project.display().to_string()],
+    ));
+    assert_eq!(r.code, 0, "the stranger's init: {}", r.stderr);
+    std::fs::write(
+        project.join("server.sh"),
+        format!("#!/bin/sh\ntouch {}\nsleep 5\n", marker.display()),
+    )
+    .expect("write");
+    chmod(&project.join("server.sh"), 0o755);
+    std::fs::write(
+        project.join("axocoatl.yaml"),
+        format!(
+            "providers:\n  theirs: {{kind: openai, base_url: \"{}/v1\", max_retries: 0}}\nmcp_servers:\n  tools: {{command: ./server.sh}}\nagents:\n  - id: a\n    provider: theirs\n    model: m\n    mcp_servers: [tools]\n",
+            server.url()
+        ),
+    )
+    .expect("write");
+    std::fs::create_dir_all(project.join("deep/below")).expect("mkdir");
+    chown_nobody(project);
+}
+
+/// A stranger's repository above the working directory, named by `-C`, `--repo` and
+/// `AXOCOATL_DIR`: refused every way with its path, its owner and the allow-list; their MCP
+/// program never starts, their server gets no request (and no key), their ledger is not
+/// written. Allowed by name, it is used.
+#[test]
+fn a_repository_another_user_planted_is_refused_and_nothing_of_theirs_runs() {
+    if !is_root() {
+        skipped("acting as another user needs root");
+        return;
+    }
+    let (mut env, shared) = shared_env();
+    env.set_env("OPENAI_API_KEY", "the-callers-key");
+    let server = FakeServer::with([Reply::sse("data: [DONE]\n\n")]);
+    let project = shared.join("project");
+    let marker = shared.join("mcp-server-ran");
+    plant(&env, &project, &server, &marker);
+    let before = listing(&project.join(".axocoatl"));
+    let below = project.join("deep/below");
+    let project_s = project.display().to_string();
+    let repo_s = project.join(".axocoatl").display().to_string();
+    let mut tries: Vec<(&str, Command)> = vec![
+        ("discovered", env.cmd(&["send", "hi"])),
+        ("-C", env.cmd(&["-C", &project_s, "send", "hi"])),
+        ("--repo", env.cmd(&["--repo", &project_s, "send", "hi"])),
+        ("AXOCOATL_DIR", env.cmd(&["send", "hi"])),
+        ("repo", env.cmd(&["repo"])),
+        ("history", env.cmd(&["history"])),
+    ];
+    tries[0].1.current_dir(&below);
+    tries[3].1.env("AXOCOATL_DIR", &repo_s);
+    tries[4].1.current_dir(&below);
+    tries[5].1.current_dir(&below);
+    for (how, c) in tries {
+        let r = run(c);
+        assert_eq!(r.code, 11, "{how}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("refusing the repository {repo_s}"))
+                || r.stderr
+                    .contains(&format!("refusing the repository {project_s}")),
+            "{how}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("owned by uid 65534"),
+            "{how}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("AXOCOATL_SAFE_DIRECTORIES"),
+            "{how}: {}",
+            r.stderr
+        );
+    }
+    let r = run(env.cmd(&["send", "hi"]).current_dir(&below));
+    snap!("planted_repository", env.snap(&r));
+    assert_eq!(server.request_count(), 0, "a request reached their server");
+    assert!(!marker.exists(), "their MCP program ran");
+    assert_eq!(
+        listing(&project.join(".axocoatl")),
+        before,
+        "their ledger changed"
+    );
+    // Allowed by name, in the environment or in the user's own file, it is used.
+    let r = run(env
+        .cmd(&["repo"])
+        .current_dir(&below)
+        .env("AXOCOATL_SAFE_DIRECTORIES", &project_s));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), repo_s);
+    let list = env.home.join(".config/axocoatl/safe-directories");
+    std::fs::create_dir_all(list.parent().expect("dir")).expect("mkdir");
+    std::fs::write(
+        &list,
+        format!("# shared with the team\n{}/*\n", shared.display()),
+    )
+    .expect("write");
+    let r = run(env.cmd(&["repo"]).current_dir(&below));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // An allow-list that another user can write is not read.
+    chmod(&list, 0o666);
+    let r = run(env.cmd(&["repo"]).current_dir(&below));
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(r.stderr.contains("writable by every user"), "{}", r.stderr);
+}
+
+/// The home repository is checked the same way: one another user made where
+/// `XDG_DATA_HOME` points is refused, not used.
+#[test]
+fn a_home_repository_another_user_made_is_refused() {
+    if !is_root() {
+        skipped("acting as another user needs root");
+        return;
+    }
+    let (mut env, shared) = shared_env();
+    let data = shared.join("data");
+    let server = FakeServer::with([Reply::sse("data: [DONE]\n\n")]);
+    let marker = shared.join("mcp-server-ran");
+    std::fs::create_dir(&data).expect("mkdir");
+    chown_nobody(&data);
+    plant(&env, &data.join("axocoatl"), &server, &marker);
+    env.set_env("XDG_DATA_HOME", &data.display().to_string());
+    let r = env.run(&["send", "hi"]);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "refusing the repository {}",
+            data.join("axocoatl/.axocoatl").display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+    assert!(!marker.exists());
+}
+
+/// A configuration another user owns, or that every user can write, is refused even in the
+/// caller's own repository; the caller's own is read.
+#[test]
+fn a_configuration_another_user_owns_or_can_write_is_refused() {
+    if !is_root() {
+        skipped("acting as another user needs root");
+        return;
+    }
+    let (env, shared) = shared_env();
+    let r = env.run(&["init"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    chmod(&env.work.join("axocoatl.yaml"), 0o666);
+    let r = env.run(&["send", "hi"]);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refusing the configuration file")
+            && r.stderr.contains("writable by every user (mode 0666)"),
+        "{}",
+        r.stderr
+    );
+    chmod(&env.work.join("axocoatl.yaml"), 0o644);
+    let theirs = shared.join("theirs.yaml");
+    std::fs::write(
+        &theirs,
+        "providers:\n  s: {kind: script, script: r.yaml}\nagents:\n  - {id: a, provider: s}\n",
+    )
+    .expect("write");
+    chown_nobody(&theirs);
+    let r = env.run(&["--config", &theirs.display().to_string(), "send", "hi"]);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "refusing the configuration file {}",
+            theirs.display()
+        )) && r.stderr.contains("owned by uid 65534"),
+        "{}",
+        r.stderr
+    );
+    // `validate` only reads: it still checks a file of anyone's.
+    let r = env.run(&["validate", &theirs.display().to_string()]);
+    assert_ne!(r.code, 11, "{}", r.stderr);
+}
+
+/// The other way round: an unprivileged user below root's repository is refused (root's
+/// own is trusted by root only), and uses a repository of their own.
+#[test]
+fn an_unprivileged_user_is_refused_roots_repository() {
+    if !is_root() {
+        skipped("acting as another user needs root");
+        return;
+    }
+    let (env, shared) = shared_env();
+    let r = env.run(&["init"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    chmod(&env.work, 0o755);
+    let below = env.work.join("sub");
+    std::fs::create_dir(&below).expect("mkdir");
+    let r = run(as_nobody(&env, Some(&below), &["history"]));
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("owned by uid 0") && r.stderr.contains("not by you (uid 65534"),
+        "{}",
+        r.stderr
+    );
+    // Their own repository in the shared directory is theirs to use.
+    let own = shared.join("own");
+    let r = run(as_nobody(
+        &env,
+        Some(&shared),
+        &["init", &own.display().to_string()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(as_nobody(&env, Some(&own), &["history"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
