@@ -6,6 +6,7 @@
 mod common;
 
 mod automations;
+mod bounds;
 mod budget_estimate;
 mod cli_attach;
 mod cli_budget;

@@ -1,0 +1,200 @@
+//! No input takes the machine: a PDF whose pages share one stream that inflates to 60 MB,
+//! a stop while a PDF is read.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use lopdf::{dictionary, Document, Object, Stream};
+use serde_json::Value;
+
+use crate::common::env::{wait_until, TestEnv};
+
+/// The address-space limit of commands that must stay small (the debug binary maps about
+/// 200 MB before it does anything).
+const LIMIT_KIB: u64 = 1024 * 1024;
+
+/// A PDF of `pages` pages whose contents are `per_page` distinct streams when `distinct`,
+/// else all the same one stream; each stream is `content` (Flate-compressed) and every page
+/// has the font `/F1`.
+fn pdf(pages: usize, content: &[u8], distinct: bool) -> Vec<u8> {
+    let mut doc = Document::with_version("1.5");
+    let pages_id = doc.new_object_id();
+    let font = doc.add_object(dictionary! {
+        "Type" => "Font",
+        "Subtype" => "Type1",
+        "BaseFont" => "Helvetica",
+        "Encoding" => "WinAnsiEncoding",
+    });
+    let resources = doc.add_object(dictionary! {
+        "Font" => dictionary! { "F1" => font },
+    });
+    let stream = |doc: &mut Document| {
+        let mut s = Stream::new(dictionary! {}, content.to_vec());
+        s.compress().expect("compress");
+        doc.add_object(s)
+    };
+    let shared = stream(&mut doc);
+    let mut kids = Vec::new();
+    for i in 0..pages {
+        let contents = if distinct && i > 0 {
+            stream(&mut doc)
+        } else {
+            shared
+        };
+        let page = doc.add_object(dictionary! {
+            "Type" => "Page",
+            "Parent" => pages_id,
+            "Contents" => contents,
+            "Resources" => resources,
+            "MediaBox" => vec![0.into(), 0.into(), 595.into(), 842.into()],
+        });
+        kids.push(Object::Reference(page));
+    }
+    doc.objects.insert(
+        pages_id,
+        Object::Dictionary(dictionary! {
+            "Type" => "Pages",
+            "Kids" => kids,
+            "Count" => pages as i64,
+        }),
+    );
+    let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+    doc.trailer.set("Root", catalog);
+    let mut out = Vec::new();
+    doc.save_to(&mut out).expect("save");
+    out
+}
+
+/// `n` bytes (about) of text-showing operations: `BT /F1 12 Tf (AAA…) Tj ET` lines, each
+/// showing 64 KiB of text (what compresses best: the report's file was 108 KB).
+fn text_content(n: usize) -> Vec<u8> {
+    let mut line = b"BT /F1 12 Tf 72 700 Td (".to_vec();
+    line.extend(std::iter::repeat_n(b'A', 65536));
+    line.extend_from_slice(b") Tj ET\n");
+    line.repeat(n / line.len() + 1)
+}
+
+/// `n` bytes (about) of drawing operations, which show no text.
+fn drawing_content(n: usize) -> Vec<u8> {
+    let line = b"0.5 0 0 RG 10 10 m 200 200 l S\n";
+    line.repeat(n / line.len() + 1)
+}
+
+fn script_env() -> TestEnv {
+    let env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: a\n    provider: canned\n",
+    );
+    env.write("replies.yaml", "replies:\n  - text: ok\n");
+    env
+}
+
+/// The 108 KB PDF of 300 pages that share one content stream inflating to 60 MB: attached
+/// under a 1 GiB address-space limit, it is read once, cut at 256 KiB of text, and the
+/// pages not needed are said to be unread. Before, every page's text was collected first
+/// (23.6 GB before the kernel killed the process).
+#[test]
+fn a_pdf_whose_pages_share_a_huge_stream_is_read_under_one_budget() {
+    let env = script_env();
+    let bomb = pdf(300, &text_content(60 << 20), false);
+    assert!(bomb.len() < 512 * 1024, "{} bytes", bomb.len());
+    std::fs::write(env.work.join("bomb.pdf"), &bomb).expect("write");
+    let r = env.run_limited(LIMIT_KIB, &["attach", "add", "--json", "bomb.pdf"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let added: Value =
+        serde_json::from_str(r.stdout.lines().next().expect("a line")).expect("json");
+    assert_eq!(added["text_truncated"], true, "{added}");
+    let notes = added["notes"].to_string();
+    assert!(
+        notes.contains("the text passed 256 KiB by page 1 of 300"),
+        "{notes}"
+    );
+    // The same document through `send --attach`.
+    let r = env.run_limited(LIMIT_KIB, &["send", "--attach", "bomb.pdf", "summarize"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Pages that each inflate their own stream: the document's budget ends the reading.
+    let heavy = pdf(20, &drawing_content(16 << 20), true);
+    std::fs::write(env.work.join("heavy.pdf"), &heavy).expect("write");
+    let r = env.run_limited(LIMIT_KIB, &["attach", "add", "--json", "heavy.pdf"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("the document's content passed the 128 MiB read for one PDF on page"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Whether process `pid` has a handler for SIGTERM (bit 15 of `SigCgt`).
+fn catches_sigterm(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: kill with a pid this test started.
+    #[expect(unsafe_code, reason = "kill: libc has no safe wrapper")]
+    let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(r, 0);
+}
+
+/// Waits for `child` to end, at most `limit`; kills it (and fails) past that.
+fn ended_within(child: &mut Child, limit: Duration, what: &str) -> std::process::Output {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut out = std::process::Output {
+        status: child.wait().expect("wait"),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    if let Some(mut s) = child.stderr.take() {
+        let _ = std::io::Read::read_to_end(&mut s, &mut out.stderr);
+    }
+    out
+}
+
+/// SIGTERM while a PDF's pages are read ends `attach add` between two pages (or two
+/// batches of operations), with nothing stored.
+#[test]
+fn sigterm_ends_the_reading_of_a_pdf() {
+    let env = script_env();
+    let heavy = pdf(20, &drawing_content(16 << 20), true);
+    std::fs::write(env.work.join("heavy.pdf"), &heavy).expect("write");
+    let mut child = env
+        .cmd(&["attach", "add", "heavy.pdf"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    wait_until("attach add handles SIGTERM", || catches_sigterm(pid));
+    sigterm(&child);
+    let out = ended_within(
+        &mut child,
+        Duration::from_secs(10),
+        "attach add after SIGTERM",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("heavy.pdf: reading its text was stopped on page"),
+        "{stderr}"
+    );
+    let r = env.run(&["attach", "list", "--json"]);
+    assert_eq!(r.stdout.trim(), "", "nothing was attached");
+}
