@@ -213,7 +213,7 @@ impl Workspace {
         };
         let recovered = session::recover_orphans(&repo)?;
         // Temporary directories of commands whose process was killed.
-        crate::scratch::sweep();
+        crate::scratch::sweep(repo.root());
         let ws = Workspace {
             repo,
             config_path,

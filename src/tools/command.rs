@@ -100,7 +100,7 @@ pub fn run(
     timeout: Duration,
     stop: &dyn Fn() -> bool,
 ) -> ToolOutput {
-    let tmp = match Scratch::new() {
+    let tmp = match Scratch::new(cx.root.repo(), &super::mountns::well_known_sockets()) {
         Ok(t) => t,
         Err(e) => {
             return ToolOutput::err(format!(

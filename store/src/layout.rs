@@ -56,6 +56,10 @@ pub const ACTORS_DIR: &str = "run/actors";
 /// file per agent ([`rewind_pending_path`]), removed once it is, so the next command
 /// finishes what a crash left.
 pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
+/// One note per user (named by the uid) that names the private, randomly named directory
+/// in the system's temporary directory under which that user's commands get their
+/// `$TMPDIR`: found again by later processes, so that what a killed one left is swept.
+pub const SCRATCH_NOTES_DIR: &str = "run/scratch";
 /// Lock files of automations (volatile coordination, not history).
 pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
 /// In an automation's record directory: the occurrences running now.

@@ -270,3 +270,122 @@ fn an_unprivileged_user_is_refused_roots_repository() {
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
+fn sandbox_available() -> bool {
+    match axocoatl::tools::sandbox::unavailable() {
+        None => true,
+        Some(why) => {
+            skipped(&format!("{why} (the refusal is tested in src/tools)"));
+            false
+        }
+    }
+}
+
+/// A repository whose agent `coder` (workspace-write, scripted) makes `calls` (tool name,
+/// JSON arguments) in one turn when a request contains `go`.
+fn scripted(calls: &[(&str, serde_json::Value)]) -> TestEnv {
+    let env = TestEnv::with_config(
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: coder\n    provider: canned\n    sandbox: workspace-write\n",
+    );
+    let mut replies = String::from("replies:\n");
+    for (name, args) in calls {
+        replies +=
+            &format!("  - match: go\n    tool_calls: [{{name: {name}, arguments: {args}}}]\n");
+    }
+    replies += "  - match: go\n    text: done\n";
+    env.write("replies.yaml", &replies);
+    env
+}
+
+/// `send --json go` as root or as the unprivileged user: the tool results' outputs.
+fn go(env: &TestEnv, nobody: bool) -> Vec<String> {
+    let c = if nobody {
+        as_nobody(env, None, &["send", "--json", "go"])
+    } else {
+        env.cmd(&["send", "--json", "go"])
+    };
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "tool.result")
+        .map(|v| v["output"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Where commands get their `$TMPDIR`, no other user can have made the directory first: a
+/// directory of another user's at the old predictable name (`axocoatl-commands-<uid>`), or
+/// put in place of the one in use, never stops a command; it runs in a new private one. As
+/// root and as an unprivileged user.
+#[test]
+fn a_directory_another_user_made_where_commands_get_their_tmpdir_never_stops_them() {
+    if !sandbox_available() {
+        return;
+    }
+    if !is_root() {
+        skipped("making another user's directory needs root");
+        return;
+    }
+    for nobody in [false, true] {
+        let mut env = scripted(&[(
+            "run_command",
+            serde_json::json!({"command": "echo \"$TMPDIR\" > tmpdir.txt && echo ran"}),
+        )]);
+        chmod(env.tmp.path(), 0o755);
+        let tmp = env.tmp.path().join("t");
+        std::fs::create_dir(&tmp).expect("mkdir");
+        chmod(&tmp, 0o1777);
+        env.set_env("TMPDIR", &tmp.display().to_string());
+        let (me, stranger) = if nobody { (65534, 0) } else { (0, 65534) };
+        // The stranger's directory at the name commands used to use.
+        let old = tmp.join(format!("axocoatl-commands-{me}"));
+        std::fs::create_dir(&old).expect("mkdir");
+        chmod(&old, 0o700);
+        std::os::unix::fs::chown(&old, Some(stranger), Some(stranger)).expect("chown");
+        if nobody {
+            chown_nobody(&env.work);
+        }
+        let outputs = go(&env, nobody);
+        assert!(outputs[0].contains("ran"), "nobody={nobody}: {outputs:?}");
+        let first = PathBuf::from(
+            std::fs::read_to_string(env.work.join("tmpdir.txt"))
+                .expect("tmpdir")
+                .trim(),
+        );
+        let base = first.parent().expect("base").to_path_buf();
+        let name = base
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            base.parent() == Some(tmp.as_path())
+                && name.starts_with(&format!("axocoatl-commands-{me}-"))
+                && name.len() > format!("axocoatl-commands-{me}-").len(),
+            "{}",
+            base.display()
+        );
+        // The stranger puts a directory of theirs in its place.
+        std::fs::remove_dir_all(&base).expect("rm");
+        std::fs::create_dir(&base).expect("mkdir");
+        chmod(&base, 0o777);
+        std::os::unix::fs::chown(&base, Some(stranger), Some(stranger)).expect("chown");
+        let outputs = go(&env, nobody);
+        assert!(outputs[0].contains("ran"), "nobody={nobody}: {outputs:?}");
+        let second = PathBuf::from(
+            std::fs::read_to_string(env.work.join("tmpdir.txt"))
+                .expect("tmpdir")
+                .trim(),
+        );
+        assert!(
+            !second.starts_with(&base) && second.starts_with(&tmp),
+            "{}",
+            second.display()
+        );
+        assert_eq!(
+            std::fs::read_dir(&base).expect("theirs").count(),
+            0,
+            "nothing was made in the stranger's directory"
+        );
+    }
+}
