@@ -28,7 +28,7 @@ pub use resolve::{
 };
 pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;
-pub use trusted::{mcp_program, trusted_files, TrustedFile};
+pub use trusted::{mcp_program, model_places, trusted_files, TrustedFile};
 pub use types::*;
 pub(crate) use validate::sampling_problems;
 pub use validate::{check_name, parse_schedule};

@@ -313,6 +313,83 @@ fn go(env: &TestEnv, nobody: bool) -> Vec<String> {
         .collect()
 }
 
+/// The model a `local` provider finds without `model_path` (`AXOCOATL_MODEL`, the model
+/// cache with its ready-to-run copies) and the embedder's files, all inside the workspace:
+/// `write_file` is refused on each, and a command cannot write, replace or add to them, nor
+/// make the ready-copy directory that did not exist yet. As root and as an unprivileged
+/// user (a user namespace).
+#[test]
+fn models_found_through_the_environment_are_kept_from_agents() {
+    if !sandbox_available() {
+        return;
+    }
+    for nobody in [false, true] {
+        if nobody && !is_root() {
+            skipped("the unprivileged run needs root to switch users");
+            continue;
+        }
+        let writes = [
+            ".cache/axocoatl/models/default.gguf",
+            ".cache/axocoatl/models/ready/new.gguf",
+            "models/m.gguf",
+            "embed/model.onnx",
+        ];
+        let mut calls: Vec<(&str, serde_json::Value)> = writes
+            .iter()
+            .map(|p| {
+                (
+                    "write_file",
+                    serde_json::json!({"path": p, "content": "pwned"}),
+                )
+            })
+            .collect();
+        let command = "for f in .cache/axocoatl/models/default.gguf models/m.gguf embed/model.onnx; do echo pwned > $f && echo WROTE $f; done; mkdir -p .cache/axocoatl/models/ready && echo pwned > .cache/axocoatl/models/ready/new.gguf && echo WROTE ready; mv .cache/axocoatl/models .cache/axocoatl/moved && echo WROTE moved; mv embed embed.old && mkdir embed && echo WROTE embed; true";
+        calls.push(("run_command", serde_json::json!({"command": command})));
+        let mut env = scripted(&calls);
+        let work = env.work.display().to_string();
+        env.set_env("HOME", &work);
+        env.set_env("AXOCOATL_MODEL", &format!("{work}/models/m.gguf"));
+        env.set_env("AXOCOATL_EMBED_DIR", &format!("{work}/embed"));
+        for f in [
+            ".cache/axocoatl/models/default.gguf",
+            "models/m.gguf",
+            "embed/model.onnx",
+        ] {
+            env.write(f, "the real model");
+        }
+        if nobody {
+            chmod(env.tmp.path(), 0o755);
+            chown_nobody(&env.work);
+        }
+        let outputs = go(&env, nobody);
+        assert_eq!(outputs.len(), writes.len() + 1, "{outputs:?}");
+        for (out, path) in outputs.iter().zip(writes) {
+            assert!(out.contains("refused"), "write_file {path}: {out}");
+        }
+        let command_out = outputs.last().expect("the command");
+        assert!(
+            !command_out.contains("WROTE"),
+            "nobody={nobody}: {command_out}"
+        );
+        for f in [
+            ".cache/axocoatl/models/default.gguf",
+            "models/m.gguf",
+            "embed/model.onnx",
+        ] {
+            assert_eq!(
+                std::fs::read_to_string(env.work.join(f)).expect("read"),
+                "the real model",
+                "{f}"
+            );
+        }
+        assert!(!env
+            .work
+            .join(".cache/axocoatl/models/ready/new.gguf")
+            .exists());
+        assert!(!env.work.join(".cache/axocoatl/moved").exists());
+    }
+}
+
 /// Where commands get their `$TMPDIR`, no other user can have made the directory first: a
 /// directory of another user's at the old predictable name (`axocoatl-commands-<uid>`), or
 /// put in place of the one in use, never stops a command; it runs in a new private one. As
