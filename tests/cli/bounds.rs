@@ -1,6 +1,8 @@
 //! No input takes the machine: a PDF whose pages share one stream that inflates to 60 MB,
-//! a stop while a PDF is read.
+//! a stop while a PDF is read, a 3.2 MB message (the process leaves when its turn ends; its
+//! memory is embedded later).
 
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -197,4 +199,80 @@ fn sigterm_ends_the_reading_of_a_pdf() {
     );
     let r = env.run(&["attach", "list", "--json"]);
     assert_eq!(r.stdout.trim(), "", "nothing was attached");
+}
+
+/// The directory of the embedding model, where `scripts/fetch-model.sh` puts it.
+fn model_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("AXOCOATL_EMBED_DIR") {
+        return dir.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache")
+        });
+    cache.join("axocoatl/models/all-MiniLM-L6-v2")
+}
+
+fn memory_status(env: &TestEnv) -> Value {
+    let r = env.run(&["memory", "status", "-a", "a", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(r.stdout.trim()).expect("json")
+}
+
+/// A 3.2 MB message: the answer streams, then the process ends at once (it used to embed
+/// some 12,000 chunks of the exchange for minutes). The exchange kept in semantic memory
+/// is its first words (the ledger has the whole request), written at once; its vectors come
+/// with the next search.
+#[test]
+fn a_huge_message_leaves_no_work_after_its_answer() {
+    let dir = model_dir();
+    if !dir.join("model.onnx").is_file() {
+        panic!("{}: run scripts/fetch-model.sh first", dir.display());
+    }
+    let mut env = script_env();
+    env.set_env("AXOCOATL_EMBED_DIR", &dir.to_string_lossy());
+    let sentence = "The quarterly numbers moved again and nobody could say why. ";
+    let message = sentence.repeat(3_200_000 / sentence.len());
+    let mut child = env
+        .cmd(&["send", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn send");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(message.as_bytes());
+    });
+    let stdout = child.stdout.take().expect("stdout");
+    let mut ended = false;
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        if line.contains("\"turn.ended\"") {
+            assert!(line.contains("\"completed\""), "{line}");
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the turn did not end");
+    // Generous: the work that was left after the answer took minutes.
+    let out = ended_within(&mut child, Duration::from_secs(20), "send after its answer");
+    writer.join().expect("writer");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = memory_status(&env);
+    let records = status["records"].as_u64().expect("records");
+    assert!((2..=64).contains(&records), "{status}");
+    assert_eq!(status["recall_path"], "neural", "{status}");
+    // The next search embeds what the turn left.
+    let r = env.run(&["memory", "search", "-a", "a", "quarterly numbers"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("quarterly numbers"), "{}", r.stdout);
+    let status = memory_status(&env);
+    assert_eq!(status["indexed"], status["records"], "{status}");
 }
