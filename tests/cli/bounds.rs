@@ -1,6 +1,8 @@
 //! No input takes the machine: a PDF whose pages share one stream that inflates to 60 MB,
 //! a stop while a PDF is read, a 3.2 MB message (the process leaves when its turn ends; its
-//! memory is embedded later).
+//! memory is embedded later), and the messages that name what is wrong with an input: a
+//! line of `chat` input that is not UTF-8, a `max_tokens` too large, an export that cannot
+//! be written.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
@@ -275,4 +277,109 @@ fn a_huge_message_leaves_no_work_after_its_answer() {
     assert!(r.stdout.contains("quarterly numbers"), "{}", r.stdout);
     let status = memory_status(&env);
     assert_eq!(status["indexed"], status["records"], "{status}");
+}
+
+/// One line of `chat`'s input that is not UTF-8 is named and skipped; the lines after it
+/// are sent.
+#[test]
+fn a_chat_line_that_is_not_utf8_is_named_and_the_chat_goes_on() {
+    let env = script_env();
+    let mut child = env
+        .cmd(&["chat", "-s", "talk"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn chat");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"hello\ncaf\xe9 au lait\nbye\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("line 2 of the input was not sent: byte 4 of the line (0xe9) is not UTF-8"),
+        "{stderr}"
+    );
+    let r = env.run(&["history", "-s", "talk", "--json"]);
+    let requests: Vec<String> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json")["request"].to_string())
+        .collect();
+    assert_eq!(requests, ["\"hello\"", "\"bye\""], "{}", r.stdout);
+}
+
+/// A `max_tokens` past what it can hold is said to be too large, not "not a whole number",
+/// on the command line and in the configuration.
+#[test]
+fn a_max_tokens_too_large_is_said_to_be_too_large() {
+    let env = script_env();
+    let r = env.run(&["send", "-o", "max_tokens=99999999999", "hi"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "-o max_tokens=99999999999: 99999999999 tokens is more than max_tokens can be (at most 4294967295)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("whole number"), "{}", r.stderr);
+    env.write(
+        "axocoatl.yaml",
+        "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: a\n    provider: canned\n    sampling: {max_tokens: 99999999999}\n",
+    );
+    let r = env.run(&["validate"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the number 99999999999 is too large: this key takes at most 4294967295"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// An export whose file and directory cannot be written is said to be read-only, not "not an
+/// axocoatl export". Root writes anything, so as root the repository is given to another
+/// user, who exports and refreshes.
+#[cfg(feature = "sqlite")]
+#[test]
+fn a_read_only_export_is_said_to_be_read_only() {
+    use crate::common::env::Run;
+    use crate::common::users::{as_nobody, chmod, chown_nobody, is_root};
+    let env = script_env();
+    assert_eq!(env.run(&["send", "hi"]).code, 0);
+    let out_dir = env.work.join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let db = out_dir.join("history.db");
+    let db_s = db.display().to_string();
+    let nobody = is_root();
+    if nobody {
+        chmod(env.tmp.path(), 0o755);
+        chown_nobody(&env.work);
+    }
+    let export = || {
+        let args = ["export", "--format", "sqlite", "-o", db_s.as_str()];
+        let mut c = if nobody {
+            as_nobody(&env, None, &args)
+        } else {
+            env.cmd(&args)
+        };
+        Run::from_output(c.output().expect("run"))
+    };
+    let r = export();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    chmod(&db, 0o444);
+    chmod(&out_dir, 0o555);
+    let r = export();
+    chmod(&out_dir, 0o755);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{db_s} cannot be refreshed")),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("not an axocoatl export"), "{}", r.stderr);
 }

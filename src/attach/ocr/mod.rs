@@ -323,8 +323,7 @@ impl<'a> Reader<'a> {
         };
         let tiff = media_type == "image/tiff";
         let sizes = if tiff {
-            tiff::pages(bytes)
-                .ok_or_else(|| unreadable("its TIFF directories do not read".into()))?
+            tiff::pages(bytes).map_err(|why| unreadable(format!("its {why}")))?
         } else {
             vec![engine
                 .header(bytes)
