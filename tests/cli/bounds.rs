@@ -224,7 +224,7 @@ fn memory_status(env: &TestEnv) -> Value {
 }
 
 /// A 3.2 MB message: the answer streams, then the process ends at once (it used to embed
-/// some 12,000 chunks of the exchange for minutes). The exchange kept in semantic memory
+/// some 12,000 chunks of the exchange for minutes, before its `turn.ended`). The exchange kept in semantic memory
 /// is its first words (the ledger has the whole request), written at once; its vectors come
 /// with the next search.
 #[test]
@@ -248,18 +248,46 @@ fn a_huge_message_leaves_no_work_after_its_answer() {
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(message.as_bytes());
     });
+    // The answer, then the end of the output (the process's exit closes it), on a thread: a
+    // process that stays busy after its answer must not hang the test.
     let stdout = child.stdout.take().expect("stdout");
+    let (tx, events) = std::sync::mpsc::channel::<(String, Instant)>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send((line, Instant::now()));
+        }
+    });
+    let mut answered = None;
     let mut ended = false;
-    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        if line.contains("\"turn.ended\"") {
-            assert!(line.contains("\"completed\""), "{line}");
-            ended = true;
-            break;
+    // Generous: the work that was left after the answer took minutes.
+    let limit = Duration::from_secs(20);
+    loop {
+        let wait = answered.map_or(Duration::from_secs(120), |at: Instant| {
+            limit.saturating_sub(at.elapsed())
+        });
+        match events.recv_timeout(wait) {
+            Ok((line, at)) => {
+                if answered.is_none() && line.contains("\"type\":\"delta\"") {
+                    answered = Some(at);
+                }
+                if line.contains("\"turn.ended\"") {
+                    assert!(line.contains("\"completed\""), "{line}");
+                    ended = true;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("send was still busy {limit:?} after its answer (answered: {answered:?})");
+            }
         }
     }
-    assert!(ended, "the turn did not end");
-    // Generous: the work that was left after the answer took minutes.
-    let out = ended_within(&mut child, Duration::from_secs(20), "send after its answer");
+    assert!(
+        answered.is_some() && ended,
+        "the turn did not answer and end"
+    );
+    let out = ended_within(&mut child, limit, "send after its answer");
     writer.join().expect("writer");
     assert_eq!(
         out.status.code(),
