@@ -92,12 +92,21 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let signals = Signals::install();
     let mut editor = LineEditor::new();
     let prompt = format!("{shown}> ");
+    let mut number = 0u64;
     loop {
         ui.out.flush()?;
-        let line = match editor.read(&prompt)? {
+        let read = editor.read(&prompt)?;
+        number += 1;
+        let line = match read {
             Input::End => break,
             Input::Dropped => continue,
             Input::Line(line) => line,
+            Input::NotUtf8(why) => {
+                CliError::usage(format!("line {number} of the input was not sent: {why}"))
+                    .hint("send text as UTF-8 (e.g. through `iconv -t UTF-8`); the lines after it are read as usual")
+                    .report(ui);
+                continue;
+            }
         };
         let text = line.trim();
         if text.is_empty() {

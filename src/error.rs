@@ -93,6 +93,9 @@ pub enum AttachError {
     OcrTimeout { name: String, secs: u64, at: String },
     #[error("{name}: OCR was stopped{at}")]
     OcrStopped { name: String, at: String },
+    /// Reading a document's text was stopped (Ctrl-C, SIGTERM, `stop`).
+    #[error("{name}: reading its text was stopped{at}")]
+    ReadStopped { name: String, at: String },
     #[error("{name}: {reason}")]
     OcrUnavailable {
         name: String,
@@ -447,6 +450,7 @@ impl RuntimeError {
                 | AttachError::Binary { .. }
                 | AttachError::OcrTimeout { .. }
                 | AttachError::OcrStopped { .. }
+                | AttachError::ReadStopped { .. }
                 | AttachError::OcrUnavailable { .. }
                 | AttachError::BadText { .. } => Failure,
             },
@@ -624,7 +628,7 @@ fn attach_next(e: &AttachError) -> Vec<Next> {
             stored(),
             Next::say("raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text"),
         ],
-        AttachError::OcrStopped { .. } => vec![stored()],
+        AttachError::OcrStopped { .. } | AttachError::ReadStopped { .. } => vec![stored()],
         AttachError::OcrUnavailable { hint, .. } => vec![stored(), hint.clone()],
         AttachError::BadText { .. } => vec![Next::Fsck],
     }

@@ -14,6 +14,7 @@
 //!   (the `Tool` trait and the `Toolbox` registry);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
+//! - `trust` (which repositories and configuration files another user could have planted);
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
@@ -76,6 +77,7 @@ pub mod sessions;
 pub mod team;
 pub mod telemetry;
 pub mod tools;
+pub mod trust;
 pub mod turn;
 pub mod turnref;
 pub mod usage;

@@ -213,11 +213,18 @@ fn set_option(agent: &mut AgentConfig, key: &str, value: &str) -> Result<()> {
         "temperature" => s.temperature = Some(value.parse().map_err(|_| bad("a number", "0.2"))?),
         "top_p" => s.top_p = Some(value.parse().map_err(|_| bad("a number", "0.9"))?),
         "max_tokens" => {
-            s.max_tokens = Some(
-                value
-                    .parse()
-                    .map_err(|_| bad("a whole number of tokens", "1024"))?,
-            )
+            s.max_tokens = Some(value.parse().map_err(|e: std::num::ParseIntError| {
+                match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => invalid(
+                        format!(
+                            "-o {key}={value}: {value} tokens is more than max_tokens can be (at most {})",
+                            u32::MAX
+                        ),
+                        format!("e.g. -o {key}=1024 (a model's window is far smaller)"),
+                    ),
+                    _ => bad("a whole number of tokens", "1024"),
+                }
+            })?)
         }
         "response_format" => {
             s.response_format = Some(match value {

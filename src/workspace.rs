@@ -91,8 +91,15 @@ pub fn home_dir() -> Option<PathBuf> {
 
 impl Locator {
     /// The repository commands use: explicit, else found walking up, else the home
-    /// repository (which may not exist yet).
+    /// repository (which may not exist yet). One that another user owns or can write is
+    /// refused unless the user allows it ([`crate::trust`]).
     pub fn locate(&self) -> Result<Located> {
+        let located = self.locate_unchecked()?;
+        crate::trust::check_repository(&located.root)?;
+        Ok(located)
+    }
+
+    fn locate_unchecked(&self) -> Result<Located> {
         if let Some(p) = &self.repo {
             let p = if p.is_absolute() {
                 p.clone()
@@ -131,10 +138,19 @@ impl Locator {
     }
 }
 
+/// Why the configuration was not loaded (kept, so that each use says the same).
+#[derive(Debug)]
+enum NotLoaded {
+    Invalid(Vec<Diagnostic>),
+    /// Not trusted ([`crate::trust`]), or the allow-list did not read: the error as it
+    /// was reported.
+    Refused(crate::error::RemoteError),
+}
+
 pub struct Workspace {
     repo: Repo,
     config_path: PathBuf,
-    config: OnceLock<std::result::Result<Loaded, Vec<Diagnostic>>>,
+    config: OnceLock<std::result::Result<Loaded, NotLoaded>>,
     /// Turns found orphaned at open and recorded as interrupted.
     pub recovered: Vec<String>,
     /// MCP servers this process keeps across turns (an actor's).
@@ -194,6 +210,10 @@ impl Workspace {
                 Err(e) => return Err(e),
             }
         }
+        if created_home {
+            // Made now, in a directory that may already have been there.
+            crate::trust::check_repository(&located.root)?;
+        }
         let root = located.root;
         let options = OpenOptions {
             index: locator.index,
@@ -207,7 +227,7 @@ impl Workspace {
         };
         let recovered = session::recover_orphans(&repo)?;
         // Temporary directories of commands whose process was killed.
-        crate::scratch::sweep();
+        crate::scratch::sweep(repo.root());
         let ws = Workspace {
             repo,
             config_path,
@@ -287,12 +307,20 @@ impl Workspace {
         &self.config_path
     }
 
-    /// The validated configuration, loaded on first use.
+    /// The validated configuration, loaded on first use. A file another user owns or can
+    /// write is refused unless the user allows it ([`crate::trust`]).
     pub fn loaded(&self) -> Result<&Loaded> {
-        let loaded = self.config.get_or_init(|| config::load(&self.config_path));
+        let loaded = self.config.get_or_init(|| {
+            let path = &self.config_path;
+            match config::load_checked(path, |meta| crate::trust::check_configuration(path, meta)) {
+                Ok(read) => read.map_err(NotLoaded::Invalid),
+                Err(refused) => Err(NotLoaded::Refused(crate::error::RemoteError::of(&refused))),
+            }
+        });
         match loaded {
             Ok(l) => Ok(l),
-            Err(diags) => {
+            Err(NotLoaded::Refused(e)) => Err(RuntimeError::Remote(e.clone())),
+            Err(NotLoaded::Invalid(diags)) => {
                 if !self.config_path.exists() {
                     return Err(RuntimeError::NoConfig {
                         path: self.config_path.display().to_string(),

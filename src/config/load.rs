@@ -61,29 +61,48 @@ pub const CONFIG_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// Reads, parses and validates a configuration file.
 pub fn load(path: &Path) -> Result<Loaded, Vec<Diagnostic>> {
-    let text = read_text_file(path, CONFIG_SIZE_LIMIT).map_err(|problem| {
-        let hint = match problem {
-            FileProblem::NotFound => "create one with `axocoatl init`, or pass `--config FILE`",
-            FileProblem::NotUtf8 { .. } => "save the file as UTF-8",
-            FileProblem::TooLarge { .. } => {
-                "check the path: a configuration is a few kilobytes of YAML"
-            }
-            FileProblem::NotAFile { .. } => "pass the path of a YAML file",
-            FileProblem::Io(_) => "check that the path is a readable file",
-        };
-        let pos = match &problem {
-            FileProblem::NotUtf8 { pos } => *pos,
-            _ => Pos::START,
-        };
-        vec![Diagnostic::new(
-            Severity::Error,
-            path,
-            pos,
-            format!("configuration file {problem}"),
-            Some(hint.into()),
-        )]
-    })?;
-    load_str(path, &text)
+    match load_checked(path, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(loaded) => loaded,
+        Err(never) => match never {},
+    }
+}
+
+/// [`load`], with `check` asked about the file that was opened (its `fstat`) before
+/// anything of it is read: the file checked is the file read. `check`'s error is the outer
+/// one.
+pub fn load_checked<E>(
+    path: &Path,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+) -> Result<Result<Loaded, Vec<Diagnostic>>, E> {
+    let text = match read_text_file_checked(path, CONFIG_SIZE_LIMIT, check)? {
+        Ok(text) => text,
+        Err(problem) => return Ok(Err(file_diagnostic(path, problem))),
+    };
+    Ok(load_str(path, &text))
+}
+
+/// The diagnostic of a configuration file that could not be read.
+fn file_diagnostic(path: &Path, problem: FileProblem) -> Vec<Diagnostic> {
+    let hint = match problem {
+        FileProblem::NotFound => "create one with `axocoatl init`, or pass `--config FILE`",
+        FileProblem::NotUtf8 { .. } => "save the file as UTF-8",
+        FileProblem::TooLarge { .. } => {
+            "check the path: a configuration is a few kilobytes of YAML"
+        }
+        FileProblem::NotAFile { .. } => "pass the path of a YAML file",
+        FileProblem::Io(_) => "check that the path is a readable file",
+    };
+    let pos = match &problem {
+        FileProblem::NotUtf8 { pos } => *pos,
+        _ => Pos::START,
+    };
+    vec![Diagnostic::new(
+        Severity::Error,
+        path,
+        pos,
+        format!("configuration file {problem}"),
+        Some(hint.into()),
+    )]
 }
 
 /// Why a text file (the configuration, a script) could not be read.
@@ -131,7 +150,33 @@ impl std::fmt::Display for FileProblem {
 /// is opened, and a pipe is read no further than the limit. A leading UTF-8 byte-order
 /// mark is dropped.
 pub(crate) fn read_text_file(path: &Path, limit: u64) -> Result<String, FileProblem> {
-    use std::io::Read;
+    match read_text_file_checked(path, limit, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(read) => read,
+        Err(never) => match never {},
+    }
+}
+
+/// [`read_text_file`], with `check` asked about the opened file before it is read: the outer
+/// error is `check`'s refusal, the inner one a problem of the file.
+fn read_text_file_checked<E>(
+    path: &Path,
+    limit: u64,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+) -> Result<Result<String, FileProblem>, E> {
+    let (file, meta) = match open_text_file(path, limit) {
+        Ok(opened) => opened,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    check(&meta)?;
+    Ok(read_opened(file, limit))
+}
+
+/// Opens a text file of at most `limit` bytes after looking at what it is, and looks again
+/// at what was opened: the file and its `fstat`.
+fn open_text_file(
+    path: &Path,
+    limit: u64,
+) -> Result<(std::fs::File, std::fs::Metadata), FileProblem> {
     let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => FileProblem::NotFound,
         _ => FileProblem::Io(e),
@@ -146,7 +191,14 @@ pub(crate) fn read_text_file(path: &Path, limit: u64) -> Result<String, FileProb
     }
     let file = std::fs::File::open(path).map_err(io)?;
     // The path may have been replaced between the two looks.
-    check_file_type(&file.metadata().map_err(io)?)?;
+    let meta = file.metadata().map_err(io)?;
+    check_file_type(&meta)?;
+    Ok((file, meta))
+}
+
+/// Reads an opened text file (see [`read_text_file`]).
+fn read_opened(file: std::fs::File, limit: u64) -> Result<String, FileProblem> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)

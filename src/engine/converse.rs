@@ -102,7 +102,8 @@ impl<'a> Conversant<'a> {
                 hint: "fix `workspace:` in the configuration".into(),
             })?
             .protecting(&place.config)
-            .protecting_files(&place.trusted);
+            .protecting_files(&place.trusted)
+            .protecting_dirs(&place.trusted_dirs);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
         let sampling = Sampling {
             temperature: agent.sampling.temperature,

@@ -109,12 +109,20 @@ pub(crate) fn run(
 }
 
 /// Where the turn's tools work: `dir` (see [`Workspace::tools_dir`]), with the
-/// configuration file and the files it makes axocoatl run kept out of their reach.
+/// configuration file, the files it makes axocoatl run and the models axocoatl reads
+/// (wherever their paths come from) kept out of their reach.
 fn workplace(ws: &Workspace, config: &Config, dir: &std::path::Path) -> Workplace {
+    let mut trusted = crate::config::trusted_files(config, &ws.config_dir());
+    let env = |k: &str| std::env::var(k).ok();
+    let embed_dir = crate::memory::embed::ModelFiles::locate(&env)
+        .and_then(|f| f.model.parent().map(std::path::Path::to_path_buf));
+    let (models, trusted_dirs) = crate::config::model_places(&env, embed_dir.as_deref());
+    trusted.extend(models);
     Workplace {
         dir: dir.to_path_buf(),
         config: ws.config_path().to_path_buf(),
-        trusted: crate::config::trusted_files(config, &ws.config_dir()),
+        trusted,
+        trusted_dirs,
     }
 }
 

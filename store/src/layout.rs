@@ -65,6 +65,10 @@ pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
 /// What each running turn has reported so far, one file per turn ([`stream_path`]),
 /// removed when it ends: `axocoatl follow` reads it from another process.
 pub const STREAMS_DIR: &str = "run/streams";
+/// One note per user (named by the uid) that names the private, randomly named directory
+/// in the system's temporary directory under which that user's commands get their
+/// `$TMPDIR`: found again by later processes, so that what a killed one left is swept.
+pub const SCRATCH_NOTES_DIR: &str = "run/scratch";
 /// Lock files of automations (volatile coordination, not history).
 pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
 /// In an automation's record directory: the occurrences running now.

@@ -7,6 +7,7 @@ mod common;
 
 mod automations;
 mod budget_calls;
+mod bounds;
 mod budget_estimate;
 mod cli_attach;
 mod cli_budget;
@@ -66,3 +67,4 @@ mod telemetry;
 mod tool_arguments;
 mod tools;
 mod turn_refs;
+mod trust;
