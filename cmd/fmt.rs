@@ -9,6 +9,14 @@ use axocoatl_store::ledger::record::{Usage, UsageDetail};
 use crate::ui::Ui;
 
 pub fn usage_text(u: &Usage) -> String {
+    // A call cut short (a stopped turn) reports nothing: its usage is not known, not zero.
+    if !u.complete && u.total() == 0 {
+        return format!(
+            "unknown: no provider reported usage ({} call{})",
+            u.calls,
+            if u.calls == 1 { "" } else { "s" }
+        );
+    }
     format!(
         "{} prompt + {} completion tokens in {} call{}{}",
         u.prompt_tokens,
@@ -53,6 +61,28 @@ pub fn cache_cost_lines(u: &Usage, d: &UsageDetail) -> Vec<String> {
         lines.push(format!("cost: {cost}"));
     }
     lines
+}
+
+/// A tool call's JSON arguments as people read them: `path=src/main.rs pattern="fn main"`
+/// (strings unquoted when they are one plain word, other values as JSON), on one line cut
+/// to `max` characters. Arguments that are not a JSON object are shown as they are.
+pub fn readable_arguments(arguments: &str, max: usize) -> String {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(arguments) else {
+        return first_line(arguments, max);
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | ':' | '*'))
+    };
+    let pairs: Vec<String> = map
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) if plain(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    first_line(&pairs.join(" "), max)
 }
 
 /// The first line of `s`, cut to `max` characters with an ellipsis. Control characters

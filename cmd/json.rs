@@ -256,6 +256,10 @@ pub struct ShowJson<'a> {
     pub stop_requested: bool,
     /// Where each pinned attachment's text comes from, in the order of `attachments`.
     pub attachment_texts: Vec<PinTextJson<'a>>,
+    /// The directory the turn's tools worked in, when it was not the directory holding the
+    /// repository (the home repository's turns work where the command ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<&'a str>,
 }
 
 /// `show --json`: where a pinned attachment's text comes from.

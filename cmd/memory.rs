@@ -203,8 +203,8 @@ pub struct ReindexArgs {}
 /// Examples:
 ///   axocoatl memory consolidate
 ///   axocoatl memory consolidate -a coder -s main
-///   axocoatl memory consolidate -a lead          the workers of lead's workflow
-///   */30 * * * * cd ~/proj && axocoatl memory consolidate     (cron)
+///   axocoatl memory consolidate -a lead                      the workers of lead's workflow
+///   */30 * * * * cd ~/proj && axocoatl memory consolidate    in a crontab
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ConsolidateArgs {}

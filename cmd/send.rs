@@ -80,14 +80,20 @@ pub struct SendArgs {
 #[derive(Clone, Debug, Default, Args)]
 pub struct OverrideArgs {
     /// This turn's model: one of the agent's provider, or PROVIDER:MODEL (`ollama:llama3.2`).
-    #[arg(short, long, value_name = "MODEL")]
+    #[arg(short, long, value_name = "MODEL", add = ArgValueCandidates::new(crate::complete::models))]
     pub model: Option<String>,
     /// This turn's system prompt, instead of the agent's.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
     /// A sampling option for this turn (repeatable): temperature, top_p, max_tokens,
     /// response_format (text or json).
-    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
+    #[arg(
+        short = 'o',
+        long = "option",
+        value_name = "KEY=VALUE",
+        value_parser = parse_option,
+        add = ArgValueCandidates::new(crate::complete::options)
+    )]
     pub options: Vec<(String, String)>,
 }
 
@@ -112,23 +118,29 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    session_not_prompt(args.session.as_deref())?;
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
     let mut notes = Vec::new();
-    let explicit = if args.new {
-        let name = sessions::start_new(&ws)?;
-        notes.push(Note::Say(format!("session {name} (new, now current)")));
-        Some(name)
+    let session = if args.new {
+        // What would refuse the turn is checked before the new session is made.
+        engine::check_overrides(&ws, args.agent.as_deref(), &args.overrides.overrides())?;
+        let started = sessions::start_new(&ws)?;
+        notes.push(Note::Say(format!(
+            "session {} (new, now current)",
+            started.name
+        )));
+        started.ledger
     } else {
-        args.session
+        let (session, shown) = ws.session_for_turn(args.session.as_deref())?;
+        if args.session.is_some() {
+            // Said once the turn has begun, if it created the session: the engine knows from
+            // the session's own records, which it reads anyway (a lookup of every session's
+            // summary here cost a third of a lean send's instructions).
+            notes.push(Note::IfNewSession(format!("created session {shown}")));
+        }
+        session
     };
-    let (session, shown) = ws.session_for_turn(explicit.as_deref())?;
-    if !args.new && explicit.is_some() {
-        // Said once the turn has begun, if it created the session: the engine knows from
-        // the session's own records, which it reads anyway (a lookup of every session's
-        // summary here cost a third of a lean send's instructions).
-        notes.push(Note::IfNewSession(format!("created session {shown}")));
-    }
     let opts = SendOptions {
         session,
         agent: args.agent,
@@ -141,6 +153,27 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ..SendOptions::default()
     };
     run_turn_noting(&ws, opts, args.json, ui, notes)
+}
+
+/// `-s` names a session; words with spaces were meant as `--system` (as `-s` is in other
+/// tools), so the error says so.
+pub fn session_not_prompt(session: Option<&str>) -> CliResult<()> {
+    let Some(text) = session else {
+        return Ok(());
+    };
+    match axocoatl_store::layout::check_session_name(text) {
+        Err(axocoatl_store::Error::InvalidName { reason, .. })
+            if text.contains(char::is_whitespace) =>
+        {
+            Err(CliError::usage(format!(
+                "-s {text:?}: -s names a session, and this is not a session name: {reason}"
+            ))
+            .hint(format!(
+                "did you mean `--system {text:?}`? (this turn's system prompt)"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Under `--json`, an error before the turn's end is also an `error` event on stdout (the
@@ -273,9 +306,13 @@ pub fn run_turn_cancelled(
 /// cannot cross (pinned attachments, an automation origin: only serve's own runners make
 /// those, in process).
 fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client, WireSend)>> {
-    let Some(wire) = WireSend::from_options(opts) else {
+    let Some(mut wire) = WireSend::from_options(opts) else {
         return Ok(None);
     };
+    // serve's actors know serve's directory, not this command's.
+    if wire.workdir.is_none() {
+        wire.workdir = ws.here().map(Into::into);
+    }
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
@@ -434,33 +471,8 @@ impl<'u> Printer<'u> {
                 }
                 ui.out.flush()?;
             }
-            TurnEvent::ToolStarted {
-                name, arguments, ..
-            } => writeln!(
-                ui.err,
-                "tool {name} {}",
-                crate::fmt::first_line(&arguments, 120)
-            )?,
-            TurnEvent::ToolResult {
-                name,
-                output,
-                is_error,
-                exit_code,
-                ..
-            } => {
-                let status = match (is_error, exit_code) {
-                    (_, Some(code)) if code != 0 => format!("exit {code}"),
-                    (true, _) => "error".to_owned(),
-                    (false, _) => "ok".to_owned(),
-                };
-                let first = crate::fmt::first_line(&output, 120);
-                writeln!(ui.err, "tool {name} {status}: {first}")?;
-                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
-                    for line in diff.lines() {
-                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
-                        writeln!(ui.err, "  {line}")?;
-                    }
-                }
+            TurnEvent::ToolStarted { .. } | TurnEvent::ToolResult { .. } => {
+                return self.tool_event(ev)
             }
             TurnEvent::Warning { message, .. } => ui.warn(&safe(&message))?,
             TurnEvent::Planned {
@@ -503,6 +515,54 @@ impl<'u> Printer<'u> {
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
             | TurnEvent::Waiting { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A tool's call or result, on stderr; its diff of a file, coloured.
+    fn tool_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ToolStarted {
+                name, arguments, ..
+            } => {
+                // On a terminal, stdout and stderr share the screen: a tool line starts on
+                // a line of its own, and its arguments read as `key=value`, not JSON.
+                let shared = ui.out_is_terminal && ui.err_is_terminal;
+                if shared && !self.ended_with_newline {
+                    writeln!(ui.out)?;
+                    ui.out.flush()?;
+                    self.ended_with_newline = true;
+                }
+                let shown = if ui.err_is_terminal {
+                    crate::fmt::readable_arguments(&arguments, 120)
+                } else {
+                    crate::fmt::first_line(&arguments, 120)
+                };
+                writeln!(ui.err, "tool {name} {shown}")?
+            }
+            TurnEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                exit_code,
+                ..
+            } => {
+                let status = match (is_error, exit_code) {
+                    (_, Some(code)) if code != 0 => format!("exit {code}"),
+                    (true, _) => "error".to_owned(),
+                    (false, _) => "ok".to_owned(),
+                };
+                let first = crate::fmt::first_line(&output, 120);
+                writeln!(ui.err, "tool {name} {status}: {first}")?;
+                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
+                    for line in diff.lines() {
+                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
+                        writeln!(ui.err, "  {line}")?;
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -24,11 +24,13 @@ use crate::ui::Ui;
 /// Examples:
 ///   axocoatl stop 3f2a9c1e
 ///   axocoatl stop 3f2a --wait
+///   axocoatl stop @             the current session's turn, while it runs
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct StopArgs {
-    /// The turn id, or a unique prefix of at least 4 characters.
-    #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
+    /// The turn: its id, a unique prefix of at least 4 characters, or `@` (the current
+    /// session's latest turn), `@~N` (the N-th before it).
+    #[arg(add = ArgValueCandidates::new(crate::complete::active_turns))]
     pub turn: String,
     /// Wait until the turn's terminal state is recorded, and print it.
     #[arg(long)]
@@ -39,8 +41,9 @@ pub struct StopArgs {
 }
 
 pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
-    let accepted = axocoatl::serve::client::stop(&ws, &args.turn)?;
+    let ws = g.open_read()?;
+    let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;
+    let accepted = axocoatl::serve::client::stop(&ws, &turn)?;
     let final_state = if args.wait {
         control::wait_for_end(&ws, &accepted.turn, None)?
     } else {

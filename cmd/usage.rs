@@ -60,7 +60,7 @@ pub struct UsageArgs {
 }
 
 pub fn run(args: UsageArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    let ws = g.open_read()?;
     if args.prices {
         return prices(&ws, args.json, ui);
     }

@@ -3,10 +3,11 @@
 # disk-full run on a small tmpfs (when root); a run past `ulimit -f`; `serve` under attack
 # (idle connections past `ulimit -n 1024`, endless request lines, kill -9 loops of its
 # actors); the sandbox's escapes replayed in a loop (through serve and without it, with
-# kill -9 mid-command) and model files with hostile chat templates (endless loops, memory
-# bombs); and the store's decoder property tests for minutes. Prints iterations, kills,
-# lost turns, unusable repositories and escapes, and exits non-zero if any turn was lost,
-# any repository became unusable, any escape worked or any hostile template hung or
+# kill -9 mid-command), then a PDF decompression bomb and another user's directory where
+# commands get their $TMPDIR, and model files with hostile chat templates (endless loops,
+# memory bombs); and the store's decoder property tests for minutes. Prints iterations,
+# kills, lost turns, unusable repositories and escapes, and exits non-zero if any turn was
+# lost, any repository became unusable, any escape worked or any hostile template hung or
 # aborted a process.
 #
 # Settings (environment):
@@ -463,8 +464,41 @@ EOF
     kill -9 "$send" 2>/dev/null; wait "$send" 2>/dev/null
   done
   [[ -z "${serve_pid:-}" ]] || { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""; }
-  sandbox_result="$sandbox_rounds rounds of ${#escapes[@]} escapes ($half through serve), $sandbox_kills kill -9 mid-command; escapes that worked: $escaped${seen[*]:+ (${!seen[*]})}; processes that outlived their call: $survivors"
-  ((escaped + survivors == 0)) || failures=$((failures + 1))
+  hostile_inputs
+  sandbox_result="$sandbox_rounds rounds of ${#escapes[@]} escapes ($half through serve), $sandbox_kills kill -9 mid-command; escapes that worked: $escaped${seen[*]:+ (${!seen[*]})}; processes that outlived their call: $survivors; $hostile_result"
+  ((escaped + survivors + hostile_failed == 0)) || failures=$((failures + 1))
+}
+
+# What another user or a hostile file can do, in the same repository: the PDF whose 300
+# pages share one stream that inflates to 60 MB (attached under a 2 GiB address-space limit,
+# it must finish), and a directory of another user's where commands get their $TMPDIR (at
+# the old predictable name, and in place of the one in use: every command must still run).
+hostile_result="" hostile_failed=0
+hostile_inputs() {
+  local dir="$work/sandbox" tmp="$work/sandbox-tmp"
+  python3 "$root/bench/hostile_pdf.py" 300 60 shared >"$dir/bomb.pdf"
+  local started=$SECONDS
+  if (cd "$dir" && ulimit -v $((2 << 20)) && exec timeout 120 "$bin" attach add bomb.pdf </dev/null >/dev/null 2>"$work/bomb.err"); then
+    hostile_result="hostile PDF ($(($(stat -c %s "$dir/bomb.pdf") / 1024)) KB, 300 pages, 60 MB stream) read in $((SECONDS - started)) s under ulimit -v 2 GiB"
+  else
+    hostile_failed=$((hostile_failed + 1)); hostile_result="hostile PDF FAILED: $(tail -1 "$work/bomb.err")"
+  fi
+  if ((EUID != 0)); then
+    hostile_result+="; foreign TMPDIR base: skipped (needs root to make another user's directory)"
+    return
+  fi
+  mkdir -p "$tmp" && chmod 1777 "$tmp"
+  install -d -o 65534 -g 65534 -m 700 "$tmp/axocoatl-commands-0"
+  local ran=0 rounds=3
+  for ((r = 0; r < rounds; r++)); do
+    (cd "$dir" && exec env TMPDIR="$tmp" "$bin" send --json -s "t$r" escape </dev/null >"$work/tmpdir.out" 2>/dev/null)
+    if jq -r 'select(.type == "tool.result") | .output' "$work/tmpdir.out" | grep -q 'started'; then ran=$((ran + 1)); fi
+    # Another user's directory in place of the base in use.
+    local base; base=$(find "$tmp" -maxdepth 1 -user 0 -name 'axocoatl-commands-0-*' | head -1)
+    [[ -z "$base" ]] || { rm -rf "$base"; install -d -o 65534 -g 65534 -m 777 "$base"; }
+  done
+  ((ran == rounds)) || hostile_failed=$((hostile_failed + 1))
+  hostile_result+="; commands that ran with another user's directory where their TMPDIR is made: $ran of $rounds"
 }
 
 # ---------------------------------------------------------------- hostile chat templates

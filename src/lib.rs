@@ -15,11 +15,13 @@
 //! - `fold` (one fold of ledger records into turns: what every reader of turns shows);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
+//! - `trust` (which repositories and configuration files another user could have planted);
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
 //!   features plug into),
-//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `turnref` (`@`,
+//!   `@~N`: turn references every command that takes a turn id resolves);
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears;
 //! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
@@ -77,7 +79,9 @@ pub mod sessions;
 pub mod team;
 pub mod telemetry;
 pub mod tools;
+pub mod trust;
 pub mod turn;
+pub mod turnref;
 pub mod usage;
 pub mod workspace;
 

@@ -59,6 +59,27 @@ pub(crate) fn lookup_provider<'a>(
     }
 }
 
+/// Every provider name an agent or `-m` may use: the entries of `providers:`, then the
+/// built-in kinds not shadowed by an entry.
+pub fn provider_names(config: &Config) -> Vec<&str> {
+    let mut names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+    for kind in ProviderKind::BUILTIN {
+        if !names.contains(&kind.as_str()) {
+            names.push(kind.as_str());
+        }
+    }
+    names
+}
+
+/// Whether a provider of this kind runs whatever model it is named (a server's model),
+/// rather than one fixed model (`local`'s file, `script`'s replies).
+pub fn takes_any_model(kind: ProviderKind) -> bool {
+    match kind {
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic => true,
+        ProviderKind::Local | ProviderKind::Script => false,
+    }
+}
+
 /// Whether an agent on this kind of provider must name its model.
 pub(crate) fn needs_model(kind: ProviderKind) -> bool {
     matches!(
@@ -110,9 +131,14 @@ impl Config {
     ) -> Result<ResolvedProvider, String> {
         let name = agent.provider.as_str();
         let (kind, entry) = lookup_provider(self, name).ok_or_else(|| {
+            let kinds: Vec<String> = ProviderKind::BUILTIN
+                .iter()
+                .map(|k| format!("`{}`", k.as_str()))
+                .collect();
             format!(
-                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of `ollama`, `openai`, `anthropic`, `local`, `script`",
-                agent.id
+                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of {}",
+                agent.id,
+                kinds.join(", ")
             )
         })?;
         let env = |key: &str| {
@@ -471,6 +497,27 @@ mod tests {
             .resolve_provider(&agent, &|_| None, Path::new("."))
             .expect_err("no model");
         assert!(err.contains("needs a `model`"), "{err}");
+    }
+
+    #[test]
+    fn every_kind_is_built_in_under_its_own_name() {
+        for kind in ProviderKind::BUILTIN {
+            assert_eq!(ProviderKind::from_builtin(kind.as_str()), Some(*kind));
+        }
+        // A new kind fails to compile here until it is listed in `BUILTIN` too.
+        let listed = |kind: ProviderKind| match kind {
+            ProviderKind::Ollama
+            | ProviderKind::Openai
+            | ProviderKind::Anthropic
+            | ProviderKind::Local
+            | ProviderKind::Script => ProviderKind::BUILTIN.contains(&kind),
+        };
+        assert!(ProviderKind::BUILTIN.iter().all(|k| listed(*k)));
+        let c = config("providers:\n  box: {kind: ollama}\n  local: {kind: local}\nagents:\n  - {id: a, provider: box, model: m}\n");
+        assert_eq!(
+            provider_names(&c),
+            ["box", "local", "ollama", "openai", "anthropic", "script"]
+        );
     }
 
     #[test]

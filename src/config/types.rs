@@ -447,6 +447,17 @@ impl ProviderKind {
         }
     }
 
+    /// Every kind, as built in under its own name (what `-m KIND:MODEL` and an agent's
+    /// `provider: KIND` accept without a `providers:` entry), in the order messages list
+    /// them.
+    pub const BUILTIN: &'static [ProviderKind] = &[
+        ProviderKind::Ollama,
+        ProviderKind::Openai,
+        ProviderKind::Anthropic,
+        ProviderKind::Local,
+        ProviderKind::Script,
+    ];
+
     pub fn from_builtin(name: &str) -> Option<ProviderKind> {
         match name {
             "ollama" => Some(ProviderKind::Ollama),

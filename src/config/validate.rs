@@ -299,12 +299,7 @@ fn provider_of(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConf
     let id = agent.id.as_str();
     match lookup_provider(config, &agent.provider) {
         None => {
-            let names: Vec<&str> = config
-                .providers
-                .keys()
-                .map(String::as_str)
-                .chain(["ollama", "openai", "anthropic", "local", "script"])
-                .collect();
+            let names = super::resolve::provider_names(config);
             c.error(
                 c.value(at!["agents", i, "provider"]),
                 format!(

@@ -50,7 +50,7 @@ pub(crate) fn begin(
             pid: std::process::id(),
         },
     )?;
-    let records = begin_records(p, &turn, now);
+    let records = begin_records(p, &turn, now, repo.workdir());
     let appended = repo.ledger().append(&records)?;
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
     attach::consume(repo, &p.session, &turn, &p.once)?;
@@ -74,9 +74,15 @@ pub(crate) fn begin(
     })
 }
 
-/// The records that begin `turn`: the session (when new), the turn, what started it (an
-/// automation), and who answers a multi-agent turn and why.
-fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
+/// The records that begin `turn`: the session (when new), the turn, where its tools work
+/// (when not the repository's own directory, as for the home repository), what started it
+/// (an automation), and who answers a multi-agent turn and why.
+fn begin_records(
+    p: &mut Prepared<'_>,
+    turn: &str,
+    now: Millis,
+    repo_dir: &std::path::Path,
+) -> Vec<Record> {
     let mut records = Vec::with_capacity(2);
     if p.new_session {
         records.push(Record::SessionCreated(SessionCreated {
@@ -105,6 +111,14 @@ fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
             trigger: origin.trigger.clone(),
             runner: origin.runner.clone(),
             pid: std::process::id(),
+            at: now,
+        }));
+    }
+    if p.workdir != repo_dir {
+        records.push(Record::TurnWorkdir(record::TurnWorkdir {
+            turn: turn.to_owned(),
+            session: p.session.clone(),
+            dir: p.workdir.display().to_string(),
             at: now,
         }));
     }

@@ -102,7 +102,8 @@ impl<'a> Conversant<'a> {
                 hint: "fix `workspace:` in the configuration".into(),
             })?
             .protecting(&place.config)
-            .protecting_files(&place.trusted);
+            .protecting_files(&place.trusted)
+            .protecting_dirs(&place.trusted_dirs);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
         let sampling = Sampling {
             temperature: agent.sampling.temperature,
@@ -533,9 +534,31 @@ pub(super) fn call_and_record(
     for w in warnings {
         cx.recorder().warn(sink, "provider", w)?;
     }
-    let completion = result.map_err(TurnError::Provider)?;
+    let completion = match result {
+        Ok(completion) => completion,
+        Err(e) => {
+            if matches!(e, ProviderError::Cancelled) {
+                // A call cut short by a stop: it was made, and what it used was never
+                // reported, so the turn's usage is unknown rather than zero.
+                tally.usage.add(&Usage {
+                    calls: 1,
+                    complete: false,
+                    ..Usage::ZERO
+                });
+            }
+            return Err(TurnError::Provider(e));
+        }
+    };
     let call = count_call(provider, &completion, input, tally);
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    // OpenAI-compatible servers say `length`, Anthropic `max_tokens`.
+    if matches!(
+        completion.finish_reason.as_deref(),
+        Some("length" | "max_tokens")
+    ) {
+        cx.recorder()
+            .warn(sink, "max_tokens", cut_notice(request.sampling.max_tokens))?;
+    }
     let cost = count_cost(conv, &completion, input, completion_bound, tally);
     let usage = completion.usage;
     let seq = cx.recorder().lazy(&[Record::ModelCallCost(ModelCallCost {
@@ -585,6 +608,17 @@ pub(super) fn call_and_record(
         checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
     }
     Ok(calls)
+}
+
+/// What a turn says when the model's output was cut by its length limit, so a reader knows
+/// the answer is incomplete (the text itself just ends).
+fn cut_notice(max_tokens: Option<u32>) -> String {
+    match max_tokens {
+        Some(n) => format!(
+            "the output was cut at max_tokens ({n} tokens): the answer is incomplete; raise the turn's max_tokens option or the agent's `sampling.max_tokens`"
+        ),
+        None => "the output was cut at the provider's length limit: the answer is incomplete; set a larger max_tokens".to_owned(),
+    }
 }
 
 /// Adds a call's usage to the tally: what the provider reported, and for `per_execution`

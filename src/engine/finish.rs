@@ -45,7 +45,7 @@ pub(crate) fn run(
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
-    let place = workplace(ws, config);
+    let place = workplace(ws, config, &p.workdir);
     let in_flight =
         (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {
             keep: config.checkpoint.keep,
@@ -108,17 +108,21 @@ pub(crate) fn run(
     finish(ws, p, begun, conv, transcript, tally, answers, end)
 }
 
-/// Where the turn's tools work: the configured workspace (default: the configuration
-/// file's directory), with the configuration file and the files it makes axocoatl run kept
-/// out of their reach.
-fn workplace(ws: &Workspace, config: &Config) -> Workplace {
+/// Where the turn's tools work: `dir` (see [`Workspace::tools_dir`]), with the
+/// configuration file, the files it makes axocoatl run and the models axocoatl reads
+/// (wherever their paths come from) kept out of their reach.
+fn workplace(ws: &Workspace, config: &Config, dir: &std::path::Path) -> Workplace {
+    let mut trusted = crate::config::trusted_files(config, &ws.config_dir());
+    let env = |k: &str| std::env::var(k).ok();
+    let embed_dir = crate::memory::embed::ModelFiles::locate(&env)
+        .and_then(|f| f.model.parent().map(std::path::Path::to_path_buf));
+    let (models, trusted_dirs) = crate::config::model_places(&env, embed_dir.as_deref());
+    trusted.extend(models);
     Workplace {
-        dir: match &config.workspace {
-            Some(d) => ws.config_dir().join(d),
-            None => ws.config_dir(),
-        },
+        dir: dir.to_path_buf(),
         config: ws.config_path().to_path_buf(),
-        trusted: crate::config::trusted_files(config, &ws.config_dir()),
+        trusted,
+        trusted_dirs,
     }
 }
 

@@ -181,6 +181,10 @@ pub struct SendOptions {
     pub origin: Option<TurnOrigin>,
     /// This turn's own model, system prompt and sampling (`send -m/--system/-o`).
     pub overrides: Overrides,
+    /// The directory the turn's tools work in, when the caller chose it (a command sent
+    /// through `serve` from the home repository: the directory it ran in); else the
+    /// workspace's own ([`Workspace::tools_dir`]).
+    pub workdir: Option<PathBuf>,
 }
 
 /// The attachments a turn pins.
@@ -261,6 +265,18 @@ pub fn send_held(
     }
 }
 
+/// Checks that `overrides` apply to `agent` (the default agent when `None`): what a
+/// command runs before it changes anything (`send -n` makes a session, `chat` starts
+/// reading lines).
+pub fn check_overrides(ws: &Workspace, agent: Option<&str>, overrides: &Overrides) -> Result<()> {
+    let opts = SendOptions {
+        agent: agent.map(str::to_owned),
+        overrides: overrides.clone(),
+        ..SendOptions::default()
+    };
+    patched_agent(ws, &opts).map(|_| ())
+}
+
 /// The agent the turn goes to with its per-call overrides applied (checked before anything
 /// is attached or locked); `None` without overrides.
 fn patched_agent(ws: &Workspace, opts: &SendOptions) -> Result<Option<AgentConfig>> {
@@ -286,6 +302,28 @@ pub fn retry_options(
 ) -> Result<SendOptions> {
     let projection = Projection::of(ws.repo(), Scope::Prefix(prefix), Want::VIEWS)?;
     let original = projection.resolve(prefix)?;
+    if let Some((_, name)) = ws.names()?.removed(&original.session) {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "turn {} belongs to session {name:?}, which was removed (`sessions rm`); a retry would write into a session no listing shows",
+                original.turn
+            ),
+            hint: crate::error::Next::say(
+                "send its request again in a current session (the turn still shows it)",
+            ),
+        });
+    }
+    let workdir = original.workdir.as_ref().map(PathBuf::from);
+    if let Some(dir) = workdir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "turn {} worked in {}, which is no longer a directory; a retry would run its tools elsewhere",
+                original.turn,
+                dir.display()
+            ),
+            hint: crate::error::Next::say("send the request again from the directory to work in"),
+        });
+    }
     let n = original.attachments.len();
     if n > 0 {
         return Err(RuntimeError::Refused {
@@ -310,6 +348,9 @@ pub fn retry_options(
             .clone()
             .unwrap_or_default()
             .merged(overrides),
+        // The same request in the same place: a home repository's turn is retried in the
+        // directory it worked in, wherever the retry is typed.
+        workdir,
         ..SendOptions::default()
     })
 }

@@ -54,6 +54,8 @@ pub(crate) struct Prepared<'w> {
     pub overrides: crate::overrides::Overrides,
     /// A turn of a multi-agent session: who answers, and why.
     pub multi: Option<Multi<'w>>,
+    /// The directory the turn's tools work in (recorded with its begin).
+    pub workdir: std::path::PathBuf,
 }
 
 /// A turn of a multi-agent session, as the lattice activation rule decided it.
@@ -137,6 +139,10 @@ pub(crate) fn prepare<'w>(
         origin: opts.origin,
         overrides: opts.overrides,
         multi,
+        workdir: match opts.workdir {
+            Some(dir) => dir,
+            None => ws.tools_dir()?,
+        },
     })
 }
 

@@ -245,6 +245,9 @@ pub struct TurnView {
     pub origin: Option<OriginView>,
     /// The model, system prompt and sampling the sender set for this turn alone.
     pub overrides: Option<crate::overrides::Overrides>,
+    /// The directory the turn's tools worked in, when it was not the repository's own
+    /// (recorded since turns say it).
+    pub workdir: Option<String>,
     /// A coordinator's plan.
     pub plan: Option<PlanView>,
     /// A coordinator's subtasks, in the order they started.

@@ -22,7 +22,7 @@ pub mod openai;
 pub mod redact;
 pub mod script;
 
-pub use factory::open;
+pub use factory::{listed_models, open};
 pub use http::HttpOptions;
 pub use kept::{Held, Kept};
 

@@ -32,7 +32,7 @@ impl OllamaProvider {
 }
 
 /// The names of `/api/tags`: `{"models": [{"name": "llama3.2:latest", ...}]}`.
-fn tag_names(tags: &Value) -> Vec<String> {
+pub(crate) fn tag_names(tags: &Value) -> Vec<String> {
     tags.get("models")
         .and_then(Value::as_array)
         .map(|models| {

@@ -38,7 +38,7 @@ impl OpenAiProvider {
 }
 
 /// The ids of `/v1/models`: `{"data": [{"id": "gpt-4o-mini", ...}]}`.
-fn model_ids(list: &Value) -> Vec<String> {
+pub(crate) fn model_ids(list: &Value) -> Vec<String> {
     list.get("data")
         .and_then(Value::as_array)
         .map(|models| {

@@ -405,9 +405,28 @@ fn turn(
             cancel.cancel();
         }
     };
+    let started = Instant::now();
+    let session = opts.session.clone();
     let result = engine::send_held(ws, opts, held, &cancel, &mut sink);
     if let Ok(mut t) = shared.last_end.lock() {
         *t = Instant::now();
+    }
+    // One line per turn in serve's log: which turn, how it ended, how long, what it used.
+    let ms = started.elapsed().as_millis() as u64;
+    match &result {
+        Ok((o, _)) => tracing::info!(
+            turn = %o.turn,
+            session = %o.session,
+            agent = %o.agent,
+            state = %o.state.as_str(),
+            ms,
+            prompt_tokens = o.usage.prompt_tokens,
+            completion_tokens = o.usage.completion_tokens,
+            "turn ended"
+        ),
+        Err(e) => {
+            tracing::warn!(session = %session, agent = %args.agent, error = %e, ms, "turn not run")
+        }
     }
     let reply = match result {
         Ok((outcome, conversation)) => {

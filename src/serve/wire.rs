@@ -62,6 +62,10 @@ pub struct WireSend {
     /// `send -m/--system/-o` (absent from a client that predates them).
     #[serde(default)]
     pub overrides: crate::overrides::Overrides,
+    /// Where the turn's tools work, when the client chose it (the home repository's turns
+    /// work where the command ran); absent from a client that predates it.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 impl WireSend {
@@ -90,6 +94,7 @@ impl WireSend {
             retry_of: opts.retry_of.clone(),
             wait: opts.wait,
             overrides: opts.overrides.clone(),
+            workdir: opts.workdir.clone(),
         })
     }
 
@@ -109,6 +114,7 @@ impl WireSend {
             wait: self.wait,
             origin: None,
             overrides: self.overrides,
+            workdir: self.workdir,
         }
     }
 }

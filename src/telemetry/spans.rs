@@ -120,6 +120,9 @@ pub fn span_id(turn: &str, seq: u64) -> [u8; 8] {
 const CACHE_WRITE_ATTR: &str = "gen_ai.usage.cache_creation.input_tokens";
 const CACHE_READ_ATTR: &str = "gen_ai.usage.cache_read.input_tokens";
 const COST_ATTR: &str = "axocoatl.cost.usd";
+/// The model calls a turn or subtask made, as its usage counts them: a call cut short by a
+/// stop counts, though no record (so no `chat` span) says what it used.
+const CALLS_ATTR: &str = "axocoatl.usage.model_calls";
 
 /// The cache and cost attributes of a span summing `d`; no cost when some call had none.
 fn detail_attrs(attrs: &mut Attributes, usage: &Usage, d: &UsageDetail) {
@@ -200,6 +203,7 @@ fn subtask_span(cx: &TurnSpans, s: &SubtaskView, task: Option<&str>, turn_end: M
             "gen_ai.usage.output_tokens",
             Value::Int(u.completion_tokens as i64),
         ));
+        attrs.push((CALLS_ATTR, Value::Int(u.calls as i64)));
         if let Some(d) = &s.detail {
             detail_attrs(&mut attrs, &u, d);
         }
@@ -347,6 +351,7 @@ fn root_span(
             "gen_ai.usage.output_tokens",
             Value::Int(usage.completion_tokens as i64),
         ),
+        (CALLS_ATTR, Value::Int(usage.calls as i64)),
     ];
     // Cache and cost when the turn recorded them (a turn from before they were did not).
     if t.detail.calls > 0 {

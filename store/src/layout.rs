@@ -11,6 +11,9 @@ pub const FORMAT_MAGIC: &str = "axocoatl repository";
 /// The repository format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEAD_FILE: &str = "HEAD";
+/// The home repository's current session per directory (`crate::heads`); absent until a
+/// directory chooses one.
+pub const HEADS_DIR: &str = "heads";
 /// Renamed and removed sessions (`crate::names`); absent until the first rename or removal.
 pub const NAMES_FILE: &str = "session-names";
 pub const NAMES_LOCK: &str = "run/session-names.lock";
@@ -62,6 +65,10 @@ pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
 /// What each running turn has reported so far, one file per turn ([`stream_path`]),
 /// removed when it ends: `axocoatl follow` reads it from another process.
 pub const STREAMS_DIR: &str = "run/streams";
+/// One note per user (named by the uid) that names the private, randomly named directory
+/// in the system's temporary directory under which that user's commands get their
+/// `$TMPDIR`: found again by later processes, so that what a killed one left is swept.
+pub const SCRATCH_NOTES_DIR: &str = "run/scratch";
 /// Lock files of automations (volatile coordination, not history).
 pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
 /// In an automation's record directory: the occurrences running now.

@@ -292,30 +292,27 @@ fn int_attr(span: &Value, key: &str) -> i64 {
     attr(span, key).map_or(0, |s| s.parse().expect("an integer"))
 }
 
-/// The traces: the turn's span (its tokens), its subtasks' (their workers'), and its
-/// calls (how many each agent made).
+/// The traces: the turn's span (its tokens and calls) and its subtasks' (their workers').
+/// A call cut short by a stop has no `chat` span: the calls are the spans' own count.
 fn from_spans(spans: &[Value]) -> Said {
     let root = spans
         .iter()
         .find(|s| s["parentSpanId"].as_str().is_none_or(str::is_empty))
         .expect("the turn's span");
-    let calls_of = |agent: &str| {
-        spans
-            .iter()
-            .filter(|s| attr(s, "gen_ai.operation.name").as_deref() == Some("chat"))
-            .filter(|s| attr(s, "gen_ai.agent.name").as_deref() == Some(agent))
-            .count() as i64
+    let used = |s: &Value| {
+        (
+            int_attr(s, "gen_ai.usage.input_tokens"),
+            int_attr(s, "gen_ai.usage.output_tokens"),
+            int_attr(s, "axocoatl.usage.model_calls"),
+        )
     };
     let agent = attr(root, "gen_ai.agent.name").expect("agent");
-    let all_calls = spans
+    let tokens = used(root);
+    let chat_spans = spans
         .iter()
         .filter(|s| attr(s, "gen_ai.operation.name").as_deref() == Some("chat"))
         .count() as i64;
-    let tokens = (
-        int_attr(root, "gen_ai.usage.input_tokens"),
-        int_attr(root, "gen_ai.usage.output_tokens"),
-        all_calls,
-    );
+    assert!(chat_spans <= tokens.2, "a chat span of each recorded call");
     let mut by_agent = BTreeMap::new();
     let mut workers = (0, 0, 0);
     for s in spans
@@ -323,13 +320,10 @@ fn from_spans(spans: &[Value]) -> Said {
         .filter(|s| attr(s, "axocoatl.subtask.id").is_some())
     {
         let worker = attr(s, "gen_ai.agent.name").expect("worker");
-        let used = (
-            int_attr(s, "gen_ai.usage.input_tokens"),
-            int_attr(s, "gen_ai.usage.output_tokens"),
-            calls_of(&worker),
-        );
+        let used = used(s);
         workers = add(workers, used);
-        by_agent.insert(worker, used);
+        let w = by_agent.entry(worker).or_insert((0, 0, 0));
+        *w = add(*w, used);
     }
     let own = (
         tokens.0 - workers.0,

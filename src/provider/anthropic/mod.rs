@@ -47,12 +47,21 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     pub fn new(opts: HttpOptions) -> AnthropicProvider {
         AnthropicProvider {
-            http: HttpClient::new(opts)
-                .with_key_header("x-api-key")
-                .with_header("anthropic-version", API_VERSION)
-                .retrying(&[429, 529]),
+            http: client(opts).retrying(&[429, 529]),
         }
     }
+}
+
+/// A client that speaks to the Messages API: the key in `x-api-key`, the API's version.
+fn client(opts: HttpOptions) -> HttpClient {
+    HttpClient::new(opts)
+        .with_key_header("x-api-key")
+        .with_header("anthropic-version", API_VERSION)
+}
+
+/// The models the server lists (for completions), within the options' deadline.
+pub fn listed_models(opts: HttpOptions) -> Option<Vec<String>> {
+    client(opts).list_models("v1/models", model_ids)
 }
 
 /// A content block whose pieces are still arriving.

@@ -294,6 +294,18 @@ pub struct TurnOverrides {
     pub at: Millis,
 }
 
+/// The directory a turn's tools worked in (absolute), when it is not the directory holding
+/// the repository: appended right after its `TurnBegun`, in the same durable append. The
+/// home repository's turns work in the directory the command ran in (a project's, in a
+/// configured `workspace:`), so the record says which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnWorkdir {
+    pub turn: String,
+    pub session: String,
+    pub dir: String,
+    pub at: Millis,
+}
+
 /// The transcript of a 0.1.x checkpoint is being imported into a session that had no
 /// turns: appended before the first imported turn. The turns follow with ids derived from
 /// `digest`, so an import cut short is finished, never repeated.
@@ -550,6 +562,7 @@ records! {
     48 => ActivationDecided [Turn, Session],
     49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
+    64 => TurnWorkdir [Turn, Session],
     56 => LegacyImportEnded [Session],
     70 => ModelCallCost [Turn],
     71 => UsageCost [Turn, Session],
@@ -660,6 +673,7 @@ impl Record {
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
             Record::TurnOverrides(r) => Some(&r.turn),
+            Record::TurnWorkdir(r) => Some(&r.turn),
             Record::PlanMade(r) => Some(&r.turn),
             Record::SubtaskStarted(r) => Some(&r.turn),
             Record::SubtaskEnded(r) => Some(&r.turn),
@@ -700,6 +714,7 @@ impl Record {
             Record::LegacyImportBegun(x) => Some(x.at),
             Record::LegacyImportEnded(x) => Some(x.at),
             Record::TurnOverrides(x) => Some(x.at),
+            Record::TurnWorkdir(x) => Some(x.at),
             Record::PlanMade(x) => Some(x.at),
             Record::SubtaskStarted(x) => Some(x.at),
             Record::SubtaskEnded(x) => Some(x.at),
@@ -725,6 +740,7 @@ impl Record {
             Record::LegacyImportBegun(r) => Some(&r.session),
             Record::LegacyImportEnded(r) => Some(&r.session),
             Record::TurnOverrides(r) => Some(&r.session),
+            Record::TurnWorkdir(r) => Some(&r.session),
             Record::ActivationDecided(r) => Some(&r.session),
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
@@ -1002,6 +1018,12 @@ mod tests {
                     cost_nanos: 0,
                 },
                 at: 22,
+            }),
+            Record::TurnWorkdir(TurnWorkdir {
+                turn: t.clone(),
+                session: s.clone(),
+                dir: "/home/ü/src".into(),
+                at: 23,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

@@ -7,7 +7,7 @@ use super::record::*;
 
 /// Every kind, in the order [`turn_of_every_kind`] appends them: the session's, then a
 /// turn from its begin to its end, then what follows a turn.
-pub const TURN_ORDER: [Kind; 27] = [
+pub const TURN_ORDER: [Kind; 28] = [
     Kind::SessionCreated,
     Kind::SessionAgents,
     Kind::LegacyImportBegun,
@@ -15,6 +15,7 @@ pub const TURN_ORDER: [Kind; 27] = [
     Kind::TurnBegun,
     Kind::TurnOrigin,
     Kind::TurnOverrides,
+    Kind::TurnWorkdir,
     Kind::AttachmentConsumed,
     Kind::ActivationDecided,
     Kind::PlanMade,
@@ -66,7 +67,8 @@ pub fn sample(
         | Kind::TurnEnded
         | Kind::UsageCost
         | Kind::TurnOrigin
-        | Kind::TurnOverrides => turn_sample(kind, f, text),
+        | Kind::TurnOverrides
+        | Kind::TurnWorkdir => turn_sample(kind, f, text),
         Kind::AgentOutput | Kind::AgentOutputBounded | Kind::Warning | Kind::StopRequested => {
             output_sample(kind, f, text)
         }
@@ -234,6 +236,14 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             // count them), and an override's system prompt is not searched.
             system: Some("a per-call system prompt".into()),
             options: vec![("temperature".into(), "0.2".into())],
+            at,
+        }
+        .into(),
+        // A fixed text too: the directory is not searched.
+        Kind::TurnWorkdir => TurnWorkdir {
+            turn: t,
+            session: s,
+            dir: "/home/user/project".into(),
             at,
         }
         .into(),

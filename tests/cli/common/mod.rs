@@ -7,3 +7,4 @@ pub mod env;
 pub mod fake_http;
 pub mod ollama;
 pub mod procs;
+pub mod users;

@@ -188,6 +188,7 @@ fn event_of(record: &Record) -> Event<'_> {
             .detail(json!({"state": e.state.as_str(), "usage": e.usage, "output_object": e.output.object})),
         Record::ActivationDecided(a) => activation(a),
         Record::TurnOverrides(o) => overrides(o),
+        Record::TurnWorkdir(w) => Event::new("turn_workdir").text(&w.dir),
         r @ (Record::SessionAgents(_)
         | Record::SessionCreated(_)
         | Record::AttachmentAdded(_)
