@@ -551,11 +551,7 @@ pub(super) fn call_and_record(
     };
     let call = count_call(provider, &completion, input, tally);
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
-    // OpenAI-compatible servers say `length`, Anthropic `max_tokens`.
-    if matches!(
-        completion.finish_reason.as_deref(),
-        Some("length" | "max_tokens")
-    ) {
+    if cut_at_length(completion.finish_reason.as_deref()) {
         cx.recorder()
             .warn(sink, "max_tokens", cut_notice(request.sampling.max_tokens))?;
     }
@@ -608,6 +604,12 @@ pub(super) fn call_and_record(
         checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
     }
     Ok(calls)
+}
+
+/// Whether a call's finish reason says its output was cut at the length limit
+/// (OpenAI-compatible servers say `length`, Anthropic `max_tokens`).
+fn cut_at_length(finish_reason: Option<&str>) -> bool {
+    matches!(finish_reason, Some("length" | "max_tokens"))
 }
 
 /// What a turn says when the model's output was cut by its length limit, so a reader knows
