@@ -1,10 +1,11 @@
 //! Literal search over the ledger, for `history --search`.
 //!
 //! The store finds the turns that can match (see
-//! `axocoatl_store::index::IndexedLedger::read_matching`); the caller keeps those whose text
+//! `axocoatl_store::search::Searcher::read_matching`); the caller keeps those whose text
 //! really matches, with the same [`Matcher`].
 
 pub use axocoatl_store::search::Matcher;
+use axocoatl_store::search::Searcher;
 use axocoatl_store::Repo;
 
 use crate::error::{Result, RuntimeError};
@@ -27,7 +28,7 @@ pub fn matcher(text: &str) -> Result<Matcher> {
 /// Projects only the turns that can match `text` (`re` is its [`matcher`]), without session
 /// summaries; the caller filters them exactly.
 pub fn search_with(repo: &Repo, re: &Matcher, text: &str) -> Result<Projection> {
-    let walked = repo.ledger().read_matching(re, text)?;
+    let walked = Searcher::new(repo.ledger()).read_matching(re, text)?;
     Projection::from_walked(repo, walked, Want::TURNS)
 }
 

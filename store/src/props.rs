@@ -538,7 +538,8 @@ proptest! {
         }
         let _ = repo.ledger().scan_all().count();
         let _ = repo.ledger().read_all();
-        let _ = repo.ledger().read_matching(&crate::search::Matcher::new("n").expect("re"), "n");
+        let _ = crate::search::Searcher::new(repo.ledger())
+            .read_matching(&crate::search::Matcher::new("n").expect("re"), "n");
         let _ = crate::fsck::check(&repo, false).expect("fsck");
         let repaired = crate::fsck::check(&repo, true).expect("fsck --repair");
         let fresh = crate::Repo::open(&root, &crate::repo::OpenOptions::default()).expect("open");

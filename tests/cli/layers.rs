@@ -677,3 +677,24 @@ fn only_the_fold_reads_what_a_turn_s_records_mean() {
         "allowed but matching no turn kind any more: {stale:?}"
     );
 }
+
+/// Searching is the searcher's (`store/src/search/`), not a method added to the indexed
+/// ledger: a reader of `repo.ledger().x()` sees an index read, and `Searcher::new(..)` a
+/// search.
+#[test]
+fn search_adds_no_methods_to_the_index_type() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("store/src/search"), &mut files);
+    assert!(!files.is_empty(), "found store/src/search/");
+    let re = regex::Regex::new(r"\bimpl\b[^{;]*\bIndexedLedger\s*\{").expect("re");
+    let found: Vec<String> = files
+        .iter()
+        .filter(|f| re.is_match(&blank_literals(&non_test_source(f))))
+        .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        found.is_empty(),
+        "these files add methods to IndexedLedger (put them on search::Searcher): {found:?}"
+    );
+}

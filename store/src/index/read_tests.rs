@@ -164,7 +164,9 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
             .expect("append");
     }
     let re = crate::search::Matcher::new("needle").expect("matcher");
-    let read = ledger.read_matching(&re, "needle").expect("read");
+    let read = crate::search::Searcher::new(&ledger)
+        .read_matching(&re, "needle")
+        .expect("read");
     assert_eq!(turns_of(&read.entries), vec!["t7"]);
     assert_eq!(read.entries.len(), 3);
 }

@@ -927,8 +927,9 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
             .case_insensitive(true)
             .build()
             .expect("regex");
-        let indexed = ledger.read_matching(&bytes, &q).expect("read");
-        let scanned = ledger.read_matching_scan(&bytes).expect("read");
+        let searcher = crate::search::Searcher::new(&ledger);
+        let indexed = searcher.read_matching(&bytes, &q).expect("read");
+        let scanned = searcher.read_matching_scan(&bytes).expect("read");
         assert_eq!(
             matching_turns(&indexed, &re),
             matching_turns(&scanned, &re),
@@ -956,8 +957,9 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
 fn indexed_and_scanned(ledger: &IndexedLedger, q: &str) -> (Walked, Walked, regex::Regex) {
     let bytes = crate::search::Matcher::new(q).expect("matcher");
     let re = regex::Regex::new(&regex::escape(q)).expect("regex");
-    let indexed = ledger.read_matching(&bytes, q).expect("read");
-    let scanned = ledger.read_matching_scan(&bytes).expect("read");
+    let searcher = crate::search::Searcher::new(ledger);
+    let indexed = searcher.read_matching(&bytes, q).expect("read");
+    let scanned = searcher.read_matching_scan(&bytes).expect("read");
     (indexed, scanned, re)
 }
 

@@ -379,7 +379,19 @@ impl Found {
     }
 }
 
-impl IndexedLedger {
+/// The searches of a ledger: search/ reads the ledger's bytes and its term indexes through
+/// the indexed ledger, and searching is this type's, not the index's.
+#[derive(Clone, Copy, Debug)]
+pub struct Searcher<'l> {
+    ix: &'l IndexedLedger,
+}
+
+impl<'l> Searcher<'l> {
+    /// The searches of `ix`.
+    pub fn new(ix: &'l IndexedLedger) -> Searcher<'l> {
+        Searcher { ix }
+    }
+
     /// The turns that can match the literal, case-insensitive `text` (`re` is its byte
     /// matcher), whole, and what decides whether they are superseded (rewind boundaries, the
     /// turns they target). A superset of the real matches: the caller checks each turn's
@@ -396,20 +408,20 @@ impl IndexedLedger {
         self.read_matching_scan(re)
     }
 
-    /// [`IndexedLedger::read_matching`] through the term indexes; `None` when they cannot
+    /// [`Searcher::read_matching`] through the term indexes; `None` when they cannot
     /// narrow the search enough. One plan of the ledger serves both passes: the turns with a
-    /// candidate record ([`IndexedLedger::find_turns`]), then their records and every rewind
-    /// boundary ([`IndexedLedger::read_found`]). A turn's records lie in the segment it began
+    /// candidate record ([`Searcher::find_turns`]), then their records and every rewind
+    /// boundary ([`Searcher::read_found`]). A turn's records lie in the segment it began
     /// in and in those it was carried into (open at the end of the one before), so a turn is
     /// looked up in those segments only ([`Found::where_turns_lie`]).
     fn read_matching_indexed(&self, re: &Matcher, needs: &[Need]) -> Result<Option<Walked>> {
-        let parts = self.plan()?;
+        let parts = self.ix.plan()?;
         let Some(found) = self.find_turns(&parts, re, needs) else {
             return Ok(None);
         };
         let mut out = self.read_found(&parts, found);
         drop(parts);
-        self.complete_rewinds(&mut out)?;
+        self.ix.complete_rewinds(&mut out)?;
         Ok(Some(out))
     }
 
@@ -448,7 +460,7 @@ impl IndexedLedger {
                         }
                         Ok(None) => return None,
                         Ok(Some(Err(Stale))) | Err(Stale) => {
-                            self.forget_index(seg.number);
+                            self.ix.forget_index(seg.number);
                             seg
                         }
                     }
@@ -475,7 +487,7 @@ impl IndexedLedger {
             .chain(&everywhere)
             .map(Vec::as_slice)
             .collect();
-        self.read_parts(
+        self.ix.read_parts(
             parts,
             crate::index::Read {
                 lookup: &|i, index| {
@@ -510,7 +522,7 @@ impl IndexedLedger {
     /// found a need in too many words of its span, too).
     fn merged_values(&self, parts: &[Part], chosen: &[&Need]) -> Vec<Option<Vec<Vec<u64>>>> {
         let mut merged: Vec<Option<Vec<Vec<u64>>>> = (0..parts.len()).map(|_| None).collect();
-        for c in self.tiers_for(parts) {
+        for c in self.ix.tiers_for(parts) {
             let mut per_need = Vec::with_capacity(chosen.len());
             for need in chosen {
                 match c.tier.values(need, INDEXED_LIMIT * 4) {
@@ -519,7 +531,7 @@ impl IndexedLedger {
                     Err(Stale) => {
                         // Damaged where it was read: its segments answer alone, and the next
                         // search builds it again.
-                        self.forget_tier(c.tier.first, c.tier.last);
+                        self.ix.forget_tier(c.tier.first, c.tier.last);
                         break;
                     }
                 }
@@ -544,13 +556,13 @@ impl IndexedLedger {
         // span a segment boundary is then incomplete in the merged result (its begin or end
         // was in a segment whose scan did not know it was wanted), which the check below
         // catches.
-        let set = self.segment_set()?;
+        let set = self.ix.segment_set()?;
         let numbers = set.numbers.clone();
         let newest = numbers.last().copied().unwrap_or(0);
         let parts = parallel_map(&numbers, |number| {
             let mut part = Collector::default();
             match crate::ledger::segment::load(
-                &self.segment_path(number),
+                &self.ix.segment_path(number),
                 number,
                 number < newest,
                 0,
@@ -563,7 +575,7 @@ impl IndexedLedger {
         let mut c = Collector::default();
         // A missing segment is damage: its records are lost, and a reader must say so.
         c.out.damaged.extend(
-            set.problems(self.dir())
+            set.problems(self.ix.dir())
                 .into_iter()
                 .map(Damaged::from_error),
         );
@@ -593,7 +605,7 @@ impl IndexedLedger {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            let more = self.read_turns(&missing)?;
+            let more = self.ix.read_turns(&missing)?;
             c.out.merge(more);
         }
         c.out.sort();

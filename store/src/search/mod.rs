@@ -4,4 +4,5 @@
 mod grep;
 mod literal;
 
+pub use grep::Searcher;
 pub use literal::Matcher;
