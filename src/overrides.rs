@@ -311,7 +311,7 @@ mod tests {
         );
         let e = apply(&with(Some("nope:foo"), &[])).expect_err("no such provider");
         assert!(
-            e.contains("there is no provider `nope` (providers: `box`, `ollama`, `openai`, `local`, `script`)"),
+            e.contains("there is no provider `nope` (providers: `box`, `ollama`, `openai`, `anthropic`, `local`, `script`)"),
             "{e}"
         );
         let e = apply(&with(Some("olama:llama3.2"), &[])).expect_err("a typo");
