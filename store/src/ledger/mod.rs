@@ -9,6 +9,7 @@
 //! [`Ledger::append`] frames each record with [`frame::encode_frame`] (length, sequence,
 //! header CRC, kind, the postcard body of a [`Record`], payload CRC, trailer length).
 
+mod begun;
 pub(crate) mod frame;
 /// Little-endian helpers and the checksum shared with the other envelopes of the store.
 pub(crate) mod frame_le {

@@ -96,7 +96,8 @@ pub enum AttachmentScope {
     Session,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Decoded by hand (`begun.rs`): records written before `schema` existed end after `at`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TurnBegun {
     pub turn: String,
     pub session: String,
@@ -109,6 +110,22 @@ pub struct TurnBegun {
     pub retry_of: Option<String>,
     pub pid: u32,
     pub at: Millis,
+    /// The JSON Schema the turn's reply must match (`send --schema`). The one field added
+    /// to a released body: written last and only when set, so a turn without a schema has
+    /// the very bytes it had before; a build that predates it ignores the bytes past `at`
+    /// (postcard reads a body's fields and no further), and this build reads a body that
+    /// ends at `at` as a turn without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaUse>,
+}
+
+/// The schema a turn's reply must match: an object of the store holding its JSON Schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaUse {
+    /// The object (its hash is the schema's id).
+    pub object: String,
+    /// How many times a reply that breaks the schema is asked for again (`--schema-retries`).
+    pub retries: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -767,6 +784,10 @@ mod tests {
                 retry_of: Some("x".into()),
                 pid: 7,
                 at: -5,
+                schema: Some(SchemaUse {
+                    object: "ab".repeat(32),
+                    retries: 2,
+                }),
             }),
             Record::TurnEnded(TurnEnded {
                 turn: t.clone(),

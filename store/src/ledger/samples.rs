@@ -177,6 +177,7 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         }
         .into(),
         Kind::TurnEnded => TurnEnded {
