@@ -7,7 +7,9 @@
 //! - At most 4096 positions (candle's llama); when a conversation does not fit, the oldest
 //!   non-system messages are dropped (reported as a warning), and a last message that alone
 //!   does not fit is an error.
-//! - `response_format: json` constrains decoding so the reply is always one parseable object.
+//! - `response_format: json` constrains decoding so the reply is always one parseable object,
+//!   and a JSON Schema (`send --schema`) so that it is always a value of the schema
+//!   ([`schema_mask`]), within `max_tokens`.
 //! - No tools: a 135M model cannot call them reliably, so a request with tools is refused.
 //! - Sampling defaults: temperature 0.2, top_p 0.9 (SmolLM2's recommendation), a fixed seed so
 //!   the same request gives the same reply, at most 512 new tokens, and a 1.1 repeat penalty
@@ -15,10 +17,12 @@
 
 mod json_mask;
 mod model;
+pub mod schema_mask;
 mod template;
 mod tokenizer;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
@@ -27,6 +31,7 @@ use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 
 use self::json_mask::JsonState;
 pub use self::model::{Ready, DEFAULT_THREADS};
+use self::schema_mask::{SchemaMask, Vocab};
 use self::template::{ChatTemplate, Segment};
 use self::tokenizer::{GgufTokenizer, Utf8Stream};
 use super::{
@@ -85,6 +90,8 @@ pub struct LocalProvider {
     requantized: usize,
     ready: Ready,
     timings: Timings,
+    /// The vocabulary indexed for schema-constrained decoding, made at its first use.
+    schema_vocab: Option<Arc<Vocab>>,
 }
 
 impl LocalProvider {
@@ -158,6 +165,7 @@ impl LocalProvider {
             requantized: loaded.requantized,
             ready: loaded.ready,
             timings: Timings::default(),
+            schema_vocab: None,
         })
     }
 
@@ -221,6 +229,50 @@ impl LocalProvider {
         self.template
             .render_text(&pairs, true)
             .map_err(|e| self.model_error(e))
+    }
+
+    /// The mask of `schema` over this model's vocabulary, for a reply of at most `budget`
+    /// tokens.
+    fn schema_constraint(
+        &mut self,
+        schema: &serde_json::Value,
+        budget: usize,
+    ) -> Result<SchemaConstraint, ProviderError> {
+        let mask = SchemaMask::new(schema).map_err(|detail| ProviderError::Unsupported {
+            provider: self.name.clone(),
+            detail: format!("the local model cannot follow this schema: {detail}"),
+        })?;
+        if mask.min_tokens() > budget {
+            return Err(self.model_error(format!(
+                "the schema's smallest value takes {} tokens but the reply may have {budget} \
+                 (max_tokens, or what the context leaves): raise max_tokens",
+                mask.min_tokens()
+            )));
+        }
+        let tokenizer = &self.tokenizer;
+        let vocab = self
+            .schema_vocab
+            .get_or_insert_with(|| {
+                let n = tokenizer.vocab_size() as u32;
+                let tokens: Vec<&[u8]> = (0..n)
+                    .map(|id| {
+                        if tokenizer.is_control(id) {
+                            &[][..]
+                        } else {
+                            tokenizer.token_bytes(id)
+                        }
+                    })
+                    .collect();
+                let stops: Vec<u32> = (0..n).filter(|&id| tokenizer.is_stop(id)).collect();
+                Arc::new(Vocab::new(&tokens, &stops))
+            })
+            .clone();
+        Ok(SchemaConstraint {
+            allowed: vec![false; vocab.size()],
+            mask,
+            vocab,
+            budget,
+        })
     }
 
     fn model_error(&self, detail: String) -> ProviderError {
@@ -475,6 +527,9 @@ impl Provider for LocalProvider {
         let budget = max_tokens.min(self.context - prompt.len());
         let json = s.response_format == Some(ResponseFormat::Json);
         let mut sampler = Sampler::new(s.temperature, s.top_p, json);
+        if let Some(schema) = &s.schema {
+            sampler.schema = Some(self.schema_constraint(schema, budget)?);
+        }
         let (text, generated, finish) =
             self.generate(&prompt, budget, &mut sampler, cancel, on_event)?;
         Ok(Completion {
@@ -505,10 +560,20 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
-/// Picks each next token: masks (JSON), repeat penalty, then candle's sampler.
+/// Picks each next token: masks (JSON, a schema), repeat penalty, then candle's sampler.
 struct Sampler {
     logits: LogitsProcessor,
     json: Option<JsonState>,
+    schema: Option<SchemaConstraint>,
+}
+
+/// A schema's mask over the vocabulary, for one reply.
+struct SchemaConstraint {
+    mask: SchemaMask,
+    vocab: Arc<Vocab>,
+    allowed: Vec<bool>,
+    /// The most tokens the reply may have.
+    budget: usize,
 }
 
 impl Sampler {
@@ -521,6 +586,7 @@ impl Sampler {
         Sampler {
             logits: LogitsProcessor::new(SEED, temperature, top_p),
             json: json.then(JsonState::new),
+            schema: None,
         }
     }
 
@@ -533,6 +599,20 @@ impl Sampler {
     ) -> candle_core::Result<Option<u32>> {
         let vocab = tokenizer.vocab_size().min(scores.len());
         scores[vocab..].fill(f32::NEG_INFINITY);
+        if let Some(c) = &mut self.schema {
+            let remaining = c.budget.saturating_sub(recent.len()).max(1);
+            c.mask.allowed(&c.vocab, remaining, &mut c.allowed);
+            for (score, &ok) in scores[..vocab].iter_mut().zip(&c.allowed) {
+                if !ok {
+                    *score = f32::NEG_INFINITY;
+                }
+            }
+            if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                return Ok(None);
+            }
+            let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
+            return self.logits.sample(&tensor).map(Some);
+        }
         match &self.json {
             Some(state) => {
                 for (id, score) in scores[..vocab].iter_mut().enumerate() {
@@ -569,10 +649,15 @@ impl Sampler {
         if let Some(state) = &mut self.json {
             state.feed(bytes);
         }
+        if let Some(c) = &mut self.schema {
+            c.mask.advance(bytes);
+        }
     }
 
+    /// The JSON document or the schema's value is complete: the reply ends.
     fn json_done(&self) -> bool {
         self.json.is_some_and(|s| s.is_done())
+            || self.schema.as_ref().is_some_and(|c| c.mask.is_done())
     }
 
     /// In JSON mode, what completes the document when generation stopped early.
