@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Diagnostic;
 use crate::provider::ProviderError;
+use crate::schema::ResolveError;
 
 /// What kind of failure an error is: the exit code a script sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +196,9 @@ pub enum RuntimeError {
     Memory(#[from] MemoryError),
     #[error("{0} is not supported yet")]
     NotSupported(String),
+    /// A schema (`--schema`, `output_schema:`) that cannot be used.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::ResolveError),
     /// `serve`: another `serve` holds the repository's serve lock.
     #[error("axocoatl serve is already running on this repository{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     ServeRunning { pid: Option<u32> },
@@ -322,6 +326,8 @@ pub enum Next {
     NameSession,
     /// No turn matched: list the turns.
     ListTurns,
+    /// No stored schema matched: list the stored schemas and their ids.
+    ListSchemas,
     /// Not a turn id: give one, or a unique prefix (the turns list them).
     GiveTurnId,
     /// The turn is no longer active: look at the turns again before acting.
@@ -420,6 +426,12 @@ impl RuntimeError {
             RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
             RuntimeError::Invalid { .. } => Usage,
+            RuntimeError::Schema(e) => match e {
+                ResolveError::Invalid(_) => Usage,
+                ResolveError::NotFound { .. } | ResolveError::Ambiguous { .. } => NotFound,
+                ResolveError::Io { .. } => Failure,
+                ResolveError::Store(s) => store_kind(s),
+            },
             RuntimeError::Attach(e) => match e {
                 AttachError::TooLarge { .. }
                 | AttachError::Unsupported { .. }
@@ -497,6 +509,17 @@ impl RuntimeError {
                 vec![hint.clone()]
             }
             RuntimeError::Attach(e) => attach_next(e),
+            RuntimeError::Schema(e) => match e {
+                ResolveError::Invalid(e) => vec![Next::Say {
+                    text: e.hint.clone(),
+                }],
+                ResolveError::NotFound { .. } => vec![Next::ListSchemas],
+                ResolveError::Ambiguous { .. } => say("give more characters of the id"),
+                ResolveError::Io { .. } => say(
+                    "give a JSON Schema file that exists, inline JSON Schema, or the concise form ('name, age int')",
+                ),
+                ResolveError::Store(s) => store_next(s).into_iter().collect(),
+            },
             RuntimeError::Memory(e) => match e {
                 MemoryError::Store(s) => store_next(s).into_iter().collect(),
                 MemoryError::UnknownBlock { .. } => say("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),

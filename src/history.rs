@@ -153,6 +153,13 @@ pub struct TurnView {
     pub subtasks: Vec<SubtaskView>,
     /// A multi-agent turn: each agent's activation and why it answered or not.
     pub activation: Vec<AgentActivation>,
+    /// The JSON Schema its reply had to match (`send --schema`): the object holding it
+    /// (the schema's id) and the retries allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<axocoatl_store::ledger::record::SchemaUse>,
+    /// With a schema, once the turn completed: its reply as a JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -772,6 +779,8 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         plan: None,
         subtasks: Vec::new(),
         activation: Vec::new(),
+        schema: b.schema,
+        value: None,
         stop_requested: false,
         superseded: false,
         started_at: b.at,
@@ -811,6 +820,9 @@ impl TurnView {
             self.usage = Some(e.usage);
             self.ended_at = Some(e.at);
             self.settle_subtasks();
+            if self.schema.is_some() && e.state == TurnState::Completed {
+                self.value = serde_json::from_str(&self.output).ok();
+            }
         }
     }
 

@@ -7,6 +7,8 @@
 //! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote),
 //!   `progress` (slow steps reported to whoever draws them), `ocr_data` (where OCR's
 //!   language data is);
+//! - `schema` (structured output: the supported JSON Schema, the concise form, validation),
+//!   a leaf the configuration, the providers and the engine use;
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
 //!   `overrides` (a turn's own model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
@@ -17,7 +19,7 @@
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
 //!   features plug into),
-//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`;
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `schemas`;
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears;
 //! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
@@ -63,6 +65,8 @@ pub mod query;
 pub mod relations;
 pub mod rewind;
 pub mod schedule;
+pub mod schema;
+pub mod schemas;
 mod scratch;
 pub mod search;
 pub mod serve;

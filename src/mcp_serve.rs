@@ -290,6 +290,8 @@ impl Handler {
                 wait,
                 origin: None,
                 overrides: Default::default(),
+                schema: None,
+                schema_retries: None,
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };

@@ -66,6 +66,10 @@ pub enum TurnEvent<'a> {
         #[serde(default, skip_serializing_if = "is_empty")]
         #[schemars(skip)]
         attachments: Cow<'a, [AttachmentPin]>,
+        /// The id of the JSON Schema the reply must match (`send --schema`, the agent's
+        /// `output_schema`); left out when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Cow<'a, str>>,
     },
     /// The next piece of visible output.
     #[serde(rename = "delta")]
@@ -141,6 +145,14 @@ pub enum TurnEvent<'a> {
         agent: Cow<'a, str>,
         reason: Cow<'a, str>,
     },
+    /// With a schema: the reply as a JSON value, valid against the schema (checked before
+    /// this event). It follows the deltas (the reply's text as it came) and comes before
+    /// `turn.ended`; a reply that does not match ends the turn failed instead.
+    #[serde(rename = "answer.value")]
+    Value {
+        turn: Cow<'a, str>,
+        value: Cow<'a, serde_json::Value>,
+    },
 }
 
 /// The state of a subtask that has started (its JSON says `running`).
@@ -213,7 +225,8 @@ impl TurnEvent<'_> {
                 session,
                 agent,
                 agent_name,
-                attachments
+                attachments,
+                schema
             },
             Delta { turn, text },
             ToolStarted {
@@ -255,6 +268,7 @@ impl TurnEvent<'_> {
                 agent,
                 reason
             },
+            Value { turn, value },
         )
     }
 }
@@ -275,6 +289,13 @@ impl IntoStatic for Cow<'_, str> {
 impl<T: Clone + 'static> IntoStatic for Cow<'_, [T]> {
     type Static = Cow<'static, [T]>;
     fn into_static(self) -> Cow<'static, [T]> {
+        Cow::Owned(self.into_owned())
+    }
+}
+
+impl IntoStatic for Cow<'_, serde_json::Value> {
+    type Static = Cow<'static, serde_json::Value>;
+    fn into_static(self) -> Cow<'static, serde_json::Value> {
         Cow::Owned(self.into_owned())
     }
 }
@@ -423,6 +444,7 @@ mod tests {
         "subtask.started",
         "subtask.ended",
         "agent.answering",
+        "answer.value",
     ];
 
     /// The `type` an event must have (a new event must be named here and in [`TYPES`]).
@@ -440,6 +462,7 @@ mod tests {
             TurnEvent::SubtaskStarted { .. } => "subtask.started",
             TurnEvent::SubtaskEnded { .. } => "subtask.ended",
             TurnEvent::Answering { .. } => "agent.answering",
+            TurnEvent::Value { .. } => "answer.value",
         }
     }
 
@@ -470,6 +493,7 @@ mod tests {
                 agent: "bot".into(),
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
+                schema: Some("5e1f".into()),
             },
             TurnEvent::Delta {
                 turn: turn(),
@@ -517,6 +541,10 @@ mod tests {
                 agent: "critic".into(),
                 reason: "mentioned".into(),
             },
+            TurnEvent::Value {
+                turn: turn(),
+                value: Cow::Owned(serde_json::json!({"name": "Ada", "tags": ["x"]})),
+            },
         ]
     }
 
@@ -560,6 +588,7 @@ mod tests {
             agent: "bot".into(),
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
+            schema: None,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
         assert_eq!(
@@ -615,5 +644,7 @@ mod tests {
         let begun = of("turn.begun");
         assert_eq!(begun["agent_name"], "Helpful Bot");
         assert_eq!(begun["attachments"][0]["media_type"], "text/plain");
+        assert_eq!(begun["schema"], "5e1f");
+        assert_eq!(of("answer.value")["value"]["tags"][0], "x");
     }
 }

@@ -6,6 +6,7 @@
 mod de;
 mod diag;
 mod load;
+mod output_schema;
 #[cfg(test)]
 mod proptests;
 mod relations;

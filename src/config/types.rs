@@ -155,6 +155,13 @@ pub struct AgentConfig {
     /// What each of its `run_command` calls may use (sandboxed commands only).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// The JSON Schema each of its replies must match (docs/schema.md): a schema file, the
+    /// concise form or a stored schema's id as text, or JSON Schema written out in YAML.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    /// How many times a reply that breaks `output_schema` is asked for again (default 0).
+    #[serde(default)]
+    pub schema_retries: Option<u32>,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.

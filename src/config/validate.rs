@@ -287,6 +287,7 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     sampling_and_budget(c, i, agent);
     budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
+    super::output_schema::check(c, i, agent);
 }
 
 /// The agent's provider: an entry of `providers:` or a built-in kind, with a `model` when

@@ -45,6 +45,10 @@ pub(crate) fn begin(
             pid: std::process::id(),
         },
     )?;
+    // The schema's object is written before the record that refers to it.
+    if let Some(ts) = &p.schema {
+        repo.objects().put(&ts.schema.bytes())?;
+    }
     let records = begin_records(p, &turn, now);
     let appended = repo.ledger().append(&records)?;
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
@@ -55,6 +59,7 @@ pub(crate) fn begin(
         agent: p.agent.id.as_str().into(),
         agent_name: p.agent.name.as_deref().map(Into::into),
         attachments: p.attachments.as_slice().into(),
+        schema: p.schema.as_ref().map(|ts| ts.schema.id.as_str().into()),
     });
     Ok(Begun {
         turn,
@@ -84,6 +89,10 @@ fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
         retry_of: p.retry_of.clone(),
         pid: std::process::id(),
         at: now,
+        schema: p.schema.as_ref().map(|ts| record::SchemaUse {
+            object: ts.schema.id.clone(),
+            retries: ts.retries,
+        }),
     }));
     if let Some(origin) = &p.origin {
         records.push(Record::TurnOrigin(record::TurnOrigin {

@@ -101,6 +101,7 @@ impl<'a> Conversant<'a> {
             top_p: agent.sampling.top_p,
             max_tokens: agent.sampling.max_tokens,
             response_format: agent.sampling.response_format,
+            schema: None,
         };
         if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
             sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
@@ -221,6 +222,9 @@ pub struct Tally {
     /// Tokens counted against `per_execution`: what providers reported, or the local
     /// estimate of what they did not.
     pub budget_used: u64,
+    /// Why the last call ended (`stop`, `length`, …) and the tokens it reported writing.
+    pub last_finish: Option<String>,
+    pub last_completion_tokens: Option<u64>,
 }
 
 impl Default for Tally {
@@ -229,6 +233,8 @@ impl Default for Tally {
             output: String::new(),
             usage: Usage::ZERO,
             budget_used: 0,
+            last_finish: None,
+            last_completion_tokens: None,
         }
     }
 }
@@ -444,6 +450,8 @@ pub(super) fn call_and_record(
     }
     let completion = result.map_err(TurnError::Provider)?;
     let call = count_call(provider, &completion, input, tally);
+    tally.last_finish = completion.finish_reason.clone();
+    tally.last_completion_tokens = completion.usage.completion_tokens;
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
     let seq = cx.recorder().lazy(&[Record::ModelCall(ModelCall {
         turn: cx.turn.to_owned(),

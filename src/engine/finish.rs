@@ -90,7 +90,25 @@ pub(crate) fn run(
                     mcp: Some(server_set(ws, config)),
                     ..c
                 });
-                converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
+                match &p.schema {
+                    Some(ts) => super::structured::converse(
+                        c,
+                        model.as_mut(),
+                        &mut transcript,
+                        &mut tally,
+                        &cx,
+                        sink,
+                        ts,
+                    ),
+                    None => converse::converse(
+                        c,
+                        model.as_mut(),
+                        &mut transcript,
+                        &mut tally,
+                        &cx,
+                        sink,
+                    ),
+                }
             })
     };
     finish(ws, p, &begun, conv, transcript, tally, answers, end)

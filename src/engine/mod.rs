@@ -141,6 +141,7 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod structured;
 mod watcher;
 
 use std::path::PathBuf;
@@ -159,6 +160,7 @@ pub use crate::overrides::Overrides;
 pub use crate::session::BUSY_WAIT;
 pub use crate::turn::{TurnEvent, TurnOrigin, TurnOutcome};
 pub use record::{bound, INLINE_LIMIT};
+pub use structured::{schema_of, TurnSchema};
 
 /// What to send.
 #[derive(Clone, Debug, Default)]
@@ -179,6 +181,12 @@ pub struct SendOptions {
     pub origin: Option<TurnOrigin>,
     /// This turn's own model, system prompt and sampling (`send -m/--system/-o`).
     pub overrides: Overrides,
+    /// The JSON Schema the reply must match (`send --schema`, a retried turn's); `None`:
+    /// the agent's `output_schema:`, if it has one.
+    pub schema: Option<crate::schema::Schema>,
+    /// How many times a reply that breaks the schema is asked for again; `None`: the
+    /// agent's `schema_retries:`, else 0.
+    pub schema_retries: Option<u32>,
 }
 
 /// The attachments a turn pins.
@@ -295,6 +303,13 @@ pub fn retry_options(
             hint: "attach the files again and send a new turn".into(),
         });
     }
+    let (schema, schema_retries) = match &original.schema {
+        Some(used) => {
+            let (schema, retries) = structured::stored(ws, used)?;
+            (Some(schema), Some(retries))
+        }
+        None => (None, None),
+    };
     Ok(SendOptions {
         session: original.session.clone(),
         agent: Some(original.agent.clone()),
@@ -308,6 +323,8 @@ pub fn retry_options(
             .clone()
             .unwrap_or_default()
             .merged(overrides),
+        schema,
+        schema_retries,
         ..SendOptions::default()
     })
 }

@@ -54,6 +54,8 @@ pub(crate) struct Prepared<'w> {
     pub overrides: crate::overrides::Overrides,
     /// A turn of a multi-agent session: who answers, and why.
     pub multi: Option<Multi<'w>>,
+    /// The JSON Schema the reply must match.
+    pub schema: Option<super::TurnSchema>,
 }
 
 /// A turn of a multi-agent session, as the lattice activation rule decided it.
@@ -97,6 +99,7 @@ pub(crate) fn prepare<'w>(
     if let Some((first, _)) = multi.as_ref().and_then(|m| m.answering.first()) {
         (agent, provider) = target(ws, Some(&first.id))?;
     }
+    let schema = super::structured::for_turn(ws, agent, &opts, multi.is_some())?;
     let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
     warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
     let mut user = attach::user_message(
@@ -137,6 +140,7 @@ pub(crate) fn prepare<'w>(
         origin: opts.origin,
         overrides: opts.overrides,
         multi,
+        schema,
     })
 }
 

@@ -379,6 +379,7 @@ fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
             top_p: None,
             max_tokens: agent.sampling.max_tokens,
             response_format: Some(ResponseFormat::Json),
+            schema: None,
         },
     }
 }
@@ -422,6 +423,7 @@ fn begin(
         retry_of: None,
         pid: std::process::id(),
         at: clock::now(),
+        schema: None,
     }));
     repo.ledger().append(&begin)?;
     Ok(turn)

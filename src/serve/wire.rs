@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// before it connects, so a command and a serve of different builds (an upgrade while serve
 /// runs) say so at once instead of failing on a line the other does not read. A change to
 /// any type here gets a new number.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
@@ -62,6 +62,11 @@ pub struct WireSend {
     /// `send -m/--system/-o` (absent from a client that predates them).
     #[serde(default)]
     pub overrides: crate::overrides::Overrides,
+    /// `send --schema`, resolved by the client (its files are the client's).
+    #[serde(default)]
+    pub schema: Option<Box<crate::schema::Schema>>,
+    #[serde(default)]
+    pub schema_retries: Option<u32>,
 }
 
 impl WireSend {
@@ -90,6 +95,8 @@ impl WireSend {
             retry_of: opts.retry_of.clone(),
             wait: opts.wait,
             overrides: opts.overrides.clone(),
+            schema: opts.schema.clone().map(Box::new),
+            schema_retries: opts.schema_retries,
         })
     }
 
@@ -109,6 +116,8 @@ impl WireSend {
             wait: self.wait,
             origin: None,
             overrides: self.overrides,
+            schema: self.schema.map(|s| *s),
+            schema_retries: self.schema_retries,
         }
     }
 }

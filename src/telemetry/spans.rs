@@ -595,6 +595,7 @@ mod tests {
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         })
     }
 

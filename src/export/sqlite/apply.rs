@@ -49,6 +49,8 @@ struct TurnRow {
     stop_requested: bool,
     origin: Option<(String, Millis, String, String)>,
     usage: Option<axocoatl_store::ledger::record::Usage>,
+    /// The id of the schema its reply had to match.
+    schema: Option<String>,
 }
 
 impl TurnRow {
@@ -70,7 +72,19 @@ impl TurnRow {
             stop_requested: false,
             origin: None,
             usage: None,
+            schema: b.schema.as_ref().map(|s| s.object.clone()),
         }
+    }
+
+    /// With a schema, once completed: the answer as compact JSON.
+    fn value(&self) -> Option<String> {
+        self.schema.as_ref()?;
+        if self.state != "completed" {
+            return None;
+        }
+        serde_json::from_str::<serde_json::Value>(&self.answer)
+            .ok()
+            .map(|v| v.to_string())
     }
 
     fn add_answer(&mut self, text: &str) {
@@ -156,7 +170,7 @@ impl<'c> Applier<'c> {
                 .prepare("INSERT OR IGNORE INTO events (seq, kind, session, turn, agent, name, at, text, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
                 .map_err(&err)?,
             turn: tx
-                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)")
+                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, schema, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)")
                 .map_err(&err)?,
             turn_session: tx
                 .prepare("SELECT session FROM turns WHERE turn = ?1")
@@ -673,6 +687,13 @@ impl<'c> Applier<'c> {
                 params![e.turn, e.state.as_str(), e.error, rfc3339(e.at), e.at, e.usage.prompt_tokens as i64, e.usage.completion_tokens as i64, e.usage.calls, e.usage.complete],
             )
             .map_err(self.err())?;
+        // A turn with a schema that completed: its answer is its value.
+        self.tx
+            .execute(
+                "UPDATE turns SET value = json(answer) WHERE turn = ?1 AND schema IS NOT NULL AND state = 'completed' AND json_valid(answer)",
+                params![e.turn],
+            )
+            .map_err(self.err())?;
         Ok(())
     }
 
@@ -737,6 +758,8 @@ impl<'c> Applier<'c> {
                 t.usage.map(|u| u.completion_tokens as i64),
                 t.usage.map(|u| u.calls),
                 t.usage.map(|u| u.complete),
+                t.schema,
+                t.value(),
             ])
             .map_err(err)?;
         Ok(())

@@ -10,12 +10,20 @@
 /// a file of an older one up to it ([`UPGRADES`]).
 ///
 /// 2: `sessions.name`, the name a session goes by now.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `turns.schema` and `turns.value`: the id of the JSON Schema a turn's reply had to
+/// match (`send --schema`), and the reply as JSON once it matched.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// What a refresh runs on a file of version `n` (in the first element) to bring it to
 /// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
 /// too, so an upgraded file and a new one have the same tables.
-pub const UPGRADES: &[(u32, &str)] = &[(1, "ALTER TABLE sessions ADD COLUMN name TEXT;")];
+pub const UPGRADES: &[(u32, &str)] = &[
+    (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
+    (
+        2,
+        "ALTER TABLE turns ADD COLUMN schema TEXT; ALTER TABLE turns ADD COLUMN value TEXT;",
+    ),
+];
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
 /// before anything else.
@@ -61,7 +69,9 @@ CREATE TABLE turns (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     model_calls INTEGER,
-    usage_complete INTEGER
+    usage_complete INTEGER,
+    schema TEXT,
+    value TEXT
 );
 CREATE INDEX turns_session_seq ON turns(session, seq);
 CREATE INDEX turns_started_at ON turns(started_at);
