@@ -347,6 +347,9 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "- usage: {}", usage_text(u));
     }
+    if let Some(s) = &t.schema {
+        let _ = writeln!(o, "- schema: {}", s.object);
+    }
     let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
     for x in &t.tools {
         let status = match (x.exit_code, x.is_error) {
@@ -395,7 +398,14 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
             s.error.as_deref().unwrap_or(&s.output)
         );
     }
-    if !output.is_empty() {
+    if t.value.is_some() {
+        // A reply that matched its schema: a JSON value.
+        let _ = writeln!(
+            o,
+            "**Response** (JSON)\n\n```json\n{}\n```\n",
+            output.trim_end()
+        );
+    } else if !output.is_empty() {
         let _ = writeln!(o, "**Response**\n\n{output}\n");
     }
     if let Some(e) = &t.error {

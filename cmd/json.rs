@@ -150,6 +150,13 @@ pub struct TurnJson<'a> {
     /// for a turn that had some.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overrides: Option<&'a axocoatl::overrides::Overrides>,
+    /// The id of the JSON Schema its reply had to match (`send --schema`); only for a turn
+    /// that had one (`axocoatl schemas show ID` prints the schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<&'a str>,
+    /// With a schema, once the turn completed: the reply as a JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<&'a serde_json::Value>,
 }
 
 impl<'a> TurnJson<'a> {
@@ -202,6 +209,8 @@ impl<'a> TurnJson<'a> {
             plan: t.plan.as_ref(),
             subtasks: &t.subtasks,
             activation: &t.activation,
+            schema: t.schema.as_ref().map(|s| s.object.as_str()),
+            value: t.value.as_ref(),
         }
     }
 }
@@ -340,6 +349,32 @@ pub struct SessionJson<'a> {
     /// Only for a removed session (`sessions --all`): when it was removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed_at: Option<String>,
+}
+
+/// `schemas --json`: one line per stored schema.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SchemaListJson<'a> {
+    /// The schema's id (`send --schema ID` takes it, or its first 8 or more characters).
+    pub id: &'a str,
+    /// How many turns used it.
+    pub turns: u64,
+    pub first_used: String,
+    pub last_used: String,
+    /// The newest turn that used it.
+    pub last_turn: &'a str,
+    /// Its concise form ('name, age int'), when it has one.
+    pub concise: Option<&'a str>,
+    /// The JSON Schema.
+    pub schema: &'a serde_json::Value,
+}
+
+/// `schemas show --json`: a schema, however it was given.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SchemaShowJson<'a> {
+    /// The id it is (or would be) stored under.
+    pub id: &'a str,
+    pub concise: Option<&'a str>,
+    pub schema: &'a serde_json::Value,
 }
 
 /// `sessions new|switch|rm|rename --json`.

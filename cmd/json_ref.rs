@@ -57,6 +57,16 @@ const OUTPUTS: &[Output] = &[
         schema: of::<SessionJson<'static>>,
     },
     Output {
+        commands: "schemas --json",
+        lines: "one line per stored schema, the most recently used first",
+        schema: of::<SchemaListJson<'static>>,
+    },
+    Output {
+        commands: "schemas show --json",
+        lines: "the schema",
+        schema: of::<SchemaShowJson<'static>>,
+    },
+    Output {
         commands: "sessions new --json, sessions switch --json, sessions rm --json, sessions rename --json",
         lines: "the action",
         schema: of::<SessionActionJson<'static>>,

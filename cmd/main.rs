@@ -28,6 +28,7 @@ mod models;
 mod repo;
 mod retry;
 mod rewind;
+mod schemas;
 mod send;
 mod serve;
 mod sessions;
@@ -84,6 +85,7 @@ pub enum Command {
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
+    Schemas(schemas::SchemasArgs),
     History(history::HistoryArgs),
     Show(show::ShowArgs),
     Export(export::ExportArgs),
@@ -153,6 +155,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
         "sessions" => sessions::SessionsArgs::augment_args(sub),
+        "schemas" => schemas::SchemasArgs::augment_args(sub),
         "history" => history::HistoryArgs::augment_args(sub),
         "show" => show::ShowArgs::augment_args(sub),
         "export" => export::ExportArgs::augment_args(sub),
@@ -188,6 +191,7 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),
+        Command::Schemas(args) => schemas::run(args, g, ui),
         Command::History(args) => history::run(args, g, ui),
         Command::Show(args) => show::run(args, g, ui),
         Command::Export(args) => export::run(args, g, ui),

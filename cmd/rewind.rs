@@ -121,10 +121,14 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         writeln!(ui.err, "not sent")?;
         return Ok(exit::OK);
     }
+    // The request sent again keeps the schema its reply had to match.
+    let (schema, schema_retries) = axocoatl::engine::schema_of(&ws, &o.target)?;
     let opts = SendOptions {
         session: o.session,
         agent: Some(o.agent),
         message: edited.trim_end().to_owned(),
+        schema,
+        schema_retries,
         ..SendOptions::default()
     };
     crate::send::run_turn(&ws, opts, false, ui)

@@ -36,10 +36,16 @@ use crate::ui::Ui;
 /// A session runs one turn at a time: when it is busy, send waits up to 2 s for the active
 /// turn to end, then exits 8; --wait queues behind it instead.
 ///
+/// With --schema (or an agent's output_schema), the reply must be a JSON value of that
+/// schema, and stdout is that value alone (see docs/schema.md): the offline model is
+/// constrained to it as it writes, every reply is validated, and one that does not match
+/// fails the turn (exit 3) with its violations.
+///
 /// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy.
 ///
 /// Examples:
 ///   axocoatl send "What changed in the last release?"
+///   axocoatl send --schema 'name, age int, tags [str]' "Invent a person." | jq .age
 ///   git diff | axocoatl send "review this"
 ///   axocoatl send -n "a new question, without the earlier turns"
 ///   axocoatl send -o temperature=0 --system "Answer in one word." "Capital of France?"
@@ -62,6 +68,8 @@ pub struct SendArgs {
     pub agent: Option<String>,
     #[command(flatten)]
     pub overrides: OverrideArgs,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
     /// Write JSON Lines events to stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -95,6 +103,41 @@ fn parse_option(text: &str) -> Result<(String, String), String> {
     Overrides::parse_option(text)
 }
 
+/// `--schema`, `--schema-retries`: a reply that is a JSON value of a schema.
+#[derive(Clone, Debug, Default, Args)]
+pub struct SchemaArgs {
+    /// The JSON Schema the reply must match: a file, inline JSON Schema, the concise form
+    /// ('name, age int, tags [str]') or a stored schema's id (`axocoatl schemas`).
+    #[arg(long, value_name = "SCHEMA")]
+    pub schema: Option<String>,
+    /// How many times a reply that does not match is asked for again, with its violations
+    /// [default: the agent's schema_retries, else 0].
+    #[arg(long, value_name = "N")]
+    pub schema_retries: Option<u32>,
+    #[command(flatten)]
+    pub compact: CompactArg,
+}
+
+/// `--compact` (send, retry).
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct CompactArg {
+    /// Print a turn's JSON value (with a schema) on one line.
+    #[arg(long)]
+    pub compact: bool,
+}
+
+impl SchemaArgs {
+    /// The schema given, resolved (files relative to the current directory).
+    pub fn resolve(&self, ws: &Workspace) -> CliResult<Option<axocoatl::schema::Schema>> {
+        let Some(text) = &self.schema else {
+            return Ok(None);
+        };
+        let dir = std::env::current_dir()
+            .map_err(|e| CliError::io("read", std::path::Path::new("."), e))?;
+        Ok(Some(axocoatl::schemas::resolve(ws, text, &dir)?))
+    }
+}
+
 impl OverrideArgs {
     pub fn overrides(&self) -> Overrides {
         Overrides {
@@ -114,6 +157,8 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
+    let schema = args.schema.resolve(&ws)?;
+    ui.compact_values = args.schema.compact.compact;
     let mut notes = Vec::new();
     let explicit = if args.new {
         let name = sessions::start_new(&ws)?;
@@ -135,6 +180,8 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         attach_files: args.attach,
         wait: args.wait,
         overrides: args.overrides.overrides(),
+        schema,
+        schema_retries: args.schema.schema_retries,
         ..SendOptions::default()
     };
     run_turn_noting(&ws, opts, args.json, ui, notes)
@@ -242,6 +289,7 @@ pub fn run_turn_cancelled(
         ended_with_newline: true,
         io_error: None,
         notes,
+        schema: false,
     };
     let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
     // The route: through the running `serve` (its actor keeps the conversation and streams
@@ -269,6 +317,17 @@ fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
+/// A turn's JSON value, alone on stdout: pretty-printed, or on one line (`--compact`).
+fn print_value(ui: &mut Ui, value: &serde_json::Value) -> std::io::Result<()> {
+    let text = if ui.compact_values {
+        serde_json::to_string(value)
+    } else {
+        serde_json::to_string_pretty(value)
+    };
+    writeln!(ui.out, "{}", text.unwrap_or_default())?;
+    ui.out.flush()
+}
+
 /// Prints a turn's events as they come.
 struct Printer<'u> {
     ui: &'u mut Ui,
@@ -279,6 +338,8 @@ struct Printer<'u> {
     io_error: Option<std::io::Error>,
     /// Said on stderr when the turn has begun.
     notes: Vec<String>,
+    /// The reply must match a schema: stdout gets its JSON value, not the text.
+    schema: bool,
 }
 
 impl Printer<'_> {
@@ -360,23 +421,45 @@ impl Printer<'_> {
         self.ui.out.flush()
     }
 
+    /// The turn has begun: the notes, its id and pins on stderr.
+    fn begun_text(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<()> {
+        let TurnEvent::Begun {
+            turn,
+            attachments,
+            schema,
+            ..
+        } = ev
+        else {
+            return Ok(());
+        };
+        let ui = &mut *self.ui;
+        for note in std::mem::take(&mut self.notes) {
+            writeln!(ui.err, "{note}")?;
+        }
+        writeln!(ui.err, "turn {turn}")?;
+        for pin in attachments.iter() {
+            writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
+        }
+        ui.err.flush()?;
+        self.schema = schema.is_some();
+        Ok(())
+    }
+
     fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
         if self.side_event(&ev)? {
             return Ok(());
         }
+        if let TurnEvent::Begun { .. } = ev {
+            return self.begun_text(&ev);
+        }
         let ui = &mut *self.ui;
         match ev {
-            TurnEvent::Begun {
-                turn, attachments, ..
-            } => {
-                for note in std::mem::take(&mut self.notes) {
-                    writeln!(ui.err, "{note}")?;
-                }
-                writeln!(ui.err, "turn {turn}")?;
-                for pin in attachments.iter() {
-                    writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
-                }
-                ui.err.flush()?;
+            TurnEvent::Begun { .. } => {}
+            // With a schema, the value alone goes to stdout, once validated.
+            TurnEvent::Delta { .. } if self.schema => {}
+            TurnEvent::Value { value, .. } => {
+                print_value(ui, &value)?;
+                self.ended_with_newline = true;
             }
             TurnEvent::Delta { text, .. } => {
                 write!(ui.out, "{}", safe(&text))?;

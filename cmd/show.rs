@@ -120,6 +120,14 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]
             );
         }
     }
+    if let Some(schema) = &t.schema {
+        let retries = match schema.retries {
+            0 => String::new(),
+            1 => " (1 retry)".into(),
+            n => format!(" ({n} retries)"),
+        };
+        let _ = writeln!(o, "schema   {}{retries}", schema.object);
+    }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
     if !t.context.is_empty() {
         let _ = writeln!(o, "\ncontext:");
@@ -196,6 +204,9 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     for (agent, text) in &t.outputs {
         let label = if t.outputs.len() > 1 {
             format!("output ({agent})")
+        } else if t.value.is_some() {
+            // The reply matched its schema: it is this JSON value.
+            "value".to_string()
         } else {
             "output".to_string()
         };
