@@ -21,7 +21,7 @@ use crate::config::{AgentConfig, AgentRole};
 use crate::error::{Result, RuntimeError};
 use crate::provider::{Message, Provider, Role};
 use crate::schema::{self, Schema, Validator, Violation};
-use crate::turn::TurnEvent;
+use crate::turn::{ContextSection, ContextSource, RequestInfo, TurnEvent};
 use crate::workspace::Workspace;
 
 /// The schema of a turn, and how often a reply that breaks it is asked for again.
@@ -101,6 +101,8 @@ pub(super) fn converse(
     let validator = Validator::new(&ts.schema.value)
         .map_err(|e| TurnError::Runtime(RuntimeError::Schema(e.into())))?;
     conv.sampling.schema = Some(Arc::new(ts.schema.value.clone()));
+    conv.context
+        .push(Box::new(Instruction(instruction(&ts.schema.value))));
     let first = transcript.len();
     let attempts = ts.retries.saturating_add(1);
     for attempt in 1..=attempts {
@@ -144,6 +146,24 @@ pub(super) fn converse(
         transcript.push(Message::new(Role::User, correction(&listed)));
     }
     Err(failed(&ts.schema, &[], ts.retries))
+}
+
+/// The schema, said to the model in its system prompt (whether or not the provider also
+/// constrains it): a model told what the fields are fills them better.
+struct Instruction(String);
+
+impl ContextSource for Instruction {
+    fn section(&mut self, _request: &RequestInfo<'_>) -> Result<Option<ContextSection>> {
+        Ok(Some(ContextSection {
+            label: "schema".into(),
+            text: self.0.clone(),
+            warnings: Vec::new(),
+        }))
+    }
+}
+
+fn instruction(schema: &Value) -> String {
+    format!("Reply with only a JSON value that matches this JSON Schema, nothing else:\n{schema}")
 }
 
 /// The valid reply becomes the turn's output, pretty-printed, and is reported.

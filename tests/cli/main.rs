@@ -38,6 +38,7 @@ mod provider_openai;
 mod provider_script;
 mod sandbox;
 mod sandbox_files;
+mod schema;
 mod serve;
 mod serve_limits;
 mod store_faults;

@@ -13,7 +13,8 @@
 //! - No tools: a 135M model cannot call them reliably, so a request with tools is refused.
 //! - Sampling defaults: temperature 0.2, top_p 0.9 (SmolLM2's recommendation), a fixed seed so
 //!   the same request gives the same reply, at most 512 new tokens, and a 1.1 repeat penalty
-//!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop.
+//!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop
+//!   (with a schema too, among the tokens the schema allows).
 
 mod json_mask;
 mod model;
@@ -560,6 +561,23 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
+/// The repeat penalty over the last [`REPEAT_WINDOW`] tokens.
+fn penalize_repeats(scores: &mut [f32], recent: &[u32]) {
+    let start = recent.len().saturating_sub(REPEAT_WINDOW);
+    let mut seen = recent[start..].to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    for id in seen {
+        if let Some(s) = scores.get_mut(id as usize) {
+            *s = if *s >= 0.0 {
+                *s / REPEAT_PENALTY
+            } else {
+                *s * REPEAT_PENALTY
+            };
+        }
+    }
+}
+
 /// Picks each next token: masks (JSON, a schema), repeat penalty, then candle's sampler.
 struct Sampler {
     logits: LogitsProcessor,
@@ -610,6 +628,9 @@ impl Sampler {
             if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
                 return Ok(None);
             }
+            // Among what the schema allows, repeating is discouraged as in plain text: a
+            // small model otherwise fills a list with one item again and again.
+            penalize_repeats(scores, recent);
             let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
             return self.logits.sample(&tensor).map(Some);
         }
@@ -625,21 +646,7 @@ impl Sampler {
                     return Ok(None);
                 }
             }
-            None => {
-                let start = recent.len().saturating_sub(REPEAT_WINDOW);
-                let mut seen = recent[start..].to_vec();
-                seen.sort_unstable();
-                seen.dedup();
-                for id in seen {
-                    if let Some(s) = scores.get_mut(id as usize) {
-                        *s = if *s >= 0.0 {
-                            *s / REPEAT_PENALTY
-                        } else {
-                            *s * REPEAT_PENALTY
-                        };
-                    }
-                }
-            }
+            None => penalize_repeats(scores, recent),
         }
         let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
         self.logits.sample(&tensor).map(Some)
