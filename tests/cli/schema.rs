@@ -551,3 +551,48 @@ fn help() {
         );
     }
 }
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn the_sqlite_export_carries_the_schema_and_the_value() {
+    let env = script_env();
+    assert_eq!(env.run(&["send", "--schema", PERSON, "a person"]).code, 0);
+    assert_eq!(env.run(&["send", "--schema", PERSON, "wrong"]).code, 3);
+    assert_eq!(
+        env.run(&["send", "plain"]).code,
+        3,
+        "no scripted reply: failed"
+    );
+    let r = env.run(&["export", "--all", "--format", "sqlite", "-o", "turns.db"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let db = rusqlite::Connection::open(env.work.join("turns.db")).expect("open");
+    let rows: Vec<(String, Option<String>, Option<String>)> = db
+        .prepare("SELECT state, schema, value FROM turns ORDER BY seq")
+        .expect("sql")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].0, "completed");
+    assert_eq!(rows[0].1.as_ref().map(String::len), Some(64));
+    assert_eq!(
+        rows[0].2.as_deref(),
+        Some(r#"{"name":"Ada","age":36,"tags":["math","engines"]}"#)
+    );
+    assert_eq!(rows[1].0, "failed");
+    assert!(rows[1].1.is_some() && rows[1].2.is_none(), "{rows:?}");
+    assert_eq!((rows[2].1.as_deref(), rows[2].2.as_deref()), (None, None));
+    // A refresh picks up a later turn's value.
+    assert_eq!(env.run(&["send", "--schema", PERSON, "a person"]).code, 0);
+    let r = env.run(&["export", "--all", "--format", "sqlite", "-o", "turns.db"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let n: i64 = db
+        .query_row(
+            "SELECT count(*) FROM turns WHERE json_extract(value, '$.age') = 36",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(n, 2);
+}
