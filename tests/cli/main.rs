@@ -27,6 +27,7 @@ mod ledger_crash;
 mod ledger_index;
 mod legacy;
 mod local_model;
+mod local_schema;
 mod mcp;
 mod memory;
 mod memory_turns;
