@@ -75,6 +75,8 @@ pub struct Timings {
     pub prompt: Duration,
     pub generated_tokens: usize,
     pub generation: Duration,
+    /// Of `generation`, the time spent working out which tokens a schema allows.
+    pub constraint: Duration,
 }
 
 pub struct LocalProvider {
@@ -273,6 +275,7 @@ impl LocalProvider {
             mask,
             vocab,
             budget,
+            spent: Duration::ZERO,
         })
     }
 
@@ -470,6 +473,7 @@ impl LocalProvider {
             on_event(Event::Delta(rest));
         }
         self.timings.generated_tokens = generated.len();
+        self.timings.constraint = sampler.schema.as_ref().map_or(Duration::ZERO, |c| c.spent);
         self.timings.generation = started.elapsed();
         Ok((text, generated.len(), finish))
     }
@@ -592,6 +596,8 @@ struct SchemaConstraint {
     allowed: Vec<bool>,
     /// The most tokens the reply may have.
     budget: usize,
+    /// Time spent in the mask so far.
+    spent: Duration,
 }
 
 impl Sampler {
@@ -619,7 +625,9 @@ impl Sampler {
         scores[vocab..].fill(f32::NEG_INFINITY);
         if let Some(c) = &mut self.schema {
             let remaining = c.budget.saturating_sub(recent.len()).max(1);
+            let started = Instant::now();
             c.mask.allowed(&c.vocab, remaining, &mut c.allowed);
+            c.spent += started.elapsed();
             for (score, &ok) in scores[..vocab].iter_mut().zip(&c.allowed) {
                 if !ok {
                     *score = f32::NEG_INFINITY;
