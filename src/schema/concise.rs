@@ -26,6 +26,7 @@ pub fn parse(text: &str) -> Result<Value, SchemaError> {
         chars: text.char_indices().collect(),
         at: 0,
         text,
+        depth: 0,
     };
     let lines = p.top_level_newline();
     let fields = p.fields(None, lines)?;
@@ -66,7 +67,12 @@ struct Parser<'t> {
     chars: Vec<(usize, char)>,
     at: usize,
     text: &'t str,
+    /// Lists and objects open around the position.
+    depth: usize,
 }
+
+/// How deeply lists and objects may nest (as JSON Schema's own check allows).
+const MAX_DEPTH: usize = 32;
 
 impl Parser<'_> {
     fn peek(&self) -> Option<char> {
@@ -205,6 +211,19 @@ impl Parser<'_> {
 
     /// A type, with its `?`.
     fn kind(&mut self) -> Result<Value, SchemaError> {
+        if !matches!(self.peek(), Some('[' | '{')) {
+            return self.kind_inner();
+        }
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error(&format!("lists and objects nest deeper than {MAX_DEPTH}")));
+        }
+        self.depth += 1;
+        let schema = self.kind_inner();
+        self.depth -= 1;
+        schema
+    }
+
+    fn kind_inner(&mut self) -> Result<Value, SchemaError> {
         let mut schema = match self.peek() {
             Some('[') => {
                 self.at += 1;
@@ -493,6 +512,14 @@ mod tests {
             ("tags []", "expected the type of the list's items"),
             ("x low|", "expected a choice after `|`"),
             ("", "names no field"),
+            (
+                format!("a {}", "[".repeat(100_000)).as_str(),
+                "nest deeper than 32",
+            ),
+            (
+                format!("a {}", "{b ".repeat(100_000)).as_str(),
+                "nest deeper than 32",
+            ),
             ("a int int", "expected a separator"),
         ] {
             let e = parse(text).expect_err(text).message;

@@ -39,6 +39,9 @@ pub const MAX_PROPERTIES: usize = 64;
 pub const MAX_BRANCHES: usize = 8;
 /// `$ref`s merged with the keywords beside them, nested: a bound on recursive merges.
 const MAX_MERGES: usize = 32;
+/// Nodes of one grammar: a schema that references a definition with keywords beside it at
+/// every level compiles a copy each time, so the copies are bounded.
+const MAX_NODES: usize = 1 << 16;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {
@@ -139,6 +142,12 @@ impl<'a> Compiler<'a> {
 
     /// The node of `schema`; `None` for a schema no value matches.
     fn node(&mut self, schema: &Value) -> Result<Option<NodeId>, String> {
+        if self.nodes.len() > MAX_NODES {
+            return Err(format!(
+                "the schema makes more than {MAX_NODES} rules for the local model (a definition \
+                 referenced with other keywords beside it, at every level)"
+            ));
+        }
         let map = match schema {
             Value::Bool(true) => return Ok(Some(ANY)),
             Value::Bool(false) => return Ok(None),
@@ -708,6 +717,27 @@ mod tests {
         assert!(compile(endless)
             .expect_err("infinite")
             .contains("no finite value"));
+    }
+
+    #[test]
+    fn copies_of_merged_references_are_bounded() {
+        // Each level references the one below twice, with a keyword beside the reference:
+        // 2^30 copies if nothing stopped it.
+        let mut defs = serde_json::Map::new();
+        defs.insert("d0".into(), json!({"type": "integer"}));
+        for k in 1..30 {
+            let below = format!("#/$defs/d{}", k - 1);
+            defs.insert(
+                format!("d{k}"),
+                json!({"type": "object", "properties": {
+                    "a": {"$ref": below, "minimum": 0},
+                    "b": {"$ref": below, "minimum": 1}
+                }}),
+            );
+        }
+        let schema = json!({"$defs": defs, "$ref": "#/$defs/d29"});
+        let e = compile(schema).expect_err("too many copies");
+        assert!(e.contains("more than 65536 rules"), "{e}");
     }
 
     #[test]
