@@ -241,9 +241,18 @@ fn cases(env: &TestEnv) -> Vec<(String, String)> {
     run("send_after_rewind", &["send", "after the rewind"]);
     run("history", &["history", "--json"]);
     // A schema crosses serve's socket with the turn.
-    run("send_schema", &["send", "--compact", "--schema", "text, n int", "a schema"]);
-    run("send_schema_json", &["send", "--json", "--schema", "text, n int", "a schema"]);
-    run("send_schema_broken", &["send", "--schema", "text, n str", "a schema"]);
+    run(
+        "send_schema",
+        &["send", "--compact", "--schema", "text, n int", "a schema"],
+    );
+    run(
+        "send_schema_json",
+        &["send", "--json", "--schema", "text, n int", "a schema"],
+    );
+    run(
+        "send_schema_broken",
+        &["send", "--schema", "text, n str", "a schema"],
+    );
     out
 }
 

@@ -35,8 +35,6 @@ pub const T_ALL: u8 = 127;
 
 /// Properties one object may declare (their set of seen keys is one `u64`).
 pub const MAX_PROPERTIES: usize = 64;
-/// Branches of one `anyOf`, after nested ones are flattened.
-pub const MAX_BRANCHES: usize = 8;
 /// `$ref`s merged with the keywords beside them, nested: a bound on recursive merges.
 const MAX_MERGES: usize = 32;
 /// Nodes of one grammar: a schema that references a definition with keywords beside it at
@@ -111,6 +109,13 @@ impl Grammar {
             .node(schema)?
             .ok_or("the schema is `false`: no value matches it")?;
         let min_bytes = min_bytes(&c.nodes)?;
+        // Branches with the smallest values first: the recognizer follows a bounded number of
+        // branches at once, and the ones it keeps must include a value that fits the budget.
+        for node in &mut c.nodes {
+            if let Node::AnyOf(ids) = node {
+                ids.sort_by_key(|&id| min_bytes[id as usize]);
+            }
+        }
         if min_bytes[root as usize] >= INFINITE {
             return Err(
                 "the schema has no finite value (a required property or item refers \
@@ -239,12 +244,31 @@ impl<'a> Compiler<'a> {
             }
         }
         ids.dedup();
+        // Branches that are lists of values (`const`, `enum`) are one list: every value
+        // stays reachable however many there are.
+        let (lists, mut ids): (Vec<NodeId>, Vec<NodeId>) = ids
+            .into_iter()
+            .partition(|&id| matches!(self.nodes[id as usize], Node::Literals(_)));
+        if lists.len() > 1 {
+            let mut all: Vec<Vec<u8>> = lists
+                .iter()
+                .flat_map(|&id| match &self.nodes[id as usize] {
+                    Node::Literals(l) => l.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            all.sort();
+            all.dedup();
+            ids.push(self.push(Node::Literals(all)));
+        } else {
+            ids.extend(lists);
+        }
+        // Any number of other branches: the recognizer follows at most `MAX_ALTS` at once
+        // (those with the smallest values, see `Grammar::compile`) and drops the rest, which
+        // only narrows what is generated.
         match ids.len() {
             0 => Ok(None),
             1 => Ok(Some(ids[0])),
-            n if n > MAX_BRANCHES => Err(format!(
-                "`anyOf` with {n} branches (the local model follows at most {MAX_BRANCHES})"
-            )),
             _ => Ok(Some(self.push(Node::AnyOf(ids)))),
         }
     }
@@ -761,7 +785,8 @@ mod tests {
             panic!("anyOf")
         };
         assert_eq!(branches.len(), 2);
-        let Node::Typed(second) = g.node(branches[1]) else {
+        // The branch without `y` has the smaller value, so it comes first.
+        let Node::Typed(second) = g.node(branches[0]) else {
             panic!("typed")
         };
         let Node::Typed(x) = g.node(second.props[0].node) else {
