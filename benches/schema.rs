@@ -6,7 +6,9 @@
 //!
 //!   scripts/fetch-model.sh && cargo bench --bench schema
 //!
-//! Each figure is the median of ROUNDS runs (greedy, so every run generates the same tokens);
+//! Each figure is the median of ROUNDS runs (greedy, so every run generates the same tokens),
+//! the constrained and unconstrained runs taken in turn so a change of the machine's load
+//! falls on both alike; "tokens" is what each generated (constrained/unconstrained);
 //! `AXOCOATL_BENCH_ROUNDS` changes it (default 3).
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -76,36 +78,65 @@ fn request(prompt: &str, max_tokens: u32) -> ChatRequest {
     }
 }
 
-/// One figure of `rounds` runs of `req`: the median generation rate, the tokens generated,
-/// and the median share of generation time spent in the schema's mask.
+/// One figure of `rounds` runs: the median generation rate, the tokens generated, and the
+/// median share of generation time spent in the schema's mask.
 struct Figure {
     rate: f64,
     tokens: usize,
     mask_share: f64,
 }
 
-fn measure(p: &mut LocalProvider, req: &ChatRequest, rounds: usize) -> Figure {
-    let mut rates = Vec::new();
-    let mut shares = Vec::new();
-    let mut tokens = 0;
+/// One run of `req`: its generation rate, tokens, and the mask's share of generation time.
+fn run(p: &mut LocalProvider, req: &ChatRequest) -> (f64, usize, f64) {
+    if let Err(e) = p.chat(req, &Cancel::new(), &mut |_| {}) {
+        println!("call failed: {e}");
+        std::process::exit(1);
+    }
+    let t = p.last_timings();
+    let generation = t.generation.max(Duration::from_nanos(1)).as_secs_f64();
+    (
+        t.generated_tokens as f64 / generation,
+        t.generated_tokens,
+        t.constraint.as_secs_f64() / generation,
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `constrained` and the same prompt unconstrained over as many tokens, `rounds` times each,
+/// taken in turn so that a change in the machine's load falls on both alike.
+fn measure(
+    p: &mut LocalProvider,
+    constrained: &ChatRequest,
+    prompt: &str,
+    rounds: usize,
+) -> (Figure, Figure) {
+    let (mut with, mut without, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut tokens, mut plain_tokens) = (0, 0);
     for _ in 0..rounds {
-        if let Err(e) = p.chat(req, &Cancel::new(), &mut |_| {}) {
-            println!("call failed: {e}");
-            std::process::exit(1);
-        }
-        let t = p.last_timings();
-        tokens = t.generated_tokens;
-        let generation = t.generation.max(Duration::from_nanos(1)).as_secs_f64();
-        rates.push(t.generated_tokens as f64 / generation);
-        shares.push(t.constraint.as_secs_f64() / generation);
+        let (rate, n, share) = run(p, constrained);
+        with.push(rate);
+        shares.push(share);
+        tokens = n;
+        let (rate, n, _) = run(p, &request(prompt, tokens.max(1) as u32));
+        without.push(rate);
+        plain_tokens = n;
     }
-    rates.sort_by(f64::total_cmp);
-    shares.sort_by(f64::total_cmp);
-    Figure {
-        rate: rates[rates.len() / 2],
-        tokens,
-        mask_share: shares[shares.len() / 2],
-    }
+    (
+        Figure {
+            rate: median(with),
+            tokens,
+            mask_share: median(shares),
+        },
+        Figure {
+            rate: median(without),
+            tokens: plain_tokens,
+            mask_share: 0.0,
+        },
+    )
 }
 
 fn main() {
@@ -141,7 +172,7 @@ fn main() {
     );
     println!("goal: constrained / unconstrained generation tokens/s >= 0.90 (the mask <= 10%)");
     println!(
-        "{:<24} {:>7} {:>16} {:>11} {:>7} {:>11}",
+        "{:<24} {:>9} {:>16} {:>11} {:>7} {:>11}",
         "case", "tokens", "constrained t/s", "plain t/s", "ratio", "mask share"
     );
     // Warm-up: first-use packing of weights happens here, not in the figures.
@@ -155,9 +186,7 @@ fn main() {
             }
             None => constrained.sampling.response_format = Some(ResponseFormat::Json),
         }
-        let with = measure(&mut p, &constrained, rounds);
-        let plain = request(prompt, with.tokens.max(1) as u32);
-        let without = measure(&mut p, &plain, rounds);
+        let (with, without) = measure(&mut p, &constrained, prompt, rounds);
         let ratio = with.rate / without.rate;
         let met = if ratio >= 0.90 { "met" } else { "NOT met" };
         let share = if name.starts_with("JSON mode") {
@@ -166,8 +195,10 @@ fn main() {
             format!("{:.1}%", with.mask_share * 100.0)
         };
         println!(
-            "{name:<24} {:>7} {:>16.1} {:>11.1} {ratio:>7.3} {share:>11}  {met}",
-            with.tokens, with.rate, without.rate
+            "{name:<24} {:>9} {:>16.1} {:>11.1} {ratio:>7.3} {share:>11}  {met}",
+            format!("{}/{}", with.tokens, without.tokens),
+            with.rate,
+            without.rate
         );
     }
 }
