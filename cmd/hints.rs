@@ -65,6 +65,13 @@ pub fn words(next: &Next) -> String {
         Next::PipeTheText => "piped context has no such limit: give a short message as the argument and pipe the text, e.g. `axocoatl send \"summarize this\" < FILE`".into(),
         Next::ExportAnew => "the ledger was repaired or replaced since (see `axocoatl fsck`); export into a new file".into(),
         Next::WaitForAutomation => "pass --wait to run after it ends".into(),
+        Next::Approve { turn } => format!(
+            "approve with `axocoatl approve {turn}`, or deny with `axocoatl approve {turn} --deny --reason TEXT`"
+        ),
+        Next::ApproveOrStop { turn } => format!(
+            "answer it (`axocoatl approve {turn}`, or `--deny`), or stop it (`axocoatl stop {turn}`); `axocoatl approvals` lists what waits"
+        ),
+        Next::ListApprovals => "`axocoatl approvals` lists what waits for approval".into(),
         Next::CreateSession { name } => {
             format!("create it with `axocoatl sessions new {name}` (or `switch --create`)")
         }

@@ -68,6 +68,16 @@ pub enum SendEnd<'a> {
         hints: &'a [String],
         exit_code: i32,
     },
+    /// The turn waits for a person's approval of tool calls (its `approval.requested`
+    /// events came before): exit 12. `axocoatl approve TURN` answers them and continues it.
+    #[serde(rename = "turn.waiting")]
+    TurnWaiting {
+        turn: &'a str,
+        session: &'a str,
+        /// The calls that wait, as `tool (call id)`.
+        calls: &'a [String],
+        exit_code: i32,
+    },
     /// The turn's terminal record is written: the last event.
     #[serde(rename = "turn.ended")]
     TurnEnded {
@@ -107,7 +117,8 @@ pub struct TurnJson<'a> {
     /// The agent's configured name, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<&'a str>,
-    /// `running`, `completed`, `failed`, `stopped` or `interrupted`.
+    /// `running`, `waiting` (for approval), `completed`, `failed`, `stopped` or
+    /// `interrupted`.
     pub state: &'a str,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -150,6 +161,11 @@ pub struct TurnJson<'a> {
     /// for a turn that had some.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overrides: Option<&'a axocoatl::overrides::Overrides>,
+    /// The tool calls its agent's `approvals:` held for a person, with their decisions
+    /// (`requested_at`, `expires_at`, `decided_at`: milliseconds since the epoch). Only for
+    /// a turn that had some.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub approvals: &'a [axocoatl::history::ApprovalView],
 }
 
 impl<'a> TurnJson<'a> {
@@ -202,6 +218,7 @@ impl<'a> TurnJson<'a> {
             plan: t.plan.as_ref(),
             subtasks: &t.subtasks,
             activation: &t.activation,
+            approvals: &t.approvals,
         }
     }
 }
@@ -217,6 +234,41 @@ pub struct OriginJson<'a> {
     /// What ran it: `tick`, `serve` or `manual`.
     pub runner: &'a str,
     pub runner_pid: u32,
+}
+
+/// `approvals --json`: one line per tool call that waits for a person.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApprovalLine<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    pub agent: &'a str,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    /// The arguments as JSON text (their first 64 KiB).
+    pub arguments: &'a str,
+    /// The rule of `approvals:` that held it.
+    pub rule: &'a str,
+    pub requested_at: String,
+    /// When it ends the turn if still undecided (`approval_timeout`); null: never.
+    pub expires_at: Option<String>,
+    /// Null while undecided; `approved`, `denied` or `always` when it is decided and its
+    /// turn waits to be continued (`axocoatl approve TURN`).
+    pub decision: Option<&'a str>,
+}
+
+/// `approve --json` when it does not continue the turn (`--no-run`, or calls still wait).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApproveJson<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    /// `approved`, `denied` or `always`.
+    pub decision: &'a str,
+    /// The calls decided now.
+    pub decided: Vec<&'a str>,
+    /// The held calls still undecided: the turn waits for them.
+    pub undecided: Vec<&'a str>,
+    /// Always false here: a continued turn prints its events instead.
+    pub continued: bool,
 }
 
 /// `show --json`: one turn with its model calls.

@@ -13,6 +13,8 @@ mod progress;
 mod ui;
 
 mod agents;
+mod approvals;
+mod approve;
 mod attach;
 mod automations;
 mod chat;
@@ -81,6 +83,8 @@ pub enum Command {
     Chat(chat::ChatArgs),
     Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
+    Approvals(approvals::ApprovalsArgs),
+    Approve(approve::ApproveArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
@@ -150,6 +154,8 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "attach" => attach::AttachArgs::augment_args(sub),
         "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
+        "approvals" => approvals::ApprovalsArgs::augment_args(sub),
+        "approve" => approve::ApproveArgs::augment_args(sub),
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
         "sessions" => sessions::SessionsArgs::augment_args(sub),
@@ -185,6 +191,8 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Attach(args) => attach::run(args, g, ui),
         Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
+        Command::Approvals(args) => approvals::run(args, g, ui),
+        Command::Approve(args) => approve::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),
@@ -333,6 +341,10 @@ mod tests {
             ],
             &["history", "-s", "main", "--json"],
             &["--config", "c.yaml", "stop", "abcd", "--wait"],
+            &["approvals", "--all", "--json"],
+            &[
+                "approve", "abcd", "call_1", "--deny", "--reason", "no", "--no-run",
+            ],
             &["attach", "add", "f.txt", "--scope", "session"],
             &["attach", "list", "--json"],
             &["automations", "tick"],

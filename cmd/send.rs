@@ -226,7 +226,9 @@ pub fn run_turn_noting(
 }
 
 /// [`run_turn_noting`] with the caller's cancellation (`chat` stops each turn on Ctrl-C
-/// and carries on).
+/// and carries on). A turn whose tool calls wait for approval is asked about at once on a
+/// terminal (and continued when every call is answered); elsewhere it exits 12, saying how
+/// to answer it.
 pub fn run_turn_cancelled(
     ws: &Workspace,
     opts: SendOptions,
@@ -235,6 +237,11 @@ pub fn run_turn_cancelled(
     notes: Vec<String>,
     cancel: &Cancel,
 ) -> CliResult {
+    let interactive = !json_mode && crate::approve::can_ask(ui);
+    let mut opts = SendOptions {
+        ask_at_once: interactive,
+        ..opts
+    };
     let mut printer = Printer {
         ui,
         ws,
@@ -243,19 +250,64 @@ pub fn run_turn_cancelled(
         io_error: None,
         notes,
     };
-    let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
-    // The route: through the running `serve` (its actor keeps the conversation and streams
-    // the same events back), else in this process. The outcome and errors are the same.
-    let outcome = match through_serve(ws, &opts)? {
-        Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink)?,
-        None => engine::send(ws, opts, cancel, &mut sink)?,
-    };
-    if let Some(e) = printer.io_error.take() {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
+    loop {
+        let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
+        // The route: through the running `serve` (its actor keeps the conversation and
+        // streams the same events back), else in this process. The outcome and errors are
+        // the same.
+        let result = match through_serve(ws, &opts)? {
+            Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink),
+            None => engine::send(ws, opts.clone(), cancel, &mut sink),
+        };
+        if let Some(e) = printer.io_error.take() {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e.into());
+            }
         }
+        let turn = match result {
+            Ok(outcome) => return printer.finish(&outcome),
+            Err(e) => match waiting_turn(&e) {
+                Some(turn) => turn,
+                None => return Err(e.into()),
+            },
+        };
+        let Some(waiting) = axocoatl::approvals::waiting_turn(ws, &turn)? else {
+            // Answered and continued elsewhere already: say how it stands.
+            return printer.waiting(&turn, "", &[]);
+        };
+        if interactive && !cancel.is_cancelled() {
+            printer.line_break()?;
+            if let Some(next) = crate::approve::ask(ws, &waiting, printer.ui)? {
+                opts = SendOptions {
+                    ask_at_once: true,
+                    ..next
+                };
+                continue;
+            }
+        }
+        let calls: Vec<String> = waiting
+            .calls
+            .iter()
+            .filter(|c| c.decision.is_none())
+            .map(|c| format!("{} ({})", c.tool, c.call_id))
+            .collect();
+        return printer.waiting(&waiting.turn, &waiting.session, &calls);
     }
-    printer.finish(&outcome)
+}
+
+/// The turn an error says waits for approval (in process, or through serve).
+fn waiting_turn(e: &axocoatl::RuntimeError) -> Option<String> {
+    use axocoatl::error::Next;
+    match e {
+        axocoatl::RuntimeError::Waiting { turn, .. } => Some(turn.clone()),
+        axocoatl::RuntimeError::Remote(r) if r.kind == axocoatl::ErrorKind::AwaitingApproval => {
+            r.next.iter().find_map(|n| match n {
+                Next::Approve { turn } => Some(turn.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The running `serve` to send the turn through, with the options as they cross its
@@ -443,6 +495,43 @@ impl Printer<'_> {
                 )?,
                 None => writeln!(ui.err, "subtask {subtask} [{worker}] {}", state.as_str())?,
             },
+            TurnEvent::ApprovalRequested {
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at,
+                ..
+            } => {
+                let until = expires_at
+                    .map(|e| format!("; expires {e}"))
+                    .unwrap_or_default();
+                writeln!(
+                    ui.err,
+                    "approval needed: {name} {} ({call_id}, rule: {}{until})",
+                    crate::fmt::first_line(&safe(&arguments), 120),
+                    safe(&rule)
+                )?;
+            }
+            TurnEvent::ApprovalDecided {
+                name,
+                decision,
+                reason,
+                by,
+                ..
+            } => {
+                let why = reason
+                    .map(|r| format!(": {}", safe(&r)))
+                    .unwrap_or_default();
+                writeln!(ui.err, "{name} {decision} by {}{why}", safe(&by))?;
+            }
+            TurnEvent::Continued { turn, .. } => {
+                for note in std::mem::take(&mut self.notes) {
+                    writeln!(ui.err, "{note}")?;
+                }
+                writeln!(ui.err, "turn {turn} continues")?;
+                ui.err.flush()?;
+            }
             TurnEvent::Answering { agent, reason, .. } => {
                 if !self.ended_with_newline {
                     writeln!(ui.out)?;
@@ -456,6 +545,54 @@ impl Printer<'_> {
             | TurnEvent::Waiting { .. } => {}
         }
         Ok(())
+    }
+
+    /// A line break after output that did not end with one (before a question).
+    fn line_break(&mut self) -> std::io::Result<()> {
+        if !self.ended_with_newline {
+            writeln!(self.ui.out)?;
+            self.ended_with_newline = true;
+        }
+        self.ui.out.flush()
+    }
+
+    /// The end of a turn that waits for approval of `calls`: exit 12, and `turn.waiting` or
+    /// how to answer it.
+    fn waiting(mut self, turn: &str, session: &str, calls: &[String]) -> CliResult {
+        let out = if self.json {
+            let session = self.ws.shown_session(session);
+            self.ui.json_line(&SendLine::End(SendEnd::TurnWaiting {
+                turn,
+                session,
+                calls,
+                exit_code: exit::AWAITING_APPROVAL,
+            }))
+        } else {
+            (|| {
+                self.line_break()?;
+                let ui = &mut *self.ui;
+                let what = if calls.is_empty() {
+                    "approval".to_owned()
+                } else {
+                    format!("approval of {}", calls.join(", "))
+                };
+                writeln!(ui.err, "turn {turn} waits for {what}")?;
+                let hint = ui.paint_err("36", "hint");
+                writeln!(
+                    ui.err,
+                    "{hint}: {}",
+                    crate::hints::words(&axocoatl::error::Next::Approve {
+                        turn: turn.to_owned()
+                    })
+                )
+            })()
+        };
+        match out {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+        Ok(exit::AWAITING_APPROVAL)
     }
 
     /// The end of the turn: its exit code, and `turn.ended` or a closing line.

@@ -157,6 +157,7 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]
 /// record), error, warnings and usage.
 fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
+    approvals(o, t);
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
         for x in &t.tools {
@@ -221,6 +222,42 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "\nusage: {}", usage_text(u));
+    }
+}
+
+/// The calls held for approval, each with its rule and decision (or that it still waits).
+fn approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    if t.approvals.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\napprovals:");
+    for a in &t.approvals {
+        let _ = writeln!(
+            o,
+            "  - {} {} {} (rule: {}; requested {})",
+            a.call_id,
+            a.tool,
+            crate::fmt::first_line(&safe(&a.arguments), 100),
+            safe(&a.rule),
+            clock::rfc3339(a.requested_at)
+        );
+        let outcome = match (&a.decision, &a.by, a.decided_at) {
+            (Some(d), Some(by), Some(at)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                format!("{d} by {} at {}{why}", safe(by), clock::rfc3339(at))
+            }
+            _ if t.ended_at.is_some() => "no decision came before the turn ended".to_owned(),
+            _ => match a.expires_at {
+                Some(e) => format!("waits (expires {})", clock::rfc3339(e)),
+                None => "waits".to_owned(),
+            },
+        };
+        let _ = writeln!(o, "      {outcome}");
     }
 }
 

@@ -32,6 +32,8 @@ pub enum ErrorKind {
     /// A bug in axocoatl: an invariant broken, or one of its own types that does not
     /// serialize (exit 70, sysexits' EX_SOFTWARE).
     Internal,
+    /// The turn waits for a person's approval of a tool call (exit 12).
+    AwaitingApproval,
 }
 
 /// Why an attachment could not be stored, found or read.
@@ -195,6 +197,32 @@ pub enum RuntimeError {
     Memory(#[from] MemoryError),
     #[error("{0} is not supported yet")]
     NotSupported(String),
+    /// The turn waits for a person to approve or deny tool calls (`calls`: `call_1
+    /// (run_command)`); its session stays held until then.
+    #[error("turn {turn} waits for approval of {}", calls.join(", "))]
+    Waiting {
+        turn: String,
+        session: String,
+        calls: Vec<String>,
+    },
+    /// The session is held by a turn that waits for approval; `command` was refused.
+    #[error("session {session:?} is held: turn {turn} waits for approval")]
+    HeldForApproval {
+        session: String,
+        turn: String,
+        command: &'static str,
+    },
+    /// `approve`: the call was decided already (`what`: `approved by alice via approve at
+    /// 2026-…`).
+    #[error("call {call} of turn {turn} was already {what}")]
+    AlreadyDecided {
+        turn: String,
+        call: String,
+        what: String,
+    },
+    /// `approve`: the turn does not wait for approval (`now`: what it is instead).
+    #[error("turn {turn} does not wait for approval: it {now}")]
+    NotWaiting { turn: String, now: String },
     /// `serve`: another `serve` holds the repository's serve lock.
     #[error("axocoatl serve is already running on this repository{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     ServeRunning { pid: Option<u32> },
@@ -308,6 +336,12 @@ pub enum Next {
     },
     /// An automation is running: run after it ends.
     WaitForAutomation,
+    /// The turn waits for approval: approve or deny its calls.
+    Approve { turn: String },
+    /// The session is held by a turn that waits for approval: answer it, or stop it.
+    ApproveOrStop { turn: String },
+    /// List what waits for approval.
+    ListApprovals,
     /// A message is over its limit: piped context has none, so give a short message and
     /// pipe the text.
     PipeTheText,
@@ -412,7 +446,10 @@ impl RuntimeError {
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
             | RuntimeError::SessionExists { .. } => Refused,
+            RuntimeError::Waiting { .. } => AwaitingApproval,
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => NotActive,
             RuntimeError::Busy { .. }
+            | RuntimeError::HeldForApproval { .. }
             | RuntimeError::AutomationBusy { .. }
             | RuntimeError::ServeRunning { .. } => Busy,
             RuntimeError::ServeNotRunning { .. } => NoRepository,
@@ -479,6 +516,13 @@ impl RuntimeError {
                 turn: turn.clone(),
                 command: (*command).to_owned(),
             }],
+            RuntimeError::Waiting { turn, .. } => vec![Next::Approve { turn: turn.clone() }],
+            RuntimeError::HeldForApproval { turn, .. } => {
+                vec![Next::ApproveOrStop { turn: turn.clone() }]
+            }
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => {
+                vec![Next::ListApprovals]
+            }
             RuntimeError::UnknownAutomation { known, .. } if known.is_empty() => {
                 say("the configuration defines no automations")
             }

@@ -27,6 +27,8 @@
 // `--document-private-items`, where links to private items (the engine's steps) resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod approval;
+pub mod approvals;
 pub mod attach;
 pub mod automation;
 pub mod bounded;

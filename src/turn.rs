@@ -141,6 +141,42 @@ pub enum TurnEvent<'a> {
         agent: Cow<'a, str>,
         reason: Cow<'a, str>,
     },
+    /// A tool call waits for a person's approval (the agent's `approvals:` held it): the
+    /// turn waits, holding its session, until `axocoatl approve` answers every such call,
+    /// it is stopped, or the request expires.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        /// The tool.
+        name: Cow<'a, str>,
+        /// The arguments as JSON text.
+        arguments: Cow<'a, str>,
+        /// The rule of `approvals:` that matched, as written.
+        rule: Cow<'a, str>,
+        /// When an undecided request ends the turn failed (RFC 3339, UTC); null: never.
+        expires_at: Option<Cow<'a, str>>,
+    },
+    /// A held call was decided: `approved`, `denied`, `always` (approved, with every later
+    /// call of the tool under the same rule in this session) or `expired`.
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        decision: Cow<'a, str>,
+        /// Why (a denial's reason is what the model reads).
+        reason: Option<Cow<'a, str>>,
+        /// Who answered, and how (`alice via approve`).
+        by: Cow<'a, str>,
+    },
+    /// A turn that waited for approval goes on (`approve`), from where it stopped.
+    #[serde(rename = "turn.continued")]
+    Continued {
+        turn: Cow<'a, str>,
+        session: Cow<'a, str>,
+        agent: Cow<'a, str>,
+    },
 }
 
 /// The state of a subtask that has started (its JSON says `running`).
@@ -254,6 +290,27 @@ impl TurnEvent<'_> {
                 turn,
                 agent,
                 reason
+            },
+            ApprovalRequested {
+                turn,
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at
+            },
+            ApprovalDecided {
+                turn,
+                call_id,
+                name,
+                decision,
+                reason,
+                by
+            },
+            Continued {
+                turn,
+                session,
+                agent
             },
         )
     }
@@ -423,6 +480,9 @@ mod tests {
         "subtask.started",
         "subtask.ended",
         "agent.answering",
+        "approval.requested",
+        "approval.decided",
+        "turn.continued",
     ];
 
     /// The `type` an event must have (a new event must be named here and in [`TYPES`]).
@@ -440,6 +500,9 @@ mod tests {
             TurnEvent::SubtaskStarted { .. } => "subtask.started",
             TurnEvent::SubtaskEnded { .. } => "subtask.ended",
             TurnEvent::Answering { .. } => "agent.answering",
+            TurnEvent::ApprovalRequested { .. } => "approval.requested",
+            TurnEvent::ApprovalDecided { .. } => "approval.decided",
+            TurnEvent::Continued { .. } => "turn.continued",
         }
     }
 
@@ -516,6 +579,27 @@ mod tests {
                 turn: turn(),
                 agent: "critic".into(),
                 reason: "mentioned".into(),
+            },
+            TurnEvent::ApprovalRequested {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                arguments: r#"{"command":"make deploy"}"#.into(),
+                rule: "command: make *".into(),
+                expires_at: Some("2026-01-02T03:34:05.000Z".into()),
+            },
+            TurnEvent::ApprovalDecided {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                decision: "denied".into(),
+                reason: Some("not on Fridays".into()),
+                by: "alice via approve".into(),
+            },
+            TurnEvent::Continued {
+                turn: turn(),
+                session: "main".into(),
+                agent: "ops".into(),
             },
         ]
     }

@@ -44,6 +44,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "checkpoint",
     "attachments",
     "telemetry",
+    "on_approval_request",
     "default_agent",
     "default_session",
     "workspace",
@@ -331,6 +332,9 @@ fn structure(root: &Node, unknown: &RefCell<Vec<DeError>>, failed: &mut Vec<DeEr
             "checkpoint" => config.checkpoint = cx.one(node, key.into()).unwrap_or_default(),
             "attachments" => config.attachments = cx.one(node, key.into()).unwrap_or_default(),
             "telemetry" => config.telemetry = cx.one(node, key.into()).unwrap_or_default(),
+            "on_approval_request" => {
+                config.on_approval_request = cx.one(node, key.into()).flatten()
+            }
             "default_agent" => config.default_agent = cx.one(node, key.into()).flatten(),
             "default_session" => config.default_session = cx.one(node, key.into()).flatten(),
             "workspace" => config.workspace = cx.one(node, key.into()).flatten(),

@@ -3,6 +3,7 @@
 //! [`load()`] reads a file and returns either a validated [`Config`] (with warnings) or every
 //! problem at once, each a [`Diagnostic`] with the line and column to fix.
 
+mod approvals;
 mod de;
 mod diag;
 mod load;

@@ -69,6 +69,21 @@ pub fn trusted_files(config: &Config, dir: &Path) -> Vec<TrustedFile> {
             });
         }
     }
+    if let Some(hook) = &config.on_approval_request {
+        let what = "`on_approval_request`, which axocoatl runs outside the sandbox";
+        if let Some(program) = hook.program_path(dir) {
+            out.push(TrustedFile {
+                path: program,
+                what: format!("the program of {what}"),
+            });
+        }
+        for (_, arg) in hook.file_args(dir) {
+            out.push(TrustedFile {
+                path: arg,
+                what: format!("a file in the `args:` of {what}"),
+            });
+        }
+    }
     for (name, provider) in &config.providers {
         let (file, what) = match provider.kind {
             ProviderKind::Script => (&provider.script, "the script of provider"),

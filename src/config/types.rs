@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::approvals::{
+    ApprovalHook, ApprovalPolicy, ApprovalRule, ApprovalTimeout, DEFAULT_HOOK_TIMEOUT_SECS,
+    WRITE_TOOLS,
+};
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -37,6 +42,9 @@ pub struct Config {
     /// OpenTelemetry traces of turns (the `OTEL_EXPORTER_OTLP_*` environment overrides it).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// A program told of each tool call that waits for approval.
+    #[serde(default)]
+    pub on_approval_request: Option<ApprovalHook>,
 }
 
 /// `telemetry:`: where traces of turns go (see `docs/telemetry.md`).
@@ -155,6 +163,13 @@ pub struct AgentConfig {
     /// What each of its `run_command` calls may use (sandboxed commands only).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// Which of its tool calls wait for a person's approval (default `never`).
+    #[serde(default)]
+    pub approvals: ApprovalPolicy,
+    /// How long a call waits for a decision before the turn ends failed (default: no
+    /// limit).
+    #[serde(default)]
+    pub approval_timeout: Option<ApprovalTimeout>,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.

@@ -43,6 +43,7 @@ pub(crate) fn begin(
             session: p.session.clone(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
     let records = begin_records(p, &turn, now);

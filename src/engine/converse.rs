@@ -53,6 +53,10 @@ pub struct Conversant<'a> {
     /// The MCP servers it may use, started when its converse begins with a model that
     /// calls tools (then `None`).
     pub mcp: Option<crate::mcp::ServerSet>,
+    /// Its `approvals:` (none: no call waits).
+    pub approvals: Option<super::wait::Gate>,
+    /// Where a turn that waited goes on from (taken when its converse begins).
+    pub resume: Option<super::wait::Resume>,
 }
 
 /// The in-flight checkpoint policy of a conversant.
@@ -122,6 +126,8 @@ impl<'a> Conversant<'a> {
             max_steps: agent.max_steps(),
             in_flight: None,
             mcp: None,
+            approvals: None,
+            resume: None,
         })
     }
 
@@ -241,6 +247,8 @@ pub enum TurnError {
     /// A coordinator's subtask failed (or the plan could not run to its end).
     Subtask(String),
     Runtime(RuntimeError),
+    /// Tool calls wait for a person: the turn is paused, not ended.
+    Waiting(super::wait::Paused),
 }
 
 impl From<RuntimeError> for TurnError {
@@ -300,12 +308,39 @@ pub fn converse(
         window: &[],
         superseded: cx.earlier.superseded,
     };
-    for observer in conv.observers.iter_mut() {
-        if let Err(e) = observer.before_turn(&info) {
-            cx.recorder().warn(sink, "memory", e.to_string())?;
+    let mut first_step = 0;
+    match conv.resume.take() {
+        // A turn that waited: its held round runs (or is denied) first.
+        Some(resume) => {
+            first_step = resume.steps;
+            // The round began with the model's response before the pause: its observers
+            // hear the whole exchange now.
+            let start = transcript
+                .iter()
+                .rposition(|m| m.role == Role::Assistant)
+                .unwrap_or(transcript.len());
+            if let Some(held) = run_tools(conv, &resume.pending, transcript, cx, sink)? {
+                return Err(super::wait::pause(
+                    conv,
+                    &resume.pending[held..],
+                    transcript,
+                    tally,
+                    first_step,
+                    cx,
+                    sink,
+                ));
+            }
+            observe_exchange(conv, &transcript[start..], cx, sink)?;
+        }
+        None => {
+            for observer in conv.observers.iter_mut() {
+                if let Err(e) = observer.before_turn(&info) {
+                    cx.recorder().warn(sink, "memory", e.to_string())?;
+                }
+            }
         }
     }
-    for step in 0..conv.max_steps {
+    for step in first_step..conv.max_steps {
         if cx.cancel.is_cancelled() {
             return Err(TurnError::Provider(ProviderError::Cancelled));
         }
@@ -313,7 +348,17 @@ pub fn converse(
         let request = build_request(conv, transcript, &schemas, step == 0, cx, sink)?;
         let input = check_budget(conv, provider, &request, tally, cx, sink)?;
         let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
-        run_tools(conv, &calls, transcript, cx, sink)?;
+        if let Some(held) = run_tools(conv, &calls, transcript, cx, sink)? {
+            return Err(super::wait::pause(
+                conv,
+                &calls[held..],
+                transcript,
+                tally,
+                step + 1,
+                cx,
+                sink,
+            ));
+        }
         observe_exchange(conv, &transcript[start..], cx, sink)?;
         if calls.is_empty() {
             return Ok(());
@@ -537,26 +582,38 @@ pub(super) fn checkpoint_in_flight(
 /// Runs each tool call through the toolbox, recording its start and result, and appends
 /// the results (as the model sees them: cut past 64 KiB) to `transcript`. After a stop the
 /// remaining calls of the round are answered without running, so the conversation stays
-/// well formed (every call has its result).
+/// well formed (every call has its result). A call the agent's `approvals:` holds stops the
+/// round: `Some(i)`, the index of the first call that must wait (it and the calls after it
+/// have not run).
 pub(super) fn run_tools(
     conv: &Conversant<'_>,
     calls: &[ToolCall],
     transcript: &mut Vec<Message>,
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
-) -> Result<(), TurnError> {
+) -> Result<Option<usize>, TurnError> {
     let rec = cx.recorder();
     let tool_cx = conv.tool_context(cx);
-    for call in calls {
+    for (i, call) in calls.iter().enumerate() {
+        let verdict = match &conv.approvals {
+            Some(gate) if !cx.cancel.is_cancelled() => gate.admit(conv, call, cx, sink)?,
+            _ => super::wait::Verdict::Run,
+        };
+        let mut starting = match verdict {
+            super::wait::Verdict::Hold => return Ok(Some(i)),
+            super::wait::Verdict::RunRecorded(ref records) => records.clone(),
+            _ => Vec::new(),
+        };
         let arguments = call.arguments.to_string();
-        rec.lazy(&[Record::ToolStarted(ToolStarted {
+        starting.push(Record::ToolStarted(ToolStarted {
             turn: cx.turn.to_owned(),
             agent: conv.agent.id.clone(),
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: rec.bound(&arguments)?,
             at: clock::now(),
-        })])?;
+        }));
+        rec.lazy(&starting)?;
         sink(TurnEvent::ToolStarted {
             turn: cx.turn.into(),
             call_id: call.id.as_str().into(),
@@ -566,6 +623,12 @@ pub(super) fn run_tools(
         let done = if cx.cancel.is_cancelled() {
             tools::Call {
                 output: tools::ToolOutput::err("not run: the turn was stopped"),
+                duration: Duration::ZERO,
+                warnings: Vec::new(),
+            }
+        } else if let super::wait::Verdict::Deny(answer) = verdict {
+            tools::Call {
+                output: tools::ToolOutput::err(answer),
                 duration: Duration::ZERO,
                 warnings: Vec::new(),
             }
@@ -606,7 +669,7 @@ pub(super) fn run_tools(
         msg.name = Some(call.name.clone());
         transcript.push(msg);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Tells `conv`'s observers that its part of a turn ended: a declared worker's subtask, or
@@ -628,6 +691,9 @@ pub(crate) fn observe_end(
             (TurnState::Failed, Some(m.clone()))
         }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+        // A worker's or an answering agent's calls never wait (validate and prepare
+        // refuse approvals there).
+        Err(TurnError::Waiting(_)) => (TurnState::Failed, Some("waits for approval".into())),
     };
     let outcome = TurnOutcome {
         turn: cx.turn.to_owned(),

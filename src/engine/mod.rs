@@ -141,6 +141,8 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod resume;
+mod wait;
 mod watcher;
 
 use std::path::PathBuf;
@@ -179,6 +181,13 @@ pub struct SendOptions {
     pub origin: Option<TurnOrigin>,
     /// This turn's own model, system prompt and sampling (`send -m/--system/-o`).
     pub overrides: Overrides,
+    /// Continue this turn, which waited for approval and whose held calls are all
+    /// decided, instead of beginning one (`approve`); `session` and `agent` are its own,
+    /// the other options are not used.
+    pub resume: Option<String>,
+    /// A person is asked about held calls at once (a terminal prompt follows a pause), so
+    /// `on_approval_request:` is not run.
+    pub ask_at_once: bool,
 }
 
 /// The attachments a turn pins.
@@ -243,6 +252,9 @@ pub fn send_held(
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
+    if let Some(turn) = opts.resume.clone() {
+        return resume::resume(ws, &turn, opts.ask_at_once, held, cancel, sink);
+    }
     let patched = patched_agent(ws, &opts)?;
     let added = prepare::attach_files(ws, &opts, cancel, sink)?;
     let started =

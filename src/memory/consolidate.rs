@@ -402,6 +402,7 @@ fn begin(
             session: session.to_owned(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
     let mut begin = Vec::with_capacity(2);

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// before it connects, so a command and a serve of different builds (an upgrade while serve
 /// runs) say so at once instead of failing on a line the other does not read. A change to
 /// any type here gets a new number.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
@@ -62,6 +62,12 @@ pub struct WireSend {
     /// `send -m/--system/-o` (absent from a client that predates them).
     #[serde(default)]
     pub overrides: crate::overrides::Overrides,
+    /// `approve`: continue this waiting turn instead of beginning one.
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// A person is asked at once about calls that wait (no `on_approval_request:`).
+    #[serde(default)]
+    pub ask_at_once: bool,
 }
 
 impl WireSend {
@@ -90,6 +96,8 @@ impl WireSend {
             retry_of: opts.retry_of.clone(),
             wait: opts.wait,
             overrides: opts.overrides.clone(),
+            resume: opts.resume.clone(),
+            ask_at_once: opts.ask_at_once,
         })
     }
 
@@ -109,6 +117,8 @@ impl WireSend {
             wait: self.wait,
             origin: None,
             overrides: self.overrides,
+            resume: self.resume,
+            ask_at_once: self.ask_at_once,
         }
     }
 }
@@ -241,6 +251,7 @@ const KINDS: &[(ErrorKind, &str)] = &[
     (ErrorKind::NoRepository, "no_repository"),
     (ErrorKind::Refused, "refused"),
     (ErrorKind::Internal, "internal"),
+    (ErrorKind::AwaitingApproval, "awaiting_approval"),
 ];
 
 impl From<&RuntimeError> for WireError {

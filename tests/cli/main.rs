@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+mod approvals;
 mod automations;
 mod budget_estimate;
 mod cli_attach;

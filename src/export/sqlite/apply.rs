@@ -22,6 +22,8 @@ use axocoatl_store::Repo;
 use rusqlite::{params, OptionalExtension, Statement, Transaction};
 use serde_json::json;
 
+mod approvals;
+
 use super::sql_error;
 use crate::clock::rfc3339;
 use crate::error::{Result, RuntimeError};
@@ -344,6 +346,8 @@ impl<'c> Applier<'c> {
                 ev.kind = "note";
                 ev.text = Some(Cow::Borrowed(&n.text));
             }
+            Record::ApprovalRequested(r) => self.approval_requested(seq, r, &mut ev)?,
+            Record::ApprovalDecided(d) => self.approval_decided(d, &mut ev)?,
         }
         self.event(seq, ev)
     }
@@ -467,6 +471,7 @@ impl<'c> Applier<'c> {
     }
 
     fn tool_started<'r>(&mut self, seq: u64, s: &'r ToolStarted, ev: &mut Event<'r>) -> Result<()> {
+        self.waiting(&s.turn, false)?;
         let memory_edit = s.name.starts_with(MEMORY_EDIT_PREFIX);
         self.tx
             .execute(

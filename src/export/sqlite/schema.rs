@@ -10,12 +10,39 @@
 /// a file of an older one up to it ([`UPGRADES`]).
 ///
 /// 2: `sessions.name`, the name a session goes by now.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `approvals`, the tool calls held for a person and their decisions.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// What a refresh runs on a file of version `n` (in the first element) to bring it to
 /// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
 /// too, so an upgraded file and a new one have the same tables.
-pub const UPGRADES: &[(u32, &str)] = &[(1, "ALTER TABLE sessions ADD COLUMN name TEXT;")];
+pub const UPGRADES: &[(u32, &str)] = &[
+    (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
+    (2, APPROVALS_TABLE),
+];
+
+/// The tool calls an agent's `approvals:` held (one row per request, its record's sequence
+/// number as id) and their decisions; added by version 3.
+pub const APPROVALS_TABLE: &str = "
+CREATE TABLE approvals (
+    seq INTEGER PRIMARY KEY REFERENCES events(seq),
+    turn TEXT NOT NULL REFERENCES turns(turn),
+    session TEXT NOT NULL REFERENCES sessions(session),
+    agent TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    arguments_object TEXT,
+    rule TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decision TEXT,
+    reason TEXT,
+    decided_by TEXT,
+    decided_at TEXT
+);
+CREATE INDEX approvals_turn_call ON approvals(turn, call_id);
+";
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
 /// before anything else.

@@ -20,6 +20,7 @@ pub(crate) mod segment;
 mod segments;
 mod walk;
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -204,6 +205,20 @@ impl Ledger {
         self.append_inner(since, records, check, true)
     }
 
+    /// Appends durably the records `decide` makes of the records written from `since` up
+    /// to now, read under the append lock (so what it decided on is still the end of the
+    /// ledger when they are written). `Ok(Err(e))` means it refused; no records, nothing
+    /// appended.
+    pub fn append_decided<E>(
+        &self,
+        since: Position,
+        decide: impl FnOnce(
+            &mut dyn Iterator<Item = Result<Entry>>,
+        ) -> std::result::Result<Vec<Record>, E>,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        self.append_core(since, true, |scan| decide(scan).map(Cow::Owned), true)
+    }
+
     fn append_inner<E>(
         &self,
         since: Position,
@@ -211,27 +226,48 @@ impl Ledger {
         check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
         sync: bool,
     ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        let read = since != Position::START || records.is_empty();
+        self.append_core(
+            since,
+            read,
+            |scan| check(scan).map(|()| Cow::Borrowed(records)),
+            sync,
+        )
+    }
+
+    /// The one append: under the append lock, `produce` sees the records from `since` (when
+    /// `read`; else nothing) and gives the records to write.
+    fn append_core<'r, E>(
+        &self,
+        since: Position,
+        read: bool,
+        produce: impl FnOnce(
+            &mut dyn Iterator<Item = Result<Entry>>,
+        ) -> std::result::Result<Cow<'r, [Record]>, E>,
+        sync: bool,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
         self.refuse_if_poisoned()?;
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
         let lock = self.append_lock()?;
         let tail = self.sync_tail(&mut guard)?;
-        if since != Position::START || records.is_empty() {
-            let end = Position {
-                segment: tail.number,
-                offset: tail.end,
-            };
-            if since < end {
-                let mut scan = self.scan(since).take_while(move |e| match e {
-                    Ok(e) => e.pos < end,
-                    Err(_) => true,
-                });
-                if let Err(e) = check(&mut scan) {
-                    return Ok(Err(e));
-                }
-            } else if let Err(e) = check(&mut std::iter::empty()) {
-                return Ok(Err(e));
-            }
-        }
+        let end = Position {
+            segment: tail.number,
+            offset: tail.end,
+        };
+        let produced = if read && since < end {
+            let mut scan = self.scan(since).take_while(move |e| match e {
+                Ok(e) => e.pos < end,
+                Err(_) => true,
+            });
+            produce(&mut scan)
+        } else {
+            produce(&mut std::iter::empty())
+        };
+        let records = match produced {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let records: &[Record] = &records;
         if records.is_empty() {
             return Ok(Ok(Vec::new()));
         }

@@ -6,3 +6,4 @@ pub mod env;
 pub mod fake_http;
 pub mod ollama;
 pub mod procs;
+pub mod pty;
