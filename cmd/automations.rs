@@ -100,7 +100,7 @@ pub struct TickArgs {
 /// unless --wait.
 ///
 /// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 7 no such automation,
-/// 8 busy.
+/// 8 busy, 12 its turn waits for approval.
 ///
 /// Examples:
 ///   axocoatl automations run morning-brief

@@ -319,6 +319,30 @@ fn markdown(
     o
 }
 
+/// The calls of `t` held for approval, each with its decision.
+fn markdown_approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    for a in &t.approvals {
+        let decided = match (&a.decision, &a.by) {
+            (Some(d), Some(by)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("{d} by {by}{why}")
+            }
+            _ if t.ended_at.is_some() => "no decision".to_owned(),
+            _ => "waiting".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "**Approval** `{}` `{}` (rule `{}`): {decided}\n",
+            a.tool, a.arguments, a.rule
+        );
+    }
+}
+
 fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
     let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
@@ -348,25 +372,7 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
         let _ = writeln!(o, "- usage: {}", usage_text(u));
     }
     let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
-    for a in &t.approvals {
-        let decided = match (&a.decision, &a.by) {
-            (Some(d), Some(by)) => {
-                let why = a
-                    .reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default();
-                format!("{d} by {by}{why}")
-            }
-            _ if t.ended_at.is_some() => "no decision".to_owned(),
-            _ => "waiting".to_owned(),
-        };
-        let _ = writeln!(
-            o,
-            "**Approval** `{}` `{}` (rule `{}`): {decided}\n",
-            a.tool, a.arguments, a.rule
-        );
-    }
+    markdown_approvals(o, t);
     for x in &t.tools {
         let status = match (x.exit_code, x.is_error) {
             (Some(code), _) => format!(" (exit {code})"),

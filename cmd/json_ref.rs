@@ -73,8 +73,9 @@ const OUTPUTS: &[Output] = &[
         schema: of::<ApprovalLine<'static>>,
     },
     Output {
-        commands: "approve --json (--no-run, or calls still wait)",
-        lines: "the decision (a continued turn prints its events as `send --json` does)",
+        commands: "approve --json",
+        lines: "the decision, when the turn does not go on (`--no-run`, or calls still wait); \
+                a continued turn prints its events as `send --json` does",
         schema: of::<ApproveJson<'static>>,
     },
     Output {

@@ -36,7 +36,11 @@ use crate::ui::Ui;
 /// A session runs one turn at a time: when it is busy, send waits up to 2 s for the active
 /// turn to end, then exits 8; --wait queues behind it instead.
 ///
-/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy.
+/// A tool call the agent's `approvals:` holds is asked about at once on a terminal;
+/// elsewhere the turn waits (exit 12) and `axocoatl approve TURN` answers it.
+///
+/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy, 12 waits
+/// for approval.
 ///
 /// Examples:
 ///   axocoatl send "What changed in the last release?"
@@ -412,8 +416,56 @@ impl Printer<'_> {
         self.ui.out.flush()
     }
 
+    /// The events of approvals, as text on stderr; `false` for other events.
+    fn approval_text(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ApprovalRequested {
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at,
+                ..
+            } => {
+                let until = expires_at
+                    .as_ref()
+                    .map(|e| format!("; expires {e}"))
+                    .unwrap_or_default();
+                writeln!(
+                    ui.err,
+                    "approval needed: {name} {} ({call_id}, rule: {}{until})",
+                    crate::fmt::first_line(&safe(arguments), 120),
+                    safe(rule)
+                )?;
+            }
+            TurnEvent::ApprovalDecided {
+                name,
+                decision,
+                reason,
+                by,
+                ..
+            } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                writeln!(ui.err, "{name} {decision} by {}{why}", safe(by))?;
+            }
+            TurnEvent::Continued { turn, .. } => {
+                for note in std::mem::take(&mut self.notes) {
+                    writeln!(ui.err, "{note}")?;
+                }
+                writeln!(ui.err, "turn {turn} continues")?;
+                ui.err.flush()?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
-        if self.side_event(&ev)? {
+        if self.side_event(&ev)? || self.approval_text(&ev)? {
             return Ok(());
         }
         let ui = &mut *self.ui;
@@ -495,43 +547,6 @@ impl Printer<'_> {
                 )?,
                 None => writeln!(ui.err, "subtask {subtask} [{worker}] {}", state.as_str())?,
             },
-            TurnEvent::ApprovalRequested {
-                call_id,
-                name,
-                arguments,
-                rule,
-                expires_at,
-                ..
-            } => {
-                let until = expires_at
-                    .map(|e| format!("; expires {e}"))
-                    .unwrap_or_default();
-                writeln!(
-                    ui.err,
-                    "approval needed: {name} {} ({call_id}, rule: {}{until})",
-                    crate::fmt::first_line(&safe(&arguments), 120),
-                    safe(&rule)
-                )?;
-            }
-            TurnEvent::ApprovalDecided {
-                name,
-                decision,
-                reason,
-                by,
-                ..
-            } => {
-                let why = reason
-                    .map(|r| format!(": {}", safe(&r)))
-                    .unwrap_or_default();
-                writeln!(ui.err, "{name} {decision} by {}{why}", safe(&by))?;
-            }
-            TurnEvent::Continued { turn, .. } => {
-                for note in std::mem::take(&mut self.notes) {
-                    writeln!(ui.err, "{note}")?;
-                }
-                writeln!(ui.err, "turn {turn} continues")?;
-                ui.err.flush()?;
-            }
             TurnEvent::Answering { agent, reason, .. } => {
                 if !self.ended_with_newline {
                     writeln!(ui.out)?;
@@ -542,7 +557,10 @@ impl Printer<'_> {
             }
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
-            | TurnEvent::Waiting { .. } => {}
+            | TurnEvent::Waiting { .. }
+            | TurnEvent::ApprovalRequested { .. }
+            | TurnEvent::ApprovalDecided { .. }
+            | TurnEvent::Continued { .. } => {}
         }
         Ok(())
     }

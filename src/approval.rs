@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{CkMessage, CkToolCall};
 use crate::config::{split_mcp_tool_name, ApprovalHook, ApprovalPolicy, ApprovalRule, WRITE_TOOLS};
 use crate::error::{Result, RuntimeError};
-use crate::tools::Root;
 
 /// An agent's `approvals:`, ready to match calls.
 #[derive(Debug, Default)]
@@ -81,17 +80,17 @@ impl Policy {
     }
 
     /// The rule that holds a call of `tool` with `arguments`, if one does. Paths are
-    /// matched as given (without `.` parts) and as they resolve in the workspace `root`
-    /// (through symlinks), so neither spelling slips past a rule.
+    /// matched as given (without `.` parts) and as `resolve` finds them in the workspace
+    /// (through symlinks, relative to its root), so neither spelling slips past a rule.
     pub fn rule_for(
         &self,
         tool: &str,
         arguments: &serde_json::Value,
-        root: Option<&Root>,
+        resolve: &dyn Fn(&str) -> Option<String>,
     ) -> Option<String> {
         self.rules
             .iter()
-            .find(|r| r.holds(tool, arguments, root))
+            .find(|r| r.holds(tool, arguments, resolve))
             .map(|r| r.shown.clone())
     }
 }
@@ -128,7 +127,12 @@ impl Rule {
         }
     }
 
-    fn holds(&self, tool: &str, arguments: &serde_json::Value, root: Option<&Root>) -> bool {
+    fn holds(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+        resolve: &dyn Fn(&str) -> Option<String>,
+    ) -> bool {
         let named = match &self.tools {
             Tools::Any => true,
             Tools::Named(n) => n == tool,
@@ -152,7 +156,7 @@ impl Rule {
         };
         match arg {
             Arg::Command => command_forms(text).iter().any(|c| glob.is_match(c)),
-            Arg::Path => path_forms(text, root).iter().any(|p| glob.is_match(p)),
+            Arg::Path => path_forms(text, resolve).iter().any(|p| glob.is_match(p)),
         }
     }
 }
@@ -176,13 +180,13 @@ fn command_forms(command: &str) -> Vec<String> {
 
 /// A path as a pattern sees it: as given without `.` parts and repeated slashes, and as
 /// it resolves in the workspace.
-fn path_forms(path: &str, root: Option<&Root>) -> Vec<String> {
+fn path_forms(path: &str, resolve: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let lexical: Vec<&str> = path
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     let mut forms = vec![lexical.join("/")];
-    if let Some(resolved) = root.and_then(|r| r.resolve(path).ok().map(|p| r.display(&p))) {
+    if let Some(resolved) = resolve(path) {
         if !forms.contains(&resolved) {
             forms.push(resolved);
         }
@@ -479,7 +483,8 @@ mod tests {
     #[test]
     fn rules_hold_tools_commands_paths_and_mcp_servers() {
         let p = policy("[{command: 'git push*'}, {path: 'secret/**'}, notes.delete, 'web.*']");
-        let cmd = |c: &str| p.rule_for("run_command", &json!({ "command": c }), None);
+        let none = |_: &str| None;
+        let cmd = |c: &str| p.rule_for("run_command", &json!({ "command": c }), &none);
         assert_eq!(
             cmd("git push origin main").as_deref(),
             Some("command: git push*")
@@ -493,7 +498,7 @@ mod tests {
             Some("command: git push*")
         );
         assert_eq!(cmd("git status"), None);
-        let write = |t: &str, path: &str| p.rule_for(t, &json!({ "path": path }), None);
+        let write = |t: &str, path: &str| p.rule_for(t, &json!({ "path": path }), &none);
         assert_eq!(
             write("write_file", "./secret//a/b").as_deref(),
             Some("path: secret/**")
@@ -504,17 +509,24 @@ mod tests {
         );
         assert_eq!(write("write_file", "src/secret/x"), None);
         assert_eq!(write("read_file", "secret/x"), None);
-        assert!(p.rule_for("mcp__notes__delete", &json!({}), None).is_some());
-        assert!(p.rule_for("mcp__notes__list", &json!({}), None).is_none());
-        assert!(p.rule_for("mcp__web__fetch", &json!({}), None).is_some());
+        assert!(p
+            .rule_for("mcp__notes__delete", &json!({}), &none)
+            .is_some());
+        assert!(p.rule_for("mcp__notes__list", &json!({}), &none).is_none());
+        assert!(p.rule_for("mcp__web__fetch", &json!({}), &none).is_some());
         // Arguments that cannot be told apart wait.
         assert!(p
-            .rule_for("run_command", &json!("git push"), None)
+            .rule_for("run_command", &json!("git push"), &none)
+            .is_some());
+        // A path that resolves into a held directory (a symlink to it) is held too.
+        let through_link = |p: &str| p.strip_prefix("link/").map(|rest| format!("secret/{rest}"));
+        assert!(p
+            .rule_for("write_file", &json!({"path": "link/key"}), &through_link)
             .is_some());
         assert!(!Policy::of(&ApprovalPolicy::Never).asks());
         assert_eq!(
             Policy::of(&ApprovalPolicy::Always)
-                .rule_for("read_file", &json!({}), None)
+                .rule_for("read_file", &json!({}), &none)
                 .as_deref(),
             Some("always")
         );

@@ -154,8 +154,9 @@ impl Gate {
 
     /// The rule that holds `call`, if one does.
     fn rule(&self, conv: &Conversant<'_>, call: &ToolCall) -> Option<String> {
-        self.policy
-            .rule_for(&call.name, &call.arguments, Some(&conv.root))
+        let root = &conv.root;
+        let resolve = |path: &str| root.resolve(path).ok().map(|p| root.display(&p));
+        self.policy.rule_for(&call.name, &call.arguments, &resolve)
     }
 
     fn request(

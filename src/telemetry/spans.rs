@@ -161,18 +161,11 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
     let mut last_at: HashMap<&str, Millis> = HashMap::from([(begun.agent.as_str(), begun.at)]);
     let mut latest = begun.at;
     let mut open: Vec<(u64, &ToolStarted)> = Vec::new();
-    let mut held: Vec<(u64, &ApprovalRequested, Option<&ApprovalDecided>)> = Vec::new();
+    let mut held: Vec<HeldCall<'_>> = Vec::new();
     for &(seq, record) in records {
         match record {
-            Record::ApprovalRequested(r) => held.push((seq, r, None)),
-            Record::ApprovalDecided(d) => {
-                if let Some(h) = held
-                    .iter_mut()
-                    .rev()
-                    .find(|h| h.1.call_id == d.call_id && h.2.is_none())
-                {
-                    h.2 = Some(d);
-                }
+            Record::ApprovalRequested(_) | Record::ApprovalDecided(_) => {
+                note_held(&mut held, seq, record)
             }
             Record::PlanMade(m) => {
                 for s in &m.subtasks {
@@ -235,6 +228,26 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
+}
+
+/// A held call of the turn: its request and, once it came, its decision.
+type HeldCall<'r> = (u64, &'r ApprovalRequested, Option<&'r ApprovalDecided>);
+
+/// Notes a request (or the decision of the newest undecided request of its call).
+fn note_held<'r>(held: &mut Vec<HeldCall<'r>>, seq: u64, record: &'r Record) {
+    match record {
+        Record::ApprovalRequested(r) => held.push((seq, r, None)),
+        Record::ApprovalDecided(d) => {
+            if let Some(h) = held
+                .iter_mut()
+                .rev()
+                .find(|h| h.1.call_id == d.call_id && h.2.is_none())
+            {
+                h.2 = Some(d);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The wait for a person's decision on a held call: from its request to its decision (or

@@ -273,7 +273,10 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
         .collect();
     let codes: Vec<i32> = runs_of.iter().map(|r| r.code).collect();
     let said: Vec<&str> = runs_of.iter().map(|r| r.stderr.as_str()).collect();
-    assert!(codes.iter().all(|c| *c == 0 || *c == 6), "{codes:?} {said:#?}");
+    assert!(
+        codes.iter().all(|c| *c == 0 || *c == 6),
+        "{codes:?} {said:#?}"
+    );
     assert!(codes.contains(&0), "{codes:?}");
     for r in runs_of.iter().filter(|r| r.code == 6) {
         assert!(
@@ -561,4 +564,48 @@ fn help_of_approvals_and_approve() {
     ] {
         snap!(name, env.snap(&env.run(args)));
     }
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn an_export_has_the_held_calls_and_their_decisions_and_the_waiting_turn_state() {
+    use rusqlite::{Connection, OpenFlags};
+    let env = ops_env("");
+    let (_, turn) = waiting_send(&env);
+    let db = env.work.join("history.db");
+    let db_arg = db.to_string_lossy().into_owned();
+    let export = || {
+        let r = env.run(&["export", "--all", "--format", "sqlite", "-o", &db_arg]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    };
+    let row = |sql: &str| -> (String, Option<String>) {
+        let conn = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open export");
+        conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("row")
+    };
+    export();
+    assert_eq!(
+        row("SELECT state, NULL FROM turns"),
+        ("waiting".to_owned(), None)
+    );
+    assert_eq!(
+        row("SELECT tool, decision FROM approvals"),
+        ("run_command".to_owned(), None)
+    );
+    // A refresh after the decision fills it in, and the turn's end.
+    assert_eq!(
+        env.run(&["approve", &turn, "--deny", "--reason", "no"])
+            .code,
+        0
+    );
+    export();
+    assert_eq!(
+        row("SELECT decision, reason FROM approvals"),
+        ("denied".to_owned(), Some("no".to_owned()))
+    );
+    assert_eq!(
+        row("SELECT state, decided_by FROM turns JOIN approvals USING (turn)"),
+        ("completed".to_owned(), Some("alice via approve".to_owned()))
+    );
 }

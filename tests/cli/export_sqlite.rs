@@ -685,13 +685,15 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     );
     drop(db);
 
-    // The same file as the first schema wrote it: no `name` column, version 1.
+    // The same file as the first schema wrote it: no `name` column, no `approvals`
+    // table, version 1.
     let first = env.work.join("first.db");
     std::fs::copy(&path, &first).expect("copy");
     Connection::open(&first)
         .expect("open")
         .execute_batch(
             "ALTER TABLE sessions DROP COLUMN name;
+             DROP TABLE approvals;
              UPDATE _meta SET value = '1' WHERE key = 'schema_version';
              PRAGMA user_version = 1;",
         )
@@ -703,9 +705,9 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     assert_eq!(name(&db), "elsewhere");
     assert_eq!(
         one::<String>(&db, "SELECT value FROM _meta WHERE key = 'schema_version'"),
-        "2"
+        "3"
     );
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 2);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 3);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &first), dump(&env, &env.work.join("fresh.db")));

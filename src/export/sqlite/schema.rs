@@ -24,7 +24,7 @@ pub const UPGRADES: &[(u32, &str)] = &[
 /// The tool calls an agent's `approvals:` held (one row per request, its record's sequence
 /// number as id) and their decisions; added by version 3.
 pub const APPROVALS_TABLE: &str = "
-CREATE TABLE approvals (
+CREATE TABLE IF NOT EXISTS approvals (
     seq INTEGER PRIMARY KEY REFERENCES events(seq),
     turn TEXT NOT NULL REFERENCES turns(turn),
     session TEXT NOT NULL REFERENCES sessions(session),
@@ -41,7 +41,7 @@ CREATE TABLE approvals (
     decided_by TEXT,
     decided_at TEXT
 );
-CREATE INDEX approvals_turn_call ON approvals(turn, call_id);
+CREATE INDEX IF NOT EXISTS approvals_turn_call ON approvals(turn, call_id);
 ";
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read

@@ -274,22 +274,11 @@ impl Ledger {
         if let Some(e) = &tail.damaged {
             return Err(clone_corrupt(e));
         }
-        let mut bytes = Vec::with_capacity(256 * records.len());
-        let mut starts = Vec::with_capacity(records.len());
-        let mut seq = tail.last_seq;
-        for record in records {
-            seq += 1;
-            starts.push((seq, bytes.len() as u64));
-            let mut payload =
-                record
-                    .encode_body(Vec::with_capacity(128))
-                    .map_err(|e| Error::Encode {
-                        what: record.kind_name(),
-                        reason: e.to_string(),
-                    })?;
-            frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
-            payload.clear();
-        }
+        let Frames {
+            bytes,
+            starts,
+            last_seq: seq,
+        } = encode_frames(records, tail.last_seq)?;
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
             self.roll(tail).inspect_err(|e| {
                 if matches!(e, Error::Io { op: "sync", .. }) {
@@ -548,6 +537,38 @@ impl Ledger {
         let sealed = number < newest;
         segment::load(&self.segment_path(number), number, sealed, 0)
     }
+}
+
+/// Frames encoded for one append.
+struct Frames {
+    bytes: Vec<u8>,
+    /// Each frame's sequence number and offset in `bytes`.
+    starts: Vec<(u64, u64)>,
+    /// The sequence number of the last one.
+    last_seq: u64,
+}
+
+/// The frames of `records`, numbered after `last_seq`.
+fn encode_frames(records: &[Record], last_seq: u64) -> Result<Frames> {
+    let mut bytes = Vec::with_capacity(256 * records.len());
+    let mut starts = Vec::with_capacity(records.len());
+    let mut seq = last_seq;
+    for record in records {
+        seq += 1;
+        starts.push((seq, bytes.len() as u64));
+        let payload = record
+            .encode_body(Vec::with_capacity(128))
+            .map_err(|e| Error::Encode {
+                what: record.kind_name(),
+                reason: e.to_string(),
+            })?;
+        frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
+    }
+    Ok(Frames {
+        bytes,
+        starts,
+        last_seq: seq,
+    })
 }
 
 fn clone_corrupt(e: &Error) -> Error {
