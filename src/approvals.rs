@@ -112,6 +112,7 @@ pub fn decide(
             .collect(),
     };
     let (turn, session) = (t.turn.clone(), t.session.clone());
+    axocoatl_store::failpoint::pause("approve.decide");
     let mut undecided = Vec::new();
     let outcome = repo.ledger().append_decided(t.begin, |entries| {
         let mut wait = TurnWait::default();

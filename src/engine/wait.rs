@@ -294,6 +294,7 @@ pub(super) fn hold(
     sink: &mut Sink<'_>,
 ) -> RuntimeError {
     let repo = ws.repo();
+    axocoatl_store::failpoint::pause("approval.requested");
     let until = paused.requests.iter().filter_map(|r| r.expires_at).min();
     let note = ActiveNote {
         turn: begun.turn.clone(),

@@ -182,6 +182,57 @@ fn a_waiting_turn_survives_kill_9_and_approve_from_another_process_runs_it_once(
 }
 
 #[test]
+fn a_send_killed_before_its_lock_says_it_waits_leaves_the_turn_waiting_by_the_ledger() {
+    let env = ops_env("");
+    // Aborted (as kill -9 would) right after the requests are durable, before the session
+    // lock's note says the turn waits: only the ledger says so.
+    let r = Run::from_output(
+        env.cmd(&["send", "deploy the release"])
+            .env("AXOCOATL_FAILPOINTS", "approval.requested=crash")
+            .output()
+            .expect("run"),
+    );
+    assert_ne!(r.code, 12, "{}", r.stderr);
+    let turn = turn_of(&r.stderr);
+    for _ in 0..2 {
+        let h = env.run(&["history", "--json"]);
+        let v: Value = serde_json::from_str(h.stdout.trim()).expect("history json");
+        assert_eq!(v["state"], "waiting", "{}", h.stdout);
+    }
+    assert_eq!(env.run(&["send", "status?"]).code, 8);
+    let approved = env.run(&["approve", &turn]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert_eq!(runs(&env), 1);
+}
+
+#[test]
+fn a_continuation_killed_while_its_command_runs_never_runs_it_again() {
+    let env = ops_env("");
+    env.write(
+        "replies.yaml",
+        "replies:\n  - tool_calls:\n      - name: run_command\n        arguments: {command: \"echo ran >> marker.txt; sleep 5\"}\n  - text: \"Deployed.\"\n",
+    );
+    let (_, turn) = waiting_send(&env);
+    let mut approve = env
+        .cmd(&["approve", &turn])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn approve");
+    wait_until("the command to run", || runs(&env) == 1);
+    kill(approve.id(), libc::SIGKILL);
+    let _ = approve.wait();
+    // The next command finds the turn's process gone: the call had started, so the turn
+    // is interrupted, and nothing runs it again.
+    let h = env.run(&["history", "--json"]);
+    let v: Value = serde_json::from_str(h.stdout.trim()).expect("history json");
+    assert_eq!(v["state"], "interrupted", "{}", h.stdout);
+    let again = env.run(&["approve", &turn]);
+    assert_eq!(again.code, 6, "{}", again.stderr);
+    assert_eq!(runs(&env), 1);
+}
+
+#[test]
 fn a_send_that_waits_exits_12_and_says_how_to_answer_as_text_and_as_json() {
     let env = ops_env("");
     let (r, turn) = waiting_send(&env);
@@ -258,9 +309,11 @@ fn a_denial_and_its_reason_reach_the_model_and_the_command_never_runs() {
 fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
     let env = ops_env("");
     let (_, turn) = waiting_send(&env);
+    // Each reads the call undecided, then pauses: their decisions meet under the lock.
     let children: Vec<_> = (0..8)
         .map(|_| {
             env.cmd(&["approve", &turn])
+                .env("AXOCOATL_FAILPOINTS", "approve.decide=sleep(1500)")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -278,6 +331,17 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
         "{codes:?} {said:#?}"
     );
     assert!(codes.contains(&0), "{codes:?}");
+    // Those that lost the race say who answered and when (one that read the call after
+    // the decision finds the turn continued, or continues it).
+    let lost = runs_of
+        .iter()
+        .filter(|r| r.code == 6)
+        .filter(|r| {
+            r.stderr
+                .contains("was already approved by alice via approve at")
+        })
+        .count();
+    assert!(lost >= 1, "{codes:?} {said:#?}");
     for r in runs_of.iter().filter(|r| r.code == 6) {
         assert!(
             r.stderr
@@ -323,9 +387,41 @@ fn a_call_decided_with_no_run_waits_until_approve_continues_it() {
 }
 
 #[test]
+fn send_wait_queues_behind_a_waiting_turn_until_it_is_answered() {
+    let env = ops_env("");
+    let (_, turn) = waiting_send(&env);
+    let mut queued = env
+        .cmd(&["send", "--wait", "status?"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn send --wait");
+    // It stays queued while the turn waits (a plain send is refused meanwhile).
+    assert_eq!(env.run(&["send", "status?"]).code, 8);
+    assert!(queued.try_wait().expect("try_wait").is_none());
+    assert_eq!(env.run(&["approve", &turn]).code, 0);
+    let out = queued.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "All quiet.\n");
+}
+
+#[test]
 fn stop_ends_a_waiting_turn_and_frees_its_session() {
     let env = ops_env("");
     let (_, turn) = waiting_send(&env);
+    // A waiting turn holds its session as a running one does.
+    let rewound = env.run(&["rewind", &turn, "--yes"]);
+    assert_eq!(rewound.code, 8, "{}", rewound.stderr);
+    assert!(
+        rewound.stderr.contains("waits for approval"),
+        "{}",
+        rewound.stderr
+    );
     let stopped = env.run(&["stop", &turn, "--wait"]);
     assert_eq!(stopped.code, 0, "{}", stopped.stderr);
     assert_eq!(
