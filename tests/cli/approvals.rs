@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use crate::common::env::{wait_until, Run, TestEnv, PINNED_NOW};
 use crate::common::fake_http::FakeServer;
-use crate::common::ollama::{ollama_call, ollama_text};
-use crate::common::procs::{actor, agents_status, json_lines, kill, Serve};
+use crate::common::ollama::{ollama_call, ollama_calls, ollama_text};
+use crate::common::procs::{actor, agents_status, json_lines, kill, tool_results, Serve};
 use crate::common::pty::Pty;
 
 /// The agent `ops` runs commands unconfined, each held for approval; its scripted model asks
@@ -230,6 +230,62 @@ fn a_continuation_killed_while_its_command_runs_never_runs_it_again() {
     let again = env.run(&["approve", &turn]);
     assert_eq!(again.code, 6, "{}", again.stderr);
     assert_eq!(runs(&env), 1);
+}
+
+/// The `on_approval_request:` program and the files in its `args:` run outside the sandbox:
+/// the write tools refuse them and commands find them read-only, as for MCP server programs.
+#[test]
+fn the_approval_program_and_its_files_are_out_of_the_agents_reach() {
+    let server = FakeServer::with([
+        ollama_calls(&[
+            ("write_file", json!({"path": "hook.sh", "content": "evil"})),
+            (
+                "edit_file",
+                json!({"path": "hook.cfg", "old": "ops", "new": "evil"}),
+            ),
+            ("run_command", json!({"command": "echo evil >> hook.sh"})),
+            ("run_command", json!({"command": "echo ok > kept.txt"})),
+        ]),
+        ollama_text("Done."),
+    ]);
+    let env = TestEnv::with_config(&format!(
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\non_approval_request: {{command: ./hook.sh, args: [hook.cfg]}}\nagents:\n  - id: coder\n    provider: llm\n    model: m\n    sandbox: workspace-write\n",
+        server.url()
+    ));
+    let files = [
+        ("hook.sh", "#!/bin/sh\ncat >/dev/null\n"),
+        ("hook.cfg", "to: ops\n"),
+    ];
+    for (path, text) in files {
+        env.write(path, text);
+    }
+    let r = env.run(&["send", "--json", "change the notifier"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = json_lines(&r.stdout);
+    let res = tool_results(&events);
+    assert_eq!(res.len(), 4, "{}", r.stdout);
+    for (e, what) in res[..2].iter().zip([
+        "the program of `on_approval_request`",
+        "a file in the `args:` of `on_approval_request`",
+    ]) {
+        assert_eq!(e["is_error"], true, "{e}");
+        let out = e["output"].as_str().expect("output");
+        assert!(
+            out.contains(what) && out.contains("tools never change it"),
+            "{out}"
+        );
+    }
+    if axocoatl::tools::sandbox::Support::probe().landlock_abi >= 1 {
+        assert_eq!(res[2]["is_error"], true, "{}", res[2]);
+        assert_eq!(res[3]["exit_code"], json!(0), "{}", res[3]);
+    }
+    for (path, text) in files {
+        assert_eq!(
+            std::fs::read_to_string(env.work.join(path)).expect("read"),
+            text,
+            "{path}"
+        );
+    }
 }
 
 #[test]
