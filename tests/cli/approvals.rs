@@ -623,6 +623,39 @@ replies:
 }
 
 #[test]
+fn chat_asks_at_once_and_the_next_line_is_read_after_the_answer() {
+    let env = ops_env("");
+    let mut cmd = env.cmd(&["chat", "-s", "ops"]);
+    cmd.stdout(Stdio::piped());
+    let mut pty = Pty::attach(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn chat");
+    let prompts = |pty: &Pty| pty.seen().matches("\rops> \x1b[K").count();
+    wait_until("the prompt", || prompts(&pty) >= 1);
+    pty.type_keys("deploy the release\r");
+    wait_until("the question", || pty.seen().contains("approve? [y]es"));
+    assert_eq!(runs(&env), 0);
+    pty.type_keys("y\r");
+    wait_until("the next prompt", || prompts(&pty) >= 2);
+    assert_eq!(runs(&env), 1);
+    pty.type_keys("status?\r");
+    wait_until("the third prompt", || prompts(&pty) >= 3);
+    pty.type_keys("\x04");
+    let mut status = None;
+    wait_until("chat to leave on Ctrl-D", || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", pty.seen());
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out)
+        .expect("read");
+    assert_eq!(out, "Deployed.\nAll quiet.\n", "{}", pty.seen());
+    let h = json_lines(&env.run(&["history", "-s", "ops", "--json"]).stdout);
+    assert_eq!(h[0]["approvals"][0]["by"], "alice via terminal", "{h:?}");
+    assert_eq!(h[0]["state"], "completed");
+}
+
+#[test]
 fn on_a_terminal_ctrl_c_at_the_question_leaves_the_turn_waiting() {
     let env = ops_env("");
     let mut cmd = env.cmd(&["send", "deploy the release"]);
