@@ -697,6 +697,30 @@ fn approve_through_serve_continues_the_turn_in_its_actor() {
 }
 
 #[test]
+fn a_turn_waiting_in_serve_survives_its_kill_9_and_the_next_serve_continues_it() {
+    let env = ops_env("");
+    let serve = Serve::start(&env);
+    let (_, turn) = waiting_send(&env);
+    drop(serve); // kill -9 of the process whose actor ran the turn
+    let serve = Serve::start(&env);
+    assert_eq!(show(&env, &turn)["state"], "waiting", "{}", serve.logs());
+    assert_eq!(runs(&env), 0);
+    let approved = env.run(&["approve", &turn]);
+    assert_eq!(approved.code, 0, "{}\n{}", approved.stderr, serve.logs());
+    assert_eq!(approved.stdout, "Deployed.\n");
+    assert_eq!(runs(&env), 1);
+    let status = agents_status(&env);
+    assert_eq!(
+        actor(&status, "ops")["last_turn"],
+        turn.as_str(),
+        "{status:?}"
+    );
+    assert_eq!(show(&env, &turn)["state"], "completed");
+    assert_eq!(serve.terminate(), 0);
+    assert_eq!(runs(&env), 1);
+}
+
+#[test]
 fn an_automation_whose_turn_waits_shows_waiting_then_how_it_ended() {
     let env = ops_env(
         "automations:\n  - id: nightly\n    schedule: \"0 3 * * *\"\n    agent: ops\n    request: deploy the release\n",
