@@ -776,6 +776,73 @@ fn help_of_approvals_and_approve() {
 }
 
 #[cfg(feature = "sqlite")]
+/// The string attribute `key` of an OTLP JSON span.
+fn span_attr(span: &Value, key: &str) -> Option<Value> {
+    span["attributes"]
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .map(|a| a["value"]["stringValue"].clone())
+}
+
+#[test]
+fn a_turn_s_trace_has_a_span_for_each_wait_from_request_to_decision() {
+    let env = ops_env("");
+    let (_, turn) = waiting_send(&env);
+    // A waiting turn has no trace yet: its spans are exported once it ends.
+    let r = env.run(&["export", "--all", "--format", "otlp", "-o", "waiting.jsonl"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let waiting = std::fs::read_to_string(env.work.join("waiting.jsonl")).expect("read");
+    assert!(!waiting.contains("await_approval"), "{waiting}");
+    assert_eq!(env.run(&["approve", &turn]).code, 0);
+    let r = env.run(&["export", "--all", "--format", "otlp", "-o", "traces.jsonl"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = std::fs::read_to_string(env.work.join("traces.jsonl")).expect("read");
+    let spans: Vec<Value> = text
+        .lines()
+        .flat_map(|l| {
+            let v: Value = serde_json::from_str(l).expect("an OTLP JSON line");
+            let mut out = Vec::new();
+            for r in v["resourceSpans"].as_array().into_iter().flatten() {
+                for s in r["scopeSpans"].as_array().into_iter().flatten() {
+                    out.extend(s["spans"].as_array().into_iter().flatten().cloned());
+                }
+            }
+            out
+        })
+        .collect();
+    let root = spans
+        .iter()
+        .find(|s| {
+            span_attr(s, "axocoatl.turn.id") == Some(json!(turn))
+                && s["parentSpanId"].as_str().is_none_or(str::is_empty)
+        })
+        .unwrap_or_else(|| panic!("no span of the turn in {text}"));
+    let waits: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "await_approval run_command")
+        .collect();
+    assert_eq!(waits.len(), 1, "{text}");
+    let wait = waits[0];
+    assert_eq!(wait["parentSpanId"], root["spanId"], "{text}");
+    assert_eq!(
+        span_attr(wait, "axocoatl.approval.decision"),
+        Some(json!("approved"))
+    );
+    assert_eq!(
+        span_attr(wait, "axocoatl.approval.by"),
+        Some(json!("alice via approve"))
+    );
+    assert_eq!(
+        span_attr(wait, "axocoatl.approval.rule"),
+        Some(json!("run_command"))
+    );
+    assert_eq!(
+        span_attr(wait, "gen_ai.tool.name"),
+        Some(json!("run_command"))
+    );
+}
+
 #[test]
 fn an_export_has_the_held_calls_and_their_decisions_and_the_waiting_turn_state() {
     use rusqlite::{Connection, OpenFlags};
