@@ -423,8 +423,13 @@ pub fn run_hook(
     })?;
     let pid = child.id() as libc::pid_t;
     if let Some(mut stdin) = child.stdin.take() {
-        // A program that does not read its stdin is fine: the write may fail.
-        let _ = stdin.write_all(&serde_json::to_vec(request).unwrap_or_default());
+        // Written beside the wait: a request larger than the pipe holds, to a program that
+        // does not read it, must not outlast the timeout. A program that does not read its
+        // stdin is fine: the write may fail.
+        let bytes = serde_json::to_vec(request).unwrap_or_default();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
     }
     let mut stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
@@ -530,5 +535,69 @@ mod tests {
                 .as_deref(),
             Some("always")
         );
+    }
+
+    fn hook_in(dir: &Path, script: &str, timeout_secs: u64) -> ApprovalHook {
+        let path = dir.join("hook.sh");
+        std::fs::write(&path, script).expect("write");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        ApprovalHook {
+            command: "./hook.sh".into(),
+            args: vec!["to-ops".into()],
+            env: [("CHANNEL".to_owned(), "ops".to_owned())].into(),
+            timeout_secs: Some(timeout_secs),
+        }
+    }
+
+    #[test]
+    fn the_hook_reads_the_request_on_stdin_and_its_failure_says_why() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let hook = hook_in(
+            tmp.path(),
+            "#!/bin/sh\ncat > got.json\necho \"$1 $CHANNEL\" > args.txt\n",
+            10,
+        );
+        let request = json!({"turn": "t1", "calls": [{"tool": "run_command"}]});
+        assert_eq!(run_hook(&hook, tmp.path(), &request), Ok(()));
+        let got = std::fs::read_to_string(tmp.path().join("got.json")).expect("read");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&got).ok(),
+            Some(request.clone())
+        );
+        let args = std::fs::read_to_string(tmp.path().join("args.txt")).expect("read");
+        assert_eq!(args, "to-ops ops\n");
+        let failing = hook_in(
+            tmp.path(),
+            "#!/bin/sh\necho no mail server >&2\nexit 3\n",
+            10,
+        );
+        let why = run_hook(&failing, tmp.path(), &request).expect_err("fails");
+        assert!(
+            why.contains("ended with exit status: 3: no mail server"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_hook_that_neither_reads_a_large_request_nor_ends_is_killed_at_its_timeout() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Past what a pipe holds: a write that waited for the reader would last as long as
+        // the program does.
+        let hook = hook_in(
+            tmp.path(),
+            "#!/bin/sh\necho $$ > hook.pid\nexec sleep 30\n",
+            1,
+        );
+        let request = json!({"turn": "t1", "arguments": "x".repeat(1 << 20)});
+        let why = run_hook(&hook, tmp.path(), &request).expect_err("killed");
+        assert!(
+            why.contains("did not end within 1 s and was killed"),
+            "{why}"
+        );
+        if let Ok(pid) = std::fs::read_to_string(tmp.path().join("hook.pid")) {
+            let proc = Path::new("/proc").join(pid.trim());
+            assert!(!proc.exists(), "the program was left running");
+        }
     }
 }
