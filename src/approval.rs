@@ -388,7 +388,7 @@ pub fn answered_by(channel: &str) -> String {
     format!("{user} via {channel}")
 }
 
-/// The most of the program's stdout and stderr kept for the warning it may cause.
+/// The most of the program's stderr kept for the warning it may cause.
 const HOOK_OUTPUT: u64 = 4096;
 
 /// Runs the `on_approval_request:` program with `request` (JSON) on its stdin, in the
@@ -431,16 +431,7 @@ pub fn run_hook(
             let _ = stdin.write_all(&bytes);
         });
     }
-    let mut stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.take(HOOK_OUTPUT).read_to_string(&mut text);
-            // Drain the rest so the program never blocks on a full pipe.
-            let _ = std::io::copy(e, &mut std::io::sink());
-        }
-        text
-    });
+    let said = Said::read(child.stderr.take());
     let deadline = Instant::now() + Duration::from_secs(hook.timeout_secs());
     let status = loop {
         match child.try_wait() {
@@ -460,10 +451,10 @@ pub fn run_hook(
     };
     // Whatever it left running in its group goes with it.
     crate::child::signal_group(pid, libc::SIGKILL);
-    let said = reader.join().unwrap_or_default();
     if status.success() {
         return Ok(());
     }
+    let said = said.words(Duration::from_millis(500));
     let said = said.trim();
     Err(format!(
         "on_approval_request: {} ended with {status}{}",
@@ -474,6 +465,42 @@ pub fn run_hook(
             format!(": {}", said.chars().take(300).collect::<String>())
         }
     ))
+}
+
+/// What the program writes to `stderr`, its first [`HOOK_OUTPUT`] bytes kept, the rest
+/// drained so that it never blocks on a full pipe. [`Said::words`] gives what came.
+struct Said {
+    kept: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    closed: std::sync::mpsc::Receiver<()>,
+}
+
+impl Said {
+    fn read(stderr: Option<std::process::ChildStderr>) -> Said {
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, closed) = std::sync::mpsc::channel();
+        let sink = kept.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            if let Some(mut e) = stderr {
+                while let Ok(n @ 1..) = e.read(&mut buf) {
+                    if let Ok(mut kept) = sink.lock() {
+                        let room = (HOOK_OUTPUT as usize).saturating_sub(kept.len());
+                        kept.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                }
+            }
+            let _ = tx.send(());
+        });
+        Said { kept, closed }
+    }
+
+    /// What came once the pipe closed, or after `grace`: a process that left the group
+    /// (setsid) may hold it open.
+    fn words(self, grace: Duration) -> String {
+        let _ = self.closed.recv_timeout(grace);
+        let kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&kept).into_owned()
+    }
 }
 
 #[cfg(test)]
@@ -599,5 +626,24 @@ mod tests {
             let proc = Path::new("/proc").join(pid.trim());
             assert!(!proc.exists(), "the program was left running");
         }
+    }
+
+    #[test]
+    fn a_failing_hook_whose_escaped_child_holds_its_stderr_is_not_waited_for() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let hook = hook_in(
+            tmp.path(),
+            "#!/bin/sh\nsetsid sh -c 'echo $$ > child.pid; exec sleep 30' &\nwhile [ ! -s child.pid ]; do sleep 0.05; done\necho no route >&2\nexit 2\n",
+            10,
+        );
+        let why = run_hook(&hook, tmp.path(), &json!({})).expect_err("fails");
+        assert!(why.contains("ended with exit status: 2: no route"), "{why}");
+        let pid = std::fs::read_to_string(tmp.path().join("child.pid")).expect("pid");
+        let proc = Path::new("/proc").join(pid.trim());
+        // It returned while the child that left its group still runs.
+        assert!(proc.exists(), "run_hook waited for the escaped child");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status();
     }
 }
