@@ -122,12 +122,18 @@ pub fn decide(
             }
         }
         if let Some(state) = wait.ended {
-            return Err(Lost::Ended(state));
+            let last = wait.held.iter().rev().find_map(|h| h.decision.clone());
+            return Err(Lost::Ended(state, last.map(Box::new)));
         }
         let mut records = Vec::new();
         for id in &targets {
             let Some(held) = wait.pending().rev().find(|h| h.request.call_id == *id) else {
-                return Err(Lost::Started(id.clone()));
+                // The turn went on with it: the decision it went on with says who and when.
+                let decided = wait.held.iter().rev().find(|h| h.request.call_id == *id);
+                return Err(match decided.and_then(|h| h.decision.clone()) {
+                    Some(d) => Lost::Decided(Box::new(d)),
+                    None => Lost::Started(id.clone()),
+                });
             };
             if let Some(d) = &held.decision {
                 return Err(Lost::Decided(Box::new(d.clone())));
@@ -177,7 +183,8 @@ fn call_of(h: &Held) -> (String, String) {
 
 /// Why a decision was not recorded, found under the ledger's lock.
 enum Lost {
-    Ended(TurnState),
+    /// The turn ended, after its last decision (if one came).
+    Ended(TurnState, Option<Box<ApprovalDecided>>),
     Started(String),
     Decided(Box<ApprovalDecided>),
 }
@@ -185,9 +192,14 @@ enum Lost {
 impl Lost {
     fn error(self, turn: &str) -> RuntimeError {
         match self {
-            Lost::Ended(state) => RuntimeError::NotWaiting {
+            Lost::Ended(state, last) => RuntimeError::NotWaiting {
                 turn: turn.to_owned(),
-                now: format!("ended {}", state.as_str()),
+                now: format!(
+                    "ended {}{}",
+                    state.as_str(),
+                    last.map(|d| decision_words(&d.call_id, d.decision.as_str(), &d.by, d.at))
+                        .unwrap_or_default()
+                ),
             },
             Lost::Started(call) => RuntimeError::AlreadyDecided {
                 turn: turn.to_owned(),
@@ -199,7 +211,7 @@ impl Lost {
                 call: d.call_id.clone(),
                 what: format!(
                     "{} by {} at {}",
-                    d.decision.as_str(),
+                    decided_as(d.decision.as_str()),
                     d.by,
                     clock::rfc3339(d.at)
                 ),
@@ -240,11 +252,37 @@ fn resolve_call(t: &TurnView, given: &str) -> Result<String> {
     }
 }
 
+/// A decision's name as the words of a sentence ("was … by alice").
+fn decided_as(decision: &str) -> &str {
+    match decision {
+        "always" => "approved for the session",
+        other => other,
+    }
+}
+
+/// "; its call call_0 was approved by alice via approve at …": who answered, and when.
+fn decision_words(call: &str, decision: &str, by: &str, at: i64) -> String {
+    format!(
+        "; its call {call} was {} by {by} at {}",
+        decided_as(decision),
+        clock::rfc3339(at)
+    )
+}
+
 fn not_waiting(t: &TurnView) -> RuntimeError {
-    let now = match t.state {
+    let mut now = match t.state {
         ViewState::Running => "is running".to_owned(),
         other => format!("ended {}", other.as_str()),
     };
+    // Its last decision, if one came: who answered, and when.
+    let last = t
+        .approvals
+        .iter()
+        .rev()
+        .find_map(|a| Some((a, a.decision.as_deref()?, a.by.as_deref()?, a.decided_at?)));
+    if let Some((a, decision, by, at)) = last {
+        now.push_str(&decision_words(&a.call_id, decision, by, at));
+    }
     RuntimeError::NotWaiting {
         turn: t.turn.clone(),
         now,

@@ -387,8 +387,9 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
         "{codes:?} {said:#?}"
     );
     assert!(codes.contains(&0), "{codes:?}");
-    // Those that lost the race say who answered and when (one that read the call after
-    // the decision finds the turn continued, or continues it).
+    // Those that lost the race say who answered and when: those whose decision met the
+    // winner's under the lock, those that came when the turn had gone on with it, and those
+    // that found it no longer waiting.
     let lost = runs_of
         .iter()
         .filter(|r| r.code == 6)
@@ -400,9 +401,7 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
     assert!(lost >= 1, "{codes:?} {said:#?}");
     for r in runs_of.iter().filter(|r| r.code == 6) {
         assert!(
-            r.stderr
-                .contains("was already approved by alice via approve at")
-                || r.stderr.contains("does not wait for approval"),
+            r.stderr.contains("approved by alice via approve at 20"),
             "{}",
             r.stderr
         );
@@ -412,6 +411,50 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
     assert_eq!(show(&env, &turn)["state"], "completed");
     let started = records_of(&env, "ToolStarted");
     assert_eq!(started.len(), 1, "{started:?}");
+}
+
+#[test]
+fn an_approve_that_finds_the_turn_gone_on_says_who_answered_and_when() {
+    let env = ops_env("");
+    let (_, turn) = waiting_send(&env);
+    let log = env.work.join("failpoints.log");
+    // It reads the call undecided, then pauses; meanwhile another approves and the turn
+    // runs to its end.
+    let late = env
+        .cmd(&["approve", &turn])
+        .env("AXOCOATL_FAILPOINTS", "approve.decide=sleep(4000)")
+        .env("AXOCOATL_FAILPOINTS_LOG", &log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn approve");
+    wait_until("the late approve to read the call", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("approve.decide"))
+    });
+    let first = env.run(&["approve", &turn]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let late = Run::from_output(late.wait_with_output().expect("wait"));
+    assert_eq!(late.code, 6, "{}", late.stderr);
+    assert!(
+        late.stderr
+            .contains("its call call_0 was approved by alice via approve at 20")
+            || late.stderr.contains(
+                "call call_0 of turn {turn} was already approved by alice via approve at 20"
+            ),
+        "{}",
+        late.stderr
+    );
+    // And one that comes after the end says so too.
+    let after = env.run(&["approve", &turn]);
+    assert!(
+        after.stderr.contains(
+            "does not wait for approval: it ended completed; its call call_0 was approved by alice via approve at 20"
+        ),
+        "{}",
+        after.stderr
+    );
+    assert_eq!(records_of(&env, "ApprovalDecided").len(), 1);
+    assert_eq!(runs(&env), 1);
 }
 
 #[test]
