@@ -438,9 +438,9 @@ fn an_approve_that_finds_the_turn_gone_on_says_who_answered_and_when() {
     assert!(
         late.stderr
             .contains("its call call_0 was approved by alice via approve at 20")
-            || late.stderr.contains(
+            || late.stderr.contains(&format!(
                 "call call_0 of turn {turn} was already approved by alice via approve at 20"
-            ),
+            )),
         "{}",
         late.stderr
     );

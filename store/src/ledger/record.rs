@@ -630,8 +630,8 @@ records! {
     49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
     56 => LegacyImportEnded [Session],
-    70 => ApprovalRequested [Turn, Session],
-    71 => ApprovalDecided [Turn, Session],
+    80 => ApprovalRequested [Turn, Session],
+    81 => ApprovalDecided [Turn, Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
