@@ -369,7 +369,7 @@ fn eight_approvals_at_once_record_one_decision_and_run_the_command_once() {
     let children: Vec<_> = (0..8)
         .map(|_| {
             env.cmd(&["approve", &turn])
-                .env("AXOCOATL_FAILPOINTS", "approve.decide=sleep(1500)")
+                .env("AXOCOATL_FAILPOINTS", "approve.decide=sleep(3000)")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
