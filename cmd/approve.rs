@@ -205,6 +205,7 @@ fn question(editor: &mut LineEditor, ui: &mut Ui) -> CliResult<Option<(Decision,
     loop {
         let answer = match editor.read("approve? [y]es, [n]o, [a]lways in this session: ")? {
             Input::Line(line) => line.trim().to_ascii_lowercase(),
+            Input::NotUtf8(_) => String::new(),
             Input::Dropped | Input::End => return Ok(None),
         };
         match answer.as_str() {
@@ -213,7 +214,7 @@ fn question(editor: &mut LineEditor, ui: &mut Ui) -> CliResult<Option<(Decision,
             "n" | "no" => {
                 let reason = match editor.read("why (the model reads it; Enter: no reason): ")? {
                     Input::Line(line) if !line.trim().is_empty() => Some(line.trim().to_owned()),
-                    Input::Line(_) => None,
+                    Input::Line(_) | Input::NotUtf8(_) => None,
                     Input::Dropped | Input::End => return Ok(None),
                 };
                 return Ok(Some((Decision::Denied, reason)));

@@ -109,6 +109,7 @@ pub struct TickArgs {
 #[command(verbatim_doc_comment)]
 pub struct RunArgs {
     /// The automation id.
+    #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::complete::automations))]
     pub id: String,
     /// Wait for a running occurrence of it to end instead of refusing.
     #[arg(long)]

@@ -76,6 +76,7 @@ pub fn words(next: &Next) -> String {
         }
         Next::NameSession => "name the session: `axocoatl send -s NAME`".into(),
         Next::ListTurns => "`axocoatl history --all` lists turns".into(),
+        Next::ListSessionTurns { session } => format!("`axocoatl history -s {session}` lists them"),
         Next::GiveTurnId => "give a turn id or a unique prefix of at least 4 hex characters (see `axocoatl history`)".into(),
         Next::RefreshTurns => "only an active turn can be stopped; refresh with `axocoatl history` before acting again".into(),
         Next::RewindToACurrentTurn => {

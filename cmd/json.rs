@@ -15,7 +15,9 @@ use axocoatl::memory::semantic::Hit;
 use axocoatl::relations::{scope_str, Reference};
 use axocoatl::turn::TurnEvent;
 use axocoatl_store::extracted::OcrInfo;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
+
+pub use crate::json_cost::{CacheCostJson, PriceJson};
 use axocoatl_store::memory::LogRecord;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -31,6 +33,9 @@ pub struct UsageJson {
     pub calls: u32,
     /// False once any call reported no usage.
     pub complete: bool,
+    /// Prompt-cache tokens and cost (`usage --json`, `show --json`, `export --format json`).
+    #[serde(flatten)]
+    pub cache_cost: Option<CacheCostJson>,
 }
 
 impl From<&Usage> for UsageJson {
@@ -41,6 +46,17 @@ impl From<&Usage> for UsageJson {
             total_tokens: u.total(),
             calls: u.calls,
             complete: u.complete,
+            cache_cost: None,
+        }
+    }
+}
+
+impl UsageJson {
+    /// Usage with its prompt-cache tokens and cost.
+    pub fn with_detail(u: &Usage, d: &UsageDetail) -> Self {
+        UsageJson {
+            cache_cost: Some(CacheCostJson::from_detail(u, d)),
+            ..UsageJson::from(u)
         }
     }
 }
@@ -133,7 +149,8 @@ pub struct TurnJson<'a> {
     pub error: Option<&'a str>,
     pub started_at: String,
     pub ended_at: Option<String>,
-    /// Null while running.
+    /// Null while running. `show --json` and `export --format json` add the prompt-cache
+    /// tokens and cost of the turn's calls, its workers' included.
     pub usage: Option<UsageJson>,
     /// The turn this one retried.
     pub retry_of: Option<&'a str>,
@@ -169,6 +186,15 @@ pub struct TurnJson<'a> {
 }
 
 impl<'a> TurnJson<'a> {
+    /// With the cache tokens and cost of `t`'s calls in its usage.
+    pub fn with_cost(mut self, t: &TurnView) -> Self {
+        self.usage = t
+            .usage
+            .as_ref()
+            .map(|u| UsageJson::with_detail(u, &t.detail));
+        self
+    }
+
     /// The session as people name it (after a rename, not as its records do).
     pub fn shown_as(mut self, session: &'a str) -> Self {
         self.session = session;
@@ -282,6 +308,10 @@ pub struct ShowJson<'a> {
     pub stop_requested: bool,
     /// Where each pinned attachment's text comes from, in the order of `attachments`.
     pub attachment_texts: Vec<PinTextJson<'a>>,
+    /// The directory the turn's tools worked in, when it was not the directory holding the
+    /// repository (the home repository's turns work where the command ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<&'a str>,
 }
 
 /// `show --json`: where a pinned attachment's text comes from.
@@ -412,6 +442,9 @@ pub struct StopJson<'a> {
     pub stop_requested: bool,
     /// With `--wait`: the state the turn ended in.
     pub state: Option<&'a str>,
+    /// With `--wait`: the turn's tool calls that changed files, ran commands or called MCP
+    /// tools: stopping undid none of them (empty without `--wait`).
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `attach add|list|rm --json`: one reference per line.
@@ -546,6 +579,9 @@ pub struct RewindJson<'a> {
     pub prefill: &'a str,
     /// Whether the agent's checkpoint was written from the retained transcript.
     pub checkpoint: bool,
+    /// The superseded turns' tool calls that changed files, ran commands or called MCP
+    /// tools: rewind undid none of them.
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `fsck --json`: one line per finding, then a summary.
@@ -907,6 +943,22 @@ pub struct MemoryStatusJson<'a> {
     pub daily_log_days: usize,
     pub daily_log_first: Option<&'a str>,
     pub daily_log_last: Option<&'a str>,
+    /// The sleep-time consolidation that applies to this agent.
+    pub consolidation: ConsolidationStatusJson,
+}
+
+/// `memory status --json`: the agent's sleep-time consolidation, the top-level
+/// `consolidation:` with the agent's own keys laid over it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConsolidationStatusJson {
+    /// Whether `serve` runs passes for this agent (never for a worker or a coordinator).
+    pub by_serve: bool,
+    /// `enabled` as it applies to this agent.
+    pub enabled: bool,
+    pub idle_threshold_secs: u64,
+    pub interval_secs: u64,
+    /// The keys the agent's own `consolidation:` sets (the rest come from the top level).
+    pub from_agent: Vec<&'static str>,
 }
 
 /// `memory reindex --json`.

@@ -84,14 +84,20 @@ pub struct SendArgs {
 #[derive(Clone, Debug, Default, Args)]
 pub struct OverrideArgs {
     /// This turn's model: one of the agent's provider, or PROVIDER:MODEL (`ollama:llama3.2`).
-    #[arg(short, long, value_name = "MODEL")]
+    #[arg(short, long, value_name = "MODEL", add = ArgValueCandidates::new(crate::complete::models))]
     pub model: Option<String>,
     /// This turn's system prompt, instead of the agent's.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
     /// A sampling option for this turn (repeatable): temperature, top_p, max_tokens,
     /// response_format (text or json).
-    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
+    #[arg(
+        short = 'o',
+        long = "option",
+        value_name = "KEY=VALUE",
+        value_parser = parse_option,
+        add = ArgValueCandidates::new(crate::complete::options)
+    )]
     pub options: Vec<(String, String)>,
 }
 
@@ -116,20 +122,29 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    session_not_prompt(args.session.as_deref())?;
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
     let mut notes = Vec::new();
-    let explicit = if args.new {
-        let name = sessions::start_new(&ws)?;
-        notes.push(format!("session {name} (new, now current)"));
-        Some(name)
+    let session = if args.new {
+        // What would refuse the turn is checked before the new session is made.
+        engine::check_overrides(&ws, args.agent.as_deref(), &args.overrides.overrides())?;
+        let started = sessions::start_new(&ws)?;
+        notes.push(Note::Say(format!(
+            "session {} (new, now current)",
+            started.name
+        )));
+        started.ledger
     } else {
-        args.session
+        let (session, shown) = ws.session_for_turn(args.session.as_deref())?;
+        if args.session.is_some() {
+            // Said once the turn has begun, if it created the session: the engine knows from
+            // the session's own records, which it reads anyway (a lookup of every session's
+            // summary here cost a third of a lean send's instructions).
+            notes.push(Note::IfNewSession(format!("created session {shown}")));
+        }
+        session
     };
-    let (session, shown) = ws.session_for_turn(explicit.as_deref())?;
-    if !args.new && explicit.is_some() && !sessions::exists(&ws, &session)? {
-        notes.push(format!("created session {shown}"));
-    }
     let opts = SendOptions {
         session,
         agent: args.agent,
@@ -142,6 +157,27 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ..SendOptions::default()
     };
     run_turn_noting(&ws, opts, args.json, ui, notes)
+}
+
+/// `-s` names a session; words with spaces were meant as `--system` (as `-s` is in other
+/// tools), so the error says so.
+pub fn session_not_prompt(session: Option<&str>) -> CliResult<()> {
+    let Some(text) = session else {
+        return Ok(());
+    };
+    match axocoatl_store::layout::check_session_name(text) {
+        Err(axocoatl_store::Error::InvalidName { reason, .. })
+            if text.contains(char::is_whitespace) =>
+        {
+            Err(CliError::usage(format!(
+                "-s {text:?}: -s names a session, and this is not a session name: {reason}"
+            ))
+            .hint(format!(
+                "did you mean `--system {text:?}`? (this turn's system prompt)"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Under `--json`, an error before the turn's end is also an `error` event on stdout (the
@@ -212,13 +248,20 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
     run_turn_noting(ws, opts, json_mode, ui, Vec::new())
 }
 
+/// What `send` says on stderr once the turn has begun.
+pub enum Note {
+    Say(String),
+    /// Said only when the turn created its session.
+    IfNewSession(String),
+}
+
 /// [`run_turn`], saying `notes` on stderr once the turn has begun (a session it created).
 pub fn run_turn_noting(
     ws: &Workspace,
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
 ) -> CliResult {
     let cancel = Cancel::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -238,7 +281,7 @@ pub fn run_turn_cancelled(
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
     cancel: &Cancel,
 ) -> CliResult {
     let interactive = !json_mode && crate::approve::can_ask(ui);
@@ -319,14 +362,29 @@ fn waiting_turn(e: &axocoatl::RuntimeError) -> Option<String> {
 /// cannot cross (pinned attachments, an automation origin: only serve's own runners make
 /// those, in process).
 fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client, WireSend)>> {
-    let Some(wire) = WireSend::from_options(opts) else {
+    let Some(mut wire) = WireSend::from_options(opts) else {
         return Ok(None);
     };
+    // serve's actors know serve's directory, not this command's.
+    if wire.workdir.is_none() {
+        wire.workdir = ws.here().map(Into::into);
+    }
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
-/// Prints a turn's events as they come.
-struct Printer<'u> {
+fn say_notes(err: &mut dyn Write, notes: Vec<Note>, new_session: bool) -> std::io::Result<()> {
+    for note in notes {
+        match note {
+            Note::Say(text) => writeln!(err, "{text}")?,
+            Note::IfNewSession(text) if new_session => writeln!(err, "{text}")?,
+            Note::IfNewSession(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Prints a turn's events as they come (`send`, `retry`, `follow`).
+pub(crate) struct Printer<'u> {
     ui: &'u mut Ui,
     ws: &'u Workspace,
     json: bool,
@@ -334,11 +392,33 @@ struct Printer<'u> {
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
     /// Said on stderr when the turn has begun.
-    notes: Vec<String>,
+    notes: Vec<Note>,
 }
 
-impl Printer<'_> {
-    fn event(&mut self, ev: TurnEvent<'_>) {
+impl<'u> Printer<'u> {
+    /// A printer of a turn's events to `ui`, as text or JSON Lines.
+    pub(crate) fn new(ui: &'u mut Ui, ws: &'u Workspace, json: bool) -> Printer<'u> {
+        Printer {
+            ui,
+            ws,
+            json,
+            ended_with_newline: true,
+            io_error: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The first error printing met (a closed pipe included).
+    pub(crate) fn take_io_error(&mut self) -> Option<std::io::Error> {
+        self.io_error.take()
+    }
+
+    /// The terminal, for what is not one of the turn's events.
+    pub(crate) fn ui(&mut self) -> &mut Ui {
+        &mut *self.ui
+    }
+
+    pub(crate) fn event(&mut self, ev: TurnEvent<'_>) {
         if self.io_error.is_some() {
             return;
         }
@@ -401,12 +481,17 @@ impl Printer<'_> {
         if let TurnEvent::Begun {
             session,
             attachments,
+            new_session,
             ..
         } = &mut ev
         {
-            for note in std::mem::take(&mut self.notes) {
-                writeln!(self.ui.err, "{note}")?;
-            }
+            say_notes(
+                &mut self.ui.err,
+                std::mem::take(&mut self.notes),
+                *new_session,
+            )?;
+            // Not part of `turn.begun` (the note above says it).
+            *new_session = false;
             // The session as people name it (after a rename, not as its records do); the
             // pins are not part of `turn.begun` (`show --json` lists them).
             *session = self.ws.shown_session(session).to_owned().into();
@@ -453,9 +538,7 @@ impl Printer<'_> {
                 writeln!(ui.err, "{name} {decision} by {}{why}", safe(by))?;
             }
             TurnEvent::Continued { turn, .. } => {
-                for note in std::mem::take(&mut self.notes) {
-                    writeln!(ui.err, "{note}")?;
-                }
+                say_notes(&mut ui.err, std::mem::take(&mut self.notes), false)?;
                 writeln!(ui.err, "turn {turn} continues")?;
                 ui.err.flush()?;
             }
@@ -471,11 +554,12 @@ impl Printer<'_> {
         let ui = &mut *self.ui;
         match ev {
             TurnEvent::Begun {
-                turn, attachments, ..
+                turn,
+                attachments,
+                new_session,
+                ..
             } => {
-                for note in std::mem::take(&mut self.notes) {
-                    writeln!(ui.err, "{note}")?;
-                }
+                say_notes(&mut ui.err, std::mem::take(&mut self.notes), new_session)?;
                 writeln!(ui.err, "turn {turn}")?;
                 for pin in attachments.iter() {
                     writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
@@ -489,33 +573,8 @@ impl Printer<'_> {
                 }
                 ui.out.flush()?;
             }
-            TurnEvent::ToolStarted {
-                name, arguments, ..
-            } => writeln!(
-                ui.err,
-                "tool {name} {}",
-                crate::fmt::first_line(&arguments, 120)
-            )?,
-            TurnEvent::ToolResult {
-                name,
-                output,
-                is_error,
-                exit_code,
-                ..
-            } => {
-                let status = match (is_error, exit_code) {
-                    (_, Some(code)) if code != 0 => format!("exit {code}"),
-                    (true, _) => "error".to_owned(),
-                    (false, _) => "ok".to_owned(),
-                };
-                let first = crate::fmt::first_line(&output, 120);
-                writeln!(ui.err, "tool {name} {status}: {first}")?;
-                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
-                    for line in diff.lines() {
-                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
-                        writeln!(ui.err, "  {line}")?;
-                    }
-                }
+            TurnEvent::ToolStarted { .. } | TurnEvent::ToolResult { .. } => {
+                return self.tool_event(ev)
             }
             TurnEvent::Warning { message, .. } => ui.warn(&safe(&message))?,
             TurnEvent::Planned {
@@ -613,8 +672,56 @@ impl Printer<'_> {
         Ok(exit::AWAITING_APPROVAL)
     }
 
+    /// A tool's call or result, on stderr; its diff of a file, coloured.
+    fn tool_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ToolStarted {
+                name, arguments, ..
+            } => {
+                // On a terminal, stdout and stderr share the screen: a tool line starts on
+                // a line of its own, and its arguments read as `key=value`, not JSON.
+                let shared = ui.out_is_terminal && ui.err_is_terminal;
+                if shared && !self.ended_with_newline {
+                    writeln!(ui.out)?;
+                    ui.out.flush()?;
+                    self.ended_with_newline = true;
+                }
+                let shown = if ui.err_is_terminal {
+                    crate::fmt::readable_arguments(&arguments, 120)
+                } else {
+                    crate::fmt::first_line(&arguments, 120)
+                };
+                writeln!(ui.err, "tool {name} {shown}")?
+            }
+            TurnEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                exit_code,
+                ..
+            } => {
+                let status = match (is_error, exit_code) {
+                    (_, Some(code)) if code != 0 => format!("exit {code}"),
+                    (true, _) => "error".to_owned(),
+                    (false, _) => "ok".to_owned(),
+                };
+                let first = crate::fmt::first_line(&output, 120);
+                writeln!(ui.err, "tool {name} {status}: {first}")?;
+                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
+                    for line in diff.lines() {
+                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
+                        writeln!(ui.err, "  {line}")?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// The end of the turn: its exit code, and `turn.ended` or a closing line.
-    fn finish(self, o: &TurnOutcome) -> CliResult {
+    pub(crate) fn finish(self, o: &TurnOutcome) -> CliResult {
         let ui = self.ui;
         let out = if self.json {
             ui.json_line(&SendLine::End(SendEnd::TurnEnded {
@@ -635,7 +742,21 @@ impl Printer<'_> {
                 ui.out.flush()?;
                 match o.state {
                     TurnState::Completed => Ok(()),
-                    TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
+                    TurnState::Stopped => {
+                        writeln!(ui.err, "turn {} stopped", o.turn)?;
+                        // What its tools did before the stop stays done. (A ledger that
+                        // cannot be read now leaves this note out; the stop stands.)
+                        let effects =
+                            axocoatl::effects::of_turn_named(self.ws, &o.turn).unwrap_or_default();
+                        if effects.is_empty() {
+                            return Ok(());
+                        }
+                        writeln!(
+                            ui.err,
+                            "what its tools did stays done (a stop rolls nothing back): {}",
+                            safe(&axocoatl::effects::list(&effects, 5))
+                        )
+                    }
                     _ => {
                         let label = ui.paint_err("31;1", "error");
                         let (detail, hints) =

@@ -95,6 +95,9 @@ pub enum AttachError {
     OcrTimeout { name: String, secs: u64, at: String },
     #[error("{name}: OCR was stopped{at}")]
     OcrStopped { name: String, at: String },
+    /// Reading a document's text was stopped (Ctrl-C, SIGTERM, `stop`).
+    #[error("{name}: reading its text was stopped{at}")]
+    ReadStopped { name: String, at: String },
     #[error("{name}: {reason}")]
     OcrUnavailable {
         name: String,
@@ -168,6 +171,9 @@ pub enum RuntimeError {
         turn: Option<String>,
         command: &'static str,
     },
+    /// A command that only reads, outside a project, before the home repository exists.
+    #[error("no repository in {start} or any parent directory, and no home repository ({home}) yet: nothing has been recorded")]
+    NoHomeYet { start: String, home: String },
     #[error("no automation {id:?}")]
     UnknownAutomation { id: String, known: Vec<String> },
     #[error("automation {automation:?} is running{}", if running.is_empty() { String::new() } else { format!(": {running}") })]
@@ -178,6 +184,13 @@ pub enum RuntimeError {
     SessionExists { name: String },
     #[error("no turn matches {prefix:?}")]
     TurnNotFound { prefix: String },
+    /// A turn reference (`@`, `@~N`) past the session's first turn.
+    #[error("{reference}: session {session:?} has {}", match turns { 0 => "no turns yet".to_owned(), 1 => "one turn (`@`)".to_owned(), n => format!("{n} turns (`@` to `@~{}`)", n - 1) })]
+    NoTurnAt {
+        reference: String,
+        session: String,
+        turns: usize,
+    },
     #[error("{prefix:?} matches several turns: {}", candidates.join(", "))]
     AmbiguousTurn {
         prefix: String,
@@ -356,6 +369,8 @@ pub enum Next {
     NameSession,
     /// No turn matched: list the turns.
     ListTurns,
+    /// A turn reference went past a session's first turn: list that session's turns.
+    ListSessionTurns { session: String },
     /// Not a turn id: give one, or a unique prefix (the turns list them).
     GiveTurnId,
     /// The turn is no longer active: look at the turns again before acting.
@@ -442,6 +457,7 @@ impl RuntimeError {
             | RuntimeError::UnknownAutomation { .. }
             | RuntimeError::NoSession { .. }
             | RuntimeError::TurnNotFound { .. }
+            | RuntimeError::NoTurnAt { .. }
             | RuntimeError::AmbiguousTurn { .. } => NotFound,
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
@@ -452,7 +468,7 @@ impl RuntimeError {
             | RuntimeError::HeldForApproval { .. }
             | RuntimeError::AutomationBusy { .. }
             | RuntimeError::ServeRunning { .. } => Busy,
-            RuntimeError::ServeNotRunning { .. } => NoRepository,
+            RuntimeError::ServeNotRunning { .. } | RuntimeError::NoHomeYet { .. } => NoRepository,
             RuntimeError::Remote(r) => r.kind,
             RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
@@ -471,6 +487,7 @@ impl RuntimeError {
                 | AttachError::Binary { .. }
                 | AttachError::OcrTimeout { .. }
                 | AttachError::OcrStopped { .. }
+                | AttachError::ReadStopped { .. }
                 | AttachError::OcrUnavailable { .. }
                 | AttachError::BadText { .. } => Failure,
             },
@@ -535,6 +552,9 @@ impl RuntimeError {
                 vec![Next::SwitchSession { name: name.clone() }]
             }
             RuntimeError::TurnNotFound { .. } => vec![Next::ListTurns],
+            RuntimeError::NoTurnAt { session, .. } => vec![Next::ListSessionTurns {
+                session: session.clone(),
+            }],
             RuntimeError::AmbiguousTurn { .. } => say("give more characters of the id"),
             RuntimeError::NotActive { .. } => vec![Next::RefreshTurns],
             RuntimeError::Refused { hint, .. } | RuntimeError::Invalid { hint, .. } => {
@@ -556,6 +576,7 @@ impl RuntimeError {
                     .unwrap_or_else(|| "Ctrl-C in its terminal".into())
             ))],
             RuntimeError::ServeNotRunning { .. } => vec![Next::StartServe],
+            RuntimeError::NoHomeYet { .. } => vec![Next::InitRepository],
             RuntimeError::AgentDown { id, .. } => vec![Next::RestartAgent { id: id.clone() }],
             RuntimeError::ServeLost { .. } => vec![Next::SeeHowTheTurnEnded],
             RuntimeError::ServeOtherBuild { pid, .. } => vec![Next::RestartUpgradedServe { pid: *pid }],
@@ -651,7 +672,7 @@ fn attach_next(e: &AttachError) -> Vec<Next> {
             stored(),
             Next::say("raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text"),
         ],
-        AttachError::OcrStopped { .. } => vec![stored()],
+        AttachError::OcrStopped { .. } | AttachError::ReadStopped { .. } => vec![stored()],
         AttachError::OcrUnavailable { hint, .. } => vec![stored(), hint.clone()],
         AttachError::BadText { .. } => vec![Next::Fsck],
     }

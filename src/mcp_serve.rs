@@ -217,7 +217,9 @@ fn mcp_words(next: &Next) -> Option<String> {
                 "{stop}call again with \"wait\": true to queue behind it, or use another session"
             )
         }
-        Next::ListTurns | Next::GiveTurnId => "`history_search` finds turns and their ids".into(),
+        Next::ListTurns | Next::GiveTurnId | Next::ListSessionTurns { .. } => {
+            "`history_search` finds turns and their ids".into()
+        }
         Next::RefreshTurns => {
             "only an active turn can be stopped; `show_turn` shows its state".into()
         }
@@ -317,6 +319,7 @@ impl Handler {
                 overrides: Default::default(),
                 resume: None,
                 ask_at_once: false,
+                workdir: None,
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };

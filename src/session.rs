@@ -209,6 +209,10 @@ pub fn settle(repo: &Repo, note: &ActiveNote) -> Result<Settled> {
         }
         Ok(vec![interrupted(note)])
     })?;
+    if !matches!(outcome, Err(Settled::Waiting { .. })) {
+        // Its stream file, if the owner left one: the ledger now says how the turn ended.
+        axocoatl_store::run::stream::remove(repo, &note.turn)?;
+    }
     match outcome {
         Ok(_) => {
             // The terminal state clears a coordinator's private orchestration state.

@@ -66,6 +66,11 @@ pub enum TurnEvent<'a> {
         #[serde(default, skip_serializing_if = "is_empty")]
         #[schemars(skip)]
         attachments: Cow<'a, [AttachmentPin]>,
+        /// Whether this turn created its session (its first records): for `send`'s
+        /// note, across serve's socket; `send --json` leaves it out.
+        #[serde(default, skip_serializing_if = "is_false")]
+        #[schemars(skip)]
+        new_session: bool,
     },
     /// The next piece of visible output.
     #[serde(rename = "delta")]
@@ -191,6 +196,10 @@ fn is_empty<T>(items: &[T]) -> bool {
     items.is_empty()
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// A [`TurnState`] by its name as outputs show it (`completed`, not the record's
 /// `Completed`).
 mod state_name {
@@ -249,7 +258,8 @@ impl TurnEvent<'_> {
                 session,
                 agent,
                 agent_name,
-                attachments
+                attachments,
+                new_session
             },
             Delta { turn, text },
             ToolStarted {
@@ -420,6 +430,13 @@ pub trait ContextSource: Send {
     /// The section for this request; `None` leaves nothing in the prompt. An error fails
     /// nothing: the engine records it as a warning and builds the request without it.
     fn section(&mut self, request: &RequestInfo<'_>) -> Result<Option<ContextSection>>;
+
+    /// Whether its section changes from one request to the next (what memory recalls for
+    /// the request), rather than staying the same until something edits it: a provider's
+    /// prompt cache ends no cached prefix after such a section.
+    fn volatile(&self) -> bool {
+        false
+    }
 }
 
 /// One model response and what followed it within a turn.
@@ -533,6 +550,7 @@ mod tests {
                 agent: "bot".into(),
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
+                new_session: true,
             },
             TurnEvent::Delta {
                 turn: turn(),
@@ -644,6 +662,7 @@ mod tests {
             agent: "bot".into(),
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
+            new_session: false,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
         assert_eq!(

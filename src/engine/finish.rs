@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    AgentOutput, AgentOutputBounded, ApprovalDecided, TurnEnded, TurnState,
+    AgentOutput, AgentOutputBounded, ApprovalDecided, TurnEnded, TurnState, UsageCost,
 };
 use axocoatl_store::ledger::Record;
 
@@ -55,16 +55,23 @@ pub(crate) struct Continued {
 pub(crate) fn run_from(
     ws: &Workspace,
     mut p: Prepared<'_>,
-    begun: Begun,
+    mut begun: Begun,
     from: Option<Continued>,
     cancel: &Cancel,
-    sink: &mut dyn FnMut(TurnEvent<'_>),
+    caller: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
     let repo = ws.repo();
+    // Every event goes to the turn's stream file too, for `axocoatl follow`.
+    let mut stream = std::mem::take(&mut begun.stream);
+    let mut tee = |ev: TurnEvent<'_>| {
+        stream.event(&ev);
+        caller(ev)
+    };
+    let sink: &mut dyn FnMut(TurnEvent<'_>) = &mut tee;
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
-    let place = workplace(ws, config);
+    let place = workplace(ws, config, &p.workdir);
     let mut transcript = p.conversation.messages.clone();
     transcript.push(std::mem::replace(
         &mut p.user,
@@ -102,6 +109,7 @@ pub(crate) fn run_from(
             p: &p,
             dir: &place,
             config_dir: &config_dir,
+            kept: ws.kept_providers(),
         };
         if p.multi.is_some() {
             let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
@@ -121,8 +129,17 @@ pub(crate) fn run_from(
         single.converse(&p, &mut conv, &mut transcript, &mut tally, &cx, sink)
     };
     match end {
-        Err(TurnError::Waiting(paused)) => Err(super::wait::hold(ws, p, &begun, paused, sink)),
-        end => finish(ws, p, &begun, conv, transcript, tally, answers, end),
+        Err(TurnError::Waiting(paused)) => {
+            let waiting = super::wait::hold(ws, p, &begun, paused, sink);
+            // The process ends here; the ledger says the turn waits, and whoever continues
+            // it writes its stream from then on.
+            let _ = stream.end();
+            Err(waiting)
+        }
+        end => {
+            begun.stream = stream;
+            finish(ws, p, begun, conv, transcript, tally, answers, end)
+        }
     }
 }
 
@@ -150,9 +167,13 @@ impl Single<'_> {
                 keep: self.config.checkpoint.keep,
                 usage_before: p.conversation.usage,
             });
-        let mut model = provider::open(&p.provider).map_err(TurnError::Provider)?;
+        let mut model = self
+            .ws
+            .open_provider(&p.provider)
+            .map_err(TurnError::Provider)?;
         let repo = self.ws.repo();
-        let c = Conversant::for_agent(repo, p.agent, &p.session, &p.provider.model, self.place)?;
+        let c = Conversant::for_agent(repo, p.agent, &p.session, &p.provider.model, self.place)?
+            .priced(self.config, &p.provider);
         let c = conv.insert(Conversant {
             in_flight,
             mcp: Some(server_set(self.ws, self.config)),
@@ -164,17 +185,21 @@ impl Single<'_> {
     }
 }
 
-/// Where the turn's tools work: the configured workspace (default: the configuration
-/// file's directory), with the configuration file and the files it makes axocoatl run kept
-/// out of their reach.
-fn workplace(ws: &Workspace, config: &Config) -> Workplace {
+/// Where the turn's tools work: `dir` (see [`Workspace::tools_dir`]), with the
+/// configuration file, the files it makes axocoatl run and the models axocoatl reads
+/// (wherever their paths come from) kept out of their reach.
+fn workplace(ws: &Workspace, config: &Config, dir: &std::path::Path) -> Workplace {
+    let mut trusted = crate::config::trusted_files(config, &ws.config_dir());
+    let env = |k: &str| std::env::var(k).ok();
+    let embed_dir = crate::memory::embed::ModelFiles::locate(&env)
+        .and_then(|f| f.model.parent().map(std::path::Path::to_path_buf));
+    let (models, trusted_dirs) = crate::config::model_places(&env, embed_dir.as_deref());
+    trusted.extend(models);
     Workplace {
-        dir: match &config.workspace {
-            Some(d) => ws.config_dir().join(d),
-            None => ws.config_dir(),
-        },
+        dir: dir.to_path_buf(),
         config: ws.config_path().to_path_buf(),
-        trusted: crate::config::trusted_files(config, &ws.config_dir()),
+        trusted,
+        trusted_dirs,
     }
 }
 
@@ -214,7 +239,7 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
 pub(super) fn finish(
     ws: &Workspace,
     mut p: Prepared<'_>,
-    begun: &Begun,
+    mut begun: Begun,
     conv: Option<Conversant<'_>>,
     transcript: Vec<crate::provider::Message>,
     tally: Tally,
@@ -237,6 +262,9 @@ pub(super) fn finish(
     } else {
         vec![output_record(&rec, &p.agent.id, &tally.output)?]
     };
+    if let Some(message) = begun.stream.take_failure() {
+        records.push(rec.warning("stream", message));
+    }
     records.push(Record::TurnEnded(TurnEnded {
         turn: begun.turn.clone(),
         session: p.session.clone(),
@@ -245,8 +273,25 @@ pub(super) fn finish(
         usage: tally.usage,
         at: clock::now(),
     }));
+    // Its calls' cache tokens and cost, in the same append (its workers' went with their
+    // subtasks' ends); a turn that made no call has none to record.
+    if tally.detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
+            turn: begun.turn.clone(),
+            session: p.session.clone(),
+            agent: p.agent.id.clone(),
+            subtask: None,
+            counted_at: begun.at,
+            detail: tally.detail,
+            at: clock::now(),
+        }));
+    }
     let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+    // The terminal record is durable: a follower reads the end from the ledger now.
+    if let Some(message) = std::mem::take(&mut begun.stream).end() {
+        rec.note("stream", message)?;
+    }
     if p.agent.role == AgentRole::Coordinator {
         // Any terminal state clears the private orchestration state: the next turn
         // decomposes fresh.

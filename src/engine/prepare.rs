@@ -59,6 +59,8 @@ pub(crate) struct Prepared<'w> {
     pub always: Vec<(String, String, String)>,
     /// A person is asked about held calls at once: `on_approval_request:` is not run.
     pub ask_at_once: bool,
+    /// The directory the turn's tools work in (recorded with its begin).
+    pub workdir: std::path::PathBuf,
 }
 
 /// A turn of a multi-agent session, as the lattice activation rule decided it.
@@ -164,6 +166,10 @@ pub(crate) fn prepare<'w>(
         multi,
         always,
         ask_at_once: opts.ask_at_once,
+        workdir: match opts.workdir {
+            Some(dir) => dir,
+            None => ws.tools_dir()?,
+        },
     })
 }
 

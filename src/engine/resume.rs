@@ -163,8 +163,11 @@ fn go_on<'w>(
     let (_, head) = repo.ledger().head()?;
     let begun = Begun {
         turn: t.turn.clone(),
+        // `follow` reads the rest of the turn from here on.
+        stream: super::stream::Stream::start(repo, &t.turn),
         pos: head,
         start: t.begin,
+        at: t.started_at,
     };
     let prepared = Prepared {
         session: t.session.clone(),
@@ -194,6 +197,11 @@ fn go_on<'w>(
         multi: None,
         always: super::wait::granted(projection, &t.session),
         ask_at_once,
+        // Where its tools worked before it waited.
+        workdir: match &t.workdir {
+            Some(dir) => std::path::PathBuf::from(dir),
+            None => ws.tools_dir()?,
+        },
     };
     sink(TurnEvent::Continued {
         turn: t.turn.as_str().into(),
@@ -206,6 +214,9 @@ fn go_on<'w>(
             output: saved.output,
             usage: saved.usage,
             budget_used: saved.budget_used,
+            // The cache tokens and cost of the calls before the wait are the begin's
+            // process's; this one counts its own.
+            ..Tally::default()
         },
         resume: Resume {
             pending: saved

@@ -68,6 +68,10 @@ pub struct WireSend {
     /// A person is asked at once about calls that wait (no `on_approval_request:`).
     #[serde(default)]
     pub ask_at_once: bool,
+    /// Where the turn's tools work, when the client chose it (the home repository's turns
+    /// work where the command ran); absent from a client that predates it.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 impl WireSend {
@@ -98,6 +102,7 @@ impl WireSend {
             overrides: opts.overrides.clone(),
             resume: opts.resume.clone(),
             ask_at_once: opts.ask_at_once,
+            workdir: opts.workdir.clone(),
         })
     }
 
@@ -119,6 +124,7 @@ impl WireSend {
             overrides: self.overrides,
             resume: self.resume,
             ask_at_once: self.ask_at_once,
+            workdir: self.workdir,
         }
     }
 }

@@ -35,8 +35,13 @@ fn the_home_repository_serves_commands_outside_any_project() {
     let r = env.run_in(&elsewhere, &["repo"]);
     snap!("home_repo_before", env.snap(&r));
     assert!(!home_repo(&env).exists());
-    // The first command creates it, with the starter configuration, and says so once.
+    // A command that only reads makes nothing: there is nothing to read yet (exit 10).
     let r = env.run_in(&elsewhere, &["sessions"]);
+    assert_eq!(r.code, 10, "{}", r.stderr);
+    assert!(!home_repo(&env).exists());
+    // The first command that writes creates it, with the starter configuration, and says so
+    // once.
+    let r = env.run_in(&elsewhere, &["sessions", "new", "scratch"]);
     snap!("home_created", env.snap(&r));
     assert!(home_repo(&env).join("format").is_file());
     let config = env.home.join(".local/share/axocoatl/axocoatl.yaml");
@@ -434,7 +439,10 @@ fn completions_know_agents_sessions_and_turns() {
     assert_eq!(sessions, "review\t1 turn\n");
     assert_eq!(env.run(&["sessions", "switch", "review"]).code, 0);
     let turns = env.normalize(&complete(&env, &["axocoatl", "show", ""]));
-    assert_eq!(turns, "[ID1]\twhat is this\n");
+    assert_eq!(
+        turns,
+        "[ID1]\twhat is this\n@\tthe latest turn of the session\n@~1\tthe turn before it\n"
+    );
     // The scripts in completions/ call back with COMPLETE set.
     let script = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/axocoatl.bash"),
@@ -646,4 +654,30 @@ fn a_closed_terminal_or_sigint_at_the_prompt_ends_the_chat_and_gives_the_termina
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{}", pty.seen());
         assert!(pty.cooked(), "signal {sig}: the terminal is left raw");
     }
+}
+
+#[test]
+fn tool_lines_on_a_terminal_start_a_line_with_readable_arguments() {
+    // The model says something, then calls a tool in the same answer.
+    let first = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "Let me look."}, "done": false});
+    let call = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "grep", "arguments": {"pattern": "fn main", "path": "src"}}}]}, "done": false});
+    let last = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 20, "eval_count": 5});
+    let server = FakeServer::with([
+        Reply::ndjson(&format!("{first}\n{call}\n{last}\n")),
+        ollama_text("Found it."),
+    ]);
+    let env = ollama_env(&server);
+    env.write("src/main.rs", "fn main() {}\n");
+    let mut cmd = env.cmd(&["send", "where is main?"]);
+    let pty = Pty::attach(&mut cmd);
+    pty.stdout_too(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn send");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{}", pty.seen());
+    wait_until("the answer", || pty.seen().contains("Found it."));
+    let seen = pty.seen().replace("\r\n", "\n");
+    assert!(
+        seen.contains("Let me look.\ntool grep pattern=\"fn main\" path=src\n"),
+        "{seen:?}"
+    );
 }

@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cost;
+pub use cost::{ModelCallCost, UsageCost, UsageDetail};
+
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
 
@@ -288,6 +291,18 @@ pub struct TurnOverrides {
     pub system: Option<String>,
     /// Sampling options as given (`temperature`, `0.2`), in order.
     pub options: Vec<(String, String)>,
+    pub at: Millis,
+}
+
+/// The directory a turn's tools worked in (absolute), when it is not the directory holding
+/// the repository: appended right after its `TurnBegun`, in the same durable append. The
+/// home repository's turns work in the directory the command ran in (a project's, in a
+/// configured `workspace:`), so the record says which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnWorkdir {
+    pub turn: String,
+    pub session: String,
+    pub dir: String,
     pub at: Millis,
 }
 
@@ -629,7 +644,10 @@ records! {
     48 => ActivationDecided [Turn, Session],
     49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
+    64 => TurnWorkdir [Turn, Session],
     56 => LegacyImportEnded [Session],
+    70 => ModelCallCost [Turn],
+    71 => UsageCost [Turn, Session],
     80 => ApprovalRequested [Turn, Session],
     81 => ApprovalDecided [Turn, Session],
 }
@@ -733,10 +751,13 @@ impl Record {
             Record::ToolResult(r) => Some(&r.turn),
             Record::ToolFinished(r) => Some(&r.turn),
             Record::ModelCall(r) => Some(&r.turn),
+            Record::ModelCallCost(r) => Some(&r.turn),
+            Record::UsageCost(r) => Some(&r.turn),
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
             Record::TurnOverrides(r) => Some(&r.turn),
+            Record::TurnWorkdir(r) => Some(&r.turn),
             Record::PlanMade(r) => Some(&r.turn),
             Record::SubtaskStarted(r) => Some(&r.turn),
             Record::SubtaskEnded(r) => Some(&r.turn),
@@ -767,6 +788,8 @@ impl Record {
             Record::ToolResult(x) => Some(x.at),
             Record::ToolFinished(x) => Some(x.at),
             Record::ModelCall(x) => Some(x.at),
+            Record::ModelCallCost(x) => Some(x.at),
+            Record::UsageCost(x) => Some(x.at),
             Record::StopRequested(x) => Some(x.at),
             Record::RewindBoundary(x) => Some(x.at),
             Record::Warning(x) => Some(x.at),
@@ -777,6 +800,7 @@ impl Record {
             Record::LegacyImportBegun(x) => Some(x.at),
             Record::LegacyImportEnded(x) => Some(x.at),
             Record::TurnOverrides(x) => Some(x.at),
+            Record::TurnWorkdir(x) => Some(x.at),
             Record::PlanMade(x) => Some(x.at),
             Record::SubtaskStarted(x) => Some(x.at),
             Record::SubtaskEnded(x) => Some(x.at),
@@ -804,9 +828,11 @@ impl Record {
             Record::LegacyImportBegun(r) => Some(&r.session),
             Record::LegacyImportEnded(r) => Some(&r.session),
             Record::TurnOverrides(r) => Some(&r.session),
+            Record::TurnWorkdir(r) => Some(&r.session),
             Record::ActivationDecided(r) => Some(&r.session),
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
+            Record::UsageCost(r) => Some(&r.session),
             Record::ApprovalRequested(r) => Some(&r.session),
             Record::ApprovalDecided(r) => Some(&r.session),
             Record::AgentOutput(_)
@@ -817,6 +843,7 @@ impl Record {
             | Record::ToolResult(_)
             | Record::ToolFinished(_)
             | Record::ModelCall(_)
+            | Record::ModelCallCost(_)
             | Record::Note(_) => None,
         }
     }
@@ -1052,6 +1079,41 @@ mod tests {
                 system: None,
                 options: vec![("temperature".into(), "0.2".into())],
                 at: 20,
+            }),
+            Record::ModelCallCost(ModelCallCost {
+                turn: t.clone(),
+                agent: "a".into(),
+                provider: "claude".into(),
+                model: "claude-haiku-4-5".into(),
+                reserved_tokens: 90,
+                prompt_tokens: Some(80),
+                completion_tokens: Some(5),
+                cache_write_tokens: Some(0),
+                cache_read_tokens: Some(70),
+                cost_nanos: None,
+                finish_reason: Some("end_turn".into()),
+                at: 21,
+            }),
+            Record::UsageCost(UsageCost {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "w".into(),
+                subtask: Some("s1".into()),
+                counted_at: 17,
+                detail: UsageDetail {
+                    calls: 1,
+                    cache_write_tokens: 3,
+                    cache_read_tokens: 70,
+                    priced_calls: 0,
+                    cost_nanos: 0,
+                },
+                at: 22,
+            }),
+            Record::TurnWorkdir(TurnWorkdir {
+                turn: t.clone(),
+                session: s.clone(),
+                dir: "/home/ü/src".into(),
+                at: 23,
             }),
             Record::ApprovalRequested(ApprovalRequested {
                 turn: t.clone(),

@@ -5,6 +5,8 @@
 /// written to it as a person would type them.
 pub struct Pty {
     master: std::fs::File,
+    /// The child's end, for a child whose stdout goes to the terminal too.
+    slave: std::fs::File,
     seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
 
@@ -41,7 +43,8 @@ impl Pty {
                 std::fs::File::from_raw_fd(slave),
             )
         };
-        cmd.stdin(slave.try_clone().expect("dup")).stderr(slave);
+        cmd.stdin(slave.try_clone().expect("dup"))
+            .stderr(slave.try_clone().expect("dup"));
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let reader = master.try_clone().expect("dup");
         let sink = seen.clone();
@@ -56,7 +59,16 @@ impl Pty {
                 sink.lock().expect("lock").extend_from_slice(&buf[..n]);
             }
         });
-        Pty { master, seen }
+        Pty {
+            master,
+            slave,
+            seen,
+        }
+    }
+
+    /// Gives `cmd` the terminal as its stdout too.
+    pub fn stdout_too(&self, cmd: &mut std::process::Command) {
+        cmd.stdout(self.slave.try_clone().expect("dup"));
     }
 
     pub fn type_keys(&mut self, keys: &str) {
