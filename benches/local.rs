@@ -155,14 +155,15 @@ fn child(threads: usize, busy: usize) {
     }
     println!(
         "{label:<26} {:>9.2} {:>14.1} {:>14.1}   ({} prompt, {} generated tokens; JSON mode \
-         {:.1} tok/s; {} tensors -> Q8_0)",
+         {:.1} tok/s; {} tensors widened; {} kernels)",
         p.load_time().as_secs_f64(),
         rate(pp.prompt_tokens, pp.prompt),
         rate(tg.generated_tokens, tg.generation),
         pp.prompt_tokens,
         tg.generated_tokens,
         rate(json.generated_tokens, json.generation),
-        p.requantized_tensors()
+        p.widened_tensors(),
+        p.kernels()
     );
 }
 

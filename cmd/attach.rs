@@ -131,7 +131,7 @@ pub struct ListArgs {
 #[command(verbatim_doc_comment)]
 pub struct RmArgs {
     /// The reference id, or a unique prefix of at least 4 characters.
-    #[arg(value_name = "REF")]
+    #[arg(value_name = "REF", add = clap_complete::engine::ArgValueCandidates::new(crate::complete::references))]
     pub reference: String,
     /// Print the removed reference as a JSON object.
     #[arg(long)]
@@ -150,7 +150,7 @@ pub struct RmArgs {
 #[command(verbatim_doc_comment)]
 pub struct CatArgs {
     /// The reference id, or a unique prefix of at least 4 characters.
-    #[arg(value_name = "REF")]
+    #[arg(value_name = "REF", add = clap_complete::engine::ArgValueCandidates::new(crate::complete::references))]
     pub reference: String,
     /// The extracted text instead of the original bytes.
     #[arg(long)]

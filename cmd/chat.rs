@@ -28,8 +28,9 @@ Ctrl-C stops a turn while it answers; Ctrl-D (or the end of input) leaves.";
 /// Talk with an agent, one turn per line, in one session.
 ///
 /// Each line you type is a `send` to the agent in the session (HEAD unless -s), streamed as
-/// it arrives; the turns are recorded like any other (`history`, `show`, `retry`). Lines
-/// starting with `!` are commands:
+/// it arrives; the turns are recorded like any other (`history`, `show`, `retry`). A local
+/// model is loaded for the first line only and kept for the next. Lines starting with `!`
+/// are commands:
 ///
 ///   !retry   send the last request again (a new turn linked to it)
 ///   !rewind  take back the last turn (it stays in the ledger, superseded)
@@ -39,6 +40,10 @@ Ctrl-C stops a turn while it answers; Ctrl-D (or the end of input) leaves.";
 /// Ctrl-C stops a turn while it answers and drops the line being typed at the prompt;
 /// Ctrl-D on an empty line (or the end of piped input) leaves. On a terminal the prompt
 /// edits like a shell's: arrows, Home/End, Ctrl-A/E/U/K/W, Up/Down for earlier lines.
+///
+/// Exit status: 0 when it leaves (Ctrl-D, the end of input), whatever its turns did: each
+/// turn that fails or is stopped says so as it ends (`history` lists them). A bad command
+/// line is 2, no repository 10, as for every command.
 ///
 /// Examples:
 ///   axocoatl chat
@@ -62,19 +67,24 @@ pub struct ChatArgs {
 }
 
 pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
-    let chosen = if args.new {
-        Some(axocoatl::sessions::start_new(&ws)?)
-    } else {
-        args.session.clone()
-    };
-    let (_, shown) = ws.session_for_turn(chosen.as_deref())?;
+    crate::send::session_not_prompt(args.session.as_deref())?;
+    let mut ws = g.open()?;
+    // A local model is loaded by the first line only.
+    ws.keep_providers();
     let agent = {
         let config = ws.config()?;
         engine::resolve_agent(config, args.agent.as_deref())?
             .id
             .clone()
     };
+    // A model or option that would refuse every turn is said before the first line.
+    engine::check_overrides(&ws, Some(&agent), &args.overrides.overrides())?;
+    let chosen = if args.new {
+        Some(axocoatl::sessions::start_new(&ws)?.name)
+    } else {
+        args.session.clone()
+    };
+    let (_, shown) = ws.session_for_turn(chosen.as_deref())?;
     writeln!(
         ui.err,
         "chat with {agent} in session {shown}: one turn per line; !help lists commands, Ctrl-D leaves"
@@ -82,13 +92,21 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let signals = Signals::install();
     let mut editor = LineEditor::new();
     let prompt = format!("{shown}> ");
-    let mut code = exit::OK;
+    let mut number = 0u64;
     loop {
         ui.out.flush()?;
-        let line = match editor.read(&prompt)? {
+        let read = editor.read(&prompt)?;
+        number += 1;
+        let line = match read {
             Input::End => break,
             Input::Dropped => continue,
             Input::Line(line) => line,
+            Input::NotUtf8(why) => {
+                CliError::usage(format!("line {number} of the input was not sent: {why}"))
+                    .hint("send text as UTF-8 (e.g. through `iconv -t UTF-8`); the lines after it are read as usual")
+                    .report(ui);
+                continue;
+            }
         };
         let text = line.trim();
         if text.is_empty() {
@@ -108,13 +126,17 @@ pub fn run(args: ChatArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             .hint("!retry, !rewind, !stop and !help are the commands; other lines are sent")),
             _ => turn(&ws, &shown, &args, line.trim_end().to_owned(), &signals, ui),
         };
-        code = match done {
-            Ok(c) => c,
+        // Each turn's end (failed, stopped) and each error is said as it happens; leaving
+        // is not a failure of the chat.
+        match done {
+            Ok(_) => {}
             Err(e) if e.is_broken_pipe() => return Err(e),
-            Err(e) => e.report(ui),
-        };
+            Err(e) => {
+                e.report(ui);
+            }
+        }
     }
-    Ok(code)
+    Ok(exit::OK)
 }
 
 /// One turn, stopped (not the chat ended) by Ctrl-C.
@@ -240,6 +262,7 @@ fn retry(
 ) -> CliResult {
     let last = last_turn(ws, shown)?;
     let opts = engine::retry_options(ws, &last.turn, false, &args.overrides.overrides())?;
+    crate::retry::warn_of_effects(ws, &last.turn, false, ui)?;
     signals.turn(|cancel| crate::send::run_turn_cancelled(ws, opts, false, ui, Vec::new(), cancel))
 }
 

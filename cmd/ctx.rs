@@ -62,6 +62,7 @@ impl GlobalArgs {
                 None
             },
             index: self.index,
+            read_only: false,
         })
     }
 
@@ -69,6 +70,18 @@ impl GlobalArgs {
     /// the next command finds it), and with `--print-repo`.
     pub fn open(&self) -> CliResult<Workspace> {
         let ws = Workspace::open(&self.locator()?)?;
+        self.said(&ws);
+        Ok(ws)
+    }
+
+    /// [`GlobalArgs::open`] for a command that only reads: outside a project, before the
+    /// home repository exists, there is nothing to read, and it is not made for this.
+    pub fn open_read(&self) -> CliResult<Workspace> {
+        let locator = Locator {
+            read_only: true,
+            ..self.locator()?
+        };
+        let ws = Workspace::open(&locator)?;
         self.said(&ws);
         Ok(ws)
     }

@@ -99,7 +99,7 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         )
         .hint("axocoatl export --all --format json -o history.json --json"));
     }
-    let ws = g.open()?;
+    let ws = g.open_read()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
     let scope = match &session {
         Some(s) => ExportScope::Session {
@@ -128,6 +128,11 @@ pub fn run(args: ExportArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         Format::Markdown | Format::Sqlite | Format::Otlp => markdown(
             turns,
             &outputs,
+            // Piped text whole, from its object when it was too long for the turn's record.
+            &turns
+                .iter()
+                .map(|t| axocoatl::conversation::inline_context(ws.repo(), t))
+                .collect::<Result<Vec<_>, _>>()?,
             session.as_deref(),
             &listing.problems,
             &|s: &str| ws.shown_session(s).to_owned(),
@@ -284,6 +289,7 @@ fn otlp(
 fn markdown(
     turns: &[TurnView],
     outputs: &[String],
+    contexts: &[Vec<(String, String)>],
     session: Option<&str>,
     damaged: &[Damaged],
     // The name a session is shown by (after `sessions rename`), from its ledger name.
@@ -309,17 +315,48 @@ fn markdown(
         let _ = writeln!(o);
     }
     let mut current = "";
-    for (t, output) in turns.iter().zip(outputs) {
+    for ((t, output), context) in turns.iter().zip(outputs).zip(contexts) {
         if session.is_none() && t.session != current {
             current = &t.session;
             let _ = writeln!(o, "## Session {}\n", shown(&t.session));
         }
-        markdown_turn(&mut o, t, output);
+        markdown_turn(&mut o, t, output, context);
     }
     o
 }
 
-fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
+/// The calls of `t` held for approval, each with its decision.
+fn markdown_approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    for a in &t.approvals {
+        let decided = match (&a.decision, &a.by) {
+            (Some(d), Some(by)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("{d} by {by}{why}")
+            }
+            _ if t.ended_at.is_some() => "no decision".to_owned(),
+            _ => "waiting".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "**Approval** `{}` `{}` (rule `{}`): {decided}\n",
+            a.tool, a.arguments, a.rule
+        );
+    }
+}
+
+/// A fence of backticks longer than any run of them in `text`, so no line of it closes the
+/// block.
+fn fence(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
+fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String, String)]) {
     use std::fmt::Write as _;
     let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
     if t.superseded {
@@ -346,11 +383,23 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "- usage: {}", usage_text(u));
+        for line in crate::fmt::cache_cost_lines(u, &t.detail) {
+            let _ = writeln!(o, "- {line}");
+        }
     }
     if let Some(s) = &t.schema {
         let _ = writeln!(o, "- schema: {}", s.object);
     }
     let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
+    for (label, text) in context {
+        let f = fence(text);
+        let _ = writeln!(
+            o,
+            "**Context** `{label}`\n\n{f}\n{}\n{f}\n",
+            text.trim_end_matches('\n')
+        );
+    }
+    markdown_approvals(o, t);
     for x in &t.tools {
         let status = match (x.exit_code, x.is_error) {
             (Some(code), _) => format!(" (exit {code})"),
@@ -441,7 +490,9 @@ fn json_export(
             .zip(outputs)
             .zip(&shown_names)
             .map(|((t, output), shown_name)| ExportTurn {
-                turn: TurnJson::new(t, output, names.get(&t.agent)).shown_as(shown_name),
+                turn: TurnJson::new(t, output, names.get(&t.agent))
+                    .with_cost(t)
+                    .shown_as(shown_name),
                 records: records
                     .remove(&t.turn)
                     .unwrap_or_default()

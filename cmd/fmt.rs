@@ -4,11 +4,19 @@ use std::collections::HashMap;
 
 use axocoatl::history::TurnView;
 use axocoatl::workspace::Workspace;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
 
 use crate::ui::Ui;
 
 pub fn usage_text(u: &Usage) -> String {
+    // A call cut short (a stopped turn) reports nothing: its usage is not known, not zero.
+    if !u.complete && u.total() == 0 {
+        return format!(
+            "unknown: no provider reported usage ({} call{})",
+            u.calls,
+            if u.calls == 1 { "" } else { "s" }
+        );
+    }
     format!(
         "{} prompt + {} completion tokens in {} call{}{}",
         u.prompt_tokens,
@@ -21,6 +29,60 @@ pub fn usage_text(u: &Usage) -> String {
             " (incomplete: a provider did not report usage)"
         }
     )
+}
+
+/// What `show` says of a turn's prompt cache and cost beside its usage: a `cache:` line when
+/// a cache wrote or read, a `cost:` line when a call cost something or had no price (a
+/// free model's, and a turn from before costs were recorded, say nothing).
+pub fn cache_cost_lines(u: &Usage, d: &UsageDetail) -> Vec<String> {
+    let mut lines = Vec::new();
+    if d.cache_write_tokens > 0 || d.cache_read_tokens > 0 {
+        lines.push(format!(
+            "cache: {} prompt tokens written to the provider's cache, {} read from it",
+            d.cache_write_tokens, d.cache_read_tokens
+        ));
+    }
+    if d.calls == 0 {
+        return lines;
+    }
+    let cost = axocoatl::cost::usd(d.cost_nanos);
+    // Calls without a cost: no price, or (for a priced model) no reported usage.
+    let unpriced = d.priced_calls < u.calls.max(d.calls);
+    if unpriced && d.priced_calls == 0 {
+        lines.push(
+            "cost: unknown (no price for the model, or no usage reported; a price goes under `prices:` in the configuration)"
+                .to_string(),
+        );
+    } else if unpriced || (!u.complete && d.cost_nanos > 0) {
+        lines.push(format!(
+            "cost: at least {cost} (some calls had no price or no reported usage)"
+        ));
+    } else if d.cost_nanos > 0 {
+        lines.push(format!("cost: {cost}"));
+    }
+    lines
+}
+
+/// A tool call's JSON arguments as people read them: `path=src/main.rs pattern="fn main"`
+/// (strings unquoted when they are one plain word, other values as JSON), on one line cut
+/// to `max` characters. Arguments that are not a JSON object are shown as they are.
+pub fn readable_arguments(arguments: &str, max: usize) -> String {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(arguments) else {
+        return first_line(arguments, max);
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | ':' | '*'))
+    };
+    let pairs: Vec<String> = map
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) if plain(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    first_line(&pairs.join(" "), max)
 }
 
 /// The first line of `s`, cut to `max` characters with an ellipsis. Control characters
@@ -85,6 +147,7 @@ pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
     let code = match word {
         "completed" => "32",
         "running" => "34;1",
+        "waiting" => "35;1",
         "stopped" => "33",
         _ => "31",
     };

@@ -20,13 +20,15 @@ use crate::ui::Ui;
 /// List turns, newest last, optionally searching them.
 ///
 /// `--search` is a literal, case-insensitive (Unicode-aware) match across requests,
-/// responses, errors, context labels, attachment names, tool calls (names, arguments and
-/// results) and warnings, in the current session or, with --all, in every session. Each
-/// hit says where it matched: the field and a short piece of it (`match` in --json).
-/// Superseded turns (before a rewind) are marked.
+/// responses, errors, piped context (its label and text), attachment names, tool calls
+/// (names, arguments and results) and warnings, in the current session or, with --all, in
+/// every session. Each hit says where it matched: the field and a short piece of it
+/// (`match` in --json). Superseded turns (before a rewind) are marked. As with grep, a
+/// search that finds nothing exits 1.
 ///
 /// Examples:
 ///   axocoatl history
+///   axocoatl history -n 5                             the newest five turns
 ///   axocoatl history --all --search "timeout" --limit 20
 ///   axocoatl history --json | jq .state
 #[derive(Debug, Args)]
@@ -42,7 +44,7 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
     /// Only the newest N turns.
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<usize>,
     /// Print JSON Lines, one object per turn.
     #[arg(long)]
@@ -50,7 +52,7 @@ pub struct HistoryArgs {
 }
 
 pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    let ws = g.open_read()?;
     let session = ws.scope(args.session.as_deref(), args.all)?;
     // One matcher searches, and highlights the matches in colour.
     let re = args.search.as_deref().map(matcher).transpose()?;
@@ -81,15 +83,17 @@ pub fn run(args: HistoryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                 None => ui.json_line(&turn)?,
             }
         } else {
-            let session = args.all.then(|| ws.shown_session(&t.session));
-            let mut line = text_line(ui, t, session, highlight);
+            let session = args.all.then(|| ws.session_label(&t.session));
+            let mut line = text_line(ui, t, session.as_deref(), highlight);
             if let Some(hit) = hit {
                 line.push_str(&hit_text(ui, hit, highlight));
             }
             writeln!(ui.out, "{line}")?;
         }
     }
-    Ok(if listing.problems.is_empty() {
+    // As grep: a search that found nothing exits 1 (an error reading the ledger too).
+    let nothing_found = args.search.is_some() && listing.matched == 0;
+    Ok(if listing.problems.is_empty() && !nothing_found {
         exit::OK
     } else {
         exit::ERROR

@@ -15,7 +15,9 @@ use axocoatl::memory::semantic::Hit;
 use axocoatl::relations::{scope_str, Reference};
 use axocoatl::turn::TurnEvent;
 use axocoatl_store::extracted::OcrInfo;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
+
+pub use crate::json_cost::{CacheCostJson, PriceJson};
 use axocoatl_store::memory::LogRecord;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -31,6 +33,9 @@ pub struct UsageJson {
     pub calls: u32,
     /// False once any call reported no usage.
     pub complete: bool,
+    /// Prompt-cache tokens and cost (`usage --json`, `show --json`, `export --format json`).
+    #[serde(flatten)]
+    pub cache_cost: Option<CacheCostJson>,
 }
 
 impl From<&Usage> for UsageJson {
@@ -41,6 +46,17 @@ impl From<&Usage> for UsageJson {
             total_tokens: u.total(),
             calls: u.calls,
             complete: u.complete,
+            cache_cost: None,
+        }
+    }
+}
+
+impl UsageJson {
+    /// Usage with its prompt-cache tokens and cost.
+    pub fn with_detail(u: &Usage, d: &UsageDetail) -> Self {
+        UsageJson {
+            cache_cost: Some(CacheCostJson::from_detail(u, d)),
+            ..UsageJson::from(u)
         }
     }
 }
@@ -66,6 +82,16 @@ pub enum SendEnd<'a> {
         message: &'a str,
         causes: &'a [String],
         hints: &'a [String],
+        exit_code: i32,
+    },
+    /// The turn waits for a person's approval of tool calls (its `approval.requested`
+    /// events came before): exit 12. `axocoatl approve TURN` answers them and continues it.
+    #[serde(rename = "turn.waiting")]
+    TurnWaiting {
+        turn: &'a str,
+        session: &'a str,
+        /// The calls that wait, as `tool (call id)`.
+        calls: &'a [String],
         exit_code: i32,
     },
     /// The turn's terminal record is written: the last event.
@@ -107,7 +133,8 @@ pub struct TurnJson<'a> {
     /// The agent's configured name, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<&'a str>,
-    /// `running`, `completed`, `failed`, `stopped` or `interrupted`.
+    /// `running`, `waiting` (for approval), `completed`, `failed`, `stopped` or
+    /// `interrupted`.
     pub state: &'a str,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -122,7 +149,8 @@ pub struct TurnJson<'a> {
     pub error: Option<&'a str>,
     pub started_at: String,
     pub ended_at: Option<String>,
-    /// Null while running.
+    /// Null while running. `show --json` and `export --format json` add the prompt-cache
+    /// tokens and cost of the turn's calls, its workers' included.
     pub usage: Option<UsageJson>,
     /// The turn this one retried.
     pub retry_of: Option<&'a str>,
@@ -157,9 +185,23 @@ pub struct TurnJson<'a> {
     /// With a schema, once the turn completed: the reply as a JSON value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<&'a serde_json::Value>,
+    /// The tool calls its agent's `approvals:` held for a person, with their decisions
+    /// (`requested_at`, `expires_at`, `decided_at`: milliseconds since the epoch). Only for
+    /// a turn that had some.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub approvals: &'a [axocoatl::history::ApprovalView],
 }
 
 impl<'a> TurnJson<'a> {
+    /// With the cache tokens and cost of `t`'s calls in its usage.
+    pub fn with_cost(mut self, t: &TurnView) -> Self {
+        self.usage = t
+            .usage
+            .as_ref()
+            .map(|u| UsageJson::with_detail(u, &t.detail));
+        self
+    }
+
     /// The session as people name it (after a rename, not as its records do).
     pub fn shown_as(mut self, session: &'a str) -> Self {
         self.session = session;
@@ -211,6 +253,7 @@ impl<'a> TurnJson<'a> {
             activation: &t.activation,
             schema: t.schema.as_ref().map(|s| s.object.as_str()),
             value: t.value.as_ref(),
+            approvals: &t.approvals,
         }
     }
 }
@@ -228,6 +271,41 @@ pub struct OriginJson<'a> {
     pub runner_pid: u32,
 }
 
+/// `approvals --json`: one line per tool call that waits for a person.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApprovalLine<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    pub agent: &'a str,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    /// The arguments as JSON text (their first 64 KiB).
+    pub arguments: &'a str,
+    /// The rule of `approvals:` that held it.
+    pub rule: &'a str,
+    pub requested_at: String,
+    /// When it ends the turn if still undecided (`approval_timeout`); null: never.
+    pub expires_at: Option<String>,
+    /// Null while undecided; `approved`, `denied` or `always` when it is decided and its
+    /// turn waits to be continued (`axocoatl approve TURN`).
+    pub decision: Option<&'a str>,
+}
+
+/// `approve --json` when it does not continue the turn (`--no-run`, or calls still wait).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApproveJson<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    /// `approved`, `denied` or `always`.
+    pub decision: &'a str,
+    /// The calls decided now.
+    pub decided: Vec<&'a str>,
+    /// The held calls still undecided: the turn waits for them.
+    pub undecided: Vec<&'a str>,
+    /// Always false here: a continued turn prints its events instead.
+    pub continued: bool,
+}
+
 /// `show --json`: one turn with its model calls.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ShowJson<'a> {
@@ -239,6 +317,10 @@ pub struct ShowJson<'a> {
     pub stop_requested: bool,
     /// Where each pinned attachment's text comes from, in the order of `attachments`.
     pub attachment_texts: Vec<PinTextJson<'a>>,
+    /// The directory the turn's tools worked in, when it was not the directory holding the
+    /// repository (the home repository's turns work where the command ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<&'a str>,
 }
 
 /// `show --json`: where a pinned attachment's text comes from.
@@ -395,6 +477,9 @@ pub struct StopJson<'a> {
     pub stop_requested: bool,
     /// With `--wait`: the state the turn ended in.
     pub state: Option<&'a str>,
+    /// With `--wait`: the turn's tool calls that changed files, ran commands or called MCP
+    /// tools: stopping undid none of them (empty without `--wait`).
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `attach add|list|rm --json`: one reference per line.
@@ -529,6 +614,9 @@ pub struct RewindJson<'a> {
     pub prefill: &'a str,
     /// Whether the agent's checkpoint was written from the retained transcript.
     pub checkpoint: bool,
+    /// The superseded turns' tool calls that changed files, ran commands or called MCP
+    /// tools: rewind undid none of them.
+    pub effects: &'a [axocoatl::effects::Effect],
 }
 
 /// `fsck --json`: one line per finding, then a summary.
@@ -890,6 +978,22 @@ pub struct MemoryStatusJson<'a> {
     pub daily_log_days: usize,
     pub daily_log_first: Option<&'a str>,
     pub daily_log_last: Option<&'a str>,
+    /// The sleep-time consolidation that applies to this agent.
+    pub consolidation: ConsolidationStatusJson,
+}
+
+/// `memory status --json`: the agent's sleep-time consolidation, the top-level
+/// `consolidation:` with the agent's own keys laid over it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConsolidationStatusJson {
+    /// Whether `serve` runs passes for this agent (never for a worker or a coordinator).
+    pub by_serve: bool,
+    /// `enabled` as it applies to this agent.
+    pub enabled: bool,
+    pub idle_threshold_secs: u64,
+    pub interval_secs: u64,
+    /// The keys the agent's own `consolidation:` sets (the rest come from the top level).
+    pub from_agent: Vec<&'static str>,
 }
 
 /// `memory reindex --json`.

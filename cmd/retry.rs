@@ -15,18 +15,22 @@ use crate::ui::Ui;
 /// `--system`, `-o`); those given here are laid over them. A reply that had to match a
 /// schema (`send --schema`) must match it again, with the same retries.
 ///
-/// Retry can repeat tool effects: review the original turn and the current state first. It
-/// is refused for a turn that used attachments, because silently substituting the current
+/// Retry can repeat tool effects: when the original turn's tools changed files or ran
+/// commands, retry names those calls in a warning before the new turn (a `warning` event
+/// under --json); review the original turn and the current state first. It is refused for
+/// a turn that used attachments, because silently substituting the current
 /// selection would change the request: attach the files again and send a new turn.
 ///
 /// Examples:
 ///   axocoatl retry 3f2a9c1e
+///   axocoatl retry @                the latest turn of the current session
 ///   axocoatl retry 3f2a -o temperature=0
 ///   axocoatl retry 3f2a -m ollama:qwen2.5:7b
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RetryArgs {
-    /// The turn id, or a unique prefix of at least 4 characters.
+    /// The turn: its id, a unique prefix of at least 4 characters, or `@` (the current
+    /// session's latest turn), `@~N` (the N-th before it).
     #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     #[command(flatten)]
@@ -45,9 +49,39 @@ pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let json = args.json;
     ui.compact_values = args.compact.compact;
     let result = (|| {
-        let ws = g.open()?;
-        let opts = engine::retry_options(&ws, &args.turn, args.wait, &args.overrides.overrides())?;
+        let ws = g.open_read()?;
+        let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;
+        let opts = engine::retry_options(&ws, &turn, args.wait, &args.overrides.overrides())?;
+        if let Some(original) = &opts.retry_of {
+            warn_of_effects(&ws, original, args.json, ui)?;
+        }
         crate::send::run_turn(&ws, opts, args.json, ui)
     })();
     crate::send::json_error(ui, json, result)
+}
+
+/// Says it when the original turn's tools changed files or ran commands: the new turn may
+/// do them again (on stderr; under `--json` also as a `warning` event before the turn).
+pub fn warn_of_effects(
+    ws: &axocoatl::workspace::Workspace,
+    original: &str,
+    json: bool,
+    ui: &mut Ui,
+) -> CliResult<()> {
+    let effects = axocoatl::effects::of_turn_named(ws, original)?;
+    if effects.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "turn {original}'s tools changed files or ran commands: {}; the retry sends the same request, so the new turn may do them again (nothing was rolled back)",
+        axocoatl::effects::list(&effects, 5)
+    );
+    ui.warn(&crate::fmt::safe(&message))?;
+    if json {
+        ui.json_line(&crate::json::SendLine::Event(&engine::TurnEvent::Warning {
+            turn: "".into(),
+            message: message.as_str().into(),
+        }))?;
+    }
+    Ok(())
 }

@@ -25,12 +25,14 @@ use crate::ui::Ui;
 ///
 /// Examples:
 ///   axocoatl rewind 3f2a9c1e --yes
-///   axocoatl rewind 3f2a --edit        revise the request in $EDITOR, then send it
+///   axocoatl rewind @~2 --yes                  the third-latest turn of the current session
+///   axocoatl rewind 3f2a --edit                revise the request in $EDITOR, then send it
 ///   axocoatl rewind 3f2a --yes --json | jq -r .prefill
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct RewindArgs {
-    /// The turn to rewind to (it and every later turn are superseded).
+    /// The turn to rewind to (it and every later turn are superseded): its id, a unique
+    /// prefix, or `@`, `@~N` (the session's latest turn, the N-th before it).
     #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     /// The session the turn must belong to [default: the turn's own session].
@@ -39,7 +41,8 @@ pub struct RewindArgs {
     /// Do not ask for confirmation.
     #[arg(short, long)]
     pub yes: bool,
-    /// Open $EDITOR on the earlier request and send the result as a new turn.
+    /// Open $EDITOR on the earlier request and send the result as a new turn, with that
+    /// turn's own `-m`, `--system` and `-o`.
     #[arg(long, conflicts_with = "json")]
     pub edit: bool,
     /// Print the result as JSON (the request is in `prefill`).
@@ -66,38 +69,50 @@ fn confirm(ui: &mut Ui, question: &str) -> CliResult<bool> {
 }
 
 pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    let ws = g.open_read()?;
+    let turn = axocoatl::turnref::resolve(&ws, &args.turn, args.session.as_deref())?;
     if !args.yes {
         let question = format!(
             "Rewind to before turn {}? It and every later turn of its session will be superseded (kept in history). Files and external effects are not restored.",
-            args.turn
+            turn
         );
         if !confirm(ui, &question)? {
             writeln!(ui.err, "rewind cancelled; nothing changed")?;
             return Ok(exit::REFUSED);
         }
     }
-    let o = axocoatl::serve::client::rewind(&ws, &args.turn, args.session.as_deref())?;
+    let o = axocoatl::serve::client::rewind(&ws, &turn, args.session.as_deref())?;
+    let effects = axocoatl::effects::of_turns(&ws, &o.session, &o.superseded)?;
+    // The session as people name it (after a rename, not as its records do).
+    let shown = ws.shown_session(&o.session).to_owned();
     if args.json {
         ui.json_line(&RewindJson {
-            session: &o.session,
+            session: &shown,
             agent: &o.agent,
             target: &o.target,
             superseded: &o.superseded,
             prefill: &o.prefill,
             checkpoint: o.checkpoint_written,
+            effects: &effects,
         })?;
         return Ok(exit::OK);
     }
     writeln!(
         ui.err,
         "Rewound session {} to before turn {}: {} turn{} superseded (still in history and exports).",
-        o.session,
+        shown,
         o.target,
         o.superseded.len(),
         if o.superseded.len() == 1 { "" } else { "s" }
     )?;
     writeln!(ui.err, "Nothing else was undone: files, external effects, memory and attachments stay as they are.")?;
+    if !effects.is_empty() {
+        writeln!(
+            ui.err,
+            "What the superseded turns' tools did stays done: {}.",
+            crate::fmt::safe(&axocoatl::effects::list(&effects, 5))
+        )?;
+    }
     if !args.edit {
         writeln!(ui.err, "The earlier request, to revise and send again:")?;
         writeln!(ui.out, "{}", o.prefill)?;
@@ -113,7 +128,7 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             ui,
             &format!(
                 "Send this as a new turn to session {}?\n\n{}\n\n",
-                o.session,
+                shown,
                 edited.trim_end()
             ),
         )?
@@ -123,12 +138,19 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     }
     // The request sent again keeps the schema its reply had to match.
     let (schema, schema_retries) = axocoatl::engine::schema_of(&ws, &o.target)?;
+    // The turn's own model, system prompt and options go with its revised request, as
+    // `retry` keeps them; its attachments and piped context do not (a rewind re-attaches
+    // nothing).
+    let overrides = axocoatl::query::show(ws.repo(), &o.target)?
+        .overrides
+        .unwrap_or_default();
     let opts = SendOptions {
         session: o.session,
         agent: Some(o.agent),
         message: edited.trim_end().to_owned(),
         schema,
         schema_retries,
+        overrides,
         ..SendOptions::default()
     };
     crate::send::run_turn(&ws, opts, false, ui)

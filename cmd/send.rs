@@ -41,7 +41,11 @@ use crate::ui::Ui;
 /// constrained to it as it writes, every reply is validated, and one that does not match
 /// fails the turn (exit 3) with its violations.
 ///
-/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy.
+/// A tool call the agent's `approvals:` holds is asked about at once on a terminal;
+/// elsewhere the turn waits (exit 12) and `axocoatl approve TURN` answers it.
+///
+/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy, 12 waits
+/// for approval.
 ///
 /// Examples:
 ///   axocoatl send "What changed in the last release?"
@@ -88,14 +92,20 @@ pub struct SendArgs {
 #[derive(Clone, Debug, Default, Args)]
 pub struct OverrideArgs {
     /// This turn's model: one of the agent's provider, or PROVIDER:MODEL (`ollama:llama3.2`).
-    #[arg(short, long, value_name = "MODEL")]
+    #[arg(short, long, value_name = "MODEL", add = ArgValueCandidates::new(crate::complete::models))]
     pub model: Option<String>,
     /// This turn's system prompt, instead of the agent's.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
     /// A sampling option for this turn (repeatable): temperature, top_p, max_tokens,
     /// response_format (text or json).
-    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = parse_option)]
+    #[arg(
+        short = 'o',
+        long = "option",
+        value_name = "KEY=VALUE",
+        value_parser = parse_option,
+        add = ArgValueCandidates::new(crate::complete::options)
+    )]
     pub options: Vec<(String, String)>,
 }
 
@@ -155,22 +165,31 @@ pub fn run(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
 }
 
 fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
+    session_not_prompt(args.session.as_deref())?;
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
     let schema = args.schema.resolve(&ws)?;
     ui.compact_values = args.schema.compact.compact;
     let mut notes = Vec::new();
-    let explicit = if args.new {
-        let name = sessions::start_new(&ws)?;
-        notes.push(format!("session {name} (new, now current)"));
-        Some(name)
+    let session = if args.new {
+        // What would refuse the turn is checked before the new session is made.
+        engine::check_overrides(&ws, args.agent.as_deref(), &args.overrides.overrides())?;
+        let started = sessions::start_new(&ws)?;
+        notes.push(Note::Say(format!(
+            "session {} (new, now current)",
+            started.name
+        )));
+        started.ledger
     } else {
-        args.session
+        let (session, shown) = ws.session_for_turn(args.session.as_deref())?;
+        if args.session.is_some() {
+            // Said once the turn has begun, if it created the session: the engine knows from
+            // the session's own records, which it reads anyway (a lookup of every session's
+            // summary here cost a third of a lean send's instructions).
+            notes.push(Note::IfNewSession(format!("created session {shown}")));
+        }
+        session
     };
-    let (session, shown) = ws.session_for_turn(explicit.as_deref())?;
-    if !args.new && explicit.is_some() && !sessions::exists(&ws, &session)? {
-        notes.push(format!("created session {shown}"));
-    }
     let opts = SendOptions {
         session,
         agent: args.agent,
@@ -185,6 +204,27 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         ..SendOptions::default()
     };
     run_turn_noting(&ws, opts, args.json, ui, notes)
+}
+
+/// `-s` names a session; words with spaces were meant as `--system` (as `-s` is in other
+/// tools), so the error says so.
+pub fn session_not_prompt(session: Option<&str>) -> CliResult<()> {
+    let Some(text) = session else {
+        return Ok(());
+    };
+    match axocoatl_store::layout::check_session_name(text) {
+        Err(axocoatl_store::Error::InvalidName { reason, .. })
+            if text.contains(char::is_whitespace) =>
+        {
+            Err(CliError::usage(format!(
+                "-s {text:?}: -s names a session, and this is not a session name: {reason}"
+            ))
+            .hint(format!(
+                "did you mean `--system {text:?}`? (this turn's system prompt)"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Under `--json`, an error before the turn's end is also an `error` event on stdout (the
@@ -255,13 +295,20 @@ pub fn run_turn(ws: &Workspace, opts: SendOptions, json_mode: bool, ui: &mut Ui)
     run_turn_noting(ws, opts, json_mode, ui, Vec::new())
 }
 
+/// What `send` says on stderr once the turn has begun.
+pub enum Note {
+    Say(String),
+    /// Said only when the turn created its session.
+    IfNewSession(String),
+}
+
 /// [`run_turn`], saying `notes` on stderr once the turn has begun (a session it created).
 pub fn run_turn_noting(
     ws: &Workspace,
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
 ) -> CliResult {
     let cancel = Cancel::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -273,15 +320,22 @@ pub fn run_turn_noting(
 }
 
 /// [`run_turn_noting`] with the caller's cancellation (`chat` stops each turn on Ctrl-C
-/// and carries on).
+/// and carries on). A turn whose tool calls wait for approval is asked about at once on a
+/// terminal (and continued when every call is answered); elsewhere it exits 12, saying how
+/// to answer it.
 pub fn run_turn_cancelled(
     ws: &Workspace,
     opts: SendOptions,
     json_mode: bool,
     ui: &mut Ui,
-    notes: Vec<String>,
+    notes: Vec<Note>,
     cancel: &Cancel,
 ) -> CliResult {
+    let interactive = !json_mode && crate::approve::can_ask(ui);
+    let mut opts = SendOptions {
+        ask_at_once: interactive,
+        ..opts
+    };
     let mut printer = Printer {
         ui,
         ws,
@@ -291,19 +345,64 @@ pub fn run_turn_cancelled(
         notes,
         schema: false,
     };
-    let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
-    // The route: through the running `serve` (its actor keeps the conversation and streams
-    // the same events back), else in this process. The outcome and errors are the same.
-    let outcome = match through_serve(ws, &opts)? {
-        Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink)?,
-        None => engine::send(ws, opts, cancel, &mut sink)?,
-    };
-    if let Some(e) = printer.io_error.take() {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
+    loop {
+        let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
+        // The route: through the running `serve` (its actor keeps the conversation and
+        // streams the same events back), else in this process. The outcome and errors are
+        // the same.
+        let result = match through_serve(ws, &opts)? {
+            Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink),
+            None => engine::send(ws, opts.clone(), cancel, &mut sink),
+        };
+        if let Some(e) = printer.io_error.take() {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e.into());
+            }
         }
+        let turn = match result {
+            Ok(outcome) => return printer.finish(&outcome),
+            Err(e) => match waiting_turn(&e) {
+                Some(turn) => turn,
+                None => return Err(e.into()),
+            },
+        };
+        let Some(waiting) = axocoatl::approvals::waiting_turn(ws, &turn)? else {
+            // Answered and continued elsewhere already: say how it stands.
+            return printer.waiting(&turn, "", &[]);
+        };
+        if interactive && !cancel.is_cancelled() {
+            printer.line_break()?;
+            if let Some(next) = crate::approve::ask(ws, &waiting, printer.ui)? {
+                opts = SendOptions {
+                    ask_at_once: true,
+                    ..next
+                };
+                continue;
+            }
+        }
+        let calls: Vec<String> = waiting
+            .calls
+            .iter()
+            .filter(|c| c.decision.is_none())
+            .map(|c| format!("{} ({})", c.tool, c.call_id))
+            .collect();
+        return printer.waiting(&waiting.turn, &waiting.session, &calls);
     }
-    printer.finish(&outcome)
+}
+
+/// The turn an error says waits for approval (in process, or through serve).
+fn waiting_turn(e: &axocoatl::RuntimeError) -> Option<String> {
+    use axocoatl::error::Next;
+    match e {
+        axocoatl::RuntimeError::Waiting { turn, .. } => Some(turn.clone()),
+        axocoatl::RuntimeError::Remote(r) if r.kind == axocoatl::ErrorKind::AwaitingApproval => {
+            r.next.iter().find_map(|n| match n {
+                Next::Approve { turn } => Some(turn.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The running `serve` to send the turn through, with the options as they cross its
@@ -311,9 +410,13 @@ pub fn run_turn_cancelled(
 /// cannot cross (pinned attachments, an automation origin: only serve's own runners make
 /// those, in process).
 fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client, WireSend)>> {
-    let Some(wire) = WireSend::from_options(opts) else {
+    let Some(mut wire) = WireSend::from_options(opts) else {
         return Ok(None);
     };
+    // serve's actors know serve's directory, not this command's.
+    if wire.workdir.is_none() {
+        wire.workdir = ws.here().map(Into::into);
+    }
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
 }
 
@@ -328,8 +431,19 @@ fn print_value(ui: &mut Ui, value: &serde_json::Value) -> std::io::Result<()> {
     ui.out.flush()
 }
 
-/// Prints a turn's events as they come.
-struct Printer<'u> {
+fn say_notes(err: &mut dyn Write, notes: Vec<Note>, new_session: bool) -> std::io::Result<()> {
+    for note in notes {
+        match note {
+            Note::Say(text) => writeln!(err, "{text}")?,
+            Note::IfNewSession(text) if new_session => writeln!(err, "{text}")?,
+            Note::IfNewSession(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Prints a turn's events as they come (`send`, `retry`, `follow`).
+pub(crate) struct Printer<'u> {
     ui: &'u mut Ui,
     ws: &'u Workspace,
     json: bool,
@@ -337,13 +451,36 @@ struct Printer<'u> {
     /// The first output error: later events are not printed.
     io_error: Option<std::io::Error>,
     /// Said on stderr when the turn has begun.
-    notes: Vec<String>,
+    notes: Vec<Note>,
     /// The reply must match a schema: stdout gets its JSON value, not the text.
     schema: bool,
 }
 
-impl Printer<'_> {
-    fn event(&mut self, ev: TurnEvent<'_>) {
+impl<'u> Printer<'u> {
+    /// A printer of a turn's events to `ui`, as text or JSON Lines.
+    pub(crate) fn new(ui: &'u mut Ui, ws: &'u Workspace, json: bool) -> Printer<'u> {
+        Printer {
+            ui,
+            ws,
+            json,
+            ended_with_newline: true,
+            io_error: None,
+            notes: Vec::new(),
+            schema: false,
+        }
+    }
+
+    /// The first error printing met (a closed pipe included).
+    pub(crate) fn take_io_error(&mut self) -> Option<std::io::Error> {
+        self.io_error.take()
+    }
+
+    /// The terminal, for what is not one of the turn's events.
+    pub(crate) fn ui(&mut self) -> &mut Ui {
+        &mut *self.ui
+    }
+
+    pub(crate) fn event(&mut self, ev: TurnEvent<'_>) {
         if self.io_error.is_some() {
             return;
         }
@@ -406,12 +543,17 @@ impl Printer<'_> {
         if let TurnEvent::Begun {
             session,
             attachments,
+            new_session,
             ..
         } = &mut ev
         {
-            for note in std::mem::take(&mut self.notes) {
-                writeln!(self.ui.err, "{note}")?;
-            }
+            say_notes(
+                &mut self.ui.err,
+                std::mem::take(&mut self.notes),
+                *new_session,
+            )?;
+            // Not part of `turn.begun` (the note above says it).
+            *new_session = false;
             // The session as people name it (after a rename, not as its records do); the
             // pins are not part of `turn.begun` (`show --json` lists them).
             *session = self.ws.shown_session(session).to_owned().into();
@@ -427,15 +569,14 @@ impl Printer<'_> {
             turn,
             attachments,
             schema,
+            new_session,
             ..
         } = ev
         else {
             return Ok(());
         };
         let ui = &mut *self.ui;
-        for note in std::mem::take(&mut self.notes) {
-            writeln!(ui.err, "{note}")?;
-        }
+        say_notes(&mut ui.err, std::mem::take(&mut self.notes), *new_session)?;
         writeln!(ui.err, "turn {turn}")?;
         for pin in attachments.iter() {
             writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
@@ -445,8 +586,54 @@ impl Printer<'_> {
         Ok(())
     }
 
+    /// The events of approvals, as text on stderr; `false` for other events.
+    fn approval_text(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ApprovalRequested {
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at,
+                ..
+            } => {
+                let until = expires_at
+                    .as_ref()
+                    .map(|e| format!("; expires {e}"))
+                    .unwrap_or_default();
+                writeln!(
+                    ui.err,
+                    "approval needed: {name} {} ({call_id}, rule: {}{until})",
+                    crate::fmt::first_line(&safe(arguments), 120),
+                    safe(rule)
+                )?;
+            }
+            TurnEvent::ApprovalDecided {
+                name,
+                decision,
+                reason,
+                by,
+                ..
+            } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                writeln!(ui.err, "{name} {decision} by {}{why}", safe(by))?;
+            }
+            TurnEvent::Continued { turn, .. } => {
+                say_notes(&mut ui.err, std::mem::take(&mut self.notes), false)?;
+                writeln!(ui.err, "turn {turn} continues")?;
+                ui.err.flush()?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
-        if self.side_event(&ev)? {
+        if self.side_event(&ev)? || self.approval_text(&ev)? {
             return Ok(());
         }
         if let TurnEvent::Begun { .. } = ev {
@@ -468,33 +655,8 @@ impl Printer<'_> {
                 }
                 ui.out.flush()?;
             }
-            TurnEvent::ToolStarted {
-                name, arguments, ..
-            } => writeln!(
-                ui.err,
-                "tool {name} {}",
-                crate::fmt::first_line(&arguments, 120)
-            )?,
-            TurnEvent::ToolResult {
-                name,
-                output,
-                is_error,
-                exit_code,
-                ..
-            } => {
-                let status = match (is_error, exit_code) {
-                    (_, Some(code)) if code != 0 => format!("exit {code}"),
-                    (true, _) => "error".to_owned(),
-                    (false, _) => "ok".to_owned(),
-                };
-                let first = crate::fmt::first_line(&output, 120);
-                writeln!(ui.err, "tool {name} {status}: {first}")?;
-                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
-                    for line in diff.lines() {
-                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
-                        writeln!(ui.err, "  {line}")?;
-                    }
-                }
+            TurnEvent::ToolStarted { .. } | TurnEvent::ToolResult { .. } => {
+                return self.tool_event(ev)
             }
             TurnEvent::Warning { message, .. } => ui.warn(&safe(&message))?,
             TurnEvent::Planned {
@@ -536,13 +698,112 @@ impl Printer<'_> {
             }
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
-            | TurnEvent::Waiting { .. } => {}
+            | TurnEvent::Waiting { .. }
+            | TurnEvent::ApprovalRequested { .. }
+            | TurnEvent::ApprovalDecided { .. }
+            | TurnEvent::Continued { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A line break after output that did not end with one (before a question).
+    fn line_break(&mut self) -> std::io::Result<()> {
+        if !self.ended_with_newline {
+            writeln!(self.ui.out)?;
+            self.ended_with_newline = true;
+        }
+        self.ui.out.flush()
+    }
+
+    /// The end of a turn that waits for approval of `calls`: exit 12, and `turn.waiting` or
+    /// how to answer it.
+    fn waiting(mut self, turn: &str, session: &str, calls: &[String]) -> CliResult {
+        let out = if self.json {
+            let session = self.ws.shown_session(session);
+            self.ui.json_line(&SendLine::End(SendEnd::TurnWaiting {
+                turn,
+                session,
+                calls,
+                exit_code: exit::AWAITING_APPROVAL,
+            }))
+        } else {
+            (|| {
+                self.line_break()?;
+                let ui = &mut *self.ui;
+                let what = if calls.is_empty() {
+                    "approval".to_owned()
+                } else {
+                    format!("approval of {}", calls.join(", "))
+                };
+                writeln!(ui.err, "turn {turn} waits for {what}")?;
+                let hint = ui.paint_err("36", "hint");
+                writeln!(
+                    ui.err,
+                    "{hint}: {}",
+                    crate::hints::words(&axocoatl::error::Next::Approve {
+                        turn: turn.to_owned()
+                    })
+                )
+            })()
+        };
+        match out {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+        Ok(exit::AWAITING_APPROVAL)
+    }
+
+    /// A tool's call or result, on stderr; its diff of a file, coloured.
+    fn tool_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ToolStarted {
+                name, arguments, ..
+            } => {
+                // On a terminal, stdout and stderr share the screen: a tool line starts on
+                // a line of its own, and its arguments read as `key=value`, not JSON.
+                let shared = ui.out_is_terminal && ui.err_is_terminal;
+                if shared && !self.ended_with_newline {
+                    writeln!(ui.out)?;
+                    ui.out.flush()?;
+                    self.ended_with_newline = true;
+                }
+                let shown = if ui.err_is_terminal {
+                    crate::fmt::readable_arguments(&arguments, 120)
+                } else {
+                    crate::fmt::first_line(&arguments, 120)
+                };
+                writeln!(ui.err, "tool {name} {shown}")?
+            }
+            TurnEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                exit_code,
+                ..
+            } => {
+                let status = match (is_error, exit_code) {
+                    (_, Some(code)) if code != 0 => format!("exit {code}"),
+                    (true, _) => "error".to_owned(),
+                    (false, _) => "ok".to_owned(),
+                };
+                let first = crate::fmt::first_line(&output, 120);
+                writeln!(ui.err, "tool {name} {status}: {first}")?;
+                if let Some(diff) = crate::fmt::tool_diff(&name, &output) {
+                    for line in diff.lines() {
+                        let line = crate::fmt::diff_line(line, |c, t| ui.paint_err(c, t));
+                        writeln!(ui.err, "  {line}")?;
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
 
     /// The end of the turn: its exit code, and `turn.ended` or a closing line.
-    fn finish(self, o: &TurnOutcome) -> CliResult {
+    pub(crate) fn finish(self, o: &TurnOutcome) -> CliResult {
         let ui = self.ui;
         let out = if self.json {
             ui.json_line(&SendLine::End(SendEnd::TurnEnded {
@@ -563,7 +824,21 @@ impl Printer<'_> {
                 ui.out.flush()?;
                 match o.state {
                     TurnState::Completed => Ok(()),
-                    TurnState::Stopped => writeln!(ui.err, "turn {} stopped", o.turn),
+                    TurnState::Stopped => {
+                        writeln!(ui.err, "turn {} stopped", o.turn)?;
+                        // What its tools did before the stop stays done. (A ledger that
+                        // cannot be read now leaves this note out; the stop stands.)
+                        let effects =
+                            axocoatl::effects::of_turn_named(self.ws, &o.turn).unwrap_or_default();
+                        if effects.is_empty() {
+                            return Ok(());
+                        }
+                        writeln!(
+                            ui.err,
+                            "what its tools did stays done (a stop rolls nothing back): {}",
+                            safe(&axocoatl::effects::list(&effects, 5))
+                        )
+                    }
                     _ => {
                         let label = ui.paint_err("31;1", "error");
                         let (detail, hints) =

@@ -77,7 +77,12 @@ pub enum SessionsCommand {
 }
 
 pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
+    // Listing sessions reads; outside a project it makes no home repository.
+    let ws = if args.command.is_none() {
+        g.open_read()?
+    } else {
+        g.open()?
+    };
     match args.command {
         None => {
             let listing = sessions::list(&ws, args.all)?;
@@ -133,7 +138,7 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         Some(SessionsCommand::Rm { name }) => {
             sessions::remove(&ws, &name)?;
-            let current = ws.repo().head().ok().as_deref() == Some(name.as_str());
+            let current = ws.head().ok().as_deref() == Some(name.as_str());
             if args.json {
                 ui.json_line(&SessionActionJson {
                     session: &name,
@@ -153,7 +158,7 @@ pub fn run(args: SessionsArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         }
         Some(SessionsCommand::Rename { from, to }) => {
             sessions::rename(&ws, &from, &to)?;
-            let current = ws.repo().head().ok().as_deref() == Some(to.as_str());
+            let current = ws.head().ok().as_deref() == Some(to.as_str());
             if args.json {
                 ui.json_line(&SessionActionJson {
                     session: &to,

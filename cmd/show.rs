@@ -20,21 +20,31 @@ use crate::ui::Ui;
 ///
 /// Examples:
 ///   axocoatl show 3f2a9c1e
-///   axocoatl show 3f2a --json
+///   axocoatl show @               the latest turn of the current session
+///   axocoatl show @~1 --json      the one before it, as JSON
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ShowArgs {
-    /// The turn id, or a unique prefix of at least 4 characters.
+    /// The turn: its id, a unique prefix of at least 4 characters, or `@` (the current
+    /// session's latest turn), `@~N` (the N-th before it).
     #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
     pub turn: String,
     /// Print the turn as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Print piped context whole (without it, its first lines).
+    #[arg(long)]
+    pub full: bool,
 }
 
+/// Piped context is printed up to this many lines and bytes, unless `--full`.
+const CONTEXT_LINES: usize = 20;
+const CONTEXT_BYTES: usize = 4096;
+
 pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
-    let t = query::show(ws.repo(), &args.turn)?;
+    let ws = g.open_read()?;
+    let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;
+    let t = query::show(ws.repo(), &turn)?;
     let output = query::full_output(ws.repo(), &t)?;
     let names = AgentNames::of(&ws);
     let texts = t
@@ -45,6 +55,7 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if args.json {
         ui.json_line(&ShowJson {
             turn: TurnJson::new(&t, &output, names.get(&t.agent))
+                .with_cost(&t)
                 .shown_as(ws.shown_session(&t.session)),
             calls: &t.calls,
             stop_requested: t.stop_requested,
@@ -62,21 +73,38 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
                     ocr: text.ocr().map(OcrJson::from),
                 })
                 .collect(),
+            workdir: t.workdir.as_deref(),
         })?;
         return Ok(exit::OK);
     }
-    let mut o = head(ui, &t, &names, ws.shown_session(&t.session), &texts);
+    let context = if args.full {
+        axocoatl::conversation::inline_context(ws.repo(), &t)?
+    } else {
+        t.inline_context
+            .iter()
+            .map(|c| (c.label.clone(), c.text.inline.clone()))
+            .collect()
+    };
+    // Where the tools worked, recorded when not the repository's own directory (the home
+    // repository's turns work where the command ran).
+    let workdir = t.workdir.as_deref();
+    let mut o = head(ui, &t, &names, &ws.session_label(&t.session), workdir);
+    piped(&mut o, &t, &context, args.full);
+    attachments(&mut o, &t, &texts);
     body(ui, &mut o, &t, &output);
     ui.out.write_all(o.as_bytes())?;
     Ok(exit::OK)
 }
 
-/// Who, when, what state, and the request with its context and attachments.
-fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]) -> String {
+/// Who, when, what state, what the sender changed for the turn, and the request.
+fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, workdir: Option<&str>) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "turn     {}", t.turn);
     let _ = writeln!(o, "session  {session}");
+    if let Some(dir) = workdir {
+        let _ = writeln!(o, "workdir  {}", safe(dir));
+    }
     let _ = writeln!(o, "agent    {}", names.label(&t.agent));
     let mut st = state(ui, t, 0);
     if t.superseded {
@@ -129,17 +157,54 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]
         let _ = writeln!(o, "schema   {}{retries}", schema.object);
     }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
-    if !t.context.is_empty() {
-        let _ = writeln!(o, "\ncontext:");
-        for c in &t.context {
-            let stored = c
-                .object
-                .as_deref()
-                .map(|h| format!(", object {h}"))
-                .unwrap_or_default();
-            let _ = writeln!(o, "  - {} ({} bytes{stored})", safe(&c.label), c.len);
+    o
+}
+
+/// Each piece of inline context (piped text): its label and size, then its text, the
+/// first [`CONTEXT_LINES`] lines or [`CONTEXT_BYTES`] unless `full`.
+fn piped(o: &mut String, t: &TurnView, texts: &[(String, String)], full: bool) {
+    use std::fmt::Write as _;
+    for (c, (_, text)) in t.context.iter().zip(texts) {
+        let stored = c
+            .object
+            .as_deref()
+            .map(|h| format!(", object {h}"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "\ncontext {} ({} bytes{stored}):", safe(&c.label), c.len);
+        let (shown, cut) = if full {
+            (text.as_str(), false)
+        } else {
+            head_of(text)
+        };
+        let _ = writeln!(o, "{}", indent(&safe(shown)));
+        if cut || (shown.len() as u64) < c.len {
+            let left = c.len.saturating_sub(shown.len() as u64);
+            let _ = writeln!(
+                o,
+                "  … {left} more bytes (`axocoatl show {} --full` prints it all)",
+                t.turn
+            );
         }
     }
+}
+
+/// The first [`CONTEXT_LINES`] lines of `text`, at most [`CONTEXT_BYTES`] (cut at a char
+/// boundary), and whether that is less than all of it.
+fn head_of(text: &str) -> (&str, bool) {
+    let mut end = text.len().min(CONTEXT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some((i, _)) = text[..end].match_indices('\n').nth(CONTEXT_LINES - 1) {
+        end = i;
+    }
+    let shown = &text[..end];
+    (shown, end < text.trim_end_matches('\n').len())
+}
+
+/// The turn's attachments, with what read their text.
+fn attachments(o: &mut String, t: &TurnView, texts: &[Text]) {
+    use std::fmt::Write as _;
     if !t.attachments.is_empty() {
         let _ = writeln!(o, "\nattachments:");
         for (a, text) in t.attachments.iter().zip(texts) {
@@ -158,13 +223,13 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, texts: &[Text]
             );
         }
     }
-    o
 }
 
 /// Tools, output (whole: `output` is read from its object when it was too long for one
 /// record), error, warnings and usage.
 fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
+    approvals(o, t);
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
         for x in &t.tools {
@@ -201,14 +266,22 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     }
     team(o, t);
     let whole = t.output_object.is_some();
+    // The last call ended at its length limit: the text just ends, so the heading says it.
+    let cut = t
+        .calls
+        .last()
+        .is_some_and(|c| matches!(c.finish_reason.as_deref(), Some("length" | "max_tokens")));
+    let cut = if cut { ", cut at max_tokens" } else { "" };
     for (agent, text) in &t.outputs {
         let label = if t.outputs.len() > 1 {
-            format!("output ({agent})")
+            format!("output ({agent}{cut})")
         } else if t.value.is_some() {
             // The reply matched its schema: it is this JSON value.
             "value".to_string()
-        } else {
+        } else if cut.is_empty() {
             "output".to_string()
+        } else {
+            "output (cut at max_tokens)".to_string()
         };
         let text = if whole && t.outputs.len() == 1 {
             output
@@ -232,6 +305,45 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "\nusage: {}", usage_text(u));
+        for line in crate::fmt::cache_cost_lines(u, &t.detail) {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+}
+
+/// The calls held for approval, each with its rule and decision (or that it still waits).
+fn approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    if t.approvals.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\napprovals:");
+    for a in &t.approvals {
+        let _ = writeln!(
+            o,
+            "  - {} {} {} (rule: {}; requested {})",
+            a.call_id,
+            a.tool,
+            crate::fmt::first_line(&safe(&a.arguments), 100),
+            safe(&a.rule),
+            clock::rfc3339(a.requested_at)
+        );
+        let outcome = match (&a.decision, &a.by, a.decided_at) {
+            (Some(d), Some(by), Some(at)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                format!("{d} by {} at {}{why}", safe(by), clock::rfc3339(at))
+            }
+            _ if t.ended_at.is_some() => "no decision came before the turn ended".to_owned(),
+            _ => match a.expires_at {
+                Some(e) => format!("waits (expires {})", clock::rfc3339(e)),
+                None => "waits".to_owned(),
+            },
+        };
+        let _ = writeln!(o, "      {outcome}");
     }
 }
 

@@ -24,11 +24,13 @@ use crate::ui::Ui;
 /// Examples:
 ///   axocoatl stop 3f2a9c1e
 ///   axocoatl stop 3f2a --wait
+///   axocoatl stop @             the current session's turn, while it runs
 #[derive(Debug, Args)]
 #[command(verbatim_doc_comment)]
 pub struct StopArgs {
-    /// The turn id, or a unique prefix of at least 4 characters.
-    #[arg(add = ArgValueCandidates::new(crate::complete::turns))]
+    /// The turn: its id, a unique prefix of at least 4 characters, or `@` (the current
+    /// session's latest turn), `@~N` (the N-th before it).
+    #[arg(add = ArgValueCandidates::new(crate::complete::active_turns))]
     pub turn: String,
     /// Wait until the turn's terminal state is recorded, and print it.
     #[arg(long)]
@@ -39,12 +41,18 @@ pub struct StopArgs {
 }
 
 pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
-    let ws = g.open()?;
-    let accepted = axocoatl::serve::client::stop(&ws, &args.turn)?;
+    let ws = g.open_read()?;
+    let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;
+    let accepted = axocoatl::serve::client::stop(&ws, &turn)?;
     let final_state = if args.wait {
         control::wait_for_end(&ws, &accepted.turn, None)?
     } else {
         None
+    };
+    // Once it ended: what its tools did, which the stop did not undo.
+    let effects = match final_state {
+        Some(_) => axocoatl::effects::of_turn_named(&ws, &accepted.turn)?,
+        None => Vec::new(),
     };
     if args.json {
         ui.json_line(&StopJson {
@@ -52,12 +60,26 @@ pub fn run(args: StopArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
             session: &accepted.session,
             stop_requested: true,
             state: final_state.map(|s| s.as_str()),
+            effects: &effects,
         })?;
-    } else {
-        writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
-        if let Some(state) = final_state {
+        return Ok(exit::OK);
+    }
+    writeln!(ui.out, "stop requested for turn {}", accepted.turn)?;
+    match final_state {
+        Some(state) => {
             writeln!(ui.out, "turn {} {}", accepted.turn, state.as_str())?;
+            if !effects.is_empty() {
+                writeln!(
+                    ui.err,
+                    "what its tools did stays done (a stop rolls nothing back): {}",
+                    crate::fmt::safe(&axocoatl::effects::list(&effects, 5))
+                )?;
+            }
         }
+        None => writeln!(
+            ui.err,
+            "a tool already running finishes first; what its tools did stays done (a stop rolls nothing back)"
+        )?,
     }
     Ok(exit::OK)
 }

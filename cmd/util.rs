@@ -251,8 +251,10 @@ pub fn generate(out: &Path) -> CliResult<()> {
     for d in [&man, &comp] {
         std::fs::create_dir_all(d).map_err(|e| CliError::io("create", d, e))?;
     }
-    let cmd = crate::Cli::command();
-    write_man(&man, &cmd, "axocoatl")?;
+    // Generated files name the version alone: the commit and date of `--version` would
+    // change them at every build.
+    let cmd = crate::Cli::command().version(env!("CARGO_PKG_VERSION"));
+    write_man(&man, &cmd, "axocoatl", true)?;
     // What `COMPLETE=<shell> axocoatl` prints: scripts that ask the binary to complete,
     // so agents, sessions and turn ids come from the repository (cmd/complete.rs).
     let shells: [(&dyn EnvCompleter, &str); 3] = [
@@ -276,18 +278,17 @@ pub fn generate(out: &Path) -> CliResult<()> {
     Ok(())
 }
 
-fn write_man(dir: &Path, cmd: &clap::Command, name: &str) -> CliResult<()> {
+fn write_man(dir: &Path, cmd: &clap::Command, name: &str, top: bool) -> CliResult<()> {
     if cmd.is_hide_set() {
         return Ok(());
     }
-    let cmd = cmd.clone().name(name.to_owned());
-    let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd.clone())
-        .render(&mut buf)
-        .map_err(|e| CliError::io("render the man page of", Path::new(name), e))?;
-    write(&dir.join(format!("{name}.1")), &buf)?;
+    let cmd = cmd
+        .clone()
+        .name(name.to_owned())
+        .version(env!("CARGO_PKG_VERSION"));
+    crate::manpage::write(&dir.join(format!("{name}.1")), &cmd, name, top)?;
     for sub in cmd.get_subcommands() {
-        write_man(dir, sub, &format!("{name}-{}", sub.get_name()))?;
+        write_man(dir, sub, &format!("{name}-{}", sub.get_name()), false)?;
     }
     Ok(())
 }

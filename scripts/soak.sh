@@ -3,9 +3,12 @@
 # disk-full run on a small tmpfs (when root); a run past `ulimit -f`; `serve` under attack
 # (idle connections past `ulimit -n 1024`, endless request lines, kill -9 loops of its
 # actors); the sandbox's escapes replayed in a loop (through serve and without it, with
-# kill -9 mid-command); and the store's decoder property tests for minutes. Prints
-# iterations, kills, lost turns, unusable repositories and escapes, and exits non-zero if
-# any turn was lost, any repository became unusable or any escape worked.
+# kill -9 mid-command), then a PDF decompression bomb and another user's directory where
+# commands get their $TMPDIR, and model files with hostile chat templates (endless loops,
+# memory bombs); and the store's decoder property tests for minutes. Prints iterations,
+# kills, lost turns, unusable repositories and escapes, and exits non-zero if any turn was
+# lost, any repository became unusable, any escape worked or any hostile template hung or
+# aborted a process.
 #
 # Settings (environment):
 #   SOAK_KILLS=1000          stop the kill loops after this many processes were killed
@@ -17,6 +20,9 @@
 #   SOAK_SKIP="diskfull proptest"  parts to skip (killloop, diskfull, fsize, serve, sandbox,
 #                            proptest)
 #   SOAK_BIN=target/debug/axocoatl  a binary to use instead of building the release one
+#                            (with the `local` feature for the hostile templates)
+#   SOAK_TEMPLATE_ROUNDS=2   rounds of the hostile templates (each once without serve, once
+#                            through it); they need the fetched model (scripts/fetch-model.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -27,6 +33,7 @@ SEGMENT_LIMIT=${SOAK_SEGMENT_LIMIT:-4096}
 PROPTEST_CASES=${SOAK_PROPTEST_CASES:-200000}
 SERVE_KILLS=${SOAK_SERVE_KILLS:-60}
 SANDBOX_ROUNDS=${SOAK_SANDBOX_ROUNDS:-30}
+TEMPLATE_ROUNDS=${SOAK_TEMPLATE_ROUNDS:-2}
 SKIP=" ${SOAK_SKIP:-} "
 
 skip() { [[ "$SKIP" == *" $1 "* ]]; }
@@ -36,8 +43,11 @@ target=${CARGO_TARGET_DIR:-$root/target}
 if [[ -n "${SOAK_BIN:-}" ]]; then
   bin=$SOAK_BIN
 else
-  log "building the release binary (without the local model)..."
-  cargo build --release --locked --no-default-features --quiet || exit 1
+  # The local model only for the hostile templates of the sandbox part.
+  features=()
+  skip sandbox || features=(--features local)
+  log "building the release binary (${features[*]:-without the local model})..."
+  cargo build --release --locked --no-default-features "${features[@]}" --quiet || exit 1
   bin="$target/release/axocoatl"
 fi
 
@@ -454,8 +464,94 @@ EOF
     kill -9 "$send" 2>/dev/null; wait "$send" 2>/dev/null
   done
   [[ -z "${serve_pid:-}" ]] || { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""; }
-  sandbox_result="$sandbox_rounds rounds of ${#escapes[@]} escapes ($half through serve), $sandbox_kills kill -9 mid-command; escapes that worked: $escaped${seen[*]:+ (${!seen[*]})}; processes that outlived their call: $survivors"
-  ((escaped + survivors == 0)) || failures=$((failures + 1))
+  hostile_inputs
+  sandbox_result="$sandbox_rounds rounds of ${#escapes[@]} escapes ($half through serve), $sandbox_kills kill -9 mid-command; escapes that worked: $escaped${seen[*]:+ (${!seen[*]})}; processes that outlived their call: $survivors; $hostile_result"
+  ((escaped + survivors + hostile_failed == 0)) || failures=$((failures + 1))
+}
+
+# What another user or a hostile file can do, in the same repository: the PDF whose 300
+# pages share one stream that inflates to 60 MB (attached under a 2 GiB address-space limit,
+# it must finish), and a directory of another user's where commands get their $TMPDIR (at
+# the old predictable name, and in place of the one in use: every command must still run).
+hostile_result="" hostile_failed=0
+hostile_inputs() {
+  local dir="$work/sandbox" tmp="$work/sandbox-tmp"
+  python3 "$root/bench/hostile_pdf.py" 300 60 shared >"$dir/bomb.pdf"
+  local started=$SECONDS
+  if (cd "$dir" && ulimit -v $((2 << 20)) && exec timeout 120 "$bin" attach add bomb.pdf </dev/null >/dev/null 2>"$work/bomb.err"); then
+    hostile_result="hostile PDF ($(($(stat -c %s "$dir/bomb.pdf") / 1024)) KB, 300 pages, 60 MB stream) read in $((SECONDS - started)) s under ulimit -v 2 GiB"
+  else
+    hostile_failed=$((hostile_failed + 1)); hostile_result="hostile PDF FAILED: $(tail -1 "$work/bomb.err")"
+  fi
+  if ((EUID != 0)); then
+    hostile_result+="; foreign TMPDIR base: skipped (needs root to make another user's directory)"
+    return
+  fi
+  mkdir -p "$tmp" && chmod 1777 "$tmp"
+  install -d -o 65534 -g 65534 -m 700 "$tmp/axocoatl-commands-0"
+  local ran=0 rounds=3
+  for ((r = 0; r < rounds; r++)); do
+    (cd "$dir" && exec env TMPDIR="$tmp" "$bin" send --json -s "t$r" escape </dev/null >"$work/tmpdir.out" 2>/dev/null)
+    if jq -r 'select(.type == "tool.result") | .output' "$work/tmpdir.out" | grep -q 'started'; then ran=$((ran + 1)); fi
+    # Another user's directory in place of the base in use.
+    local base; base=$(find "$tmp" -maxdepth 1 -user 0 -name 'axocoatl-commands-0-*' | head -1)
+    [[ -z "$base" ]] || { rm -rf "$base"; install -d -o 65534 -g 65534 -m 777 "$base"; }
+  done
+  ((ran == rounds)) || hostile_failed=$((hostile_failed + 1))
+  hostile_result+="; commands that ran with another user's directory where their TMPDIR is made: $ran of $rounds"
+}
+
+# ---------------------------------------------------------------- hostile chat templates
+# The default model rewritten with chat templates that loop for ever or allocate without
+# bound (scripts/gguf_template.py). Each turn must end within a minute, failed, with the
+# template named, under a 4 GiB address-space limit: a hang or an abort is a failure. Half
+# through serve (the actor renders), half without.
+template_result="skipped"
+template_held=0 template_broke=0
+hostile_templates() {
+  local model="${AXOCOATL_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+  if [[ ! -f "$model" ]]; then template_result="skipped: no model at $model (scripts/fetch-model.sh)"; return; fi
+  local dir="$work/templates"
+  mkdir -p "$dir"
+  (cd "$dir" && "$bin" init >/dev/null) || { template_result="init failed"; failures=$((failures + 1)); return; }
+  printf 'agents:\n  - id: a\n    provider: local\n    sampling: {max_tokens: 4}\n' >"$dir/axocoatl.yaml"
+  local -A templates=(
+    [loops]="{% for a in range(100000) %}{% for b in range(100000) %}{{ '' }}{% endfor %}{% endfor %}"
+    [doubling]="{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"
+    [repeat]="{{ 'x' * 100000000000 }}"
+    [replace]="{% set s = 'x' * 1000000 %}{{ s.replace('', s) }}"
+    [flood]="{% for i in range(1000) %}{% for j in range(1000) %}{{ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' }}{% endfor %}{% endfor %}"
+    [recursion]="{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+  )
+  local name
+  for name in "${!templates[@]}"; do
+    printf '%s' "${templates[$name]}" >"$dir/$name.jinja"
+    python3 "$root/scripts/gguf_template.py" "$model" "$dir/$name.gguf" "$dir/$name.jinja" || { template_result="gguf_template.py failed"; failures=$((failures + 1)); return; }
+  done
+  local r through out code state error
+  for ((r = 0; r < TEMPLATE_ROUNDS; r++)); do
+    for through in direct serve; do
+      for name in "${!templates[@]}"; do
+        if [[ $through == serve ]]; then
+          (cd "$dir" && ulimit -v $((4 << 20)) && exec env AXOCOATL_MODEL="$dir/$name.gguf" "$bin" serve </dev/null >/dev/null 2>>"$work/templates-serve.err") &
+          serve_pid=$!
+          for ((w = 0; w < 300; w++)); do [[ -S "$dir/.axocoatl/run/serve.sock" ]] && break; sleep 0.1; done
+        fi
+        out=$(cd "$dir" && ulimit -v $((4 << 20)) && AXOCOATL_MODEL="$dir/$name.gguf" timeout 60 "$bin" send --json -s "$name-$r-$through" hi </dev/null 2>/dev/null)
+        code=$?
+        state=$(tail -1 <<<"$out" | jq -r '.state // empty' 2>/dev/null)
+        error=$(tail -1 <<<"$out" | jq -r '.error // empty' 2>/dev/null)
+        if [[ $code == 3 && $state == failed && $error == *"chat template"* ]]; then
+          template_held=$((template_held + 1))
+        else
+          template_broke=$((template_broke + 1)); log "hostile template $name ($through, round $r): exit $code, state ${state:-none}: ${error:-$out}"
+        fi
+        if [[ $through == serve ]]; then kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""; fi
+      done
+    done
+  done
+  template_result="$((template_held + template_broke)) turns of ${#templates[@]} hostile templates (half through serve): $template_held ended failed with the template named, $template_broke hung, aborted or said something else"
+  ((template_broke == 0)) || failures=$((failures + 1))
 }
 
 # ---------------------------------------------------------------- decoders
@@ -475,6 +571,7 @@ skip diskfull || disk_full
 skip fsize || file_size_limit
 skip serve || serve_soak
 skip sandbox || sandbox_escapes
+skip sandbox || hostile_templates
 skip proptest || proptests
 
 echo "soak: kill loops: $iterations iterations, $kills processes killed, $repos repositories (segments of $SEGMENT_LIMIT bytes)"
@@ -484,6 +581,7 @@ echo "soak: disk full (3 MiB tmpfs): $full_result"
 echo "soak: ulimit -f: $fsize_result"
 echo "soak: serve: $serve_result"
 echo "soak: sandbox: $sandbox_result"
+echo "soak: hostile chat templates: $template_result"
 echo "soak: decoder properties: $prop_result"
 echo "soak: $((SECONDS - start)) s, $failures failures"
 ((failures == 0))

@@ -6,11 +6,24 @@
 //! the next reservation. This is a local guard, not a billing cap: providers tokenize
 //! differently and may ignore a requested output limit.
 
-use crate::config::{OverflowPolicy, TokenBudget};
+use crate::config::{AgentConfig, OverflowPolicy, TokenBudget};
 use crate::provider::ChatRequest;
 
 /// The completion bound requested when a budget is set and `max_tokens` is not.
 pub use crate::catalog::DEFAULT_COMPLETION_BOUND;
+/// The completion bound every model call of `agent` requests (`max_tokens`, Ollama's
+/// `num_predict`) and reserves: its `sampling.max_tokens`, else
+/// [`DEFAULT_COMPLETION_BOUND`] when it has a token budget (a reservation needs a bound the
+/// provider is also told), else none (the provider's own default, and no budget to check).
+/// A turn's converse, a coordinator's plan and aggregate calls, each worker's calls and a
+/// consolidation pass all take their bound from here.
+pub fn completion_bound(agent: &AgentConfig) -> Option<u32> {
+    agent.sampling.max_tokens.or(agent
+        .token_budget
+        .as_ref()
+        .map(|_| DEFAULT_COMPLETION_BOUND))
+}
+
 /// Per-message framing tokens assumed by the fallback estimate (role markers etc.).
 pub const MESSAGE_OVERHEAD: u64 = 8;
 
@@ -140,7 +153,9 @@ pub fn check(
     None
 }
 
-/// Checks what a provider reported after a call.
+/// Checks what a provider reported after a call: `call_total` that call's tokens,
+/// `used_total` the agent's own calls in this activation so far (reported, or estimated
+/// where the provider reported nothing).
 pub fn check_reported(
     budget: &TokenBudget,
     call_total: u64,
@@ -159,7 +174,7 @@ pub fn check_reported(
         if used_total > limit {
             return Some(BudgetViolation {
                 message: format!(
-                    "provider reported {used_total} tokens for this turn, over per_execution {limit}"
+                    "this agent's calls used {used_total} tokens in this turn, over per_execution {limit}"
                 ),
             });
         }

@@ -13,7 +13,7 @@ use axocoatl_store::ledger::record::Usage;
 use axocoatl_store::Repo;
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{Message, Role, ToolCall};
+use crate::provider::{ConversationCache, Message, Role, ToolCall};
 
 /// The payload version inside the envelope.
 pub const PAYLOAD_VERSION: u32 = 1;
@@ -97,6 +97,52 @@ pub fn store(repo: &Repo) -> Checkpoints {
 
 pub fn agent_component(session: &str, agent: &str) -> String {
     component(&format!("{session}:{agent}"))
+}
+
+/// The most bytes one conversation's attention cache may take on disk: 64 MiB holds about
+/// 2,900 positions of SmolLM2-135M; a longer conversation keeps the cache of its start.
+pub const ATTENTION_CACHE_LIMIT: usize = 64 << 20;
+
+/// The place a provider keeps its cache of the conversation of the runtime agent `id`
+/// (`{session}:{agent}`), beside that agent's checkpoints. Like a checkpoint it is a cache:
+/// never the authority over the ledger, and the provider verifies what it reads.
+pub fn conversation_cache(repo: &Repo, id: &str) -> Box<dyn ConversationCache> {
+    Box::new(AttentionFile {
+        checkpoints: Checkpoints::new(&repo.path(CHECKPOINTS_DIR)),
+        component: component(id),
+    })
+}
+
+/// Drops the conversation cache of `agent` in `session` (a rewind: the conversation it
+/// holds no longer continues). A cache: failing to remove it is not an error, and a cache
+/// left behind is only reused for a prompt that starts with exactly its tokens.
+pub fn drop_conversation_cache(repo: &Repo, session: &str, agent: &str) {
+    let checkpoints = Checkpoints::new(&repo.path(CHECKPOINTS_DIR));
+    let _ = checkpoints.remove_attention_cache(&agent_component(session, agent));
+}
+
+struct AttentionFile {
+    checkpoints: Checkpoints,
+    component: String,
+}
+
+impl ConversationCache for AttentionFile {
+    fn load(&self) -> Option<Vec<u8>> {
+        self.checkpoints
+            .read_attention_cache(&self.component, ATTENTION_CACHE_LIMIT)
+    }
+
+    fn save(&self, bytes: &[u8]) {
+        if bytes.len() <= ATTENTION_CACHE_LIMIT {
+            let _ = self
+                .checkpoints
+                .write_attention_cache(&self.component, bytes);
+        }
+    }
+
+    fn limit(&self) -> usize {
+        ATTENTION_CACHE_LIMIT
+    }
 }
 
 /// Why a checkpoint was not written.

@@ -33,6 +33,8 @@ pub enum ErrorKind {
     /// A bug in axocoatl: an invariant broken, or one of its own types that does not
     /// serialize (exit 70, sysexits' EX_SOFTWARE).
     Internal,
+    /// The turn waits for a person's approval of a tool call (exit 12).
+    AwaitingApproval,
 }
 
 /// Why an attachment could not be stored, found or read.
@@ -94,6 +96,9 @@ pub enum AttachError {
     OcrTimeout { name: String, secs: u64, at: String },
     #[error("{name}: OCR was stopped{at}")]
     OcrStopped { name: String, at: String },
+    /// Reading a document's text was stopped (Ctrl-C, SIGTERM, `stop`).
+    #[error("{name}: reading its text was stopped{at}")]
+    ReadStopped { name: String, at: String },
     #[error("{name}: {reason}")]
     OcrUnavailable {
         name: String,
@@ -167,6 +172,9 @@ pub enum RuntimeError {
         turn: Option<String>,
         command: &'static str,
     },
+    /// A command that only reads, outside a project, before the home repository exists.
+    #[error("no repository in {start} or any parent directory, and no home repository ({home}) yet: nothing has been recorded")]
+    NoHomeYet { start: String, home: String },
     #[error("no automation {id:?}")]
     UnknownAutomation { id: String, known: Vec<String> },
     #[error("automation {automation:?} is running{}", if running.is_empty() { String::new() } else { format!(": {running}") })]
@@ -177,6 +185,13 @@ pub enum RuntimeError {
     SessionExists { name: String },
     #[error("no turn matches {prefix:?}")]
     TurnNotFound { prefix: String },
+    /// A turn reference (`@`, `@~N`) past the session's first turn.
+    #[error("{reference}: session {session:?} has {}", match turns { 0 => "no turns yet".to_owned(), 1 => "one turn (`@`)".to_owned(), n => format!("{n} turns (`@` to `@~{}`)", n - 1) })]
+    NoTurnAt {
+        reference: String,
+        session: String,
+        turns: usize,
+    },
     #[error("{prefix:?} matches several turns: {}", candidates.join(", "))]
     AmbiguousTurn {
         prefix: String,
@@ -199,6 +214,32 @@ pub enum RuntimeError {
     /// A schema (`--schema`, `output_schema:`) that cannot be used.
     #[error(transparent)]
     Schema(#[from] crate::schema::ResolveError),
+    /// The turn waits for a person to approve or deny tool calls (`calls`: `call_1
+    /// (run_command)`); its session stays held until then.
+    #[error("turn {turn} waits for approval of {}", calls.join(", "))]
+    Waiting {
+        turn: String,
+        session: String,
+        calls: Vec<String>,
+    },
+    /// The session is held by a turn that waits for approval; `command` was refused.
+    #[error("session {session:?} is held: turn {turn} waits for approval")]
+    HeldForApproval {
+        session: String,
+        turn: String,
+        command: &'static str,
+    },
+    /// `approve`: the call was decided already (`what`: `approved by alice via approve at
+    /// 2026-…`).
+    #[error("call {call} of turn {turn} was already {what}")]
+    AlreadyDecided {
+        turn: String,
+        call: String,
+        what: String,
+    },
+    /// `approve`: the turn does not wait for approval (`now`: what it is instead).
+    #[error("turn {turn} does not wait for approval: it {now}")]
+    NotWaiting { turn: String, now: String },
     /// `serve`: another `serve` holds the repository's serve lock.
     #[error("axocoatl serve is already running on this repository{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     ServeRunning { pid: Option<u32> },
@@ -312,6 +353,12 @@ pub enum Next {
     },
     /// An automation is running: run after it ends.
     WaitForAutomation,
+    /// The turn waits for approval: approve or deny its calls.
+    Approve { turn: String },
+    /// The session is held by a turn that waits for approval: answer it, or stop it.
+    ApproveOrStop { turn: String },
+    /// List what waits for approval.
+    ListApprovals,
     /// A message is over its limit: piped context has none, so give a short message and
     /// pipe the text.
     PipeTheText,
@@ -328,6 +375,8 @@ pub enum Next {
     ListTurns,
     /// No stored schema matched: list the stored schemas and their ids.
     ListSchemas,
+    /// A turn reference went past a session's first turn: list that session's turns.
+    ListSessionTurns { session: String },
     /// Not a turn id: give one, or a unique prefix (the turns list them).
     GiveTurnId,
     /// The turn is no longer active: look at the turns again before acting.
@@ -414,14 +463,18 @@ impl RuntimeError {
             | RuntimeError::UnknownAutomation { .. }
             | RuntimeError::NoSession { .. }
             | RuntimeError::TurnNotFound { .. }
+            | RuntimeError::NoTurnAt { .. }
             | RuntimeError::AmbiguousTurn { .. } => NotFound,
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
             | RuntimeError::SessionExists { .. } => Refused,
+            RuntimeError::Waiting { .. } => AwaitingApproval,
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => NotActive,
             RuntimeError::Busy { .. }
+            | RuntimeError::HeldForApproval { .. }
             | RuntimeError::AutomationBusy { .. }
             | RuntimeError::ServeRunning { .. } => Busy,
-            RuntimeError::ServeNotRunning { .. } => NoRepository,
+            RuntimeError::ServeNotRunning { .. } | RuntimeError::NoHomeYet { .. } => NoRepository,
             RuntimeError::Remote(r) => r.kind,
             RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
@@ -446,6 +499,7 @@ impl RuntimeError {
                 | AttachError::Binary { .. }
                 | AttachError::OcrTimeout { .. }
                 | AttachError::OcrStopped { .. }
+                | AttachError::ReadStopped { .. }
                 | AttachError::OcrUnavailable { .. }
                 | AttachError::BadText { .. } => Failure,
             },
@@ -491,6 +545,13 @@ impl RuntimeError {
                 turn: turn.clone(),
                 command: (*command).to_owned(),
             }],
+            RuntimeError::Waiting { turn, .. } => vec![Next::Approve { turn: turn.clone() }],
+            RuntimeError::HeldForApproval { turn, .. } => {
+                vec![Next::ApproveOrStop { turn: turn.clone() }]
+            }
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => {
+                vec![Next::ListApprovals]
+            }
             RuntimeError::UnknownAutomation { known, .. } if known.is_empty() => {
                 say("the configuration defines no automations")
             }
@@ -503,6 +564,9 @@ impl RuntimeError {
                 vec![Next::SwitchSession { name: name.clone() }]
             }
             RuntimeError::TurnNotFound { .. } => vec![Next::ListTurns],
+            RuntimeError::NoTurnAt { session, .. } => vec![Next::ListSessionTurns {
+                session: session.clone(),
+            }],
             RuntimeError::AmbiguousTurn { .. } => say("give more characters of the id"),
             RuntimeError::NotActive { .. } => vec![Next::RefreshTurns],
             RuntimeError::Refused { hint, .. } | RuntimeError::Invalid { hint, .. } => {
@@ -535,6 +599,7 @@ impl RuntimeError {
                     .unwrap_or_else(|| "Ctrl-C in its terminal".into())
             ))],
             RuntimeError::ServeNotRunning { .. } => vec![Next::StartServe],
+            RuntimeError::NoHomeYet { .. } => vec![Next::InitRepository],
             RuntimeError::AgentDown { id, .. } => vec![Next::RestartAgent { id: id.clone() }],
             RuntimeError::ServeLost { .. } => vec![Next::SeeHowTheTurnEnded],
             RuntimeError::ServeOtherBuild { pid, .. } => vec![Next::RestartUpgradedServe { pid: *pid }],
@@ -630,7 +695,7 @@ fn attach_next(e: &AttachError) -> Vec<Next> {
             stored(),
             Next::say("raise attachments.ocr.timeout_secs in axocoatl.yaml, or set attachments.ocr.enabled: false to attach images without reading their text"),
         ],
-        AttachError::OcrStopped { .. } => vec![stored()],
+        AttachError::OcrStopped { .. } | AttachError::ReadStopped { .. } => vec![stored()],
         AttachError::OcrUnavailable { hint, .. } => vec![stored(), hint.clone()],
         AttachError::BadText { .. } => vec![Next::Fsck],
     }

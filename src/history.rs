@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlanMade,
-    PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage,
+    AgentActivation, ApprovalRequested, AttachmentPin, Bounded, InlineContext, Millis,
+    ModelCallCost, PlanMade, PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished,
+    ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage,
+    UsageDetail,
 };
 use axocoatl_store::ledger::{Damaged, Entry, Kind, Position, Record, Walked};
 use axocoatl_store::Repo;
@@ -19,6 +20,9 @@ use crate::error::{Result, RuntimeError};
 #[serde(rename_all = "lowercase")]
 pub enum ViewState {
     Running,
+    /// Begun, not ended, and a tool call of it waits for a person's approval: it holds its
+    /// session whether or not a process runs it.
+    Waiting,
     Completed,
     Failed,
     Stopped,
@@ -29,6 +33,7 @@ impl ViewState {
     pub fn as_str(self) -> &'static str {
         match self {
             ViewState::Running => "running",
+            ViewState::Waiting => "waiting",
             ViewState::Completed => "completed",
             ViewState::Failed => "failed",
             ViewState::Stopped => "stopped",
@@ -67,6 +72,34 @@ pub struct ToolEvent {
     pub round: usize,
 }
 
+/// A tool call the agent's `approvals:` held for a person, and its decision.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ApprovalView {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as JSON text (their first bytes when `arguments_object` is set).
+    pub arguments: String,
+    pub arguments_object: Option<String>,
+    /// The rule of `approvals:` that matched, as written.
+    pub rule: String,
+    pub requested_at: Millis,
+    /// When it ends the turn if still undecided (`approval_timeout`).
+    pub expires_at: Option<Millis>,
+    /// `approved`, `denied`, `always` or `expired`; none while it waits (in an ended
+    /// turn: no decision came before the turn ended).
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    /// Who answered, and how (`alice via approve`).
+    pub by: Option<String>,
+    pub decided_at: Option<Millis>,
+    /// The call started after the request (it ran, or was answered with its denial).
+    #[serde(skip)]
+    pub started: bool,
+    /// The object holding what the turn goes on from.
+    #[serde(skip)]
+    pub state: String,
+}
+
 /// The automation occurrence that started a turn.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OriginView {
@@ -84,8 +117,21 @@ pub struct CallView {
     pub provider: String,
     pub model: String,
     pub reserved_tokens: u64,
+    /// Every input token, those written to or read from a prompt cache included.
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache (null: not reported or not
+    /// recorded).
+    pub cache_write_tokens: Option<u64>,
+    /// Prompt tokens read from the provider's prompt cache (null: not reported or not
+    /// recorded).
+    pub cache_read_tokens: Option<u64>,
+    /// What the call cost in US dollars, by the price in force when it was made (null: no
+    /// price, or no usage reported).
+    pub cost_usd: Option<f64>,
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub cost_nanos: Option<u64>,
     pub finish_reason: Option<String>,
 }
 
@@ -139,6 +185,10 @@ pub struct TurnView {
     pub output_len: Option<u64>,
     pub error: Option<String>,
     pub usage: Option<Usage>,
+    /// The cache tokens and cost of the turn's calls, its workers' included, as far as
+    /// they were recorded (see [`UsageDetail::cost_complete`]).
+    #[serde(skip)]
+    pub detail: UsageDetail,
     pub tools: Vec<ToolEvent>,
     pub calls: Vec<CallView>,
     pub warnings: Vec<String>,
@@ -147,6 +197,9 @@ pub struct TurnView {
     pub origin: Option<OriginView>,
     /// The model, system prompt and sampling the sender set for this turn alone.
     pub overrides: Option<crate::overrides::Overrides>,
+    /// The directory the turn's tools worked in, when it was not the repository's own
+    /// (recorded since turns say it).
+    pub workdir: Option<String>,
     /// A coordinator's plan.
     pub plan: Option<PlanView>,
     /// A coordinator's subtasks, in the order they started.
@@ -160,6 +213,8 @@ pub struct TurnView {
     /// With a schema, once the turn completed: its reply as a JSON value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<serde_json::Value>,
+    /// The tool calls held for approval, in the order they were requested.
+    pub approvals: Vec<ApprovalView>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -551,6 +606,8 @@ pub struct UsageRow {
     pub turns: u64,
     /// Incomplete when a call reported no usage, or a turn has not ended.
     pub usage: Usage,
+    /// The cache tokens and cost of the calls `usage` counts, as far as recorded.
+    pub detail: UsageDetail,
 }
 
 /// Usage rows of one session (or every session), from the ledger's indexes.
@@ -563,11 +620,14 @@ pub struct UsageList {
 /// Sums the provider-reported usage of every turn in scope, per session, agent and day.
 pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
     let summaries = repo.ledger().summaries(session)?;
-    let mut rows: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
+    type Sums = (u64, Usage, UsageDetail);
+    let zero = || (0, Usage::ZERO, UsageDetail::default());
+    let mut rows: BTreeMap<(String, String, i64), Sums> = BTreeMap::new();
     for (s, u) in summaries.usage {
-        let row = rows.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
+        let row = rows.entry((s, u.agent, u.day)).or_insert_with(zero);
         row.0 += u.turns;
         row.1.add(&u.usage);
+        row.2.add(&u.detail);
     }
     // A turn without a terminal record has no reported usage.
     for open in summaries.open {
@@ -576,17 +636,18 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
             open.agent,
             axocoatl_store::index::day_of(open.started_at),
         );
-        rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
+        rows.entry(key).or_insert_with(zero).1.complete = false;
     }
     Ok(UsageList {
         rows: rows
             .into_iter()
-            .map(|((session, agent, day), (turns, usage))| UsageRow {
+            .map(|((session, agent, day), (turns, usage, detail))| UsageRow {
                 session,
                 agent,
                 day: crate::clock::date(day * 86_400_000),
                 turns,
                 usage,
+                detail,
             })
             .collect(),
         problems: summaries.damaged,
@@ -597,6 +658,14 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
 fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     let mut liveness: HashMap<String, bool> = HashMap::new();
     for t in p.turns.iter_mut() {
+        if t.state == ViewState::Running && t.waits() {
+            // Held for a person, whether or not a process runs it.
+            t.state = ViewState::Waiting;
+            if let Some(s) = p.sessions.get_mut(&t.session) {
+                s.active_turn = Some(t.turn.clone());
+            }
+            continue;
+        }
         if t.state == ViewState::Running {
             let live = *liveness
                 .entry(t.session.clone())
@@ -646,17 +715,36 @@ impl TurnView {
             Record::AgentOutputBounded(o) => self.add_bounded_output(o.agent, o.text),
             Record::TurnOrigin(o) => self.origin = Some(origin_of(o)),
             Record::TurnOverrides(o) => self.overrides = Some(overrides_of(o)),
+            Record::TurnWorkdir(w) => self.workdir = Some(w.dir),
             Record::TurnEnded(e) => self.end(e),
             Record::ToolStarted(s) => self.tool_started(s),
             Record::ToolFinished(r) => self.tool_finished(r),
             Record::ToolResult(r) => self.tool_result(r),
-            Record::ModelCall(c) => self.calls.push(CallView::from(c)),
+            Record::ModelCall(c) => self.calls.push(CallView::from(ModelCallCost::from(c))),
+            Record::ModelCallCost(c) => self.calls.push(CallView::from(c)),
+            Record::UsageCost(c) => self.detail.add(&c.detail),
             Record::StopRequested(_) => self.stop_requested = true,
             Record::Warning(w) => self.warnings.push(w.message),
             Record::PlanMade(m) => self.plan = Some(plan_of(m)),
             Record::SubtaskStarted(s) => self.subtasks.push(subtask_started(s)),
             Record::SubtaskEnded(e) => end_subtask(self, e),
             Record::ActivationDecided(a) => self.activation = a.agents,
+            Record::ApprovalRequested(r) => self.approvals.push(approval_requested(r)),
+            Record::ApprovalDecided(d) => {
+                if let Some(a) = self
+                    .approvals
+                    .iter_mut()
+                    .rev()
+                    .find(|a| a.call_id == d.call_id)
+                {
+                    if a.decision.is_none() {
+                        a.decision = Some(d.decision.as_str().to_owned());
+                        a.reason = d.reason;
+                        a.by = Some(d.by);
+                        a.decided_at = Some(d.at);
+                    }
+                }
+            }
             // Begun, rewinds and session agents are the projection's (see `apply`); the
             // rest change no turn view.
             Record::TurnBegun(_)
@@ -670,6 +758,42 @@ impl TurnView {
             | Record::LegacyImportEnded(_)
             | Record::Note(_) => {}
         }
+    }
+}
+
+fn approval_requested(r: ApprovalRequested) -> ApprovalView {
+    ApprovalView {
+        call_id: r.call_id,
+        tool: r.tool,
+        arguments: bounded_text(&r.arguments),
+        arguments_object: r.arguments.object,
+        rule: r.rule,
+        requested_at: r.at,
+        expires_at: r.expires_at,
+        decision: None,
+        reason: None,
+        by: None,
+        decided_at: None,
+        started: false,
+        state: r.state,
+    }
+}
+
+impl TurnView {
+    /// Begun, not ended, and a held call has not started: the turn waits for approval.
+    pub fn waits(&self) -> bool {
+        self.ended_at.is_none() && self.approvals.iter().any(|a| !a.started)
+    }
+
+    /// An undecided held call's `approval_timeout` has passed.
+    fn approval_expired(&self, now: Millis) -> bool {
+        self.pending_approvals()
+            .any(|a| a.decision.is_none() && a.expires_at.is_some_and(|e| e <= now))
+    }
+
+    /// The held calls that have not started, in order.
+    pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalView> {
+        self.approvals.iter().filter(|a| !a.started)
     }
 }
 
@@ -770,17 +894,20 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         output_len: None,
         error: None,
         usage: None,
+        detail: UsageDetail::default(),
         tools: Vec::new(),
         calls: Vec::new(),
         warnings: Vec::new(),
         retry_of: b.retry_of,
         origin: None,
         overrides: None,
+        workdir: None,
         plan: None,
         subtasks: Vec::new(),
         activation: Vec::new(),
         schema: b.schema,
         value: None,
+        approvals: Vec::new(),
         stop_requested: false,
         superseded: false,
         started_at: b.at,
@@ -844,6 +971,14 @@ impl TurnView {
     }
 
     fn tool_started(&mut self, s: ToolStarted) {
+        if let Some(a) = self
+            .approvals
+            .iter_mut()
+            .rev()
+            .find(|a| a.call_id == s.call_id)
+        {
+            a.started = true;
+        }
         let round = self.calls.len();
         self.tools.push(ToolEvent::started(s, round));
     }
@@ -888,35 +1023,49 @@ impl ToolEvent {
     }
 }
 
-impl From<ModelCall> for CallView {
-    fn from(c: ModelCall) -> CallView {
+impl From<ModelCallCost> for CallView {
+    fn from(c: ModelCallCost) -> CallView {
         CallView {
             provider: c.provider,
             model: c.model,
             reserved_tokens: c.reserved_tokens,
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
+            cache_write_tokens: c.cache_write_tokens,
+            cache_read_tokens: c.cache_read_tokens,
+            cost_usd: c.cost_nanos.map(|n| n as f64 / crate::cost::NANOS_PER_USD),
+            cost_nanos: c.cost_nanos,
             finish_reason: c.finish_reason,
         }
     }
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {
-    for t in p
-        .turns
-        .iter_mut()
-        .filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none())
-    {
+    let now = crate::clock::now();
+    for t in p.turns.iter_mut().filter(|t| {
+        (t.state == ViewState::Interrupted && t.ended_at.is_none())
+            || (t.state == ViewState::Waiting && t.approval_expired(now))
+    }) {
         if let Ok(_held) = crate::session::try_lock(repo, &t.session)? {
             let note = crate::session::ActiveNote {
                 turn: t.turn.clone(),
                 session: t.session.clone(),
                 begin: t.begin,
                 pid: 0,
+                waiting: None,
             };
-            if crate::session::interrupt_if_open(repo, &note)? {
-                t.ended_at = Some(crate::clock::now());
-                t.error = Some("the process running this turn ended before the turn did".into());
+            match crate::session::settle(repo, &note)? {
+                crate::session::Settled::Interrupted => {
+                    t.ended_at = Some(now);
+                    t.error =
+                        Some("the process running this turn ended before the turn did".into());
+                }
+                crate::session::Settled::Expired => {
+                    t.state = ViewState::Failed;
+                    t.ended_at = Some(now);
+                    t.error = Some("no decision came within its approval_timeout".into());
+                }
+                crate::session::Settled::Closed | crate::session::Settled::Waiting { .. } => {}
             }
         }
     }

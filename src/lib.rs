@@ -10,16 +10,19 @@
 //! - `schema` (structured output: the supported JSON Schema, the concise form, validation),
 //!   a leaf the configuration, the providers and the engine use;
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
-//!   `overrides` (a turn's own model, system prompt and sampling);
+//!   `cost` (the price table, the cost of a call, cost budgets), `overrides` (a turn's own
+//!   model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
 //!   (the `Tool` trait and the `Toolbox` registry);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
 //!   `search` (projections of the ledger), `checkpoint`, `attach`, `conversation`;
+//! - `trust` (which repositories and configuration files another user could have planted);
 //! - `rewind`, then `workspace` (opening a repository recovers orphans and rewinds);
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
 //!   features plug into),
-//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `schemas`;
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `schemas`,
+//!   `turnref` (`@`, `@~N`: turn references every command that takes a turn id resolves);
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears;
 //! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
@@ -29,6 +32,8 @@
 // `--document-private-items`, where links to private items (the engine's steps) resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod approval;
+pub mod approvals;
 pub mod attach;
 pub mod automation;
 pub mod bounded;
@@ -40,9 +45,12 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod conversation;
+pub mod cost;
+pub mod effects;
 pub mod engine;
 pub mod error;
 pub mod export;
+pub mod follow;
 pub mod history;
 pub mod ids;
 pub mod legacy;
@@ -75,7 +83,9 @@ pub mod sessions;
 pub mod team;
 pub mod telemetry;
 pub mod tools;
+pub mod trust;
 pub mod turn;
+pub mod turnref;
 pub mod usage;
 pub mod workspace;
 

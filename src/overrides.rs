@@ -76,9 +76,19 @@ impl Overrides {
                     "give a model, e.g. `-m llama3.2` or `-m ollama:llama3.2`".into(),
                 ));
             }
+            if provider.is_none() {
+                no_unknown_provider(config, agent, text_of(&self.model))?;
+            }
             if let Some(provider) = provider {
                 patched.provider = provider.to_owned();
             }
+            runs_model(
+                config,
+                agent,
+                &patched.provider,
+                model,
+                text_of(&self.model),
+            )?;
             patched.model = Some(model.to_owned());
         }
         if let Some(system) = &self.system {
@@ -113,6 +123,84 @@ fn split_model<'a>(config: &Config, text: &'a str) -> (Option<&'a str>, &'a str)
     }
 }
 
+fn text_of(model: &Option<String>) -> &str {
+    model.as_deref().unwrap_or("")
+}
+
+/// `-m X:Y` where X is no provider: for a provider that runs whatever model it is named
+/// (Ollama's `llama3.2:3b`, an OpenAI fine-tune `ft:gpt-4o:org`), the whole text is its
+/// model; a provider that answers with one fixed model (`local`, `script`) has no model
+/// of that name, so X was meant as a provider, and is not one.
+fn no_unknown_provider(config: &Config, agent: &AgentConfig, text: &str) -> Result<()> {
+    let Some((prefix, rest)) = text.split_once(':') else {
+        return Ok(());
+    };
+    let fixed = config::lookup_provider(config, &agent.provider)
+        .is_some_and(|(kind, _)| !config::takes_any_model(kind));
+    if !fixed {
+        return Ok(());
+    }
+    let names = config::provider_names(config);
+    let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    Err(invalid(
+        format!(
+            "-m {text}: there is no provider `{prefix}` (providers: {})",
+            listed.join(", ")
+        ),
+        match config::closest(prefix, names.iter().copied()) {
+            Some(found) => format!("did you mean `-m {found}:{rest}`?"),
+            None => format!("give PROVIDER:MODEL, e.g. `-m ollama:{rest}` for a model of Ollama"),
+        },
+    ))
+}
+
+/// A provider that answers with one fixed model (`local` runs one GGUF file, `script`
+/// replays a file) cannot run another: a turn would be answered by that model while its
+/// records named the one asked for.
+fn runs_model(
+    config: &Config,
+    agent: &AgentConfig,
+    provider: &str,
+    model: &str,
+    text: &str,
+) -> Result<()> {
+    let Some((kind, _)) = config::lookup_provider(config, provider) else {
+        return Ok(());
+    };
+    if config::takes_any_model(kind) {
+        return Ok(());
+    }
+    // The name the provider runs under: the agent's own `model` when the provider is its
+    // own, else the kind's default.
+    let own = (provider == agent.provider)
+        .then(|| agent.model.as_deref().map(str::trim))
+        .flatten()
+        .filter(|m| !m.is_empty());
+    let runs = own.unwrap_or(match kind {
+        config::ProviderKind::Local => config::DEFAULT_LOCAL_MODEL,
+        _ => "script",
+    });
+    if model == runs {
+        return Ok(());
+    }
+    Err(match kind {
+        config::ProviderKind::Local => invalid(
+            format!(
+                "-m {text}: provider `{provider}` runs the model {runs} in this process, not {model}"
+            ),
+            format!(
+                "run {model} on Ollama with `-m ollama:{model}`; another GGUF file runs through a `providers:` entry of `kind: local` with its `model_path`"
+            ),
+        ),
+        _ => invalid(
+            format!(
+                "-m {text}: provider `{provider}` replays its script ({runs}); it runs no model {model}"
+            ),
+            format!("name a provider that runs {model}, e.g. `-m ollama:{model}`, or leave out -m"),
+        ),
+    })
+}
+
 fn set_option(agent: &mut AgentConfig, key: &str, value: &str) -> Result<()> {
     let bad = |what: &str, example: &str| {
         invalid(
@@ -125,11 +213,18 @@ fn set_option(agent: &mut AgentConfig, key: &str, value: &str) -> Result<()> {
         "temperature" => s.temperature = Some(value.parse().map_err(|_| bad("a number", "0.2"))?),
         "top_p" => s.top_p = Some(value.parse().map_err(|_| bad("a number", "0.9"))?),
         "max_tokens" => {
-            s.max_tokens = Some(
-                value
-                    .parse()
-                    .map_err(|_| bad("a whole number of tokens", "1024"))?,
-            )
+            s.max_tokens = Some(value.parse().map_err(|e: std::num::ParseIntError| {
+                match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => invalid(
+                        format!(
+                            "-o {key}={value}: {value} tokens is more than max_tokens can be (at most {})",
+                            u32::MAX
+                        ),
+                        format!("e.g. -o {key}=1024 (a model's window is far smaller)"),
+                    ),
+                    _ => bad("a whole number of tokens", "1024"),
+                }
+            })?)
         }
         "response_format" => {
             s.response_format = Some(match value {
@@ -198,10 +293,10 @@ mod tests {
 
     #[test]
     fn models_with_and_without_a_provider() {
-        let a = apply(&with(Some("llama3.2:3b"), &[])).expect("ok");
+        let a = apply(&with(Some("smollm2-135m-instruct"), &[])).expect("ok");
         assert_eq!(
             (a.provider.as_str(), a.model.as_deref()),
-            ("local", Some("llama3.2:3b"))
+            ("local", Some("smollm2-135m-instruct"))
         );
         let a = apply(&with(Some("ollama:llama3.2:3b"), &[])).expect("ok");
         assert_eq!(
@@ -211,6 +306,41 @@ mod tests {
         let a = apply(&with(Some("box:qwen"), &[])).expect("ok");
         assert_eq!(a.provider, "box");
         assert!(apply(&with(Some("openai:"), &[])).is_err());
+    }
+
+    #[test]
+    fn a_model_no_provider_can_run_is_refused() {
+        // The agent runs on `local`, which has one model.
+        let e = apply(&with(Some("llama3.2"), &[])).expect_err("local runs one model");
+        assert!(
+            e.contains("provider `local` runs the model smollm2-135m-instruct in this process, not llama3.2")
+                && e.contains("`-m ollama:llama3.2`"),
+            "{e}"
+        );
+        let e = apply(&with(Some("nope:foo"), &[])).expect_err("no such provider");
+        assert!(
+            e.contains("there is no provider `nope` (providers: `box`, `ollama`, `openai`, `local`, `script`)"),
+            "{e}"
+        );
+        let e = apply(&with(Some("olama:llama3.2"), &[])).expect_err("a typo");
+        assert!(e.contains("did you mean `-m ollama:llama3.2`?"), "{e}");
+        // On a provider that runs any model it is named, `X:Y` is a model (a tag).
+        let c = config();
+        let mut agent = c.agents[0].clone();
+        agent.provider = "box".into();
+        agent.model = Some("m".into());
+        let a = with(Some("nope:foo"), &[])
+            .apply(&c, &agent)
+            .expect("a tag");
+        assert_eq!(
+            (a.provider.as_str(), a.model.as_deref()),
+            ("box", Some("nope:foo"))
+        );
+        // From there, `local:` names the local model or nothing.
+        assert!(with(Some("local:smollm2-135m-instruct"), &[])
+            .apply(&c, &agent)
+            .is_ok());
+        assert!(with(Some("local:llama3.2"), &[]).apply(&c, &agent).is_err());
     }
 
     #[test]

@@ -54,7 +54,8 @@ const AROUND: usize = 40;
 const MATCH_SHOWN: usize = 200;
 
 /// The first field of a turn that matches, in the order a person reads the turn: the
-/// request, the answer, the error, context labels, attachment names, tool calls (name,
+/// request, the answer, the error, context labels and the piped text (its first 64 KiB),
+/// attachment names, tool calls (name,
 /// arguments, result) and warnings. The ledger's term index covers each of these
 /// (`searchable_fields`), so a search through it finds what a scan finds. (The text OCR
 /// read in a turn's attachments matches too: see [`history()`].)
@@ -74,6 +75,11 @@ pub fn first_hit(re: &Matcher, t: &TurnView) -> Option<Hit> {
             t.context
                 .iter()
                 .find_map(|c| hit(f::CONTEXT, None, &c.label))
+        })
+        .or_else(|| {
+            t.inline_context
+                .iter()
+                .find_map(|c| hit(f::CONTEXT_TEXT, None, &c.text.inline))
         })
         .or_else(|| {
             t.attachments

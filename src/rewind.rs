@@ -64,6 +64,7 @@ pub fn rewind(
     let agent = target.agent.clone();
     let pending = pending_rewind::mark(repo, &session, &agent)?;
     let seq = append_boundary(repo, &session, &agent, &target.turn)?;
+    crate::checkpoint::drop_conversation_cache(repo, &session, &agent);
     let prefill = target.request.clone();
     let target_id = target.turn.clone();
     // The checkpoint holds the turns before the target: the boundary supersedes the target

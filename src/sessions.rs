@@ -77,36 +77,73 @@ pub fn list(ws: &Workspace, removed: bool) -> Result<Listing> {
 /// Makes `name` the current session (`HEAD`); it must exist unless `create`.
 pub fn switch(ws: &Workspace, name: &str, create: bool) -> Result<()> {
     check_session_name(name)?;
-    if !create && name != ws.repo().head()? && !exists(ws, &ws.ledger_name(name)?)? {
+    if !create && name != ws.head()? && !exists(ws, &ws.ledger_name(name)?)? {
         return Err(RuntimeError::NoSession {
             name: name.to_owned(),
         });
     }
-    Ok(ws.repo().set_head(name)?)
+    ws.set_head(name)
 }
 
-/// Picks a name for a new session from the time (`2026-01-02-030405`, UTC; `-2`, `-3`, …
-/// when taken) and makes it current (`HEAD`). Its first turn creates it.
-pub fn start_new(ws: &Workspace) -> Result<String> {
+/// A new session made by [`start_new`]: the name people know it by, and the name its
+/// records carry (they differ when the name was freed by a rename or removal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub name: String,
+    pub ledger: String,
+}
+
+/// Creates a new session named by the time (`2026-01-02-030405`, UTC; `-2`, `-3`, … when
+/// taken) and makes it current (`HEAD`). The name is taken atomically: the check that it is
+/// free and its `SessionCreated` record happen under the repository's lock of session names,
+/// so concurrent `send -n` (`xargs -P`, `parallel`) each get a session of their own,
+/// whatever the timing, and a name another process took is never used again.
+pub fn start_new(ws: &Workspace) -> Result<Started> {
     let at = clock::now();
     let time = clock::rfc3339(at);
     // `2026-01-02T03:04:05.678Z` → `2026-01-02-030405`
     let base = format!("{}-{}", &time[..10], time[11..19].replace(':', ""));
-    for n in 1u32.. {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
-        if !exists(ws, &ws.ledger_name(&name)?)? {
-            ws.repo().set_head(&name)?;
-            return Ok(name);
+    let repo = ws.repo();
+    let started = Names::update(repo.root(), |names| {
+        // Read under the lock: a session another process created a moment ago is seen.
+        let taken = repo.ledger().session_summaries()?.sessions;
+        let in_ledger = |n: &str| taken.contains_key(n);
+        for n in 1u32..=10_000 {
+            let name = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
+            let ledger = match names.resolve(&name) {
+                axocoatl_store::names::Resolved::Ledger(ledger) => ledger,
+                // A name a rename or removal freed is free for a new session, under a ledger
+                // name of its own.
+                axocoatl_store::names::Resolved::Freed => {
+                    let fresh = names.fresh_ledger_name(&name, &in_ledger)?;
+                    names.set_alias(&name, &fresh);
+                    fresh
+                }
+            };
+            if in_ledger(&ledger) {
+                continue;
+            }
+            repo.ledger()
+                .append(&[Record::SessionCreated(SessionCreated {
+                    session: ledger.clone(),
+                    at,
+                })])?;
+            return Ok(Some(Started { name, ledger }));
         }
-    }
-    Err(RuntimeError::Invalid {
-        message: format!("no session name starting with {base} is free"),
-        hint: crate::error::Next::NameSession,
-    })
+        Ok(None)
+    })?;
+    let Some(started) = started else {
+        return Err(RuntimeError::Invalid {
+            message: format!("no session name starting with {base} is free"),
+            hint: crate::error::Next::NameSession,
+        });
+    };
+    ws.set_head(&started.name)?;
+    Ok(started)
 }
 
 /// Removes session `name` from listings: its records stay in the ledger (`history --all`,
@@ -142,7 +179,7 @@ pub fn rename(ws: &Workspace, from: &str, to: &str) -> Result<()> {
     check_session_name(from)?;
     check_session_name(to)?;
     let ledger = ws.ledger_name(from)?;
-    let current = ws.repo().head().ok();
+    let current = ws.head().ok();
     if !exists(ws, &ledger)? && current.as_deref() != Some(from) {
         return Err(RuntimeError::NoSession {
             name: from.to_owned(),
@@ -158,7 +195,7 @@ pub fn rename(ws: &Workspace, from: &str, to: &str) -> Result<()> {
         Ok(())
     })?;
     if current.as_deref() == Some(from) {
-        ws.repo().set_head(to)?;
+        ws.set_head(to)?;
     }
     Ok(())
 }
@@ -196,7 +233,7 @@ pub fn create_with(ws: &Workspace, name: &str, agents: &[String]) -> Result<()> 
         }));
     }
     ws.repo().ledger().append(&records)?;
-    Ok(ws.repo().set_head(name)?)
+    ws.set_head(name)
 }
 
 /// The agents of a multi-agent session: at least two, each an autonomous agent, once.

@@ -70,6 +70,11 @@ pub enum TurnEvent<'a> {
         /// `output_schema`); left out when there is none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<Cow<'a, str>>,
+        /// Whether this turn created its session (its first records): for `send`'s
+        /// note, across serve's socket; `send --json` leaves it out.
+        #[serde(default, skip_serializing_if = "is_false")]
+        #[schemars(skip)]
+        new_session: bool,
     },
     /// The next piece of visible output.
     #[serde(rename = "delta")]
@@ -153,6 +158,42 @@ pub enum TurnEvent<'a> {
         turn: Cow<'a, str>,
         value: Cow<'a, serde_json::Value>,
     },
+    /// A tool call waits for a person's approval (the agent's `approvals:` held it): the
+    /// turn waits, holding its session, until `axocoatl approve` answers every such call,
+    /// it is stopped, or the request expires.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        /// The tool.
+        name: Cow<'a, str>,
+        /// The arguments as JSON text.
+        arguments: Cow<'a, str>,
+        /// The rule of `approvals:` that matched, as written.
+        rule: Cow<'a, str>,
+        /// When an undecided request ends the turn failed (RFC 3339, UTC); null: never.
+        expires_at: Option<Cow<'a, str>>,
+    },
+    /// A held call was decided: `approved`, `denied`, `always` (approved, with every later
+    /// call of the tool under the same rule in this session) or `expired`.
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        decision: Cow<'a, str>,
+        /// Why (a denial's reason is what the model reads).
+        reason: Option<Cow<'a, str>>,
+        /// Who answered, and how (`alice via approve`).
+        by: Cow<'a, str>,
+    },
+    /// A turn that waited for approval goes on (`approve`), from where it stopped.
+    #[serde(rename = "turn.continued")]
+    Continued {
+        turn: Cow<'a, str>,
+        session: Cow<'a, str>,
+        agent: Cow<'a, str>,
+    },
 }
 
 /// The state of a subtask that has started (its JSON says `running`).
@@ -165,6 +206,10 @@ pub enum Running {
 
 fn is_empty<T>(items: &[T]) -> bool {
     items.is_empty()
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A [`TurnState`] by its name as outputs show it (`completed`, not the record's
@@ -226,7 +271,8 @@ impl TurnEvent<'_> {
                 agent,
                 agent_name,
                 attachments,
-                schema
+                schema,
+                new_session
             },
             Delta { turn, text },
             ToolStarted {
@@ -269,6 +315,27 @@ impl TurnEvent<'_> {
                 reason
             },
             Value { turn, value },
+            ApprovalRequested {
+                turn,
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at
+            },
+            ApprovalDecided {
+                turn,
+                call_id,
+                name,
+                decision,
+                reason,
+                by
+            },
+            Continued {
+                turn,
+                session,
+                agent
+            },
         )
     }
 }
@@ -384,6 +451,13 @@ pub trait ContextSource: Send {
     /// The section for this request; `None` leaves nothing in the prompt. An error fails
     /// nothing: the engine records it as a warning and builds the request without it.
     fn section(&mut self, request: &RequestInfo<'_>) -> Result<Option<ContextSection>>;
+
+    /// Whether its section changes from one request to the next (what memory recalls for
+    /// the request), rather than staying the same until something edits it: a provider's
+    /// prompt cache ends no cached prefix after such a section.
+    fn volatile(&self) -> bool {
+        false
+    }
 }
 
 /// One model response and what followed it within a turn.
@@ -445,6 +519,9 @@ mod tests {
         "subtask.ended",
         "agent.answering",
         "answer.value",
+        "approval.requested",
+        "approval.decided",
+        "turn.continued",
     ];
 
     /// The `type` an event must have (a new event must be named here and in [`TYPES`]).
@@ -463,6 +540,9 @@ mod tests {
             TurnEvent::SubtaskEnded { .. } => "subtask.ended",
             TurnEvent::Answering { .. } => "agent.answering",
             TurnEvent::Value { .. } => "answer.value",
+            TurnEvent::ApprovalRequested { .. } => "approval.requested",
+            TurnEvent::ApprovalDecided { .. } => "approval.decided",
+            TurnEvent::Continued { .. } => "turn.continued",
         }
     }
 
@@ -494,6 +574,7 @@ mod tests {
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
                 schema: Some("5e1f".into()),
+                new_session: true,
             },
             TurnEvent::Delta {
                 turn: turn(),
@@ -545,6 +626,27 @@ mod tests {
                 turn: turn(),
                 value: Cow::Owned(serde_json::json!({"name": "Ada", "tags": ["x"]})),
             },
+            TurnEvent::ApprovalRequested {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                arguments: r#"{"command":"make deploy"}"#.into(),
+                rule: "command: make *".into(),
+                expires_at: Some("2026-01-02T03:34:05.000Z".into()),
+            },
+            TurnEvent::ApprovalDecided {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                decision: "denied".into(),
+                reason: Some("not on Fridays".into()),
+                by: "alice via approve".into(),
+            },
+            TurnEvent::Continued {
+                turn: turn(),
+                session: "main".into(),
+                agent: "ops".into(),
+            },
         ]
     }
 
@@ -589,6 +691,7 @@ mod tests {
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
             schema: None,
+            new_session: false,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
         assert_eq!(

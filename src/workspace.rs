@@ -35,6 +35,9 @@ pub struct Locator {
     /// How the repository's ledger keeps its indexes and reports their builds (the command
     /// line sets them per command).
     pub index: axocoatl_store::index::IndexOptions,
+    /// Only read: a home repository not made yet is not made for this command (there is
+    /// nothing in it to read), and opening is an error instead.
+    pub read_only: bool,
 }
 
 /// How a repository was found.
@@ -88,8 +91,15 @@ pub fn home_dir() -> Option<PathBuf> {
 
 impl Locator {
     /// The repository commands use: explicit, else found walking up, else the home
-    /// repository (which may not exist yet).
+    /// repository (which may not exist yet). One that another user owns or can write is
+    /// refused unless the user allows it ([`crate::trust`]).
     pub fn locate(&self) -> Result<Located> {
+        let located = self.locate_unchecked()?;
+        crate::trust::check_repository(&located.root)?;
+        Ok(located)
+    }
+
+    fn locate_unchecked(&self) -> Result<Located> {
         if let Some(p) = &self.repo {
             let p = if p.is_absolute() {
                 p.clone()
@@ -128,20 +138,34 @@ impl Locator {
     }
 }
 
+/// Why the configuration was not loaded (kept, so that each use says the same).
+#[derive(Debug)]
+enum NotLoaded {
+    Invalid(Vec<Diagnostic>),
+    /// Not trusted ([`crate::trust`]), or the allow-list did not read: the error as it
+    /// was reported.
+    Refused(crate::error::RemoteError),
+}
+
 pub struct Workspace {
     repo: Repo,
     config_path: PathBuf,
-    config: OnceLock<std::result::Result<Loaded, Vec<Diagnostic>>>,
+    config: OnceLock<std::result::Result<Loaded, NotLoaded>>,
     /// Turns found orphaned at open and recorded as interrupted.
     pub recovered: Vec<String>,
     /// MCP servers this process keeps across turns (an actor's).
     mcp: Option<std::sync::Arc<crate::mcp::Hub>>,
+    /// Providers this process keeps loaded across turns (`chat`'s, an actor's).
+    providers: Option<std::sync::Arc<crate::provider::Kept>>,
     /// Renamed and removed sessions, read on first use.
     names: OnceLock<Names>,
     /// How the repository was found.
     pub source: Source,
     /// This open created the home repository (with a starter configuration).
     pub created_home: bool,
+    /// For the home repository, the directory the command runs in (resolved): its current
+    /// session is that directory's, and agents' tools work there.
+    here: Option<PathBuf>,
 }
 
 pub fn open_options() -> OpenOptions {
@@ -171,6 +195,12 @@ impl Workspace {
     fn open_with(locator: &Locator, import: bool) -> Result<Workspace> {
         let located = locator.locate()?;
         let mut created_home = false;
+        if located.source == Source::Home && !located.exists() && locator.read_only {
+            return Err(RuntimeError::NoHomeYet {
+                start: locator.cwd.display().to_string(),
+                home: located.root.display().to_string(),
+            });
+        }
         if located.source == Source::Home && !located.exists() {
             let workdir = located.root.parent().unwrap_or(&located.root);
             match init(workdir) {
@@ -179,6 +209,10 @@ impl Workspace {
                 Err(RuntimeError::Store(axocoatl_store::Error::AlreadyExists { .. })) => {}
                 Err(e) => return Err(e),
             }
+        }
+        if created_home {
+            // Made now, in a directory that may already have been there.
+            crate::trust::check_repository(&located.root)?;
         }
         let root = located.root;
         let options = OpenOptions {
@@ -193,16 +227,26 @@ impl Workspace {
         };
         let recovered = session::recover_orphans(&repo)?;
         // Temporary directories of commands whose process was killed.
-        crate::scratch::sweep();
+        crate::scratch::sweep(repo.root());
         let ws = Workspace {
             repo,
             config_path,
             config: OnceLock::new(),
             recovered,
             mcp: None,
+            providers: None,
             names: OnceLock::new(),
             source: located.source,
             created_home,
+            here: match located.source {
+                Source::Home => Some(
+                    locator
+                        .cwd
+                        .canonicalize()
+                        .map_err(RuntimeError::io("resolve", &locator.cwd))?,
+                ),
+                Source::Explicit | Source::Discovered => None,
+            },
         };
         // A rewind that died between its ledger boundary and its checkpoint: the ledger is
         // the authority, so the checkpoint is repaired before anything is served.
@@ -220,16 +264,63 @@ impl Workspace {
         &self.repo
     }
 
+    /// For the home repository, the directory the command runs in; `None` for a project's.
+    pub fn here(&self) -> Option<&Path> {
+        self.here.as_deref()
+    }
+
+    /// Where agents' tools work: the configuration's `workspace:` (relative to the
+    /// configuration file); without one, a project's directory (the configuration's), or
+    /// for the home repository the directory the command runs in.
+    pub fn tools_dir(&self) -> Result<PathBuf> {
+        let config = self.config()?;
+        Ok(match (&config.workspace, &self.here) {
+            (Some(d), _) => self.config_dir().join(d),
+            (None, Some(here)) => here.clone(),
+            (None, None) => self.config_dir(),
+        })
+    }
+
+    /// The current session, as people name it: `HEAD`, or in the home repository the
+    /// current session of the directory the command runs in (each directory has its own,
+    /// named after it until one is chosen there).
+    pub fn head(&self) -> std::result::Result<String, axocoatl_store::Error> {
+        match &self.here {
+            Some(here) => Ok(self
+                .repo
+                .dir_head(here)?
+                .unwrap_or_else(|| dir_session(here))),
+            None => self.repo.head(),
+        }
+    }
+
+    /// Makes `session` the current session ([`Workspace::head`]).
+    pub fn set_head(&self, session: &str) -> Result<()> {
+        match &self.here {
+            Some(here) => self.repo.set_dir_head(here, session)?,
+            None => self.repo.set_head(session)?,
+        }
+        Ok(())
+    }
+
     pub fn config_path(&self) -> &Path {
         &self.config_path
     }
 
-    /// The validated configuration, loaded on first use.
+    /// The validated configuration, loaded on first use. A file another user owns or can
+    /// write is refused unless the user allows it ([`crate::trust`]).
     pub fn loaded(&self) -> Result<&Loaded> {
-        let loaded = self.config.get_or_init(|| config::load(&self.config_path));
+        let loaded = self.config.get_or_init(|| {
+            let path = &self.config_path;
+            match config::load_checked(path, |meta| crate::trust::check_configuration(path, meta)) {
+                Ok(read) => read.map_err(NotLoaded::Invalid),
+                Err(refused) => Err(NotLoaded::Refused(crate::error::RemoteError::of(&refused))),
+            }
+        });
         match loaded {
             Ok(l) => Ok(l),
-            Err(diags) => {
+            Err(NotLoaded::Refused(e)) => Err(RuntimeError::Remote(e.clone())),
+            Err(NotLoaded::Invalid(diags)) => {
                 if !self.config_path.exists() {
                     return Err(RuntimeError::NoConfig {
                         path: self.config_path.display().to_string(),
@@ -253,6 +344,27 @@ impl Workspace {
     /// The hub set by [`Workspace::keep_mcp`], if any.
     pub fn kept_mcp(&self) -> Option<std::sync::Arc<crate::mcp::Hub>> {
         self.mcp.clone()
+    }
+
+    /// Keeps the providers of this process's turns loaded from one turn to the next (`chat`,
+    /// a `serve` actor): a `local` model is loaded by the first turn only.
+    pub fn keep_providers(&mut self) {
+        self.providers
+            .get_or_insert_with(crate::provider::Kept::new);
+    }
+
+    /// The providers kept by [`Workspace::keep_providers`], if any.
+    pub fn kept_providers(&self) -> Option<&std::sync::Arc<crate::provider::Kept>> {
+        self.providers.as_ref()
+    }
+
+    /// Opens `resolved` for a turn: from the providers this process keeps, when it keeps
+    /// them, else anew.
+    pub fn open_provider(
+        &self,
+        resolved: &ResolvedProvider,
+    ) -> std::result::Result<crate::provider::Held, crate::provider::ProviderError> {
+        crate::provider::kept::open_in(self.providers.as_ref(), resolved)
     }
 
     /// Uses `config` instead of reading the file (an actor runs with its `serve`'s
@@ -348,7 +460,7 @@ impl Workspace {
             axocoatl_store::layout::check_session_name(&s)?;
             return Ok(s);
         }
-        match self.repo.head() {
+        match self.head() {
             Ok(head) => Ok(head),
             // A missing HEAD (damage that fsck reports) falls back to `default_session`.
             Err(e) => match (&e, self.default_session()) {
@@ -383,11 +495,24 @@ impl Workspace {
     }
 
     /// The name people know the session with ledger name `ledger` by (itself unless it
-    /// was renamed; a removed session keeps its ledger name).
+    /// was renamed; a removed session, the name it had when it was removed).
     pub fn shown_session<'a>(&'a self, ledger: &'a str) -> &'a str {
         match self.names() {
-            Ok(names) if !names.is_empty() => names.shown(ledger).unwrap_or(ledger),
+            Ok(names) if !names.is_empty() => names
+                .shown(ledger)
+                .or_else(|| names.removed(ledger).map(|(_, name)| name))
+                .unwrap_or(ledger),
             _ => ledger,
+        }
+    }
+
+    /// [`Workspace::shown_session`] for people reading a listing: a removed session is
+    /// marked so (its name may be another session's now).
+    pub fn session_label(&self, ledger: &str) -> String {
+        let shown = self.shown_session(ledger);
+        match self.names() {
+            Ok(names) if names.removed(ledger).is_some() => format!("{shown} (removed)"),
+            _ => shown.to_owned(),
         }
     }
 
@@ -402,6 +527,32 @@ impl Workspace {
     pub fn default_session(&self) -> Option<String> {
         self.config().ok().and_then(|c| c.default_session.clone())
     }
+}
+
+/// The session a directory using the home repository starts in: its name (what letters,
+/// digits, `-`, `_` and `.` it has, at most 40 bytes) and a digest of its whole path, so two
+/// directories of the same name never share one (`/home/ana/src/tool` → `tool-4e1a0c`).
+pub fn dir_session(dir: &Path) -> String {
+    let name: String = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut name = name.trim_start_matches(['.', '-']).to_owned();
+    name.truncate(40);
+    if name.is_empty() {
+        name.push_str("dir");
+    }
+    let digest = blake3::hash(dir.as_os_str().as_encoded_bytes()).to_hex();
+    format!("{name}-{}", &digest.as_str()[..6])
 }
 
 /// What [`init`] did.

@@ -8,6 +8,7 @@
 
 pub mod ocr;
 mod pdf;
+mod pdf_text;
 mod render;
 mod sniff;
 mod tiff;

@@ -17,9 +17,6 @@ use lopdf::{Dictionary, Document, Object, ObjectId, Stream};
 use super::tiff::{self, Ccitt};
 use super::AttachError;
 
-/// A PDF page whose content streams inflate past this is refused (decompression bombs).
-const PAGE_LIMIT: usize = 64 * 1024 * 1024;
-
 /// A loaded document and its pages in order.
 pub struct Pdf {
     doc: Document,
@@ -67,7 +64,7 @@ fn fail(name: &str, detail: String) -> AttachError {
 
 /// Runs third-party code that reads untrusted input: a panic in it is an error of the file,
 /// never the end of the process.
-fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(super) fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f))
         .unwrap_or_else(|_| Err("the PDF parser failed on this file".into()))
 }
@@ -86,23 +83,14 @@ impl Pdf {
         self.pages.len()
     }
 
-    /// The text layer of every page, in order (empty for a page without one). Their
-    /// concatenation is the document's text. NUL characters become U+FFFD: extracted text
-    /// never holds a NUL byte.
-    pub fn texts(&self, name: &str) -> Result<Vec<String>, AttachError> {
-        let numbers: Vec<u32> = self.doc.get_pages().into_keys().collect();
-        numbers
-            .iter()
-            .map(|n| {
-                guarded(|| {
-                    self.doc
-                        .extract_text_with_limit(&[*n], PAGE_LIMIT)
-                        .map(|t| t.replace('\0', "\u{fffd}"))
-                        .map_err(|e| e.to_string())
-                })
-                .map_err(|e| fail(name, e))
-            })
-            .collect()
+    /// The document, for the reading of its text layer (`pdf_text.rs`).
+    pub(super) fn document(&self) -> &Document {
+        &self.doc
+    }
+
+    /// The pages' objects, in order.
+    pub(super) fn page_ids(&self) -> &[ObjectId] {
+        &self.pages
     }
 
     /// The images of page `index` (from 0), in the order of the page's resources.

@@ -27,30 +27,40 @@ fn u32_at(b: &[u8], at: usize, le: bool) -> Option<u32> {
 }
 
 /// The width and height of each page of a (classic, not Big) TIFF, read from its image
-/// file directories without decoding anything; `None` when the structure is broken or a
-/// page has no size.
-pub fn pages(b: &[u8]) -> Option<Vec<(u32, u32)>> {
-    let le = match b.get(..4)? {
-        b"II*\0" => true,
-        b"MM\0*" => false,
-        _ => return None,
+/// file directories without decoding anything; or what is wrong with them, in words that
+/// complete "its …" ("TIFF directories run past the end of the file").
+pub fn pages(b: &[u8]) -> Result<Vec<(u32, u32)>, String> {
+    let cut =
+        || "TIFF directories run past the end of the file (it is cut short or damaged)".to_owned();
+    let le = match b.get(..4) {
+        Some(b"II*\0") => true,
+        Some(b"MM\0*") => false,
+        _ => return Err("TIFF header does not read (it is not a classic TIFF)".into()),
     };
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let mut ifd = u32_at(b, 4, le)? as usize;
+    let mut ifd = u32_at(b, 4, le).ok_or_else(cut)? as usize;
     while ifd != 0 {
-        if out.len() >= MAX_PAGES || !seen.insert(ifd) {
-            return None;
+        if out.len() >= MAX_PAGES {
+            return Err(format!(
+                "TIFF has more than {MAX_PAGES} pages, more than OCR reads in one file; split it (e.g. `tiffsplit`) and attach the parts"
+            ));
         }
-        let n = u16_at(b, ifd, le)? as usize;
+        if !seen.insert(ifd) {
+            return Err(format!(
+                "TIFF directories loop: the one after page {} is an earlier one",
+                out.len()
+            ));
+        }
+        let n = u16_at(b, ifd, le).ok_or_else(cut)? as usize;
         let (mut w, mut h) = (None, None);
         for i in 0..n {
             let e = ifd + 2 + 12 * i;
-            let tag = u16_at(b, e, le)?;
-            let kind = u16_at(b, e + 2, le)?;
+            let tag = u16_at(b, e, le).ok_or_else(cut)?;
+            let kind = u16_at(b, e + 2, le).ok_or_else(cut)?;
             let value = match kind {
-                3 => u32::from(u16_at(b, e + 8, le)?),
-                4 => u32_at(b, e + 8, le)?,
+                3 => u32::from(u16_at(b, e + 8, le).ok_or_else(cut)?),
+                4 => u32_at(b, e + 8, le).ok_or_else(cut)?,
                 _ => continue,
             };
             match tag {
@@ -59,10 +69,21 @@ pub fn pages(b: &[u8]) -> Option<Vec<(u32, u32)>> {
                 _ => {}
             }
         }
-        out.push((w?, h?));
-        ifd = u32_at(b, ifd + 2 + 12 * n, le)? as usize;
+        match (w, h) {
+            (Some(w), Some(h)) => out.push((w, h)),
+            _ => {
+                return Err(format!(
+                    "TIFF page {} has no width or height",
+                    out.len() + 1
+                ))
+            }
+        }
+        ifd = u32_at(b, ifd + 2 + 12 * n, le).ok_or_else(cut)? as usize;
     }
-    (!out.is_empty()).then_some(out)
+    if out.is_empty() {
+        return Err("TIFF has no page".into());
+    }
+    Ok(out)
 }
 
 /// How a PDF's CCITTFaxDecode stream is coded (its `DecodeParms`).
@@ -145,13 +166,15 @@ mod tests {
             byte_align: false,
         };
         let tiff = wrap_ccitt(&[1, 2, 3], &c);
-        assert_eq!(pages(&tiff), Some(vec![(1700, 2200)]));
+        assert_eq!(pages(&tiff), Ok(vec![(1700, 2200)]));
     }
 
     #[test]
-    fn broken_and_looping_directories_have_no_pages() {
-        assert_eq!(pages(b"II*\0"), None);
-        assert_eq!(pages(b"not a tiff at all"), None);
+    fn broken_looping_and_endless_directories_say_what_is_wrong() {
+        assert!(pages(b"II*\0").expect_err("cut").contains("past the end"));
+        assert!(pages(b"not a tiff at all")
+            .expect_err("not")
+            .contains("header"));
         // The first directory's "next" points back at itself.
         let mut looped = wrap_ccitt(
             &[0; 4],
@@ -166,7 +189,7 @@ mod tests {
         let n = looped.len();
         let ifd = u32::from_le_bytes([looped[4], looped[5], looped[6], looped[7]]);
         looped[n - 4..].copy_from_slice(&ifd.to_le_bytes());
-        assert_eq!(pages(&looped), None);
+        assert!(pages(&looped).expect_err("loop").contains("loop"));
         // A directory that runs past the end of the file.
         let mut cut = wrap_ccitt(
             &[0; 4],
@@ -179,6 +202,41 @@ mod tests {
             },
         );
         cut.truncate(cut.len() - 20);
-        assert_eq!(pages(&cut), None);
+        assert!(pages(&cut).expect_err("cut").contains("past the end"));
+    }
+
+    /// More pages than OCR reads: said as such, not as directories that do not read.
+    #[test]
+    fn a_tiff_past_the_page_cap_says_so() {
+        let tiff = many_pages(MAX_PAGES + 1);
+        let why = pages(&tiff).expect_err("too many");
+        assert!(
+            why.contains(&format!("more than {MAX_PAGES} pages")),
+            "{why}"
+        );
+        assert_eq!(pages(&many_pages(3)).map(|p| p.len()), Ok(3));
+    }
+
+    /// A little-endian TIFF of `n` pages of 8 x 8 pixels (directories only, no image data).
+    fn many_pages(n: usize) -> Vec<u8> {
+        let mut b = b"II*\0".to_vec();
+        b.extend_from_slice(&8u32.to_le_bytes());
+        for i in 0..n {
+            let at = b.len();
+            b.extend_from_slice(&2u16.to_le_bytes());
+            for tag in [WIDTH, LENGTH] {
+                b.extend_from_slice(&tag.to_le_bytes());
+                b.extend_from_slice(&3u16.to_le_bytes());
+                b.extend_from_slice(&1u32.to_le_bytes());
+                b.extend_from_slice(&8u32.to_le_bytes());
+            }
+            let next = if i + 1 == n {
+                0
+            } else {
+                (at + 2 + 24 + 4) as u32
+            };
+            b.extend_from_slice(&next.to_le_bytes());
+        }
+        b
     }
 }

@@ -113,6 +113,9 @@ impl de::Error for DeError {
     }
 
     fn invalid_type(unexp: Unexpected<'_>, exp: &dyn Expected) -> Self {
+        if let Some(e) = too_large(&unexp, exp) {
+            return e;
+        }
         let (expected, hint) = expected_words(exp);
         DeError::new(
             format!("expected {expected}, found {}", unexpected_words(&unexp)),
@@ -159,6 +162,42 @@ impl de::Error for DeError {
             Some("keep only one of them".into()),
         )
     }
+}
+
+/// A whole number past what the key's integer type holds: said as too large, not as "not a
+/// whole number".
+fn too_large(unexp: &Unexpected<'_>, exp: &dyn Expected) -> Option<DeError> {
+    let max = integer_max(&exp.to_string())?;
+    let over = match *unexp {
+        Unexpected::Unsigned(n) => n > max,
+        Unexpected::Signed(n) => n > 0 && n.unsigned_abs() > max,
+        Unexpected::Float(f) => f.fract() == 0.0 && f > max as f64,
+        _ => false,
+    };
+    over.then(|| {
+        DeError::new(
+            format!(
+                "{} is too large: this key takes at most {max}",
+                unexpected_words(unexp)
+            ),
+            Some(format!("write a whole number up to {max}")),
+        )
+    })
+}
+
+/// The largest value of an integer type named as serde names it (`u32`), if it is one.
+fn integer_max(name: &str) -> Option<u64> {
+    Some(match name {
+        "u8" => u64::from(u8::MAX),
+        "u16" => u64::from(u16::MAX),
+        "u32" => u64::from(u32::MAX),
+        "u64" | "usize" => u64::MAX,
+        "i8" => i8::MAX as u64,
+        "i16" => i16::MAX as u64,
+        "i32" => i32::MAX as u64,
+        "i64" | "isize" => i64::MAX as u64,
+        _ => return None,
+    })
 }
 
 fn expected_words(exp: &dyn Expected) -> (String, String) {

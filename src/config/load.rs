@@ -1,6 +1,9 @@
 //! Reading `axocoatl.yaml`: YAML syntax, then structure (types, required and unknown keys),
-//! then the semantic rules. Each stage reports every problem it finds; a later stage runs
-//! only when the earlier ones found none, so one mistake never shows up as a cascade.
+//! then the semantic rules. Every problem is reported at once: the semantic rules run on
+//! what the structure kept, less what a structural error explains (see `partial.rs`), so
+//! one mistake never shows up as a cascade and a misspelt provider is not held back until
+//! a type error elsewhere is fixed. Only a syntax error, or a whole section of the wrong
+//! shape, stops before the rules.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -10,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use super::de::{join, De, DeError};
 use super::diag::{Diagnostic, Severity};
+use super::partial;
 use super::tree::{self, Kind, Locator, Node, Pos, Problem};
 use super::types::Config;
 use super::validate;
@@ -44,6 +48,8 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "checkpoint",
     "attachments",
     "telemetry",
+    "on_approval_request",
+    "prices",
     "default_agent",
     "default_session",
     "workspace",
@@ -56,29 +62,48 @@ pub const CONFIG_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// Reads, parses and validates a configuration file.
 pub fn load(path: &Path) -> Result<Loaded, Vec<Diagnostic>> {
-    let text = read_text_file(path, CONFIG_SIZE_LIMIT).map_err(|problem| {
-        let hint = match problem {
-            FileProblem::NotFound => "create one with `axocoatl init`, or pass `--config FILE`",
-            FileProblem::NotUtf8 { .. } => "save the file as UTF-8",
-            FileProblem::TooLarge { .. } => {
-                "check the path: a configuration is a few kilobytes of YAML"
-            }
-            FileProblem::NotAFile { .. } => "pass the path of a YAML file",
-            FileProblem::Io(_) => "check that the path is a readable file",
-        };
-        let pos = match &problem {
-            FileProblem::NotUtf8 { pos } => *pos,
-            _ => Pos::START,
-        };
-        vec![Diagnostic::new(
-            Severity::Error,
-            path,
-            pos,
-            format!("configuration file {problem}"),
-            Some(hint.into()),
-        )]
-    })?;
-    load_str(path, &text)
+    match load_checked(path, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(loaded) => loaded,
+        Err(never) => match never {},
+    }
+}
+
+/// [`load`], with `check` asked about the file that was opened (its `fstat`) before
+/// anything of it is read: the file checked is the file read. `check`'s error is the outer
+/// one.
+pub fn load_checked<E>(
+    path: &Path,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+) -> Result<Result<Loaded, Vec<Diagnostic>>, E> {
+    let text = match read_text_file_checked(path, CONFIG_SIZE_LIMIT, check)? {
+        Ok(text) => text,
+        Err(problem) => return Ok(Err(file_diagnostic(path, problem))),
+    };
+    Ok(load_str(path, &text))
+}
+
+/// The diagnostic of a configuration file that could not be read.
+fn file_diagnostic(path: &Path, problem: FileProblem) -> Vec<Diagnostic> {
+    let hint = match problem {
+        FileProblem::NotFound => "create one with `axocoatl init`, or pass `--config FILE`",
+        FileProblem::NotUtf8 { .. } => "save the file as UTF-8",
+        FileProblem::TooLarge { .. } => {
+            "check the path: a configuration is a few kilobytes of YAML"
+        }
+        FileProblem::NotAFile { .. } => "pass the path of a YAML file",
+        FileProblem::Io(_) => "check that the path is a readable file",
+    };
+    let pos = match &problem {
+        FileProblem::NotUtf8 { pos } => *pos,
+        _ => Pos::START,
+    };
+    vec![Diagnostic::new(
+        Severity::Error,
+        path,
+        pos,
+        format!("configuration file {problem}"),
+        Some(hint.into()),
+    )]
 }
 
 /// Why a text file (the configuration, a script) could not be read.
@@ -126,7 +151,33 @@ impl std::fmt::Display for FileProblem {
 /// is opened, and a pipe is read no further than the limit. A leading UTF-8 byte-order
 /// mark is dropped.
 pub(crate) fn read_text_file(path: &Path, limit: u64) -> Result<String, FileProblem> {
-    use std::io::Read;
+    match read_text_file_checked(path, limit, |_| Ok::<(), std::convert::Infallible>(())) {
+        Ok(read) => read,
+        Err(never) => match never {},
+    }
+}
+
+/// [`read_text_file`], with `check` asked about the opened file before it is read: the outer
+/// error is `check`'s refusal, the inner one a problem of the file.
+fn read_text_file_checked<E>(
+    path: &Path,
+    limit: u64,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), E>,
+) -> Result<Result<String, FileProblem>, E> {
+    let (file, meta) = match open_text_file(path, limit) {
+        Ok(opened) => opened,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    check(&meta)?;
+    Ok(read_opened(file, limit))
+}
+
+/// Opens a text file of at most `limit` bytes after looking at what it is, and looks again
+/// at what was opened: the file and its `fstat`.
+fn open_text_file(
+    path: &Path,
+    limit: u64,
+) -> Result<(std::fs::File, std::fs::Metadata), FileProblem> {
     let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => FileProblem::NotFound,
         _ => FileProblem::Io(e),
@@ -141,7 +192,14 @@ pub(crate) fn read_text_file(path: &Path, limit: u64) -> Result<String, FileProb
     }
     let file = std::fs::File::open(path).map_err(io)?;
     // The path may have been replaced between the two looks.
-    check_file_type(&file.metadata().map_err(io)?)?;
+    let meta = file.metadata().map_err(io)?;
+    check_file_type(&meta)?;
+    Ok((file, meta))
+}
+
+/// Reads an opened text file (see [`read_text_file`]).
+fn read_opened(file: std::fs::File, limit: u64) -> Result<String, FileProblem> {
+    use std::io::Read;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
@@ -285,7 +343,8 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
 
     let unknown = RefCell::new(Vec::new());
     let mut failed = Vec::new();
-    let config = structure(&root, &unknown, &mut failed);
+    let mut kept = Kept::default();
+    let config = structure(&root, &unknown, &mut failed, &mut kept);
     let mut diagnostics: Vec<Diagnostic> = parsed.problems.into_iter().map(error).collect();
     diagnostics.extend(unknown.into_inner().into_iter().chain(failed).map(|e| {
         let message = e.full_message();
@@ -297,8 +356,25 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
             e.hint,
         )
     }));
-    if diagnostics.is_empty() {
-        diagnostics = validate::validate(&config, &Locator { root: &root }, file);
+    if !kept.whole_section_failed {
+        let structural: Vec<Pos> = diagnostics
+            .iter()
+            .map(|d| Pos {
+                line: d.line,
+                column: d.column,
+            })
+            .collect();
+        let loc = Locator {
+            root: &root,
+            kept: kept.indexes,
+        };
+        let semantic = validate::validate(&config, &loc, file);
+        diagnostics.extend(partial::unexplained(
+            semantic,
+            &root,
+            &structural,
+            &kept.failed_names,
+        ));
     }
     diagnostics.sort_by_key(|d| (d.line, d.column));
     if diagnostics.iter().any(Diagnostic::is_error) {
@@ -311,14 +387,35 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
     })
 }
 
+/// What the typed configuration kept of the document's lists and maps.
+#[derive(Default)]
+struct Kept {
+    /// Per list section that dropped items, the document index of each item kept.
+    indexes: std::collections::HashMap<String, Vec<usize>>,
+    /// The ids (list items) and names (map entries) of the items that did not deserialize:
+    /// a rule that names one of them may be wrong only because it is missing.
+    failed_names: Vec<String>,
+    /// A list or map section did not deserialize at all: the rules would see none of it.
+    whole_section_failed: bool,
+}
+
 /// Builds the typed config section by section and item by item, so a type error in one
 /// agent does not hide the errors in the next.
-fn structure(root: &Node, unknown: &RefCell<Vec<DeError>>, failed: &mut Vec<DeError>) -> Config {
+fn structure(
+    root: &Node,
+    unknown: &RefCell<Vec<DeError>>,
+    failed: &mut Vec<DeError>,
+    kept: &mut Kept,
+) -> Config {
     let mut config = Config::default();
     let Kind::Map(entries) = &root.kind else {
         return config;
     };
-    let mut cx = Cx { unknown, failed };
+    let mut cx = Cx {
+        unknown,
+        failed,
+        kept,
+    };
     for entry in entries {
         let (node, key) = (&entry.value, entry.key.as_str());
         match key {
@@ -331,6 +428,10 @@ fn structure(root: &Node, unknown: &RefCell<Vec<DeError>>, failed: &mut Vec<DeEr
             "checkpoint" => config.checkpoint = cx.one(node, key.into()).unwrap_or_default(),
             "attachments" => config.attachments = cx.one(node, key.into()).unwrap_or_default(),
             "telemetry" => config.telemetry = cx.one(node, key.into()).unwrap_or_default(),
+            "on_approval_request" => {
+                config.on_approval_request = cx.one(node, key.into()).flatten()
+            }
+            "prices" => config.prices = cx.list(node, key),
             "default_agent" => config.default_agent = cx.one(node, key.into()).flatten(),
             "default_session" => config.default_session = cx.one(node, key.into()).flatten(),
             "workspace" => config.workspace = cx.one(node, key.into()).flatten(),
@@ -348,6 +449,7 @@ fn structure(root: &Node, unknown: &RefCell<Vec<DeError>>, failed: &mut Vec<DeEr
 struct Cx<'a> {
     unknown: &'a RefCell<Vec<DeError>>,
     failed: &'a mut Vec<DeError>,
+    kept: &'a mut Kept,
 }
 
 impl Cx<'_> {
@@ -362,22 +464,54 @@ impl Cx<'_> {
 
     fn list<T: DeserializeOwned>(&mut self, node: &Node, path: &str) -> Vec<T> {
         match &node.kind {
-            Kind::Seq(items) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, item)| self.one(item, format!("{path}[{i}]")))
-                .collect(),
-            _ => self.one(node, path.into()).unwrap_or_default(),
+            Kind::Seq(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                let mut at = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match self.one(item, format!("{path}[{i}]")) {
+                        Some(value) => {
+                            out.push(value);
+                            at.push(i);
+                        }
+                        None => self.kept.failed_names.extend(partial::id_of(item)),
+                    }
+                }
+                if at.len() < items.len() {
+                    self.kept.indexes.insert(path.to_owned(), at);
+                }
+                out
+            }
+            _ => self.whole(node, path),
         }
     }
 
     fn named<T: DeserializeOwned>(&mut self, node: &Node, path: &str) -> BTreeMap<String, T> {
         match &node.kind {
-            Kind::Map(entries) => entries
-                .iter()
-                .filter_map(|e| Some((e.key.clone(), self.one(&e.value, join(path, &e.key))?)))
-                .collect(),
-            _ => self.one(node, path.into()).unwrap_or_default(),
+            Kind::Map(entries) => {
+                let mut out = BTreeMap::new();
+                for e in entries {
+                    match self.one(&e.value, join(path, &e.key)) {
+                        Some(value) => {
+                            out.insert(e.key.clone(), value);
+                        }
+                        None => self.kept.failed_names.push(e.key.clone()),
+                    }
+                }
+                out
+            }
+            _ => self.whole(node, path),
+        }
+    }
+
+    /// A list or map section given as something else: an empty one (null) is fine, else
+    /// its error is reported and the rules do not run.
+    fn whole<T: DeserializeOwned + Default>(&mut self, node: &Node, path: &str) -> T {
+        match self.one(node, path.into()) {
+            Some(value) => value,
+            None => {
+                self.kept.whole_section_failed = true;
+                T::default()
+            }
         }
     }
 }

@@ -12,6 +12,8 @@ pub const DEFAULT_LOCAL_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const DEFAULT_OLLAMA_URL: &str = "http://127.0.0.1:11434";
 pub const DEFAULT_OPENAI_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+pub const DEFAULT_ANTHROPIC_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
@@ -37,8 +39,9 @@ pub struct ResolvedProvider {
     /// The longest a whole call may take (`None`: no limit).
     pub deadline_secs: Option<u64>,
     pub model_path: Option<PathBuf>,
-    /// Where a `local` provider keeps its ready-to-run copies of model files (see
-    /// [`local_ready_dir`]); `None` when no cache directory is known.
+    /// Where earlier builds kept ready-to-run copies of model files, which a `local`
+    /// provider's load removes (see [`local_ready_dir`]); `None` when no cache directory is
+    /// known.
     pub ready_dir: Option<PathBuf>,
     pub threads: Option<usize>,
     pub context_size: Option<usize>,
@@ -56,9 +59,33 @@ pub(crate) fn lookup_provider<'a>(
     }
 }
 
+/// Every provider name an agent or `-m` may use: the entries of `providers:`, then the
+/// built-in kinds not shadowed by an entry.
+pub fn provider_names(config: &Config) -> Vec<&str> {
+    let mut names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+    for kind in ProviderKind::BUILTIN {
+        if !names.contains(&kind.as_str()) {
+            names.push(kind.as_str());
+        }
+    }
+    names
+}
+
+/// Whether a provider of this kind runs whatever model it is named (a server's model),
+/// rather than one fixed model (`local`'s file, `script`'s replies).
+pub fn takes_any_model(kind: ProviderKind) -> bool {
+    match kind {
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic => true,
+        ProviderKind::Local | ProviderKind::Script => false,
+    }
+}
+
 /// Whether an agent on this kind of provider must name its model.
 pub(crate) fn needs_model(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Ollama | ProviderKind::Openai)
+    matches!(
+        kind,
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic
+    )
 }
 
 impl Config {
@@ -69,7 +96,10 @@ impl Config {
             .providers
             .values()
             .filter_map(|p| p.api_key_env.clone())
-            .chain([DEFAULT_OPENAI_KEY_ENV.to_string()])
+            .chain([
+                DEFAULT_OPENAI_KEY_ENV.to_string(),
+                DEFAULT_ANTHROPIC_KEY_ENV.to_string(),
+            ])
             .collect();
         names.sort();
         names.dedup();
@@ -101,9 +131,14 @@ impl Config {
     ) -> Result<ResolvedProvider, String> {
         let name = agent.provider.as_str();
         let (kind, entry) = lookup_provider(self, name).ok_or_else(|| {
+            let kinds: Vec<String> = ProviderKind::BUILTIN
+                .iter()
+                .map(|k| format!("`{}`", k.as_str()))
+                .collect();
             format!(
-                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of `ollama`, `openai`, `local`, `script`",
-                agent.id
+                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of {}",
+                agent.id,
+                kinds.join(", ")
             )
         })?;
         let env = |key: &str| {
@@ -124,14 +159,14 @@ impl Config {
             }
         };
         let (base_url, base_url_from) = base_url_of(kind, name, entry, &env);
-        let api_key_env = match kind {
-            ProviderKind::Openai => Some(
-                entry
-                    .and_then(|e| e.api_key_env.clone())
-                    .unwrap_or_else(|| DEFAULT_OPENAI_KEY_ENV.to_string()),
-            ),
-            _ => entry.and_then(|e| e.api_key_env.clone()),
+        let default_key = match kind {
+            ProviderKind::Openai => Some(DEFAULT_OPENAI_KEY_ENV),
+            ProviderKind::Anthropic => Some(DEFAULT_ANTHROPIC_KEY_ENV),
+            _ => None,
         };
+        let api_key_env = entry
+            .and_then(|e| e.api_key_env.clone())
+            .or_else(|| default_key.map(str::to_string));
         let model_path = match kind {
             ProviderKind::Local => match entry.and_then(|e| e.model_path.as_ref()) {
                 Some(path) => Some(config_dir.join(path)),
@@ -213,6 +248,16 @@ fn base_url_of(
                     "the default, as OPENAI_BASE_URL is unset".to_string(),
                 )
             }),
+        ProviderKind::Anthropic => from_entry
+            .or_else(|| {
+                env("ANTHROPIC_BASE_URL").map(|url| (url, "set by ANTHROPIC_BASE_URL".to_string()))
+            })
+            .unwrap_or_else(|| {
+                (
+                    DEFAULT_ANTHROPIC_URL.to_string(),
+                    "the default, as ANTHROPIC_BASE_URL is unset".to_string(),
+                )
+            }),
         ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),
     };
     if base_url.is_empty() {
@@ -262,9 +307,10 @@ fn default_model_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(models_cache_dir(env)?.join(DEFAULT_LOCAL_MODEL_FILE))
 }
 
-/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/ready`: the `local` provider's
-/// ready-to-run copies of model files (Q8_0 weights made once instead of at every load), one
-/// per model file used, whatever directory the model file is in. Safe to delete.
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/ready`: where earlier builds kept the
+/// `local` provider's ready-to-run copies of model files (Q8_0 weights made once instead of
+/// at every load). This build runs model files as they are: a load removes the copies left
+/// there, and `models list` shows any it finds.
 pub fn local_ready_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(models_cache_dir(env)?.join("ready"))
 }
@@ -361,6 +407,27 @@ mod tests {
     }
 
     #[test]
+    fn anthropic_defaults_and_base_url_env() {
+        let yaml = "agents:\n  - {id: a, provider: anthropic, model: claude-haiku-4-5}\n";
+        let p = resolve(yaml, &[]);
+        assert_eq!(p.kind, ProviderKind::Anthropic);
+        assert_eq!(p.base_url.as_deref(), Some("https://api.anthropic.com"));
+        assert_eq!(p.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        let p = resolve(yaml, &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
+        assert_eq!(p.base_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            p.base_url_from.as_deref(),
+            Some("set by ANTHROPIC_BASE_URL")
+        );
+        let yaml = "providers:\n  claude: {kind: anthropic, api_key_env: WORK_KEY}\nagents:\n  - {id: a, provider: claude, model: claude-haiku-4-5}\n";
+        assert_eq!(resolve(yaml, &[]).api_key_env.as_deref(), Some("WORK_KEY"));
+        let config = config(yaml);
+        assert!(config
+            .key_env_names()
+            .contains(&"ANTHROPIC_API_KEY".to_string()));
+    }
+
+    #[test]
     fn local_model_path_defaults() {
         let p = resolve(LOCAL, &[("HOME", "/home/u")]);
         assert_eq!(p.model, DEFAULT_LOCAL_MODEL);
@@ -430,6 +497,27 @@ mod tests {
             .resolve_provider(&agent, &|_| None, Path::new("."))
             .expect_err("no model");
         assert!(err.contains("needs a `model`"), "{err}");
+    }
+
+    #[test]
+    fn every_kind_is_built_in_under_its_own_name() {
+        for kind in ProviderKind::BUILTIN {
+            assert_eq!(ProviderKind::from_builtin(kind.as_str()), Some(*kind));
+        }
+        // A new kind fails to compile here until it is listed in `BUILTIN` too.
+        let listed = |kind: ProviderKind| match kind {
+            ProviderKind::Ollama
+            | ProviderKind::Openai
+            | ProviderKind::Anthropic
+            | ProviderKind::Local
+            | ProviderKind::Script => ProviderKind::BUILTIN.contains(&kind),
+        };
+        assert!(ProviderKind::BUILTIN.iter().all(|k| listed(*k)));
+        let c = config("providers:\n  box: {kind: ollama}\n  local: {kind: local}\nagents:\n  - {id: a, provider: box, model: m}\n");
+        assert_eq!(
+            provider_names(&c),
+            ["box", "local", "ollama", "openai", "anthropic", "script"]
+        );
     }
 
     #[test]

@@ -107,14 +107,32 @@ impl From<usize> for Seg {
 /// Positions of paths in a parsed document.
 pub(crate) struct Locator<'a> {
     pub root: &'a Node,
+    /// For a list section some of whose items did not deserialize (`agents`), the index in
+    /// the document of each item the typed configuration kept, in order: the checks index
+    /// the typed list, and their positions must be those of the same items.
+    pub kept: HashMap<String, Vec<usize>>,
 }
 
 impl Locator<'_> {
+    /// `path` with the index into a typed list that dropped items turned into the index of
+    /// the same item in the document.
+    fn in_document<'p>(&self, path: &'p [Seg]) -> std::borrow::Cow<'p, [Seg]> {
+        if let [Seg::Key(section), Seg::Index(i), rest @ ..] = path {
+            if let Some(&at) = self.kept.get(section).and_then(|kept| kept.get(*i)) {
+                let mut mapped = vec![Seg::Key(section.clone()), Seg::Index(at)];
+                mapped.extend_from_slice(rest);
+                return std::borrow::Cow::Owned(mapped);
+            }
+        }
+        std::borrow::Cow::Borrowed(path)
+    }
+
     /// The position of the value at `path`, or of the deepest part of it that exists
     /// (a missing key is reported where it belongs).
     pub fn value(&self, path: &[Seg]) -> Pos {
+        let path = self.in_document(path);
         let mut node = self.root;
-        for seg in path {
+        for seg in path.iter() {
             match node.get(seg) {
                 Some(next) => node = next,
                 None => break,
@@ -125,6 +143,7 @@ impl Locator<'_> {
 
     /// The position of the key at the end of `path` (for a list item, the item itself).
     pub fn key(&self, path: &[Seg]) -> Pos {
+        let path = self.in_document(path);
         let Some((last, parent)) = path.split_last() else {
             return self.root.pos;
         };
@@ -143,8 +162,9 @@ impl Locator<'_> {
 
     /// Whether the document spells out `path` (as opposed to relying on a default).
     pub fn has(&self, path: &[Seg]) -> bool {
+        let path = self.in_document(path);
         let mut node = self.root;
-        for seg in path {
+        for seg in path.iter() {
             match node.get(seg) {
                 Some(next) => node = next,
                 None => return false,

@@ -69,6 +69,21 @@ pub fn trusted_files(config: &Config, dir: &Path) -> Vec<TrustedFile> {
             });
         }
     }
+    if let Some(hook) = &config.on_approval_request {
+        let what = "`on_approval_request`, which axocoatl runs outside the sandbox";
+        if let Some(program) = hook.program_path(dir) {
+            out.push(TrustedFile {
+                path: program,
+                what: format!("the program of {what}"),
+            });
+        }
+        for (_, arg) in hook.file_args(dir) {
+            out.push(TrustedFile {
+                path: arg,
+                what: format!("a file in the `args:` of {what}"),
+            });
+        }
+    }
     for (name, provider) in &config.providers {
         let (file, what) = match provider.kind {
             ProviderKind::Script => (&provider.script, "the script of provider"),
@@ -85,6 +100,43 @@ pub fn trusted_files(config: &Config, dir: &Path) -> Vec<TrustedFile> {
     out
 }
 
+/// The model files axocoatl reads wherever the configuration leaves them to the
+/// environment: the model of a `local` provider without `model_path` (`AXOCOATL_MODEL`),
+/// as a file; and, as directories, the model cache (`${XDG_CACHE_HOME:-~/.cache}/axocoatl/
+/// models`: the default local model, its ready-to-run copies, the default embedder) and the
+/// embedder's directory `embed_dir` when it lies elsewhere (`AXOCOATL_EMBED_DIR`).
+/// `(files, directories)`.
+pub fn model_places(
+    env: &dyn Fn(&str) -> Option<String>,
+    embed_dir: Option<&Path>,
+) -> (Vec<TrustedFile>, Vec<TrustedFile>) {
+    let env = |key: &str| env(key).filter(|v| !v.trim().is_empty());
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    if let Some(model) = env("AXOCOATL_MODEL") {
+        files.push(TrustedFile {
+            path: PathBuf::from(model),
+            what: "the model file of the `local` provider (AXOCOATL_MODEL), which axocoatl reads as the model".into(),
+        });
+    }
+    let cache =
+        super::resolve::local_ready_dir(&env).and_then(|r| r.parent().map(Path::to_path_buf));
+    if let Some(cache) = &cache {
+        dirs.push(TrustedFile {
+            path: cache.clone(),
+            what: "the model cache (the local model, its ready-to-run copies, the embedder), which axocoatl reads as models".into(),
+        });
+    }
+    if let Some(dir) = embed_dir.filter(|d| cache.as_ref().is_none_or(|c| !d.starts_with(c))) {
+        dirs.push(TrustedFile {
+            path: dir.to_path_buf(),
+            what: "the embedder's directory, whose files axocoatl runs as semantic memory's model"
+                .into(),
+        });
+    }
+    (files, dirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,8 +146,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path();
         std::fs::write(dir.join("server.py"), "").expect("write");
+        std::fs::write(dir.join("hook.cfg"), "").expect("write");
         let config: Config = serde_yaml_ng::from_str(
-            "mcp_servers:\n  py: {command: python3, args: [server.py, -u, missing.py]}\n  bin: {command: ./bin/srv}\n  npx: {command: npx, args: [-y, some-server]}\nproviders:\n  s: {kind: script, script: replies.yaml}\n  l: {kind: local, model_path: /models/m.gguf}\n  o: {kind: ollama}\nagents: []\n",
+            "mcp_servers:\n  py: {command: python3, args: [server.py, -u, missing.py]}\n  bin: {command: ./bin/srv}\n  npx: {command: npx, args: [-y, some-server]}\nproviders:\n  s: {kind: script, script: replies.yaml}\n  l: {kind: local, model_path: /models/m.gguf}\n  o: {kind: ollama}\nagents: []\non_approval_request: {command: ./notify.sh, args: [hook.cfg]}\n",
         )
         .expect("config");
         let files: Vec<(PathBuf, String)> = trusted_files(&config, dir)
@@ -108,13 +161,48 @@ mod tests {
             [
                 dir.join("./bin/srv").as_path(),
                 dir.join("server.py").as_path(),
+                dir.join("./notify.sh").as_path(),
+                dir.join("hook.cfg").as_path(),
                 Path::new("/models/m.gguf"),
                 dir.join("replies.yaml").as_path(),
             ]
         );
         assert!(files[0].1.contains("program of MCP server `bin`"));
         assert!(files[1].1.contains("`args:` of MCP server `py`"));
-        assert!(files[2].1.contains("model file of provider `l`"));
-        assert!(files[3].1.contains("script of provider `s`"));
+        assert!(files[2].1.contains("program of `on_approval_request`"));
+        assert!(files[3].1.contains("`args:` of `on_approval_request`"));
+        assert!(files[4].1.contains("model file of provider `l`"));
+        assert!(files[5].1.contains("script of provider `s`"));
+    }
+
+    #[test]
+    fn models_found_through_the_environment_are_listed() {
+        let (files, dirs) = model_places(
+            &|k| match k {
+                "HOME" => Some("/home/u".into()),
+                "AXOCOATL_MODEL" => Some("/srv/m.gguf".into()),
+                _ => None,
+            },
+            Some(Path::new("/srv/embed")),
+        );
+        let paths = |l: &[TrustedFile]| l.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        assert_eq!(paths(&files), [PathBuf::from("/srv/m.gguf")]);
+        assert_eq!(
+            paths(&dirs),
+            [
+                PathBuf::from("/home/u/.cache/axocoatl/models"),
+                PathBuf::from("/srv/embed")
+            ]
+        );
+        // The default embedder is in the cache already.
+        let (files, dirs) = model_places(
+            &|k| (k == "HOME").then(|| "/home/u".into()),
+            Some(Path::new("/home/u/.cache/axocoatl/models/all-MiniLM-L6-v2")),
+        );
+        assert!(files.is_empty());
+        assert_eq!(
+            paths(&dirs),
+            [PathBuf::from("/home/u/.cache/axocoatl/models")]
+        );
     }
 }

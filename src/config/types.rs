@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::approvals::{
+    ApprovalHook, ApprovalPolicy, ApprovalRule, ApprovalTimeout, DEFAULT_HOOK_TIMEOUT_SECS,
+    WRITE_TOOLS,
+};
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -37,6 +42,13 @@ pub struct Config {
     /// OpenTelemetry traces of turns (the `OTEL_EXPORTER_OTLP_*` environment overrides it).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// A program told of each tool call that waits for approval.
+    #[serde(default)]
+    pub on_approval_request: Option<ApprovalHook>,
+    /// Prices of models the shipped table lacks or prices differently (USD per million
+    /// tokens); an entry here wins over the shipped one for the same provider and model.
+    #[serde(default)]
+    pub prices: Vec<PriceEntry>,
 }
 
 /// `telemetry:`: where traces of turns go (see `docs/telemetry.md`).
@@ -140,6 +152,9 @@ pub struct AgentConfig {
     pub sampling: SamplingConfig,
     #[serde(default)]
     pub token_budget: Option<TokenBudget>,
+    /// Money limits checked before each call, from the price table (see `prices:`).
+    #[serde(default)]
+    pub cost_budget: Option<CostBudget>,
     #[serde(default)]
     pub memory: MemoryConfig,
     /// What the agent's tools may change: `read-only` (default), `workspace-write` or
@@ -162,6 +177,17 @@ pub struct AgentConfig {
     /// How many times a reply that breaks `output_schema` is asked for again (default 0).
     #[serde(default)]
     pub schema_retries: Option<u32>,
+    /// Which of its tool calls wait for a person's approval (default `never`).
+    #[serde(default)]
+    pub approvals: ApprovalPolicy,
+    /// How long a call waits for a decision before the turn ends failed (default: no
+    /// limit).
+    #[serde(default)]
+    pub approval_timeout: Option<ApprovalTimeout>,
+    /// Its own sleep-time consolidation: `false` opts it out, `true` in, a mapping tunes
+    /// it; unset keys take the top-level `consolidation:` values.
+    #[serde(default)]
+    pub consolidation: Option<AgentConsolidation>,
 }
 
 /// Model calls per turn when an agent sets no `max_steps`.
@@ -292,6 +318,41 @@ pub struct TokenBudget {
     pub overflow_policy: OverflowPolicy,
 }
 
+/// One row of the price table: what a provider's model costs, in US dollars per million
+/// tokens. The shipped table and `prices:` entries have this shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceEntry {
+    /// A provider kind (`anthropic`, `openai`, ...) or the name of a `providers:` entry.
+    pub provider: String,
+    /// A model name, or a prefix of model names ending in `*` (`claude-sonnet-4-5*` also
+    /// prices the dated `claude-sonnet-4-5-20250929`).
+    pub model: String,
+    /// Input tokens neither written to nor read from a prompt cache.
+    pub input: f64,
+    pub output: f64,
+    /// Input tokens written to a prompt cache (default: `input`).
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    /// Input tokens read from a prompt cache (default: `input`).
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+}
+
+/// `cost_budget:` money limits in US dollars, checked like [`TokenBudget`] before each call
+/// (the reservation priced with the model's price) and after it (the cost the provider's
+/// usage comes to).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostBudget {
+    #[serde(default)]
+    pub per_execution_usd: Option<f64>,
+    #[serde(default)]
+    pub per_call_usd: Option<f64>,
+    #[serde(default)]
+    pub overflow_policy: OverflowPolicy,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
@@ -392,6 +453,7 @@ impl CoreConfig {
 pub enum ProviderKind {
     Ollama,
     Openai,
+    Anthropic,
     Local,
     Script,
 }
@@ -401,15 +463,28 @@ impl ProviderKind {
         match self {
             ProviderKind::Ollama => "ollama",
             ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
             ProviderKind::Local => "local",
             ProviderKind::Script => "script",
         }
     }
 
+    /// Every kind, as built in under its own name (what `-m KIND:MODEL` and an agent's
+    /// `provider: KIND` accept without a `providers:` entry), in the order messages list
+    /// them.
+    pub const BUILTIN: &'static [ProviderKind] = &[
+        ProviderKind::Ollama,
+        ProviderKind::Openai,
+        ProviderKind::Anthropic,
+        ProviderKind::Local,
+        ProviderKind::Script,
+    ];
+
     pub fn from_builtin(name: &str) -> Option<ProviderKind> {
         match name {
             "ollama" => Some(ProviderKind::Ollama),
             "openai" => Some(ProviderKind::Openai),
+            "anthropic" => Some(ProviderKind::Anthropic),
             "local" => Some(ProviderKind::Local),
             "script" => Some(ProviderKind::Script),
             _ => None,
@@ -441,10 +516,10 @@ pub struct ProviderConfig {
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: compute threads.
+    /// `local`: compute threads for reading prompts (generation runs on one).
     #[serde(default)]
     pub threads: Option<usize>,
-    /// `local`: context positions (at most 4096 for the default model).
+    /// `local`: context positions (at most what the model was trained for: 8192 for the default).
     #[serde(default)]
     pub context_size: Option<usize>,
     /// `script`: the YAML file of scripted replies (relative to the config file).
@@ -492,6 +567,103 @@ impl Default for ConsolidationConfig {
             enabled: false,
             idle_threshold_secs: default_idle_threshold(),
             interval_secs: default_interval(),
+        }
+    }
+}
+
+/// An agent's own `consolidation:`: `true`, `false`, or a mapping of the keys of the
+/// top-level section, each set key overriding it for this agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AgentConsolidation {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_threshold_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_secs: Option<u64>,
+}
+
+/// The mapping form of an agent's `consolidation:`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentConsolidationKeys {
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    idle_threshold_secs: Option<u64>,
+    #[serde(default)]
+    interval_secs: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for AgentConsolidation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = AgentConsolidation;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "`true`, `false` or a mapping of enabled, idle_threshold_secs, interval_secs",
+                )
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+                Ok(AgentConsolidation {
+                    enabled: Some(on),
+                    ..AgentConsolidation::default()
+                })
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let k = AgentConsolidationKeys::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?;
+                Ok(AgentConsolidation {
+                    enabled: k.enabled,
+                    idle_threshold_secs: k.idle_threshold_secs,
+                    interval_secs: k.interval_secs,
+                })
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
+/// Where an agent's consolidation setting comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsolidationSource {
+    /// The top-level `consolidation:` section (or its default).
+    Section,
+    /// The agent's own `consolidation:`.
+    Agent,
+}
+
+/// The consolidation that applies to one agent: the top-level section with the agent's own
+/// keys laid over it, each value with where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EffectiveConsolidation {
+    pub enabled: (bool, ConsolidationSource),
+    pub idle_threshold_secs: (u64, ConsolidationSource),
+    pub interval_secs: (u64, ConsolidationSource),
+}
+
+impl ConsolidationConfig {
+    /// What applies to `agent`.
+    pub fn for_agent(&self, agent: &AgentConfig) -> EffectiveConsolidation {
+        let own = agent.consolidation.clone().unwrap_or_default();
+        fn pick<T>(own: Option<T>, section: T) -> (T, ConsolidationSource) {
+            match own {
+                Some(v) => (v, ConsolidationSource::Agent),
+                None => (section, ConsolidationSource::Section),
+            }
+        }
+        EffectiveConsolidation {
+            enabled: pick(own.enabled, self.enabled),
+            idle_threshold_secs: pick(own.idle_threshold_secs, self.idle_threshold_secs),
+            interval_secs: pick(own.interval_secs, self.interval_secs),
         }
     }
 }

@@ -20,6 +20,8 @@ macro_rules! at {
 }
 pub(crate) use at;
 
+mod consolidation;
+
 /// Collects diagnostics with positions looked up in the document.
 pub(crate) struct Checker<'a> {
     pub file: &'a Path,
@@ -132,6 +134,7 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
         "agents",
         config.agents.iter().map(|a| a.id.as_str()),
     );
+    super::costs::check(&mut c, config);
     for (i, agent) in config.agents.iter().enumerate() {
         agent_fields(&mut c, config, i, agent);
     }
@@ -285,9 +288,11 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     }
 
     sampling_and_budget(c, i, agent);
+    super::approvals::check_agent(c, i, agent);
     budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
     super::output_schema::check(c, i, agent);
+    consolidation::agent(c, i, agent);
 }
 
 /// The agent's provider: an entry of `providers:` or a built-in kind, with a `model` when
@@ -296,12 +301,7 @@ fn provider_of(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConf
     let id = agent.id.as_str();
     match lookup_provider(config, &agent.provider) {
         None => {
-            let names: Vec<&str> = config
-                .providers
-                .keys()
-                .map(String::as_str)
-                .chain(["ollama", "openai", "local", "script"])
-                .collect();
+            let names = super::resolve::provider_names(config);
             c.error(
                 c.value(at!["agents", i, "provider"]),
                 format!(
@@ -805,7 +805,7 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
         ("script", p.script.is_some()),
     ];
     let applies: &[&str] = match p.kind {
-        ProviderKind::Ollama | ProviderKind::Openai => &[
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic => &[
             "base_url",
             "api_key_env",
             "timeout_secs",
@@ -971,19 +971,7 @@ fn attachments(c: &mut Checker<'_>, config: &Config) {
 
 fn other_sections(c: &mut Checker<'_>, config: &Config) {
     attachments(c, config);
-    let cons = &config.consolidation;
-    for (key, zero) in [
-        ("idle_threshold_secs", cons.idle_threshold_secs == 0),
-        ("interval_secs", cons.interval_secs == 0),
-    ] {
-        if zero {
-            c.error(
-                c.value(at!["consolidation", key]),
-                format!("consolidation.{key} must be positive"),
-                "use a number of seconds (defaults: idle_threshold_secs 120, interval_secs 1800)",
-            );
-        }
-    }
+    consolidation::section(c, config);
     if config.checkpoint.keep == 0 {
         c.error(
             c.value(at!["checkpoint", "keep"]),
@@ -992,6 +980,7 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
         );
     }
     telemetry_section(c, &config.telemetry);
+    super::approvals::check_hook(c, config);
     if let Some(session) = &config.default_session {
         c.name(c.value(at!["default_session"]), "default_session", session);
     }

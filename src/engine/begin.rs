@@ -17,15 +17,20 @@ use crate::workspace::Workspace;
 /// A turn whose begin record is durable.
 pub(crate) struct Begun {
     pub turn: String,
+    /// Where the turn's events go for `axocoatl follow`.
+    pub stream: super::stream::Stream,
     /// Just after the begin record: where to look for a stop request.
     pub pos: Position,
     /// At or before the begin record: where the turn's records start (its trace reads them).
     pub start: Position,
+    /// The time its begin record carries (usage by day counts the turn on that day).
+    pub at: Millis,
 }
 
 /// Notes the turn in its session lock (so an orphan can be found), appends `TurnBegun`
 /// (with `SessionCreated` for a new session and `TurnOrigin` for an automation's turn) with
-/// one fsync, consumes the once-scoped attachments, and reports [`TurnEvent::Begun`].
+/// one fsync, consumes the once-scoped attachments, starts the turn's stream file and
+/// reports [`TurnEvent::Begun`].
 pub(crate) fn begin(
     ws: &Workspace,
     p: &mut Prepared<'_>,
@@ -43,34 +48,47 @@ pub(crate) fn begin(
             session: p.session.clone(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
     // The schema's object is written before the record that refers to it.
     if let Some(ts) = &p.schema {
         repo.objects().put(&ts.schema.bytes())?;
     }
-    let records = begin_records(p, &turn, now);
+    let records = begin_records(p, &turn, now, repo.workdir());
     let appended = repo.ledger().append(&records)?;
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
     attach::consume(repo, &p.session, &turn, &p.once)?;
-    sink(TurnEvent::Begun {
+    let begun = TurnEvent::Begun {
         turn: turn.as_str().into(),
         session: p.session.as_str().into(),
         agent: p.agent.id.as_str().into(),
         agent_name: p.agent.name.as_deref().map(Into::into),
         attachments: p.attachments.as_slice().into(),
         schema: p.schema.as_ref().map(|ts| ts.schema.id.as_str().into()),
-    });
+        new_session: p.new_session,
+    };
+    let mut stream = super::stream::Stream::start(repo, &turn);
+    stream.event(&begun);
+    sink(begun);
     Ok(Begun {
         turn,
+        stream,
         pos,
         start: head,
+        at: now,
     })
 }
 
-/// The records that begin `turn`: the session (when new), the turn, what started it (an
-/// automation), and who answers a multi-agent turn and why.
-fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
+/// The records that begin `turn`: the session (when new), the turn, where its tools work
+/// (when not the repository's own directory, as for the home repository), what started it
+/// (an automation), and who answers a multi-agent turn and why.
+fn begin_records(
+    p: &mut Prepared<'_>,
+    turn: &str,
+    now: Millis,
+    repo_dir: &std::path::Path,
+) -> Vec<Record> {
     let mut records = Vec::with_capacity(2);
     if p.new_session {
         records.push(Record::SessionCreated(SessionCreated {
@@ -103,6 +121,14 @@ fn begin_records(p: &mut Prepared<'_>, turn: &str, now: Millis) -> Vec<Record> {
             trigger: origin.trigger.clone(),
             runner: origin.runner.clone(),
             pid: std::process::id(),
+            at: now,
+        }));
+    }
+    if p.workdir != repo_dir {
+        records.push(Record::TurnWorkdir(record::TurnWorkdir {
+            turn: turn.to_owned(),
+            session: p.session.clone(),
+            dir: p.workdir.display().to_string(),
             at: now,
         }));
     }

@@ -7,21 +7,24 @@
 
 use std::time::Duration;
 
-use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, TurnState, Usage};
+use axocoatl_store::ledger::record::{
+    ModelCallCost, ToolFinished, ToolStarted, TurnState, Usage, UsageDetail,
+};
 use axocoatl_store::ledger::Record;
 use axocoatl_store::Repo;
 
 use super::record::Recorder;
 use crate::budget::{self, InputEstimate};
 use crate::clock;
-use crate::config::{AgentConfig, TokenBudget};
+use crate::config::{AgentConfig, Config, CostBudget, ResolvedProvider, TokenBudget};
 use crate::conversation;
+use crate::cost::{self, Price};
 use crate::error::{Result, RuntimeError};
 use crate::memory::turn::{MemoryRecorder, PassiveRecall};
 use crate::memory::AgentMemory;
 use crate::provider::{
     Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role, Sampling,
-    ToolCall, ToolSchema,
+    TextPart, ToolCall, ToolSchema,
 };
 use crate::tools::{self, Root, Toolbox, Workplace};
 use crate::turn::{
@@ -41,6 +44,11 @@ pub struct Conversant<'a> {
     pub model: String,
     pub sampling: Sampling,
     pub budget: Option<TokenBudget>,
+    /// Its `cost_budget:`, checked with `price`.
+    pub cost_budget: Option<CostBudget>,
+    /// What its model costs (see [`Conversant::priced`]); `None`: no price known, and calls
+    /// are recorded without a cost.
+    pub price: Option<Price>,
     /// The most conversation messages sent per request.
     pub max_messages: usize,
     /// Model calls per turn before the turn fails.
@@ -53,6 +61,10 @@ pub struct Conversant<'a> {
     /// The MCP servers it may use, started when its converse begins with a model that
     /// calls tools (then `None`).
     pub mcp: Option<crate::mcp::ServerSet>,
+    /// Its `approvals:` (none: no call waits).
+    pub approvals: Option<super::wait::Gate>,
+    /// Where a turn that waited goes on from (taken when its converse begins).
+    pub resume: Option<super::wait::Resume>,
 }
 
 /// The in-flight checkpoint policy of a conversant.
@@ -94,18 +106,16 @@ impl<'a> Conversant<'a> {
                 hint: "fix `workspace:` in the configuration".into(),
             })?
             .protecting(&place.config)
-            .protecting_files(&place.trusted);
+            .protecting_files(&place.trusted)
+            .protecting_dirs(&place.trusted_dirs);
         let memory = AgentMemory::for_id(repo, scope, &agent.memory);
-        let mut sampling = Sampling {
+        let sampling = Sampling {
             temperature: agent.sampling.temperature,
             top_p: agent.sampling.top_p,
-            max_tokens: agent.sampling.max_tokens,
+            max_tokens: budget::completion_bound(agent),
             response_format: agent.sampling.response_format,
             schema: None,
         };
-        if agent.token_budget.is_some() && sampling.max_tokens.is_none() {
-            sampling.max_tokens = Some(budget::DEFAULT_COMPLETION_BOUND);
-        }
         Ok(Conversant {
             agent,
             context: vec![
@@ -119,11 +129,24 @@ impl<'a> Conversant<'a> {
             model: model.to_owned(),
             sampling,
             budget: agent.token_budget.clone(),
+            cost_budget: agent.cost_budget.clone(),
+            price: None,
             max_messages: agent.memory.max_session_messages.max(1) as usize,
             max_steps: agent.max_steps(),
             in_flight: None,
             mcp: None,
+            approvals: None,
+            resume: None,
         })
+    }
+
+    /// With the price of the model `provider` runs, by `config`'s price table: each call is
+    /// recorded with its cost, and a cost budget checked.
+    pub fn priced(self, config: &Config, provider: &ResolvedProvider) -> Self {
+        Conversant {
+            price: config.price_of(provider),
+            ..self
+        }
     }
 
     /// Its memory scope (runtime id).
@@ -217,14 +240,23 @@ impl TurnCx<'_> {
 pub struct Tally {
     /// The visible output, streamed.
     pub output: String,
-    /// Provider-reported usage (`complete: false` once a call reported none).
+    /// Provider-reported usage (`complete: false` once a call reported none), workers'
+    /// subtasks included.
     pub usage: Usage,
+    /// The cache tokens and cost of the calls `usage` counts, less the workers' subtasks
+    /// (their ends record theirs): what the terminal record's `UsageCost` says.
+    pub detail: UsageDetail,
+    /// The workers' subtasks' cache tokens and cost, for the turn's whole cost.
+    pub handed: UsageDetail,
     /// Tokens counted against `per_execution`: what providers reported, or the local
     /// estimate of what they did not.
     pub budget_used: u64,
     /// Why the last call ended (`stop`, `length`, …) and the tokens it reported writing.
     pub last_finish: Option<String>,
     pub last_completion_tokens: Option<u64>,
+    /// Nanodollars counted against `per_execution_usd`: what calls cost by their reported
+    /// usage, or what they reserved when a provider reported none.
+    pub cost_used: u64,
 }
 
 impl Default for Tally {
@@ -232,10 +264,29 @@ impl Default for Tally {
         Tally {
             output: String::new(),
             usage: Usage::ZERO,
+            detail: UsageDetail::default(),
+            handed: UsageDetail::default(),
             budget_used: 0,
             last_finish: None,
             last_completion_tokens: None,
+            cost_used: 0,
         }
+    }
+}
+
+impl Tally {
+    /// Adds what `other` (another converse of the same turn, not a worker's subtask) used.
+    pub fn absorb(&mut self, other: &Tally) {
+        self.usage.add(&other.usage);
+        self.detail.add(&other.detail);
+        self.handed.add(&other.handed);
+    }
+
+    /// The turn's whole cache tokens and cost: its own calls' and its workers'.
+    pub fn whole_detail(&self) -> UsageDetail {
+        let mut whole = self.detail;
+        whole.add(&self.handed);
+        whole
     }
 }
 
@@ -247,6 +298,8 @@ pub enum TurnError {
     /// A coordinator's subtask failed (or the plan could not run to its end).
     Subtask(String),
     Runtime(RuntimeError),
+    /// Tool calls wait for a person: the turn is paused, not ended.
+    Waiting(super::wait::Paused),
 }
 
 impl From<RuntimeError> for TurnError {
@@ -293,6 +346,10 @@ pub fn converse(
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
 ) -> Result<(), TurnError> {
+    provider.keep_conversation(Some(crate::checkpoint::conversation_cache(
+        cx.repo,
+        &conv.memory.id,
+    )));
     let schemas = if provider.supports_tools() {
         start_mcp(conv, cx, sink)?;
         conv.toolbox.schemas(&conv.tool_context(cx))
@@ -306,20 +363,58 @@ pub fn converse(
         window: &[],
         superseded: cx.earlier.superseded,
     };
-    for observer in conv.observers.iter_mut() {
-        if let Err(e) = observer.before_turn(&info) {
-            cx.recorder().warn(sink, "memory", e.to_string())?;
+    let mut first_step = 0;
+    match conv.resume.take() {
+        // A turn that waited: its held round runs (or is denied) first.
+        Some(resume) => {
+            first_step = resume.steps;
+            // The round began with the model's response before the pause: its observers
+            // hear the whole exchange now.
+            let start = transcript
+                .iter()
+                .rposition(|m| m.role == Role::Assistant)
+                .unwrap_or(transcript.len());
+            if let Some(held) = run_tools(conv, &resume.pending, transcript, cx, sink)? {
+                return Err(super::wait::pause(
+                    conv,
+                    &resume.pending[held..],
+                    transcript,
+                    tally,
+                    first_step,
+                    cx,
+                    sink,
+                ));
+            }
+            observe_exchange(conv, &transcript[start..], cx, sink)?;
+        }
+        None => {
+            for observer in conv.observers.iter_mut() {
+                if let Err(e) = observer.before_turn(&info) {
+                    cx.recorder().warn(sink, "memory", e.to_string())?;
+                }
+            }
         }
     }
-    for step in 0..conv.max_steps {
+    for step in first_step..conv.max_steps {
         if cx.cancel.is_cancelled() {
             return Err(TurnError::Provider(ProviderError::Cancelled));
         }
         let start = transcript.len();
         let request = build_request(conv, transcript, &schemas, step == 0, cx, sink)?;
         let input = check_budget(conv, provider, &request, tally, cx, sink)?;
+        check_cost_budget(conv, &request, &input, tally, cx, sink)?;
         let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
-        run_tools(conv, &calls, transcript, cx, sink)?;
+        if let Some(held) = run_tools(conv, &calls, transcript, cx, sink)? {
+            return Err(super::wait::pause(
+                conv,
+                &calls[held..],
+                transcript,
+                tally,
+                step + 1,
+                cx,
+                sink,
+            ));
+        }
         observe_exchange(conv, &transcript[start..], cx, sink)?;
         if calls.is_empty() {
             return Ok(());
@@ -350,6 +445,14 @@ pub(super) fn build_request(
     sink: &mut Sink<'_>,
 ) -> Result<ChatRequest, TurnError> {
     let mut system = conv.agent.system_prompt.clone().unwrap_or_default();
+    let mut parts = Vec::new();
+    if !system.is_empty() {
+        parts.push(TextPart {
+            start: 0,
+            end: system.len(),
+            volatile: false,
+        });
+    }
     let sent = conversation::trim_to(transcript, conv.max_messages);
     let info = RequestInfo {
         turn: cx.turn,
@@ -374,12 +477,20 @@ pub(super) fn build_request(
             if !system.is_empty() {
                 system.push_str("\n\n");
             }
+            let start = system.len();
             system.push_str(&section.text);
+            parts.push(TextPart {
+                start,
+                end: system.len(),
+                volatile: source.volatile(),
+            });
         }
     }
     let mut messages = Vec::with_capacity(sent.len() + 1);
     if !system.is_empty() {
-        messages.push(Message::new(Role::System, system));
+        let mut m = Message::new(Role::System, system);
+        m.parts = parts;
+        messages.push(m);
     }
     messages.extend(sent);
     Ok(ChatRequest {
@@ -415,6 +526,32 @@ pub(super) fn check_budget(
     Ok(estimate)
 }
 
+/// Checks the call's reservation, priced, against the cost budget, as [`check_budget`]
+/// checks tokens: refuses under `abort`, warns and goes on under `warn`.
+pub(super) fn check_cost_budget(
+    conv: &Conversant<'_>,
+    request: &ChatRequest,
+    estimate: &InputEstimate,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let Some(b) = &conv.cost_budget else {
+        return Ok(());
+    };
+    let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    let price = conv.price.as_ref();
+    let spent = tally.cost_used;
+    if let Some(v) = cost::budget::check(b, price, &conv.model, estimate, completion_bound, spent) {
+        if cost::budget::enforce(b) {
+            return Err(TurnError::Budget(v.message));
+        }
+        let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+        cx.recorder().warn(sink, "budget", message)?;
+    }
+    Ok(())
+}
+
 /// Calls the model, streaming its text to the caller, and records the call. Appends the
 /// response to `transcript` (and checkpoints it when tools follow) and returns its tool
 /// calls.
@@ -448,25 +585,66 @@ pub(super) fn call_and_record(
     for w in warnings {
         cx.recorder().warn(sink, "provider", w)?;
     }
-    let completion = result.map_err(TurnError::Provider)?;
+    let completion = match result {
+        Ok(completion) => completion,
+        Err(e) => {
+            if matches!(e, ProviderError::Cancelled) {
+                // A call cut short by a stop: it was made, and what it used was never
+                // reported, so the turn's usage is unknown rather than zero.
+                tally.usage.add(&Usage {
+                    calls: 1,
+                    complete: false,
+                    ..Usage::ZERO
+                });
+            }
+            return Err(TurnError::Provider(e));
+        }
+    };
     let call = count_call(provider, &completion, input, tally);
     tally.last_finish = completion.finish_reason.clone();
     tally.last_completion_tokens = completion.usage.completion_tokens;
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
-    let seq = cx.recorder().lazy(&[Record::ModelCall(ModelCall {
+    // OpenAI-compatible servers say `length`, Anthropic `max_tokens`.
+    if matches!(
+        completion.finish_reason.as_deref(),
+        Some("length" | "max_tokens")
+    ) {
+        cx.recorder()
+            .warn(sink, "max_tokens", cut_notice(request.sampling.max_tokens))?;
+    }
+    let cost = count_cost(conv, &completion, input, completion_bound, tally);
+    let usage = completion.usage;
+    let seq = cx.recorder().lazy(&[Record::ModelCallCost(ModelCallCost {
         turn: cx.turn.to_owned(),
         agent: conv.agent.id.clone(),
         provider: provider.name().to_owned(),
         model: conv.model.clone(),
         reserved_tokens: input.total() + completion_bound,
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cost_nanos: cost,
         finish_reason: completion.finish_reason.clone(),
         at: clock::now(),
     })])?;
     if let Some(b) = &conv.budget {
-        if let Some(v) = budget::check_reported(b, call.total(), tally.usage.total()) {
+        // `per_execution` counts this conversant's own calls, as the reservation before the
+        // call did (`budget_used`): a coordinator's tally also carries its workers' usage,
+        // which their own budgets answer for.
+        if let Some(v) = budget::check_reported(b, call.total(), tally.budget_used) {
             if budget::enforce(b) {
+                return Err(TurnError::Budget(format!(
+                    "{}; the turn stopped after that response",
+                    v.message
+                )));
+            }
+            cx.recorder().warn(sink, "budget", v.message)?;
+        }
+    }
+    if let (Some(b), Some(cost)) = (&conv.cost_budget, cost) {
+        if let Some(v) = cost::budget::check_reported(b, cost, tally.cost_used) {
+            if cost::budget::enforce(b) {
                 return Err(TurnError::Budget(format!(
                     "{}; the turn stopped after that response",
                     v.message
@@ -483,6 +661,17 @@ pub(super) fn call_and_record(
         checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
     }
     Ok(calls)
+}
+
+/// What a turn says when the model's output was cut by its length limit, so a reader knows
+/// the answer is incomplete (the text itself just ends).
+fn cut_notice(max_tokens: Option<u32>) -> String {
+    match max_tokens {
+        Some(n) => format!(
+            "the output was cut at max_tokens ({n} tokens): the answer is incomplete; raise the turn's max_tokens option or the agent's `sampling.max_tokens`"
+        ),
+        None => "the output was cut at the provider's length limit: the answer is incomplete; set a larger max_tokens".to_owned(),
+    }
 }
 
 /// Adds a call's usage to the tally: what the provider reported, and for `per_execution`
@@ -520,6 +709,33 @@ fn count_call(
     call
 }
 
+/// Adds a call's cache tokens and cost to the tally, and returns its cost: by its reported
+/// usage and the conversant's price, `None` without either. For `per_execution_usd` a call
+/// without a cost counts what it reserved, when the price is known.
+fn count_cost(
+    conv: &Conversant<'_>,
+    completion: &Completion,
+    input: InputEstimate,
+    completion_bound: u64,
+    tally: &mut Tally,
+) -> Option<u64> {
+    let usage = &completion.usage;
+    let cost = conv.price.as_ref().and_then(|p| cost::call_nanos(p, usage));
+    tally.detail.add(&UsageDetail {
+        calls: 1,
+        cache_write_tokens: usage.cache_write_tokens.unwrap_or(0),
+        cache_read_tokens: usage.cache_read_tokens.unwrap_or(0),
+        priced_calls: u32::from(cost.is_some()),
+        cost_nanos: cost.unwrap_or(0),
+    });
+    let counted = cost.or_else(|| {
+        let price = conv.price.as_ref()?;
+        Some(cost::budget::reservation(price, &input, completion_bound))
+    });
+    tally.cost_used = tally.cost_used.saturating_add(counted.unwrap_or(0));
+    cost
+}
+
 pub(super) fn checkpoint_in_flight(
     conv: &Conversant<'_>,
     transcript: &[Message],
@@ -545,26 +761,38 @@ pub(super) fn checkpoint_in_flight(
 /// Runs each tool call through the toolbox, recording its start and result, and appends
 /// the results (as the model sees them: cut past 64 KiB) to `transcript`. After a stop the
 /// remaining calls of the round are answered without running, so the conversation stays
-/// well formed (every call has its result).
+/// well formed (every call has its result). A call the agent's `approvals:` holds stops the
+/// round: `Some(i)`, the index of the first call that must wait (it and the calls after it
+/// have not run).
 pub(super) fn run_tools(
     conv: &Conversant<'_>,
     calls: &[ToolCall],
     transcript: &mut Vec<Message>,
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
-) -> Result<(), TurnError> {
+) -> Result<Option<usize>, TurnError> {
     let rec = cx.recorder();
     let tool_cx = conv.tool_context(cx);
-    for call in calls {
+    for (i, call) in calls.iter().enumerate() {
+        let verdict = match &conv.approvals {
+            Some(gate) if !cx.cancel.is_cancelled() => gate.admit(conv, call, cx, sink)?,
+            _ => super::wait::Verdict::Run,
+        };
+        let mut starting = match verdict {
+            super::wait::Verdict::Hold => return Ok(Some(i)),
+            super::wait::Verdict::RunRecorded(ref records) => records.clone(),
+            _ => Vec::new(),
+        };
         let arguments = call.arguments.to_string();
-        rec.lazy(&[Record::ToolStarted(ToolStarted {
+        starting.push(Record::ToolStarted(ToolStarted {
             turn: cx.turn.to_owned(),
             agent: conv.agent.id.clone(),
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: rec.bound(&arguments)?,
             at: clock::now(),
-        })])?;
+        }));
+        rec.lazy(&starting)?;
         sink(TurnEvent::ToolStarted {
             turn: cx.turn.into(),
             call_id: call.id.as_str().into(),
@@ -574,6 +802,12 @@ pub(super) fn run_tools(
         let done = if cx.cancel.is_cancelled() {
             tools::Call {
                 output: tools::ToolOutput::err("not run: the turn was stopped"),
+                duration: Duration::ZERO,
+                warnings: Vec::new(),
+            }
+        } else if let super::wait::Verdict::Deny(answer) = verdict {
+            tools::Call {
+                output: tools::ToolOutput::err(answer),
                 duration: Duration::ZERO,
                 warnings: Vec::new(),
             }
@@ -614,7 +848,7 @@ pub(super) fn run_tools(
         msg.name = Some(call.name.clone());
         transcript.push(msg);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Tells `conv`'s observers that its part of a turn ended: a declared worker's subtask, or
@@ -636,6 +870,9 @@ pub(crate) fn observe_end(
             (TurnState::Failed, Some(m.clone()))
         }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+        // A worker's or an answering agent's calls never wait (validate and prepare
+        // refuse approvals there).
+        Err(TurnError::Waiting(_)) => (TurnState::Failed, Some("waits for approval".into())),
     };
     let outcome = TurnOutcome {
         turn: cx.turn.to_owned(),

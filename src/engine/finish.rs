@@ -1,7 +1,11 @@
 //! Step 4, finish: exactly one terminal record, then the caches and observers.
 //! [`run`] drives a begun turn through converse to here.
 
-use axocoatl_store::ledger::record::{AgentOutput, AgentOutputBounded, TurnEnded, TurnState};
+use std::collections::HashMap;
+
+use axocoatl_store::ledger::record::{
+    AgentOutput, AgentOutputBounded, ApprovalDecided, TurnEnded, TurnState, UsageCost,
+};
 use axocoatl_store::ledger::Record;
 
 use super::begin::Begun;
@@ -9,6 +13,7 @@ use super::converse::{self, Conversant, InFlight, Tally, TurnCx, TurnError};
 use super::coordinate;
 use super::prepare::Prepared;
 use super::record::Recorder;
+use super::wait::{Gate, Resume};
 use super::watcher;
 use crate::clock;
 use crate::config::{AgentRole, CheckpointPolicy, Config};
@@ -27,27 +32,60 @@ pub const OUTPUT_RECORD_LIMIT: usize = 8 << 20;
 /// Converses as the prepared agent and finishes the turn, whatever happened.
 pub(crate) fn run(
     ws: &Workspace,
-    mut p: Prepared<'_>,
+    p: Prepared<'_>,
     begun: Begun,
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
+    run_from(ws, p, begun, None, cancel, sink)
+}
+
+/// How far a turn that waited for approval had come, to go on from there.
+pub(crate) struct Continued {
+    /// Its messages after its user message.
+    pub messages: Vec<provider::Message>,
+    pub tally: Tally,
+    pub resume: Resume,
+    /// The decisions its held calls go on with, by call id.
+    pub decided: HashMap<String, ApprovalDecided>,
+}
+
+/// [`run`], or (`from`) the rest of a turn that waited for approval. A turn whose calls
+/// wait again pauses instead of finishing ([`super::wait::hold`]).
+pub(crate) fn run_from(
+    ws: &Workspace,
+    mut p: Prepared<'_>,
+    mut begun: Begun,
+    from: Option<Continued>,
+    cancel: &Cancel,
+    caller: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<(TurnOutcome, Conversation)> {
     let repo = ws.repo();
+    // Every event goes to the turn's stream file too, for `axocoatl follow`.
+    let mut stream = std::mem::take(&mut begun.stream);
+    let mut tee = |ev: TurnEvent<'_>| {
+        stream.event(&ev);
+        caller(ev)
+    };
+    let sink: &mut dyn FnMut(TurnEvent<'_>) = &mut tee;
     let config = ws.config()?;
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
-    let place = workplace(ws, config);
-    let in_flight =
-        (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {
-            keep: config.checkpoint.keep,
-            usage_before: p.conversation.usage,
-        });
+    let place = workplace(ws, config, &p.workdir);
     let mut transcript = p.conversation.messages.clone();
     transcript.push(std::mem::replace(
         &mut p.user,
         provider::Message::new(provider::Role::User, ""),
     ));
     let mut tally = Tally::default();
+    let mut resume = None;
+    let mut decided = HashMap::new();
+    if let Some(c) = from {
+        transcript.extend(c.messages);
+        tally = c.tally;
+        resume = Some(c.resume);
+        decided = c.decided;
+    }
     let secret_env = config.key_env_names();
     let cx = TurnCx {
         repo,
@@ -71,6 +109,7 @@ pub(crate) fn run(
             p: &p,
             dir: &place,
             config_dir: &config_dir,
+            kept: ws.kept_providers(),
         };
         if p.multi.is_some() {
             let (given, end) = super::multi::run(&pass, &mut transcript, &mut tally, &cx, sink);
@@ -80,51 +119,92 @@ pub(crate) fn run(
             coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
         }
     } else {
-        provider::open(&p.provider)
-            .map_err(TurnError::Provider)
-            .and_then(|mut model| {
-                let model_name = &p.provider.model;
-                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &place)?;
-                let c = conv.insert(Conversant {
-                    in_flight,
-                    mcp: Some(server_set(ws, config)),
-                    ..c
-                });
-                match &p.schema {
-                    Some(ts) => super::structured::converse(
-                        c,
-                        model.as_mut(),
-                        &mut transcript,
-                        &mut tally,
-                        &cx,
-                        sink,
-                        ts,
-                    ),
-                    None => converse::converse(
-                        c,
-                        model.as_mut(),
-                        &mut transcript,
-                        &mut tally,
-                        &cx,
-                        sink,
-                    ),
-                }
-            })
+        let single = Single {
+            ws,
+            config,
+            place: &place,
+            resume,
+            decided,
+        };
+        single.converse(&p, &mut conv, &mut transcript, &mut tally, &cx, sink)
     };
-    finish(ws, p, &begun, conv, transcript, tally, answers, end)
+    match end {
+        Err(TurnError::Waiting(paused)) => {
+            let waiting = super::wait::hold(ws, p, &begun, paused, sink);
+            // The process ends here; the ledger says the turn waits, and whoever continues
+            // it writes its stream from then on.
+            let _ = stream.end();
+            Err(waiting)
+        }
+        end => {
+            begun.stream = stream;
+            finish(ws, p, begun, conv, transcript, tally, answers, end)
+        }
+    }
 }
 
-/// Where the turn's tools work: the configured workspace (default: the configuration
-/// file's directory), with the configuration file and the files it makes axocoatl run kept
-/// out of their reach.
-fn workplace(ws: &Workspace, config: &Config) -> Workplace {
+/// An autonomous agent's converse, from the start or from where it waited.
+struct Single<'a> {
+    ws: &'a Workspace,
+    config: &'a Config,
+    place: &'a Workplace,
+    resume: Option<Resume>,
+    decided: HashMap<String, ApprovalDecided>,
+}
+
+impl Single<'_> {
+    fn converse<'w>(
+        self,
+        p: &Prepared<'w>,
+        conv: &mut Option<Conversant<'w>>,
+        transcript: &mut Vec<provider::Message>,
+        tally: &mut Tally,
+        cx: &TurnCx<'_>,
+        sink: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> std::result::Result<(), TurnError> {
+        let in_flight = (self.config.checkpoint.policy == CheckpointPolicy::AfterEachResponse)
+            .then_some(InFlight {
+                keep: self.config.checkpoint.keep,
+                usage_before: p.conversation.usage,
+            });
+        let mut model = self
+            .ws
+            .open_provider(&p.provider)
+            .map_err(TurnError::Provider)?;
+        let repo = self.ws.repo();
+        let c = Conversant::for_agent(repo, p.agent, &p.session, &p.provider.model, self.place)?
+            .priced(self.config, &p.provider);
+        let c = conv.insert(Conversant {
+            in_flight,
+            mcp: Some(server_set(self.ws, self.config)),
+            approvals: Gate::of(p.agent, &p.always, self.decided),
+            resume: self.resume,
+            ..c
+        });
+        match &p.schema {
+            Some(ts) => {
+                super::structured::converse(c, model.as_mut(), transcript, tally, cx, sink, ts)
+            }
+            None => converse::converse(c, model.as_mut(), transcript, tally, cx, sink),
+        }
+    }
+}
+
+/// Where the turn's tools work: `dir` (see [`Workspace::tools_dir`]), with the
+/// configuration file, the files it makes axocoatl run and the models axocoatl reads
+/// (wherever their paths come from) kept out of their reach.
+fn workplace(ws: &Workspace, config: &Config, dir: &std::path::Path) -> Workplace {
+    let mut trusted = crate::config::trusted_files(config, &ws.config_dir());
+    let env = |k: &str| std::env::var(k).ok();
+    let embed_dir = crate::memory::embed::ModelFiles::locate(&env)
+        .and_then(|f| f.model.parent().map(std::path::Path::to_path_buf));
+    let (models, trusted_dirs) = crate::config::model_places(&env, embed_dir.as_deref());
+    trusted.extend(models);
     Workplace {
-        dir: match &config.workspace {
-            Some(d) => ws.config_dir().join(d),
-            None => ws.config_dir(),
-        },
+        dir: dir.to_path_buf(),
         config: ws.config_path().to_path_buf(),
-        trusted: crate::config::trusted_files(config, &ws.config_dir()),
+        trusted,
+        trusted_dirs,
     }
 }
 
@@ -147,6 +227,11 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
             (TurnState::Failed, Some(msg))
         }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+        // `run_from` holds a paused turn instead of finishing it.
+        Err(TurnError::Waiting(_)) => (
+            TurnState::Failed,
+            Some("internal error: a paused turn was finished".into()),
+        ),
     }
 }
 
@@ -159,7 +244,7 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
 pub(super) fn finish(
     ws: &Workspace,
     mut p: Prepared<'_>,
-    begun: &Begun,
+    mut begun: Begun,
     conv: Option<Conversant<'_>>,
     transcript: Vec<crate::provider::Message>,
     tally: Tally,
@@ -182,6 +267,9 @@ pub(super) fn finish(
     } else {
         vec![output_record(&rec, &p.agent.id, &tally.output)?]
     };
+    if let Some(message) = begun.stream.take_failure() {
+        records.push(rec.warning("stream", message));
+    }
     records.push(Record::TurnEnded(TurnEnded {
         turn: begun.turn.clone(),
         session: p.session.clone(),
@@ -190,8 +278,25 @@ pub(super) fn finish(
         usage: tally.usage,
         at: clock::now(),
     }));
+    // Its calls' cache tokens and cost, in the same append (its workers' went with their
+    // subtasks' ends); a turn that made no call has none to record.
+    if tally.detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
+            turn: begun.turn.clone(),
+            session: p.session.clone(),
+            agent: p.agent.id.clone(),
+            subtask: None,
+            counted_at: begun.at,
+            detail: tally.detail,
+            at: clock::now(),
+        }));
+    }
     let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
+    // The terminal record is durable: a follower reads the end from the ledger now.
+    if let Some(message) = std::mem::take(&mut begun.stream).end() {
+        rec.note("stream", message)?;
+    }
     if p.agent.role == AgentRole::Coordinator {
         // Any terminal state clears the private orchestration state: the next turn
         // decomposes fresh.

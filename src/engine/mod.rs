@@ -13,7 +13,7 @@
 //! 3. [`converse`] (`converse::converse`): for one conversing agent, loop
 //!    *build request* (system prompt + context sections + trimmed conversation + tool
 //!    schemas) → *budget check* (estimate, reserve, refuse or warn) → *call and record*
-//!    (stream, append `ModelCall`, in-flight checkpoint) → *run tools* (dispatch each call
+//!    (stream, append `ModelCallCost`, in-flight checkpoint) → *run tools* (dispatch each call
 //!    through the toolbox, append `ToolStarted`/`ToolFinished`), until an answer without
 //!    tool calls, a budget stop, a stop request or the agent's `max_steps`.
 //! 4. [`finish`] (`finish::finish`): append the output and exactly one `TurnEnded`
@@ -53,14 +53,15 @@
 //!    [`Toolbox::new`], its context sources [`converse::CoreMemory`] and
 //!    [`PassiveRecall`](crate::memory::turn::PassiveRecall)) → [`converse::converse`]; each
 //!    round [`converse::build_request`] → [`converse::check_budget`]
-//!    ([`budget::estimate_request`], [`budget::check`]) → [`converse::call_and_record`]
+//!    ([`budget::estimate_request`], [`budget::check`]) and [`converse::check_cost_budget`]
+//!    ([`cost::budget::check`](crate::cost::budget::check)) → [`converse::call_and_record`]
 //!    ([`Provider::chat`] streams [`TurnEvent::Delta`] to the command's printer;
-//!    [`Ledger::append_lazy`] of `ModelCall`; [`converse::checkpoint_in_flight`]) →
+//!    [`Ledger::append_lazy`] of `ModelCallCost`; [`converse::checkpoint_in_flight`]) →
 //!    [`converse::run_tools`] ([`Toolbox::call`]; `ToolStarted`/`ToolFinished` appended
 //!    lazily) → [`converse::observe_exchange`]. Meanwhile [`watcher::stop_requested`] looks
 //!    for a stop record every 20 ms through the [`Cancel`] probe.
-//! 5. [`finish::finish`]: [`Ledger::append`] of `AgentOutput` (or `AgentOutputBounded`) and
-//!    `TurnEnded` (the second `fdatasync`), [`Conversation::after_turn`],
+//! 5. [`finish::finish`]: [`Ledger::append`] of `AgentOutput` (or `AgentOutputBounded`),
+//!    `TurnEnded` and `UsageCost` (the second `fdatasync`), [`Conversation::after_turn`],
 //!    [`checkpoint::write`] (the store's [`write_atomic`]), [`finish::observe_turn`],
 //!    [`session::clear_note`].
 //! 6. The bytes: [`Ledger::append`] takes `run/ledger.lock`, frames each record
@@ -141,7 +142,10 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod resume;
+mod stream;
 mod structured;
+mod wait;
 mod watcher;
 
 use std::path::PathBuf;
@@ -187,6 +191,17 @@ pub struct SendOptions {
     /// How many times a reply that breaks the schema is asked for again; `None`: the
     /// agent's `schema_retries:`, else 0.
     pub schema_retries: Option<u32>,
+    /// Continue this turn, which waited for approval and whose held calls are all
+    /// decided, instead of beginning one (`approve`); `session` and `agent` are its own,
+    /// the other options are not used.
+    pub resume: Option<String>,
+    /// A person is asked about held calls at once (a terminal prompt follows a pause), so
+    /// `on_approval_request:` is not run.
+    pub ask_at_once: bool,
+    /// The directory the turn's tools work in, when the caller chose it (a command sent
+    /// through `serve` from the home repository: the directory it ran in); else the
+    /// workspace's own ([`Workspace::tools_dir`]).
+    pub workdir: Option<PathBuf>,
 }
 
 /// The attachments a turn pins.
@@ -251,6 +266,9 @@ pub fn send_held(
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
+    if let Some(turn) = opts.resume.clone() {
+        return resume::resume(ws, &turn, opts.ask_at_once, held, cancel, sink);
+    }
     let patched = patched_agent(ws, &opts)?;
     let added = prepare::attach_files(ws, &opts, cancel, sink)?;
     let started =
@@ -265,6 +283,18 @@ pub fn send_held(
             Err(e)
         }
     }
+}
+
+/// Checks that `overrides` apply to `agent` (the default agent when `None`): what a
+/// command runs before it changes anything (`send -n` makes a session, `chat` starts
+/// reading lines).
+pub fn check_overrides(ws: &Workspace, agent: Option<&str>, overrides: &Overrides) -> Result<()> {
+    let opts = SendOptions {
+        agent: agent.map(str::to_owned),
+        overrides: overrides.clone(),
+        ..SendOptions::default()
+    };
+    patched_agent(ws, &opts).map(|_| ())
 }
 
 /// The agent the turn goes to with its per-call overrides applied (checked before anything
@@ -292,6 +322,28 @@ pub fn retry_options(
 ) -> Result<SendOptions> {
     let projection = Projection::of(ws.repo(), Scope::Prefix(prefix), Want::VIEWS)?;
     let original = projection.resolve(prefix)?;
+    if let Some((_, name)) = ws.names()?.removed(&original.session) {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "turn {} belongs to session {name:?}, which was removed (`sessions rm`); a retry would write into a session no listing shows",
+                original.turn
+            ),
+            hint: crate::error::Next::say(
+                "send its request again in a current session (the turn still shows it)",
+            ),
+        });
+    }
+    let workdir = original.workdir.as_ref().map(PathBuf::from);
+    if let Some(dir) = workdir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "turn {} worked in {}, which is no longer a directory; a retry would run its tools elsewhere",
+                original.turn,
+                dir.display()
+            ),
+            hint: crate::error::Next::say("send the request again from the directory to work in"),
+        });
+    }
     let n = original.attachments.len();
     if n > 0 {
         return Err(RuntimeError::Refused {
@@ -325,6 +377,9 @@ pub fn retry_options(
             .merged(overrides),
         schema,
         schema_retries,
+        // The same request in the same place: a home repository's turn is retried in the
+        // directory it worked in, wherever the retry is typed.
+        workdir,
         ..SendOptions::default()
     })
 }

@@ -9,8 +9,8 @@
 
 use axocoatl_store::layout::check_session_name;
 use axocoatl_store::ledger::record::{
-    AgentOutput, Millis, ModelCall, SessionCreated, ToolResult, ToolStarted, TurnBegun, TurnEnded,
-    TurnState, Usage,
+    AgentOutput, Millis, ModelCallCost, SessionCreated, ToolResult, ToolStarted, TurnBegun,
+    TurnEnded, TurnState, Usage, UsageCost, UsageDetail, Warning,
 };
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
@@ -46,6 +46,23 @@ const RECORD_CHARS: usize = 1500;
 
 /// The system prompt of a consolidation call.
 pub const SYSTEM: &str = "You maintain the core memory of an AI agent: a few small named blocks of durable facts that the agent sees on every turn. You are given the blocks and the agent's recent memory records. Promote facts that will stay useful (preferences, names, decisions, recurring context) into the blocks.\n\nRules:\n- Only add facts, or rewrite one exact piece of a block to correct or update a fact. Never remove facts.\n- Skip facts a block already holds, small talk, and anything temporary.\n- Stay within each block's remaining characters.\n\nAnswer with JSON only, in this shape:\n{\"edits\": [{\"label\": \"human\", \"append\": \"Prefers short answers.\"}, {\"label\": \"project\", \"old\": \"exact text in the block\", \"new\": \"its corrected text\"}]}\nAnswer {\"edits\": []} when there is nothing to promote.";
+
+/// When `serve` consolidates `agent` (its idle threshold and interval), or `None` when it
+/// never does: an agent that is not autonomous (a worker has no actor; a coordinator's
+/// memory is its workflow's), or whose `consolidation:` (its own, else the top-level
+/// section) is off.
+pub fn sleep_time(
+    config: &Config,
+    agent: &AgentConfig,
+) -> Option<(std::time::Duration, std::time::Duration)> {
+    let e = config.consolidation.for_agent(agent);
+    (agent.role == AgentRole::Autonomous && e.enabled.0).then(|| {
+        (
+            std::time::Duration::from_secs(e.idle_threshold_secs.0),
+            std::time::Duration::from_secs(e.interval_secs.0),
+        )
+    })
+}
 
 /// The user message of a consolidation call: the blocks, then the records oldest first.
 pub fn prompt(blocks: &[BlockView], records: &[Hit]) -> String {
@@ -294,21 +311,22 @@ fn run_one(
     let blocks = memory.blocks_view()?;
     let resolved = ws.resolve_provider(agent)?;
     let mut lock = take_lock(ws, session)?;
-    let turn = begin(repo, &mut lock, session, session_exists, &agent.id)?;
-
+    let (turn, begun_at) = begin(repo, &mut lock, session, session_exists, &agent.id)?;
+    let price = ws.config()?.price_of(&resolved);
     let request = request(&resolved.model, agent, prompt(&blocks, &records));
     let mut output = String::new();
     let mut usage = Usage::ZERO;
+    let mut detail = UsageDetail::default();
     let mut applied = Vec::new();
     let outcome = call(
         repo,
-        &resolved,
+        (&resolved, price.as_ref()),
         &request,
-        &turn,
+        (&turn, session),
         agent,
         cancel,
         &mut output,
-        &mut usage,
+        (&mut usage, &mut detail),
     );
     let (state, error) = match outcome {
         Err(CallFailed::Cancelled) => (TurnState::Stopped, None),
@@ -322,7 +340,7 @@ fn run_one(
             }
         },
     };
-    let end = [
+    let mut end = vec![
         Record::AgentOutput(AgentOutput {
             turn: turn.clone(),
             agent: agent.id.clone(),
@@ -338,6 +356,7 @@ fn run_one(
             at: clock::now(),
         }),
     ];
+    end.extend(usage_cost(&turn, session, &agent.id, begun_at, detail));
     repo.ledger().append(&end)?;
     crate::session::clear_note(repo, &mut lock)?;
     drop(lock);
@@ -364,6 +383,28 @@ fn run_one(
     })
 }
 
+/// The cache tokens and cost of the pass's call, to follow its `TurnEnded` (none when no
+/// call was made).
+fn usage_cost(
+    turn: &str,
+    session: &str,
+    agent: &str,
+    begun_at: Millis,
+    detail: UsageDetail,
+) -> Option<Record> {
+    (detail.calls > 0).then(|| {
+        Record::UsageCost(UsageCost {
+            turn: turn.to_owned(),
+            session: session.to_owned(),
+            agent: agent.to_owned(),
+            subtask: None,
+            counted_at: begun_at,
+            detail,
+            at: clock::now(),
+        })
+    })
+}
+
 /// The pass's one model call: the instructions and `prompt`, deterministic, answered in
 /// JSON.
 fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
@@ -377,7 +418,9 @@ fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
         sampling: Sampling {
             temperature: Some(0.0),
             top_p: None,
-            max_tokens: agent.sampling.max_tokens,
+            // The bound a turn of this agent requests and reserves, so a background pass
+            // spends no more than a turn may.
+            max_tokens: budget::completion_bound(agent),
             response_format: Some(ResponseFormat::Json),
             schema: None,
         },
@@ -392,8 +435,9 @@ fn begin(
     session: &str,
     session_exists: bool,
     agent: &str,
-) -> Result<String> {
+) -> Result<(String, Millis)> {
     let turn = ids::new_id();
+    let now = clock::now();
     let (_, head) = repo.ledger().head()?;
     crate::session::set_note(
         repo,
@@ -403,6 +447,7 @@ fn begin(
             session: session.to_owned(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
     let mut begin = Vec::with_capacity(2);
@@ -422,11 +467,11 @@ fn begin(
         attachments: Vec::new(),
         retry_of: None,
         pid: std::process::id(),
-        at: clock::now(),
+        at: now,
         schema: None,
     }));
     repo.ledger().append(&begin)?;
-    Ok(turn)
+    Ok((turn, now))
 }
 
 /// "completed: read 3 records, 1 edit applied, 0 refused": the daily log's line of a pass.
@@ -459,17 +504,17 @@ impl From<ProviderError> for CallFailed {
     }
 }
 
-/// The one model call of a pass, recorded as a `ModelCall`.
+/// The one model call of a pass, recorded as a `ModelCallCost` (with its cost by `price`).
 #[allow(clippy::too_many_arguments)]
 fn call(
     repo: &Repo,
-    resolved: &ResolvedProvider,
+    (resolved, price): (&ResolvedProvider, Option<&crate::config::Price>),
     request: &ChatRequest,
-    turn: &str,
+    (turn, session): (&str, &str),
     agent: &AgentConfig,
     cancel: &Cancel,
     output: &mut String,
-    usage: &mut Usage,
+    (usage, detail): (&mut Usage, &mut UsageDetail),
 ) -> std::result::Result<(), CallFailed> {
     let mut provider = provider::open(resolved)?;
     let estimate = budget::estimate_request(request, &|t| provider.count_tokens(t));
@@ -479,6 +524,8 @@ fn call(
             if budget::enforce(b) {
                 return Err(CallFailed::Failed(v.message));
             }
+            let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+            warn(repo, turn, session, &message)?;
         }
     }
     let completion = provider.chat(request, cancel, &mut |ev| {
@@ -492,19 +539,74 @@ fn call(
         calls: 1,
         complete: completion.usage.reported(),
     };
-    let recorded = repo.ledger().append_lazy(&[Record::ModelCall(ModelCall {
-        turn: turn.to_owned(),
-        agent: agent.id.clone(),
-        provider: provider.name().to_owned(),
-        model: request.model.clone(),
-        reserved_tokens: estimate.total() + completion_bound,
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
-        finish_reason: completion.finish_reason.clone(),
-        at: clock::now(),
-    })]);
+    let cost = price.and_then(|p| crate::cost::call_nanos(p, &completion.usage));
+    *detail = UsageDetail {
+        calls: 1,
+        cache_write_tokens: completion.usage.cache_write_tokens.unwrap_or(0),
+        cache_read_tokens: completion.usage.cache_read_tokens.unwrap_or(0),
+        priced_calls: u32::from(cost.is_some()),
+        cost_nanos: cost.unwrap_or(0),
+    };
+    let recorded = repo
+        .ledger()
+        .append_lazy(&[Record::ModelCallCost(ModelCallCost {
+            turn: turn.to_owned(),
+            agent: agent.id.clone(),
+            provider: provider.name().to_owned(),
+            model: request.model.clone(),
+            reserved_tokens: estimate.total() + completion_bound,
+            prompt_tokens: completion.usage.prompt_tokens,
+            completion_tokens: completion.usage.completion_tokens,
+            cache_write_tokens: completion.usage.cache_write_tokens,
+            cache_read_tokens: completion.usage.cache_read_tokens,
+            cost_nanos: cost,
+            finish_reason: completion.finish_reason.clone(),
+            at: clock::now(),
+        })]);
     recorded.map_err(|e| CallFailed::Failed(e.to_string()))?;
+    // A provider-reported overrun fails the pass as it stops a turn: its edits are not
+    // applied.
+    if let Some(b) = &agent.token_budget {
+        // What the provider did not report is counted as a turn counts it: the input as
+        // estimated, the answer's tokens.
+        let used = completion.usage.prompt_tokens.unwrap_or(estimate.total())
+            + completion.usage.completion_tokens.unwrap_or_else(|| {
+                provider
+                    .count_tokens(output)
+                    .map(|n| n as u64)
+                    .unwrap_or_else(|| budget::estimate_text(output))
+            });
+        if let Some(v) = budget::check_reported(b, used, used) {
+            if budget::enforce(b) {
+                return Err(CallFailed::Failed(format!(
+                    "{}; the pass applied none of its edits",
+                    v.message
+                )));
+            }
+            warn(repo, turn, session, &v.message)?;
+        }
+    }
     Ok(())
+}
+
+/// Records a budget warning of the pass's turn.
+fn warn(
+    repo: &Repo,
+    turn: &str,
+    session: &str,
+    message: &str,
+) -> std::result::Result<(), CallFailed> {
+    let record = Record::Warning(Warning {
+        turn: Some(turn.to_owned()),
+        session: session.to_owned(),
+        code: "budget".to_owned(),
+        message: message.to_owned(),
+        at: clock::now(),
+    });
+    repo.ledger()
+        .append_lazy(&[record])
+        .map(|_| ())
+        .map_err(|e| CallFailed::Failed(e.to_string()))
 }
 
 /// Each proposed edit as a tool start and result of the turn, as `show` displays tools.

@@ -27,9 +27,45 @@ pub const MAX_TOP_K: usize = 20;
 /// Each hit's text is cut to this many characters in a tool answer or passive section.
 const HIT_CHARS: usize = 1200;
 
-/// The text retained for a completed turn.
+/// Words of a turn's request that its exchange retains, at most: about 17 records.
+pub const EXCHANGE_REQUEST_WORDS: usize = 2000;
+/// Words of a turn's answer that its exchange retains, at most: about 9 records.
+pub const EXCHANGE_ANSWER_WORDS: usize = 1000;
+
+/// The text retained for a completed turn: its request and its answer, each cut to its
+/// first [`EXCHANGE_REQUEST_WORDS`] or [`EXCHANGE_ANSWER_WORDS`] words. An exchange is a
+/// copy of what the ledger holds whole; a pasted book would otherwise become thousands of
+/// records whose embedding keeps the process busy for minutes after the answer.
 pub fn exchange_text(request: &str, answer: &str) -> String {
-    format!("User: {request}\nAssistant: {answer}")
+    format!(
+        "User: {}\nAssistant: {}",
+        first_words(request, EXCHANGE_REQUEST_WORDS, "request"),
+        first_words(answer, EXCHANGE_ANSWER_WORDS, "answer")
+    )
+}
+
+/// `text` when it has at most `max` words, else its first `max` words and a note of how
+/// much was left out. Looks no further into `text` than those words.
+fn first_words<'a>(text: &'a str, max: usize, what: &str) -> std::borrow::Cow<'a, str> {
+    let mut words = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            in_word = false;
+        } else if !in_word {
+            in_word = true;
+            words += 1;
+            if words > max {
+                let kept = text[..i].trim_end();
+                return format!(
+                    "{kept} [… the rest of the {what}, {} more bytes, is not retained here; the turn in the ledger has it whole]",
+                    text.len() - kept.len()
+                )
+                .into();
+            }
+        }
+    }
+    text.into()
 }
 
 impl AgentMemory {
@@ -274,6 +310,37 @@ mod tests {
         assert_eq!(
             hit_text(&h),
             "<memory score=\"0.81\" source=\"exchange\" turn=\"01234567\" at=\"1970-01-01T00:00:00.000Z\">\nUser: my cat is Tom\nAssistant: noted\n</memory>"
+        );
+    }
+
+    #[test]
+    fn an_exchange_keeps_the_first_words_of_a_long_request_and_answer() {
+        assert_eq!(
+            exchange_text("hi there", "hello"),
+            "User: hi there\nAssistant: hello"
+        );
+        let long = "word ".repeat(EXCHANGE_REQUEST_WORDS * 500);
+        let text = exchange_text(&long, &"ok ".repeat(EXCHANGE_ANSWER_WORDS + 1));
+        let (user, assistant) = text.split_once("\nAssistant: ").expect("two parts");
+        assert_eq!(
+            user.split_whitespace().filter(|w| *w == "word").count(),
+            EXCHANGE_REQUEST_WORDS
+        );
+        assert!(user.ends_with("is not retained here; the turn in the ledger has it whole]"));
+        assert!(user.contains(&format!(
+            "{} more bytes",
+            long.len() - (5 * EXCHANGE_REQUEST_WORDS - 1)
+        )));
+        assert_eq!(
+            assistant.split_whitespace().filter(|w| *w == "ok").count(),
+            EXCHANGE_ANSWER_WORDS
+        );
+        let records =
+            super::super::semantic::chunk::chunks(&text, super::super::semantic::CHUNK_WORDS);
+        assert!(
+            records.len() as u64 <= super::super::semantic::CATCH_UP,
+            "{}",
+            records.len()
         );
     }
 }

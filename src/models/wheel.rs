@@ -2,6 +2,9 @@
 //! file stored or deflated. Only what wheels use is read: the end of central directory
 //! record, the central directory entry of the member, its local header, and its data
 //! (method 0 or 8). Zip64 archives, encryption and other methods are refused by name.
+//!
+//! The same pieces serve a wheel on disk ([`extract`]) and one read a range at a time from
+//! a server ([`super::pypi`]): the end record, the directory, the local header, the data.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -27,12 +30,155 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 /// Where a member's data is and how it is stored.
-struct Entry {
-    method: u16,
-    flags: u16,
-    compressed: u64,
-    size: u64,
-    local_header: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub method: u16,
+    pub flags: u16,
+    pub compressed: u64,
+    pub size: u64,
+    pub local_header: u64,
+}
+
+impl Entry {
+    /// Refuses what is not taken out: encryption, other methods, absurd sizes.
+    pub fn check(&self) -> Result<(), String> {
+        if self.flags & 1 != 0 {
+            return Err("it is encrypted".into());
+        }
+        if self.size > MAX_MEMBER || self.compressed > MAX_MEMBER {
+            return Err(format!(
+                "it says it is {} bytes",
+                self.size.max(self.compressed)
+            ));
+        }
+        if !matches!(self.method, 0 | 8) {
+            return Err(format!(
+                "compression method {} is not supported",
+                self.method
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where an archive's central directory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Directory {
+    pub entries: u16,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The most bytes at the end of an archive that can hold its end record: the record and
+/// the longest comment.
+pub(super) const TAIL: u64 = EOCD_LEN + 0xffff;
+
+/// The length of a local file header before its name and extra field.
+pub(super) const LOCAL_LEN: u64 = 30;
+
+/// The central directory of an archive of `len` bytes whose last bytes are `tail`.
+pub(super) fn directory(tail: &[u8], len: u64) -> Result<Directory, &'static str> {
+    if len < EOCD_LEN || (tail.len() as u64) < EOCD_LEN {
+        return Err("it is not a zip archive (too short)");
+    }
+    let at = (0..=tail.len() - EOCD_LEN as usize)
+        .rev()
+        .find(|&i| u32_at(tail, i) == EOCD_SIG)
+        .ok_or("it is not a zip archive (no end of central directory)")?;
+    let entries = u16_at(tail, at + 10);
+    let size = u32_at(tail, at + 12);
+    let offset = u32_at(tail, at + 16);
+    if entries == 0xffff || size == 0xffff_ffff || offset == 0xffff_ffff {
+        return Err("zip64 archives are not supported");
+    }
+    if u64::from(offset) + u64::from(size) > len {
+        return Err("its central directory runs past its end");
+    }
+    Ok(Directory {
+        entries,
+        offset: u64::from(offset),
+        size: u64::from(size),
+    })
+}
+
+/// The entry of `member` in the central directory `dir` of `entries` entries, if it has one.
+pub(super) fn entry(dir: &[u8], entries: u16, member: &str) -> Result<Option<Entry>, &'static str> {
+    let mut p = 0usize;
+    for _ in 0..entries {
+        if p + 46 > dir.len() || u32_at(dir, p) != CENTRAL_SIG {
+            return Err("its central directory is damaged");
+        }
+        let name_len = usize::from(u16_at(dir, p + 28));
+        let extra_len = usize::from(u16_at(dir, p + 30));
+        let comment_len = usize::from(u16_at(dir, p + 32));
+        let name = dir
+            .get(p + 46..p + 46 + name_len)
+            .ok_or("its central directory is damaged")?;
+        if name == member.as_bytes() {
+            return Ok(Some(Entry {
+                flags: u16_at(dir, p + 8),
+                method: u16_at(dir, p + 10),
+                compressed: u64::from(u32_at(dir, p + 20)),
+                size: u64::from(u32_at(dir, p + 24)),
+                local_header: u64::from(u32_at(dir, p + 42)),
+            }));
+        }
+        p += 46 + name_len + extra_len + comment_len;
+    }
+    Ok(None)
+}
+
+/// Where the data of an entry starts, from its local header's first [`LOCAL_LEN`] bytes.
+pub(super) fn data_offset(local: &[u8], local_header: u64) -> Result<u64, &'static str> {
+    if (local.len() as u64) < LOCAL_LEN || u32_at(local, 0) != LOCAL_SIG {
+        return Err("its local header is not where the directory says");
+    }
+    Ok(local_header + LOCAL_LEN + u64::from(u16_at(local, 26)) + u64::from(u16_at(local, 28)))
+}
+
+/// Inflates (or copies) the `entry.compressed` bytes of `raw` to `out`: the sha256 of what
+/// was written, or why the data is refused (`Err(Ok(detail))`) or could not be written
+/// (`Err(Err(io))`).
+pub(super) fn inflate(
+    raw: impl Read,
+    entry: &Entry,
+    out: &mut File,
+) -> Result<String, Result<String, std::io::Error>> {
+    let raw = raw.take(entry.compressed);
+    let mut reader: Box<dyn Read> = match entry.method {
+        0 => Box::new(raw),
+        8 => Box::new(flate2::read::DeflateDecoder::new(raw)),
+        m => return Err(Ok(format!("compression method {m} is not supported"))),
+    };
+    // One byte more than it says it holds: a member that inflates past its size is refused.
+    let mut reader = (&mut reader).take(entry.size + 1);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut written = 0u64;
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| Ok(format!("it does not inflate: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        written += n as u64;
+        if written > entry.size {
+            return Err(Ok(format!(
+                "it holds more than the {} bytes it says",
+                entry.size
+            )));
+        }
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(Err)?;
+    }
+    if written != entry.size {
+        return Err(Ok(format!(
+            "it holds {written} bytes, not the {} it says",
+            entry.size
+        )));
+    }
+    Ok(super::hex(&hasher.finalize()))
 }
 
 /// Writes `member` of the wheel at `path` to `out` and returns its sha256 (lowercase hex).
@@ -53,66 +199,24 @@ pub fn extract(path: &Path, member: &str, out: &mut File) -> Result<String, Mode
     let len = file.metadata().map_err(io("stat"))?.len();
     let entry = find(&mut file, len, member).map_err(|d| bad(d.to_owned()))?;
     let entry = entry.ok_or_else(|| bad("the wheel has no such file".into()))?;
-    if entry.flags & 1 != 0 {
-        return Err(bad("it is encrypted".into()));
-    }
-    if entry.size > MAX_MEMBER {
-        return Err(bad(format!("it says it is {} bytes", entry.size)));
-    }
-    let mut local = [0u8; 30];
+    entry.check().map_err(bad)?;
+    let mut local = [0u8; LOCAL_LEN as usize];
     file.seek(SeekFrom::Start(entry.local_header))
         .and_then(|_| file.read_exact(&mut local))
         .map_err(io("read"))?;
-    if u32_at(&local, 0) != LOCAL_SIG {
-        return Err(bad(
-            "its local header is not where the directory says".into()
-        ));
-    }
-    let data =
-        entry.local_header + 30 + u64::from(u16_at(&local, 26)) + u64::from(u16_at(&local, 28));
+    let data = data_offset(&local, entry.local_header).map_err(|d| bad(d.to_owned()))?;
     if data + entry.compressed > len {
         return Err(bad("its data runs past the end of the wheel".into()));
     }
     file.seek(SeekFrom::Start(data)).map_err(io("read"))?;
-    let raw = (&mut file).take(entry.compressed);
-    let mut reader: Box<dyn Read> = match entry.method {
-        0 => Box::new(raw),
-        8 => Box::new(flate2::read::DeflateDecoder::new(raw)),
-        m => return Err(bad(format!("compression method {m} is not supported"))),
-    };
-    // One byte more than it says it holds: a member that inflates past its size is refused.
-    let mut reader = (&mut reader).take(entry.size + 1);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut written = 0u64;
-    loop {
-        let n = reader
-            .read(&mut buf)
-            .map_err(|e| bad(format!("it does not inflate: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        written += n as u64;
-        if written > entry.size {
-            return Err(bad(format!(
-                "it holds more than the {} bytes it says",
-                entry.size
-            )));
-        }
-        hasher.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| ModelError::Io {
+    inflate(&mut file, &entry, out).map_err(|e| match e {
+        Ok(detail) => bad(detail),
+        Err(source) => ModelError::Io {
             op: "write",
             path: path.with_file_name(member.rsplit('/').next().unwrap_or(member)),
-            source: e,
-        })?;
-    }
-    if written != entry.size {
-        return Err(bad(format!(
-            "it holds {written} bytes, not the {} it says",
-            entry.size
-        )));
-    }
-    Ok(super::hex(&hasher.finalize()))
+            source,
+        },
+    })
 }
 
 /// The central directory entry of `member`, if the archive has one.
@@ -121,51 +225,17 @@ fn find(file: &mut File, len: u64, member: &str) -> Result<Option<Entry>, &'stat
         return Err("it is not a zip archive (too short)");
     }
     // The end record is the last 22 bytes, or fewer than 64 KiB (its comment) before them.
-    let tail_len = len.min(EOCD_LEN + 0xffff);
+    let tail_len = len.min(TAIL);
     let mut tail = vec![0u8; tail_len as usize];
     file.seek(SeekFrom::Start(len - tail_len))
         .and_then(|_| file.read_exact(&mut tail))
         .map_err(|_| "it cannot be read")?;
-    let at = (0..=tail.len() - EOCD_LEN as usize)
-        .rev()
-        .find(|&i| u32_at(&tail, i) == EOCD_SIG)
-        .ok_or("it is not a zip archive (no end of central directory)")?;
-    let entries = u16_at(&tail, at + 10);
-    let dir_size = u32_at(&tail, at + 12);
-    let dir_offset = u32_at(&tail, at + 16);
-    if entries == 0xffff || dir_size == 0xffff_ffff || dir_offset == 0xffff_ffff {
-        return Err("zip64 archives are not supported");
-    }
-    if u64::from(dir_offset) + u64::from(dir_size) > len {
-        return Err("its central directory runs past its end");
-    }
-    let mut dir = vec![0u8; dir_size as usize];
-    file.seek(SeekFrom::Start(u64::from(dir_offset)))
-        .and_then(|_| file.read_exact(&mut dir))
+    let dir = directory(&tail, len)?;
+    let mut bytes = vec![0u8; dir.size as usize];
+    file.seek(SeekFrom::Start(dir.offset))
+        .and_then(|_| file.read_exact(&mut bytes))
         .map_err(|_| "its central directory cannot be read")?;
-    let mut p = 0usize;
-    for _ in 0..entries {
-        if p + 46 > dir.len() || u32_at(&dir, p) != CENTRAL_SIG {
-            return Err("its central directory is damaged");
-        }
-        let name_len = usize::from(u16_at(&dir, p + 28));
-        let extra_len = usize::from(u16_at(&dir, p + 30));
-        let comment_len = usize::from(u16_at(&dir, p + 32));
-        let name = dir
-            .get(p + 46..p + 46 + name_len)
-            .ok_or("its central directory is damaged")?;
-        if name == member.as_bytes() {
-            return Ok(Some(Entry {
-                flags: u16_at(&dir, p + 8),
-                method: u16_at(&dir, p + 10),
-                compressed: u64::from(u32_at(&dir, p + 20)),
-                size: u64::from(u32_at(&dir, p + 24)),
-                local_header: u64::from(u32_at(&dir, p + 42)),
-            }));
-        }
-        p += 46 + name_len + extra_len + comment_len;
-    }
-    Ok(None)
+    entry(&bytes, dir.entries, member)
 }
 
 #[cfg(test)]

@@ -6,29 +6,55 @@ use crate::config::{ProviderKind, ResolvedProvider};
 use crate::provider::redact::Redacting;
 use crate::provider::{Provider, ProviderError};
 
-/// Builds the adapter for a resolved provider. API keys are read from the environment here
-/// and live only in memory.
-pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderError> {
-    let api_key = resolved
+/// The API key of a resolved provider, from the environment.
+fn api_key(resolved: &ResolvedProvider) -> Option<String> {
+    resolved
         .api_key_env
         .as_deref()
         .and_then(|var| std::env::var(var).ok())
-        .filter(|k| !k.is_empty());
-    let http = || {
-        let api_key = api_key.clone();
-        super::http::HttpOptions {
-            name: resolved.name.clone(),
-            base_url: resolved.base_url.clone().unwrap_or_default(),
-            model: resolved.model.clone(),
-            api_key,
-            timeout: Duration::from_secs(resolved.timeout_secs),
-            connect_timeout: Duration::from_secs(resolved.connect_timeout_secs),
-            max_retries: resolved.max_retries,
-            deadline: resolved.deadline_secs.map(Duration::from_secs),
-            key_env: resolved.api_key_env.clone(),
-            base_url_from: resolved.base_url_from.clone(),
-        }
+        .filter(|k| !k.is_empty())
+}
+
+fn http_options(resolved: &ResolvedProvider, api_key: Option<String>) -> super::http::HttpOptions {
+    super::http::HttpOptions {
+        name: resolved.name.clone(),
+        base_url: resolved.base_url.clone().unwrap_or_default(),
+        model: resolved.model.clone(),
+        api_key,
+        timeout: Duration::from_secs(resolved.timeout_secs),
+        connect_timeout: Duration::from_secs(resolved.connect_timeout_secs),
+        max_retries: resolved.max_retries,
+        deadline: resolved.deadline_secs.map(Duration::from_secs),
+        key_env: resolved.api_key_env.clone(),
+        base_url_from: resolved.base_url_from.clone(),
+    }
+}
+
+/// The models a server provider lists (Ollama's tags, an OpenAI-compatible server's
+/// models), waiting at most `wait` for it, without retries (for completions: a server that
+/// is down answers nothing, quickly); `None` for the kinds that run one fixed model.
+pub fn listed_models(resolved: &ResolvedProvider, wait: Duration) -> Option<Vec<String>> {
+    let opts = super::http::HttpOptions {
+        timeout: wait,
+        connect_timeout: wait,
+        max_retries: 0,
+        deadline: Some(wait),
+        ..http_options(resolved, api_key(resolved))
     };
+    let client = super::http::HttpClient::new(opts.clone());
+    match resolved.kind {
+        ProviderKind::Ollama => client.list_models("api/tags", super::ollama::tag_names),
+        ProviderKind::Openai => client.list_models("models", super::openai::model_ids),
+        ProviderKind::Anthropic => super::anthropic::listed_models(opts),
+        ProviderKind::Local | ProviderKind::Script => None,
+    }
+}
+
+/// Builds the adapter for a resolved provider. API keys are read from the environment here
+/// and live only in memory.
+pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderError> {
+    let api_key = api_key(resolved);
+    let http = || http_options(resolved, api_key.clone());
     // The key never leaves the adapter: not in streamed text, messages, tool calls or errors.
     let redacting = |inner: Box<dyn Provider>| Redacting::wrap(inner, api_key.as_deref());
     match resolved.kind {
@@ -38,6 +64,9 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
         ProviderKind::Openai => Ok(redacting(Box::new(super::openai::OpenAiProvider::new(
             http(),
         )))),
+        ProviderKind::Anthropic => Ok(redacting(Box::new(
+            super::anthropic::AnthropicProvider::new(http()),
+        ))),
         ProviderKind::Script => {
             let path = resolved
                 .script

@@ -32,7 +32,7 @@ impl OllamaProvider {
 }
 
 /// The names of `/api/tags`: `{"models": [{"name": "llama3.2:latest", ...}]}`.
-fn tag_names(tags: &Value) -> Vec<String> {
+pub(crate) fn tag_names(tags: &Value) -> Vec<String> {
     tags.get("models")
         .and_then(Value::as_array)
         .map(|models| {
@@ -202,6 +202,7 @@ impl Answer {
                 self.usage = CallUsage {
                     prompt_tokens: value.get("prompt_eval_count").and_then(Value::as_u64),
                     completion_tokens: value.get("eval_count").and_then(Value::as_u64),
+                    ..CallUsage::default()
                 };
                 Ok(Flow::Stop)
             }

@@ -87,6 +87,10 @@ impl Provider for Redacting {
     fn supports_tools(&self) -> bool {
         self.inner.supports_tools()
     }
+
+    fn keep_conversation(&mut self, cache: Option<Box<dyn super::ConversationCache>>) {
+        self.inner.keep_conversation(cache)
+    }
 }
 
 /// `text` with every occurrence of `key` replaced.

@@ -14,6 +14,9 @@
 //! the session lock decide), and its events go back as they happen. SIGTERM stops its
 //! active turns (recorded `stopped`) and ends the process once they have.
 //!
+//! The agent's providers belong to the actor too: a `local` model is loaded at start and kept
+//! for every turn ([`crate::provider::Kept`]), so a turn through `serve` pays no load.
+//!
 //! The agent's MCP servers belong to the actor: started at the first turn that needs them,
 //! kept across turns, started again within [`MCP_WATCH_EVERY`] when one dies, shown by
 //! `agents status`, and ended with the actor (on SIGTERM; if the actor is killed, their stdin
@@ -137,13 +140,16 @@ pub fn run(
     die_with_parent(args.parent)?;
     ws.set_config(config);
     let hub = mcp_hub(&mut ws, &args.agent)?;
+    // The agent's model is loaded once, here, and kept for every turn.
+    ws.keep_providers();
     let ws = Arc::new(ws);
     let config = ws.config()?;
     let agent = engine::resolve_agent(config, Some(&args.agent))?;
     let resolved = ws.resolve_provider(agent)?;
     // The provider must be able to start (its model or script file is there): a start
-    // that fails here is what `serve` counts towards `down`.
-    drop(crate::provider::open(&resolved)?);
+    // that fails here is what `serve` counts towards `down`. A local model loaded here is
+    // kept for the first turn.
+    drop(ws.open_provider(&resolved)?);
     let shared = shared_state(ws.repo(), &args.session, &agent.id, hub.clone())?;
     let _ = std::fs::remove_file(&args.socket);
     let listener =
@@ -399,9 +405,28 @@ fn turn(
             cancel.cancel();
         }
     };
+    let started = Instant::now();
+    let session = opts.session.clone();
     let result = engine::send_held(ws, opts, held, &cancel, &mut sink);
     if let Ok(mut t) = shared.last_end.lock() {
         *t = Instant::now();
+    }
+    // One line per turn in serve's log: which turn, how it ended, how long, what it used.
+    let ms = started.elapsed().as_millis() as u64;
+    match &result {
+        Ok((o, _)) => tracing::info!(
+            turn = %o.turn,
+            session = %o.session,
+            agent = %o.agent,
+            state = %o.state.as_str(),
+            ms,
+            prompt_tokens = o.usage.prompt_tokens,
+            completion_tokens = o.usage.completion_tokens,
+            "turn ended"
+        ),
+        Err(e) => {
+            tracing::warn!(session = %session, agent = %args.agent, error = %e, ms, "turn not run")
+        }
     }
     let reply = match result {
         Ok((outcome, conversation)) => {

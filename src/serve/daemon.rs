@@ -190,7 +190,10 @@ async fn serve(ws: Workspace, config: Config, opts: ServeOptions) -> Result<()> 
     let max_clients = sock::max_clients(descriptor_limit());
     let session = ws.session_or_head(None)?;
     let automations = config.automations.iter().any(|a| a.enabled);
-    let consolidation = config.consolidation.enabled;
+    let consolidation = config
+        .agents
+        .iter()
+        .any(|a| crate::memory::consolidate::sleep_time(&config, a).is_some());
     let d = new_daemon(ws, config, opts, &actors_dir, &session);
     info!(
         pid = std::process::id(),
@@ -773,42 +776,33 @@ async fn last_turns(d: &Daemon, agent: Option<&str>) -> HashMap<(String, String)
     })
 }
 
-/// Sleep-time consolidation: each autonomous agent's actor idle for `idle_threshold_secs`
-/// (no turn running, none routed) gets a promotion-only pass, at most once per
-/// `interval_secs`. Never for workers (they have no actors) or coordinators (their memory
-/// is the workflow's), never while a turn is active.
+/// Sleep-time consolidation: each autonomous agent's actor idle for its
+/// `idle_threshold_secs` (no turn running, none routed) gets a promotion-only pass, at most
+/// once per its `interval_secs`; an agent whose `consolidation:` turns it off gets none.
+/// Never for workers (they have no actors) or coordinators (their memory is the
+/// workflow's), never while a turn is active.
 async fn consolidate_loop(d: Arc<Daemon>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     loop {
         every.tick().await;
-        let (threshold, interval) = {
+        let candidates: Vec<(usize, PathBuf, Duration)> = {
             let st = d.state();
-            (
-                Duration::from_secs(st.config.consolidation.idle_threshold_secs),
-                Duration::from_secs(st.config.consolidation.interval_secs),
-            )
-        };
-        let candidates: Vec<(usize, PathBuf)> = {
-            let st = d.state();
-            let autonomous = |agent: &str| {
-                st.config
-                    .agent(agent)
-                    .is_some_and(|a| a.role == AgentRole::Autonomous)
-            };
             st.slots
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| {
-                    s.phase == Phase::Up
-                        && autonomous(&s.agent)
+                .filter_map(|(i, s)| {
+                    let agent = st.config.agent(&s.agent)?;
+                    let (threshold, interval) =
+                        crate::memory::consolidate::sleep_time(&st.config, agent)?;
+                    (s.phase == Phase::Up
                         && s.busy == 0
                         && !s.consolidating
-                        && s.last_consolidation.is_none_or(|t| t.elapsed() >= interval)
+                        && s.last_consolidation.is_none_or(|t| t.elapsed() >= interval))
+                    .then(|| (i, s.socket.clone(), threshold))
                 })
-                .map(|(i, s)| (i, s.socket.clone()))
                 .collect()
         };
-        for (i, socket) in candidates {
+        for (i, socket, threshold) in candidates {
             let Ok(Ok(Reply::Pong(info))) =
                 tokio::time::timeout(Duration::from_secs(3), ask(&socket, &Request::Ping)).await
             else {

@@ -67,6 +67,16 @@ pub struct WireSend {
     pub schema: Option<Box<crate::schema::Schema>>,
     #[serde(default)]
     pub schema_retries: Option<u32>,
+    /// `approve`: continue this waiting turn instead of beginning one.
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// A person is asked at once about calls that wait (no `on_approval_request:`).
+    #[serde(default)]
+    pub ask_at_once: bool,
+    /// Where the turn's tools work, when the client chose it (the home repository's turns
+    /// work where the command ran); absent from a client that predates it.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 impl WireSend {
@@ -97,6 +107,9 @@ impl WireSend {
             overrides: opts.overrides.clone(),
             schema: opts.schema.clone().map(Box::new),
             schema_retries: opts.schema_retries,
+            resume: opts.resume.clone(),
+            ask_at_once: opts.ask_at_once,
+            workdir: opts.workdir.clone(),
         })
     }
 
@@ -118,6 +131,9 @@ impl WireSend {
             overrides: self.overrides,
             schema: self.schema.map(|s| *s),
             schema_retries: self.schema_retries,
+            resume: self.resume,
+            ask_at_once: self.ask_at_once,
+            workdir: self.workdir,
         }
     }
 }
@@ -250,6 +266,7 @@ const KINDS: &[(ErrorKind, &str)] = &[
     (ErrorKind::NoRepository, "no_repository"),
     (ErrorKind::Refused, "refused"),
     (ErrorKind::Internal, "internal"),
+    (ErrorKind::AwaitingApproval, "awaiting_approval"),
 ];
 
 impl From<&RuntimeError> for WireError {

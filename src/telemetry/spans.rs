@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    Millis, ModelCall, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
-    TurnState,
+    ApprovalDecided, ApprovalRequested, Decision, Millis, ModelCallCost, Record, SubtaskEnded,
+    SubtaskStarted, ToolStarted, TurnBegun, TurnEnded, TurnState, UsageDetail,
 };
 
 /// An attribute value.
@@ -24,6 +24,7 @@ use axocoatl_store::ledger::record::{
 pub enum Value {
     Str(String),
     Int(i64),
+    Double(f64),
     Strs(Vec<String>),
 }
 
@@ -127,7 +128,31 @@ struct Sub {
     state: Option<TurnState>,
     error: Option<String>,
     usage: Option<axocoatl_store::ledger::record::Usage>,
+    /// The cache tokens and cost its end recorded.
+    detail: Option<UsageDetail>,
     output: String,
+}
+
+/// Prompt tokens a provider's cache wrote, read (OpenTelemetry's GenAI conventions), and
+/// what calls cost in US dollars (axocoatl's own: the conventions have no cost).
+const CACHE_WRITE_ATTR: &str = "gen_ai.usage.cache_creation.input_tokens";
+const CACHE_READ_ATTR: &str = "gen_ai.usage.cache_read.input_tokens";
+const COST_ATTR: &str = "axocoatl.cost.usd";
+
+/// The cache and cost attributes of a span summing `d`; no cost when some call had none.
+fn detail_attrs(
+    attrs: &mut Attributes,
+    usage: &axocoatl_store::ledger::record::Usage,
+    d: &UsageDetail,
+) {
+    attrs.push((CACHE_WRITE_ATTR, Value::Int(d.cache_write_tokens as i64)));
+    attrs.push((CACHE_READ_ATTR, Value::Int(d.cache_read_tokens as i64)));
+    if d.cost_complete(usage) {
+        attrs.push((
+            COST_ATTR,
+            Value::Double(d.cost_nanos as f64 / crate::cost::NANOS_PER_USD),
+        ));
+    }
 }
 
 /// The spans of the turn whose records (in ledger order, with their sequence numbers) are
@@ -161,8 +186,12 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
     let mut last_at: HashMap<&str, Millis> = HashMap::from([(begun.agent.as_str(), begun.at)]);
     let mut latest = begun.at;
     let mut open: Vec<(u64, &ToolStarted)> = Vec::new();
+    let mut held: Vec<HeldCall<'_>> = Vec::new();
     for &(seq, record) in records {
         match record {
+            Record::ApprovalRequested(_) | Record::ApprovalDecided(_) => {
+                note_held(&mut held, seq, record)
+            }
             Record::PlanMade(m) => {
                 for s in &m.subtasks {
                     tasks.insert(&s.id, &s.task);
@@ -182,12 +211,15 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                 let c = last_at.entry(&begun.agent).or_insert(e.at);
                 *c = (*c).max(e.at);
             }
-            Record::ModelCall(c) => {
-                let start = start_of(&last_at, &subs, &c.agent, latest);
-                let parent = parent_of(&subs, &c.agent, c.at, root);
-                spans.push(chat_span(&cx, seq, c, start, parent));
-                last_at.insert(&c.agent, c.at);
+            Record::ModelCall(_) | Record::ModelCallCost(_) => {
+                if let Some((agent, c)) = model_call(record) {
+                    let start = start_of(&last_at, &subs, agent, latest);
+                    let parent = parent_of(&subs, agent, c.at, root);
+                    spans.push(chat_span(&cx, seq, &c, start, parent));
+                    last_at.insert(agent, c.at);
+                }
             }
+            Record::UsageCost(c) => subtask_detail(&mut subs, c),
             Record::ToolStarted(s) => {
                 open.push((seq, s));
                 last_at.insert(&s.agent, s.at);
@@ -218,9 +250,87 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
         let task = tasks.get(s.subtask.as_str()).copied();
         spans.push(subtask_span(&cx, s, task, ended.at));
     }
+    for (seq, r, d) in held {
+        spans.push(approval_span(&cx, seq, r, d, ended.at));
+    }
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
+}
+
+/// A held call of the turn: its request and, once it came, its decision.
+type HeldCall<'r> = (u64, &'r ApprovalRequested, Option<&'r ApprovalDecided>);
+
+/// Notes a request (or the decision of the newest undecided request of its call).
+fn note_held<'r>(held: &mut Vec<HeldCall<'r>>, seq: u64, record: &'r Record) {
+    match record {
+        Record::ApprovalRequested(r) => held.push((seq, r, None)),
+        Record::ApprovalDecided(d) => {
+            if let Some(h) = held
+                .iter_mut()
+                .rev()
+                .find(|h| h.1.call_id == d.call_id && h.2.is_none())
+            {
+                h.2 = Some(d);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The wait for a person's decision on a held call: from its request to its decision (or
+/// the turn's end, when none came).
+fn approval_span(
+    cx: &TurnSpans,
+    seq: u64,
+    r: &ApprovalRequested,
+    d: Option<&ApprovalDecided>,
+    turn_end: Millis,
+) -> Span {
+    let mut attrs = vec![
+        ("gen_ai.tool.name", Value::Str(r.tool.clone())),
+        ("gen_ai.tool.call.id", Value::Str(r.call_id.clone())),
+        ("gen_ai.agent.name", Value::Str(r.agent.clone())),
+        ("axocoatl.approval.rule", Value::Str(r.rule.clone())),
+    ];
+    if let Some(d) = d {
+        attrs.push((
+            "axocoatl.approval.decision",
+            Value::Str(d.decision.as_str().into()),
+        ));
+        attrs.push(("axocoatl.approval.by", Value::Str(d.by.clone())));
+        if let Some(reason) = d.reason.as_deref().filter(|_| cx.content.capture) {
+            attrs.push((
+                "axocoatl.approval.reason",
+                Value::Str(cx.content.text(reason)),
+            ));
+        }
+    }
+    if cx.content.capture {
+        attrs.push((
+            "gen_ai.tool.call.arguments",
+            Value::Str(cx.content.text(&r.arguments.inline)),
+        ));
+    }
+    (cx.common)(&mut attrs);
+    let error = match d.map(|d| d.decision) {
+        None => Some("no decision came before the turn ended".to_owned()),
+        Some(Decision::Expired) => Some("no decision came within approval_timeout".to_owned()),
+        Some(_) => None,
+    };
+    let end = d.map_or(turn_end, |d| d.at);
+    Span {
+        trace_id: cx.trace,
+        span_id: span_id(cx.turn, seq),
+        parent: Some(cx.root),
+        name: format!("await_approval {}", r.tool),
+        kind: Kind::Internal,
+        start: r.at,
+        end: end.max(r.at),
+        attributes: attrs,
+        error,
+        seq,
+    }
 }
 
 /// The span of subtask `s`, which ran `task`: it ends with the turn (`turn_end`) if it did
@@ -245,6 +355,9 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
             "gen_ai.usage.output_tokens",
             Value::Int(u.completion_tokens as i64),
         ));
+        if let Some(d) = &s.detail {
+            detail_attrs(&mut attrs, &u, d);
+        }
     }
     if content.capture {
         if let Some(task) = task {
@@ -289,8 +402,30 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
     }
 }
 
+/// A model call of either record kind, and the agent it ran as (borrowed from the record).
+fn model_call(record: &Record) -> Option<(&str, std::borrow::Cow<'_, ModelCallCost>)> {
+    use std::borrow::Cow;
+    match record {
+        Record::ModelCall(c) => Some((&c.agent, Cow::Owned(ModelCallCost::from(c.clone())))),
+        Record::ModelCallCost(c) => Some((&c.agent, Cow::Borrowed(c))),
+        _ => None,
+    }
+}
+
+/// A worker's subtask's cache tokens and cost, for its span.
+fn subtask_detail(subs: &mut [Sub], c: &axocoatl_store::ledger::record::UsageCost) {
+    let ended = c.subtask.as_deref().and_then(|id| {
+        subs.iter_mut()
+            .rev()
+            .find(|s| s.subtask == id && s.end.is_some())
+    });
+    if let Some(s) = ended {
+        s.detail = Some(c.detail);
+    }
+}
+
 /// A model call's span: `chat {model}`.
-fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCall, start: Millis, parent: [u8; 8]) -> Span {
+fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCallCost, start: Millis, parent: [u8; 8]) -> Span {
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("chat".into())),
         (
@@ -318,6 +453,18 @@ fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCall, start: Millis, parent: [u8
     }
     if let Some(n) = c.completion_tokens {
         attrs.push(("gen_ai.usage.output_tokens", Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cache_write_tokens {
+        attrs.push((CACHE_WRITE_ATTR, Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cache_read_tokens {
+        attrs.push((CACHE_READ_ATTR, Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cost_nanos {
+        attrs.push((
+            COST_ATTR,
+            Value::Double(n as f64 / crate::cost::NANOS_PER_USD),
+        ));
     }
     (cx.common)(&mut attrs);
     Span {
@@ -389,6 +536,7 @@ impl Sub {
             state: None,
             error: None,
             usage: None,
+            detail: None,
             output: String::new(),
         }
     }
@@ -453,6 +601,17 @@ fn root_span(
             Value::Int(ended.usage.completion_tokens as i64),
         ),
     ];
+    let mut detail = None::<UsageDetail>;
+    for (_, r) in records {
+        if let Record::UsageCost(c) = r {
+            detail
+                .get_or_insert_with(UsageDetail::default)
+                .add(&c.detail);
+        }
+    }
+    if let Some(d) = &detail {
+        detail_attrs(&mut attrs, &ended.usage, d);
+    }
     if let Some(r) = &begun.retry_of {
         attrs.push(("axocoatl.turn.retry_of", Value::Str(r.clone())));
     }
@@ -659,6 +818,72 @@ mod tests {
 
     fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
         spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    #[test]
+    fn a_held_call_is_an_await_approval_span_from_request_to_decision() {
+        let request = |call: &str, at: Millis| {
+            Record::ApprovalRequested(ApprovalRequested {
+                turn: "t1".into(),
+                session: "main".into(),
+                agent: "lead".into(),
+                call_id: call.into(),
+                tool: "run_command".into(),
+                arguments: bounded("{\"command\":\"make\"}"),
+                rule: "run_command".into(),
+                state: "ab".repeat(32),
+                expires_at: None,
+                pid: 1,
+                at,
+            })
+        };
+        let decided = Record::ApprovalDecided(ApprovalDecided {
+            turn: "t1".into(),
+            session: "main".into(),
+            call_id: "c1".into(),
+            decision: Decision::Denied,
+            reason: Some("not now".into()),
+            by: "alice via approve".into(),
+            pid: 2,
+            at: 40,
+        });
+        let records = [
+            begun(0),
+            call("lead", 10),
+            request("c1", 11),
+            request("c2", 11),
+            decided,
+            ended(60),
+        ];
+        let spans = spans_of(&records, &Content::default()).expect("ended");
+        let held = named(&spans, "await_approval run_command");
+        let times: Vec<(Millis, Millis, bool)> = held
+            .iter()
+            .map(|s| (s.start, s.end, s.error.is_some()))
+            .collect();
+        // The first was denied at 40; the second had no decision before the turn ended.
+        assert_eq!(times, [(11, 40, false), (11, 60, true)]);
+        assert!(held[0]
+            .attributes
+            .contains(&("axocoatl.approval.decision", Value::Str("denied".into()))));
+        assert!(held[0].attributes.contains(&(
+            "axocoatl.approval.by",
+            Value::Str("alice via approve".into())
+        )));
+        assert_eq!(held[0].parent, Some(spans[0].span_id));
+        // A reason is a person's words: only with content capture.
+        let has_reason = |spans: &[Span]| {
+            named(spans, "await_approval run_command")[0]
+                .attributes
+                .iter()
+                .any(|(k, _)| *k == "axocoatl.approval.reason")
+        };
+        assert!(!has_reason(&spans));
+        let captured = Content {
+            capture: true,
+            ..Content::default()
+        };
+        assert!(has_reason(&spans_of(&records, &captured).expect("ended")));
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub fn run(
     timeout: Duration,
     stop: &dyn Fn() -> bool,
 ) -> ToolOutput {
-    let tmp = match Scratch::new() {
+    let tmp = match Scratch::new(cx.root.repo(), &super::mountns::well_known_sockets()) {
         Ok(t) => t,
         Err(e) => {
             return ToolOutput::err(format!(
@@ -172,6 +172,7 @@ fn prepare(
             // configuration, the programs it makes axocoatl run, every symbolic link that
             // leads to them) stay read-only: Landlock alone cannot take them out of a
             // writable directory.
+            cx.root.make_protected_dirs();
             let mut protected: Vec<&Path> = Vec::new();
             if repo.starts_with(workspace) && repo.is_dir() {
                 protected.push(repo);

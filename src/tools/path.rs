@@ -8,6 +8,7 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,6 +26,9 @@ pub struct Workplace {
     pub dir: PathBuf,
     pub config: PathBuf,
     pub trusted: Vec<TrustedFile>,
+    /// Directories no tool may change anything in (the model cache: the local model, its
+    /// ready-to-run copies, the embedder's files).
+    pub trusted_dirs: Vec<TrustedFile>,
 }
 
 /// The workspace a tool works in (a path, and a descriptor every open starts from), the
@@ -52,6 +56,10 @@ struct Protected {
     links: Vec<PathBuf>,
     /// The file's identity, when it exists (a hard link to it is the same file).
     id: Option<Id>,
+    /// A directory: everything beneath `given` and `resolved` is protected, and `files`
+    /// are the identities of the files in it (and in its subdirectories, one level down).
+    tree: bool,
+    files: Vec<Id>,
 }
 
 impl Protected {
@@ -67,15 +75,78 @@ impl Protected {
             id: Id::of_path(&resolved).ok(),
             resolved,
             links,
+            tree: false,
+            files: Vec::new(),
         }
     }
 
+    /// A directory whose every file is protected.
+    fn tree(path: &Path, what: &str) -> Protected {
+        let mut p = Protected::new(path, what);
+        p.tree = true;
+        p.files = files_in(&p.resolved, 2);
+        p
+    }
+
+    /// Whether the path `resolved` (symlinks resolved) or `lexical` (as given, absolute)
+    /// reaches this file, or lies in this directory.
+    fn reaches(&self, resolved: &Path, lexical: &Path) -> bool {
+        if self.tree {
+            return resolved.starts_with(&self.resolved)
+                || lexical.starts_with(&self.given)
+                || self.links.iter().any(|l| lexical.starts_with(l));
+        }
+        self.resolved == resolved
+            || self.given == lexical
+            || self.links.iter().any(|l| l == lexical)
+            || self.links.iter().any(|l| l == resolved)
+    }
+
+    /// Whether the opened file `id` is this file, or one of this directory's.
+    fn is(&self, id: Id) -> bool {
+        self.id == Some(id) || self.files.contains(&id)
+    }
+
     fn refusal(&self, input: &str) -> String {
+        if self.tree {
+            return format!(
+                "path {input:?} refused: it is in {}; tools never change what is there",
+                self.what
+            );
+        }
         format!(
             "path {input:?} refused: it is {}; tools never change it (a person edits it and runs `axocoatl validate`)",
             self.what
         )
     }
+}
+
+/// The identities of the regular files in `dir`, and in its subdirectories down to `depth`
+/// levels (at most 10,000 files; symlinks are not followed).
+fn files_in(dir: &Path, depth: usize) -> Vec<Id> {
+    let mut out = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), depth)];
+    while let Some((dir, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(10_000) {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_file() {
+                if let Ok(id) = Id::of_path(&entry.path()) {
+                    out.push(id);
+                }
+            } else if kind.is_dir() && depth > 1 {
+                pending.push((entry.path(), depth - 1));
+            }
+            if out.len() >= 10_000 {
+                return out;
+            }
+        }
+    }
+    out
 }
 
 /// `path` without its `.` components.
@@ -178,6 +249,30 @@ impl Root {
         self
     }
 
+    /// The same root, with everything in each of `dirs` protected from writes.
+    pub fn protecting_dirs(mut self, dirs: &[TrustedFile]) -> Root {
+        self.protected
+            .extend(dirs.iter().map(|d| Protected::tree(&d.path, &d.what)));
+        self
+    }
+
+    /// Makes each protected directory that lies in the workspace and does not exist yet
+    /// (and its missing parents), so that a command finds it read-only rather than free
+    /// to be made with what the command wants in it.
+    pub fn make_protected_dirs(&self) {
+        for p in self.protected.iter().filter(|p| p.tree) {
+            if p.resolved.starts_with(&self.dir)
+                && !p.resolved.starts_with(&self.repo)
+                && p.resolved.symlink_metadata().is_err()
+            {
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&p.resolved);
+            }
+        }
+    }
+
     /// Every protected path a command with a writable workspace must find read-only: each
     /// protected file that lies in the workspace, and each symlink in the workspace on the
     /// way to one (wherever the file lies), so that no command can replace the link.
@@ -204,12 +299,7 @@ impl Root {
     pub fn resolve_for_write(&self, input: &str) -> Result<PathBuf, String> {
         let path = self.resolve(input)?;
         let lexical = lexical(&self.dir.join(input));
-        let refused = self.protected.iter().find(|p| {
-            p.resolved == path
-                || p.given == lexical
-                || p.links.contains(&lexical)
-                || p.links.contains(&path)
-        });
+        let refused = self.protected.iter().find(|p| p.reaches(&path, &lexical));
         match refused {
             Some(p) => Err(p.refusal(input)),
             None => Ok(path),
@@ -247,7 +337,7 @@ impl Root {
             return Err(refusal(Refusal::InRepo));
         }
         if writes {
-            if let Some(p) = self.protected.iter().find(|p| p.id == Some(opened.id)) {
+            if let Some(p) = self.protected.iter().find(|p| p.is(opened.id)) {
                 return Err(OpenError::Refused(p.refusal(input)));
             }
         }

@@ -181,6 +181,55 @@ impl Checkpoints {
             })
     }
 
+    /// Where a provider's cache of `component`'s conversation is kept, beside its checkpoints
+    /// ([`crate::layout::ATTENTION_CACHE_FILE`]).
+    pub fn attention_cache_path(&self, component: &str) -> PathBuf {
+        self.component_dir(component)
+            .join(crate::layout::ATTENTION_CACHE_FILE)
+    }
+
+    /// The bytes of `component`'s conversation cache, when there is one of at most `limit`
+    /// bytes (the provider verifies them: the file is a cache with a hash of its own). A
+    /// symbolic link or anything but a regular file is not read.
+    pub fn read_attention_cache(&self, component: &str, limit: usize) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let path = self.attention_cache_path(component);
+        let meta = fs::symlink_metadata(&path).ok()?;
+        if !meta.is_file() || meta.len() > limit as u64 {
+            return None;
+        }
+        let file = fs::File::open(&path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > limit as u64 {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(limit as u64).read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
+    /// Replaces `component`'s conversation cache, atomically and owner-only, without fsync
+    /// (a cache lost in a crash is rebuilt by reading the conversation again).
+    pub fn write_attention_cache(&self, component: &str, bytes: &[u8]) -> Result<()> {
+        let dir = self.component_dir(component);
+        create_dir_private(&dir)?;
+        write_atomic(
+            &dir.join(crate::layout::ATTENTION_CACHE_FILE),
+            bytes,
+            Durability::Cache,
+        )
+    }
+
+    /// Drops `component`'s conversation cache (a rewind: the conversation it holds is no
+    /// longer the one that continues). Missing is fine.
+    pub fn remove_attention_cache(&self, component: &str) -> Result<()> {
+        let path = self.attention_cache_path(component);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", path)(e)),
+            _ => Ok(()),
+        }
+    }
+
     /// Removes one checkpoint (found corrupt or stale by the caller).
     /// A pre-1.0 file is never removed: compatibility inputs are preserved.
     pub fn remove(&self, file: &CheckpointFile) -> Result<()> {

@@ -11,6 +11,9 @@ pub const FORMAT_MAGIC: &str = "axocoatl repository";
 /// The repository format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEAD_FILE: &str = "HEAD";
+/// The home repository's current session per directory (`crate::heads`); absent until a
+/// directory chooses one.
+pub const HEADS_DIR: &str = "heads";
 /// Renamed and removed sessions (`crate::names`); absent until the first rename or removal.
 pub const NAMES_FILE: &str = "session-names";
 pub const NAMES_LOCK: &str = "run/session-names.lock";
@@ -26,6 +29,9 @@ pub const LEDGER_DAMAGED_DIR_NAME: &str = "damaged";
 pub const INDEX_SUBDIR: &str = "index";
 pub const OBJECTS_DIR: &str = "objects";
 pub const CHECKPOINTS_DIR: &str = "checkpoints/v1";
+/// A provider's cache of one agent's conversation (the local model's attention cache), in
+/// the agent's checkpoint directory: `checkpoints/v1/<component>/attention.cache`.
+pub const ATTENTION_CACHE_FILE: &str = "attention.cache";
 pub const DAILY_LOG_DIR: &str = "memory/daily_log/v1";
 pub const CORE_MEMORY_DIR: &str = "memory/core/v1";
 pub const SHARED_CORE_DIR: &str = "memory/core/shared/v1";
@@ -56,6 +62,13 @@ pub const ACTORS_DIR: &str = "run/actors";
 /// file per agent ([`rewind_pending_path`]), removed once it is, so the next command
 /// finishes what a crash left.
 pub const REWIND_PENDING_DIR: &str = "run/rewind-pending";
+/// What each running turn has reported so far, one file per turn ([`stream_path`]),
+/// removed when it ends: `axocoatl follow` reads it from another process.
+pub const STREAMS_DIR: &str = "run/streams";
+/// One note per user (named by the uid) that names the private, randomly named directory
+/// in the system's temporary directory under which that user's commands get their
+/// `$TMPDIR`: found again by later processes, so that what a killed one left is swept.
+pub const SCRATCH_NOTES_DIR: &str = "run/scratch";
 /// Lock files of automations (volatile coordination, not history).
 pub const AUTOMATION_LOCKS_DIR: &str = "run/automations";
 /// In an automation's record directory: the occurrences running now.
@@ -177,6 +190,11 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The stream file of running turn `turn` (an id: hex digits only, checked by the caller).
+pub fn stream_path(root: &Path, turn: &str) -> PathBuf {
+    root.join(STREAMS_DIR).join(turn)
 }
 
 pub fn session_lock_path(root: &Path, session: &str) -> PathBuf {

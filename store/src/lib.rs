@@ -72,6 +72,7 @@ pub mod failpoint;
 pub mod findings;
 pub mod fsck;
 pub mod fsutil;
+pub mod heads;
 pub mod index;
 pub mod layout;
 pub mod ledger;

@@ -41,6 +41,10 @@ const INVALID: &[(&str, &str)] = &[
         "one type error per agent, all reported",
     ),
     ("missing_required_key", "an agent without `provider`"),
+    (
+        "structure_and_rules_together",
+        "type errors, unknown keys and broken references, all in one pass",
+    ),
     ("unknown_enum_value", "a misspelled role with did-you-mean"),
     (
         "unknown_response_format",
@@ -421,6 +425,31 @@ fn invalid_configs_report_every_error_with_its_position() {
     }
 }
 
+/// The real binary reports a structural error and the rules' errors at once: a misspelt
+/// provider or `default_agent` is not held back until a type error elsewhere is fixed.
+#[test]
+fn validate_reports_structure_and_rules_in_one_pass() {
+    let env = crate::common::env::TestEnv::new();
+    let file = fixture("invalid", "structure_and_rules_together");
+    let r = env.run(&["validate", &file.display().to_string(), "--json"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let messages: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["message"].as_str().map(str::to_owned))
+        .collect();
+    let has = |part: &str| messages.iter().any(|m| m.contains(part));
+    assert!(has("max_steps"), "{messages:#?}");
+    assert!(has("provider `olama`"), "{messages:#?}");
+    assert!(has("modle"), "{messages:#?}");
+    assert!(has("`writter`"), "{messages:#?}");
+    // What a structural error explains is left out: the agent with `modle` is not also
+    // said to need a model.
+    assert!(!has("needs a `model`"), "{messages:#?}");
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+}
+
 #[test]
 fn every_invalid_fixture_is_in_the_table() {
     let dir = root().join("tests/fixtures/config/invalid");
@@ -541,7 +570,7 @@ fn the_reference_documents_every_section_field_and_kind() {
             "docs/config.md does not document agent field `{field}`"
         );
     }
-    for kind in ["ollama", "openai", "local", "script"] {
+    for kind in ["ollama", "openai", "anthropic", "local", "script"] {
         assert!(
             text.contains(&format!("kind: {kind}")),
             "docs/config.md lacks a `kind: {kind}` example"

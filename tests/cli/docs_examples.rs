@@ -8,8 +8,10 @@
 //! validate`; a ```sh block runs with `sh -eu` and must exit 0, every command of it. An HTML
 //! comment on the line before a block changes that:
 //!
-//! - `<!-- not run: REASON -->`: the block is listed with its reason and skipped (it needs a
-//!   server, a network, another program, or it is what this test suite itself runs);
+//! - `<!-- not run: REASON -->`: the block is listed with its reason and not run (it needs a
+//!   server, a network, another program, or it is what this test suite itself runs); the
+//!   agents and automations its commands name must still be defined by the page's
+//!   configuration at that point (`-a coder` on a page that never defines `coder` fails);
 //! - `<!-- file: NAME -->`: the block is written to NAME in the page's directory (a script
 //!   of the `script` provider, a tool's input), not validated.
 //!
@@ -217,6 +219,17 @@ fn run_page(root: &Path, page: &Path) -> Result<Vec<Listed>, String> {
         let place = format!("{rel}:{}", b.line);
         match b.directive.as_deref() {
             Some(d) if d.starts_with("not run:") => {
+                if b.lang == "sh" {
+                    let config =
+                        std::fs::read_to_string(dir.join("axocoatl.yaml")).unwrap_or_default();
+                    let unknown = undefined_names(&b.text, &config);
+                    if !unknown.is_empty() {
+                        return Err(format!(
+                            "{place}: the example (not run) names what the page's configuration does not define: {}",
+                            unknown.join(", ")
+                        ));
+                    }
+                }
                 listed.push(Listed {
                     place,
                     what: format!("not run  {}: {}", b.lang, d["not run:".len()..].trim()),
@@ -275,6 +288,83 @@ fn run_page(root: &Path, page: &Path) -> Result<Vec<Listed>, String> {
         });
     }
     Ok(listed)
+}
+
+/// The words of each `axocoatl ...` command of a shell block, up to a pipe, a redirection,
+/// a `;`, `&&` or a comment (quotes removed; enough for the names examples use).
+fn commands(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        for part in line.split(['|', ';', '&', '>', '<']) {
+            let part = part.split(" #").next().unwrap_or("");
+            let words: Vec<String> = part
+                .split_whitespace()
+                .map(|w| w.trim_matches(['"', '\'', '(', ')', '$']).to_owned())
+                .collect();
+            if let Some(at) = words.iter().position(|w| w == "axocoatl") {
+                out.push(words[at + 1..].to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// The agents and automations the commands of `text` name (`-a ID`, `agents status ID`,
+/// `automations run ID`, …) that the configuration `config` does not define.
+fn undefined_names(text: &str, config: &str) -> Vec<String> {
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(config).unwrap_or_default();
+    let ids = |section: &str| -> Vec<String> {
+        yaml.get(section)
+            .and_then(|v| v.as_sequence())
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i.get("id").and_then(|v| v.as_str()).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (agents, automations) = (ids("agents"), ids("automations"));
+    let mut unknown = Vec::new();
+    for words in commands(text) {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let mut named: Vec<(&str, &str)> = Vec::new();
+        for pair in w.windows(2) {
+            if matches!(pair[0], "-a" | "--agent") {
+                named.push(("agent", pair[1]));
+            }
+        }
+        match w.as_slice() {
+            ["agents", "status" | "restart" | "set", id, ..] if !id.starts_with('-') => {
+                named.push(("agent", id))
+            }
+            ["automations", "run" | "runs", id, ..] if !id.starts_with('-') => {
+                named.push(("automation", id))
+            }
+            _ => {}
+        }
+        for (what, id) in named {
+            let known = if what == "agent" {
+                &agents
+            } else {
+                &automations
+            };
+            if !known.iter().any(|k| k == id) {
+                unknown.push(format!("{what} `{id}`"));
+            }
+        }
+    }
+    unknown
+}
+
+#[test]
+fn names_of_examples_not_run_are_checked() {
+    let config = "agents:\n  - {id: assistant, provider: local}\nautomations:\n  - {id: brief, schedule: \"0 8 * * *\", request: hi}\n";
+    let text = "axocoatl agents status coder --json   # state\naxocoatl send -a assistant hi | jq .\naxocoatl automations run brief && axocoatl agents restart assistant\naxocoatl automations run nightly\n";
+    assert_eq!(
+        undefined_names(text, config),
+        ["agent `coder`", "automation `nightly`"]
+    );
 }
 
 #[expect(

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::common::env::{wait_until, TestEnv};
 use crate::common::fake_http::{closed_port_url, FakeServer, Reply};
 use crate::common::ollama::{ollama_env, ollama_text};
+use crate::common::pty::Pty;
 
 /// A server answering every chat with "ok", listing `models` at /api/tags.
 fn answering() -> FakeServer {
@@ -34,8 +35,13 @@ fn the_home_repository_serves_commands_outside_any_project() {
     let r = env.run_in(&elsewhere, &["repo"]);
     snap!("home_repo_before", env.snap(&r));
     assert!(!home_repo(&env).exists());
-    // The first command creates it, with the starter configuration, and says so once.
+    // A command that only reads makes nothing: there is nothing to read yet (exit 10).
     let r = env.run_in(&elsewhere, &["sessions"]);
+    assert_eq!(r.code, 10, "{}", r.stderr);
+    assert!(!home_repo(&env).exists());
+    // The first command that writes creates it, with the starter configuration, and says so
+    // once.
+    let r = env.run_in(&elsewhere, &["sessions", "new", "scratch"]);
     snap!("home_created", env.snap(&r));
     assert!(home_repo(&env).join("format").is_file());
     let config = env.home.join(".local/share/axocoatl/axocoatl.yaml");
@@ -433,7 +439,10 @@ fn completions_know_agents_sessions_and_turns() {
     assert_eq!(sessions, "review\t1 turn\n");
     assert_eq!(env.run(&["sessions", "switch", "review"]).code, 0);
     let turns = env.normalize(&complete(&env, &["axocoatl", "show", ""]));
-    assert_eq!(turns, "[ID1]\twhat is this\n");
+    assert_eq!(
+        turns,
+        "[ID1]\twhat is this\n@\tthe latest turn of the session\n@~1\tthe turn before it\n"
+    );
     // The scripts in completions/ call back with COMPLETE set.
     let script = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/axocoatl.bash"),
@@ -454,88 +463,6 @@ fn help_of_the_new_commands() {
             format!("help_{}", c[..c.len() - 1].join("_")),
             env.snap(&env.run(c))
         );
-    }
-}
-
-/// A pseudo-terminal: what the child writes to it is collected by a thread; keys are
-/// written to it as a person would type them.
-struct Pty {
-    master: std::fs::File,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl Pty {
-    /// Opens a terminal and gives `cmd` its other end as stdin and stderr (stdout stays
-    /// the caller's to set).
-    fn attach(cmd: &mut std::process::Command) -> Pty {
-        use std::os::fd::FromRawFd;
-        let (mut master, mut slave) = (0, 0);
-        // SAFETY: openpty writes two descriptors we then own; no name, termios or size.
-        #[expect(unsafe_code, reason = "openpty: libc has no safe wrapper")]
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty");
-        for fd in [master, slave] {
-            // SAFETY: fcntl on a descriptor we own; no pointer is passed.
-            #[expect(unsafe_code, reason = "fcntl: libc has no safe wrapper")]
-            // The child gets the terminal as its stdio only, not these descriptors too.
-            let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-            assert_eq!(rc, 0, "FD_CLOEXEC");
-        }
-        // SAFETY: both descriptors were just opened for us and are owned once each.
-        #[expect(unsafe_code, reason = "from_raw_fd of descriptors openpty returned")]
-        let (master, slave) = unsafe {
-            (
-                std::fs::File::from_raw_fd(master),
-                std::fs::File::from_raw_fd(slave),
-            )
-        };
-        cmd.stdin(slave.try_clone().expect("dup")).stderr(slave);
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let reader = master.try_clone().expect("dup");
-        let sink = seen.clone();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut reader = reader;
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().expect("lock").extend_from_slice(&buf[..n]);
-            }
-        });
-        Pty { master, seen }
-    }
-
-    fn type_keys(&mut self, keys: &str) {
-        use std::io::Write;
-        self.master.write_all(keys.as_bytes()).expect("type");
-        self.master.flush().expect("flush");
-    }
-
-    fn seen(&self) -> String {
-        String::from_utf8_lossy(&self.seen.lock().expect("lock")).into_owned()
-    }
-
-    /// Whether the terminal reads lines with echo (as a shell expects it), not raw keys.
-    fn cooked(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
-        // SAFETY: tcgetattr fills the termios we pass; it is read only when the call succeeds.
-        #[expect(unsafe_code, reason = "tcgetattr: libc has no safe wrapper")]
-        let t = unsafe {
-            assert_eq!(libc::tcgetattr(self.master.as_raw_fd(), t.as_mut_ptr()), 0);
-            t.assume_init()
-        };
-        t.c_lflag & libc::ICANON != 0 && t.c_lflag & libc::ECHO != 0
     }
 }
 
@@ -727,4 +654,30 @@ fn a_closed_terminal_or_sigint_at_the_prompt_ends_the_chat_and_gives_the_termina
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{}", pty.seen());
         assert!(pty.cooked(), "signal {sig}: the terminal is left raw");
     }
+}
+
+#[test]
+fn tool_lines_on_a_terminal_start_a_line_with_readable_arguments() {
+    // The model says something, then calls a tool in the same answer.
+    let first = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "Let me look."}, "done": false});
+    let call = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "grep", "arguments": {"pattern": "fn main", "path": "src"}}}]}, "done": false});
+    let last = serde_json::json!({"model": "m", "created_at": "2026-01-02T03:04:05Z", "message": {"role": "assistant", "content": ""}, "done_reason": "stop", "done": true, "prompt_eval_count": 20, "eval_count": 5});
+    let server = FakeServer::with([
+        Reply::ndjson(&format!("{first}\n{call}\n{last}\n")),
+        ollama_text("Found it."),
+    ]);
+    let env = ollama_env(&server);
+    env.write("src/main.rs", "fn main() {}\n");
+    let mut cmd = env.cmd(&["send", "where is main?"]);
+    let pty = Pty::attach(&mut cmd);
+    pty.stdout_too(&mut cmd);
+    let mut child = cmd.spawn().expect("spawn send");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{}", pty.seen());
+    wait_until("the answer", || pty.seen().contains("Found it."));
+    let seen = pty.seen().replace("\r\n", "\n");
+    assert!(
+        seen.contains("Let me look.\ntool grep pattern=\"fn main\" path=src\n"),
+        "{seen:?}"
+    );
 }

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use axocoatl::provider::local::{LocalOptions, LocalProvider, Ready};
+use axocoatl::provider::local::{CacheUse, LocalOptions, LocalProvider};
 use axocoatl::provider::{
-    Cancel, ChatRequest, Event, Message, Provider, ProviderError, ResponseFormat, Role, Sampling,
-    ToolSchema,
+    Cancel, ChatRequest, ConversationCache, Event, Message, Provider, ProviderError,
+    ResponseFormat, Role, Sampling, ToolSchema,
 };
 
 fn model_path() -> PathBuf {
@@ -427,100 +427,166 @@ fn greedy_answer(p: &mut LocalProvider) -> String {
         .content
 }
 
-fn only_ready_file(dir: &std::path::Path) -> PathBuf {
-    let files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
-        .collect();
-    assert_eq!(
-        files.len(),
-        1,
-        "one ready-to-run copy and nothing else: {files:?}"
-    );
-    files.into_iter().next().unwrap_or_default()
-}
-
+/// The engine runs the model file as it is: the ready-to-run copies earlier builds kept
+/// (their weights widened to Q8_0) are stale, removed by the next load, and nothing is read
+/// from them: a copy with a template of its own changes nothing.
 #[test]
-fn a_ready_copy_is_made_once_then_read_and_answers_the_same() {
+fn stale_ready_copies_are_removed_and_never_read() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ready_dir = dir.path().join("ready");
-    let mut first = load_with_ready(model_path(), &ready_dir);
-    let copy = only_ready_file(&ready_dir);
-    assert_eq!(first.ready(), &Ready::Made(copy.clone()));
-    assert!(first.requantized_tensors() > 0);
-    let made = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
-
-    let mut second = load_with_ready(model_path(), &ready_dir);
-    assert_eq!(second.ready(), &Ready::Used(copy.clone()));
-    assert_eq!(second.requantized_tensors(), first.requantized_tensors());
-    assert!(
-        std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}")) == made,
-        "a load that reads the copy does not rewrite it"
-    );
-    assert_eq!(greedy_answer(&mut second), greedy_answer(&mut first));
-}
-
-#[test]
-fn a_damaged_or_stale_ready_copy_is_made_again_and_an_unwritable_one_is_not_needed() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    // A model file of our own, so that it can be changed.
-    let model = dir.path().join("model.gguf");
-    std::fs::copy(model_path(), &model).unwrap_or_else(|e| panic!("{e}"));
-    let ready_dir = dir.path().join("ready");
-    let mut reference = load_with_ready(model.clone(), &ready_dir);
-    let copy = only_ready_file(&ready_dir);
-    let expected = greedy_answer(&mut reference);
-    drop(reference);
-
-    // Cut short (as a full disk or a crash of another tool could leave it): made again whole.
-    // Beside it, the temporary file of a process killed while writing a copy (a pid above
-    // Linux's largest): that write removes it.
-    let whole = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&copy, &whole[..whole.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ready_dir).unwrap_or_else(|e| panic!("{e}"));
+    // A copy as an earlier build named it, whose bytes carry a hostile chat template, and the
+    // temporary file of a writer killed while making one.
+    let planted = ready_dir.join("SmolLM2-135M-Instruct.Q4_1-0123456789abcdef.q8_0.gguf");
+    let mut bytes = std::fs::read(model_path()).unwrap_or_else(|e| panic!("{e}"));
+    let template = b"{% for message in messages %}";
+    if let Some(at) = bytes.windows(template.len()).position(|w| w == template) {
+        bytes[at..at + 12].copy_from_slice(b"{{ 'PWNED' }");
+    }
+    std::fs::write(&planted, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let stray = ready_dir.join(".tmp-4194305-killed");
-    std::fs::write(&stray, &whole[..4096]).unwrap_or_else(|e| panic!("{e}"));
-    let mut p = load_with_ready(model.clone(), &ready_dir);
-    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
-    assert!(
-        !stray.exists(),
-        "a killed writer's temporary file is removed"
-    );
-    assert!(
-        std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}")) == whole,
-        "the same model file widens to the same bytes"
-    );
+    std::fs::write(&stray, b"half a copy").unwrap_or_else(|e| panic!("{e}"));
+    let keep = ready_dir.join("notes.txt");
+    std::fs::write(&keep, b"not a copy").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(axocoatl::provider::local::ready_copies(&ready_dir).len(), 2);
+
+    let mut p = load_with_ready(model_path(), &ready_dir);
+    assert_eq!(p.removed_copies(), [stray.clone(), planted.clone()]);
+    assert!(!planted.exists() && !stray.exists() && keep.exists());
+    assert_eq!(p.widened_tensors(), 0, "Q4_1 and Q8_0 run as they are");
+    let expected = greedy_answer(&mut provider());
     assert_eq!(greedy_answer(&mut p), expected);
-    drop(p);
+    assert!(!expected.contains("PWNED"));
+}
 
-    // The model file rewritten in place (same bytes, so the answer stays the same): the copy
-    // is stale and made again.
-    let bytes = std::fs::read(&model).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&model, &bytes).unwrap_or_else(|e| panic!("{e}"));
-    let p = load_with_ready(model.clone(), &ready_dir);
-    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
-    drop(p);
-    let p = load_with_ready(model.clone(), &ready_dir);
-    assert_eq!(p.ready(), &Ready::Used(copy.clone()));
-    drop(p);
+/// A place for the attention cache that the test can look into and damage.
+#[derive(Clone)]
+struct Slot {
+    bytes: std::sync::Arc<Mutex<Option<Vec<u8>>>>,
+    limit: usize,
+}
 
-    // A copy widened another way (by another build): stale, made again.
-    let mut other_build = std::fs::read(&copy).unwrap_or_else(|e| panic!("{e}"));
-    let tag = b"widening=q8_0/1 ";
-    let at = other_build
-        .windows(tag.len())
-        .position(|w| w == tag)
-        .unwrap_or_else(|| panic!("the copy records how it was widened"));
-    other_build[at + tag.len() - 2] = b'0';
-    std::fs::write(&copy, &other_build).unwrap_or_else(|e| panic!("{e}"));
-    let p = load_with_ready(model.clone(), &ready_dir);
-    assert_eq!(p.ready(), &Ready::Made(copy.clone()));
-    drop(p);
+impl Slot {
+    fn new(limit: usize) -> Slot {
+        Slot {
+            bytes: Default::default(),
+            limit,
+        }
+    }
 
-    // A ready directory that cannot be made (its parent is a file): the load widens in
-    // memory as without one, and says so.
-    let blocked = dir.path().join("a-file");
-    std::fs::write(&blocked, b"").unwrap_or_else(|e| panic!("{e}"));
-    let mut p = load_with_ready(model, &blocked.join("ready"));
-    assert_eq!(p.ready(), &Ready::None);
-    assert_eq!(greedy_answer(&mut p), expected);
+    fn saved(&self) -> Option<Vec<u8>> {
+        self.bytes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, bytes: Option<Vec<u8>>) {
+        *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) = bytes;
+    }
+}
+
+impl ConversationCache for Slot {
+    fn load(&self) -> Option<Vec<u8>> {
+        self.saved()
+    }
+    fn save(&self, bytes: &[u8]) {
+        self.set(Some(bytes.to_vec()));
+    }
+    fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// The first and second turns of one conversation, as the engine sends them.
+fn two_turns(p: &mut LocalProvider) -> (ChatRequest, ChatRequest) {
+    let first = request(vec![user("Name three colors.")], greedy(16));
+    let (result, _, _) = run(p, &first);
+    let answer = result.unwrap_or_else(|e| panic!("{e}")).message.content;
+    let second = request(
+        vec![
+            user("Name three colors."),
+            Message::new(Role::Assistant, answer),
+            user("Which of them is the darkest?"),
+        ],
+        greedy(16),
+    );
+    (first, second)
+}
+
+fn answer(p: &mut LocalProvider, req: &ChatRequest) -> String {
+    let (result, _, _) = run(p, req);
+    result.unwrap_or_else(|e| panic!("{e}")).message.content
+}
+
+#[test]
+fn the_next_turn_reads_only_what_is_new_and_answers_the_same() {
+    let mut p = provider();
+    p.keep_conversation(None);
+    p.clear_cache();
+    let (_, second) = two_turns(&mut p);
+    let with_cache = answer(&mut p, &second);
+    let t = p.last_timings();
+    assert_eq!(p.last_cache_use(), CacheUse::Memory);
+    assert!(
+        t.prompt_read * 2 < t.prompt_tokens,
+        "read {} of {} prompt tokens",
+        t.prompt_read,
+        t.prompt_tokens
+    );
+    p.clear_cache();
+    let without = answer(&mut p, &second);
+    assert_eq!(p.last_cache_use(), CacheUse::None);
+    assert_eq!(p.last_timings().prompt_read, t.prompt_tokens);
+    assert_eq!(
+        with_cache, without,
+        "the same greedy answer with and without the cache"
+    );
+}
+
+#[test]
+fn a_saved_cache_serves_the_next_process_verified_and_bounded() {
+    let mut p = provider();
+    let slot = Slot::new(64 << 20);
+    p.keep_conversation(Some(Box::new(slot.clone())));
+    p.clear_cache();
+    let (_, second) = two_turns(&mut p);
+    let saved = slot
+        .saved()
+        .unwrap_or_else(|| panic!("the cache was saved"));
+
+    // Another process: nothing in memory, the saved cache read back.
+    p.clear_cache();
+    let from_saved = answer(&mut p, &second);
+    assert_eq!(p.last_cache_use(), CacheUse::Saved);
+    let read = p.last_timings().prompt_read;
+    assert!(read * 2 < p.last_timings().prompt_tokens, "read {read}");
+
+    // Damaged (one bit), or missing: not used, the whole prompt read, the same answer.
+    let mut damaged = saved.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x10;
+    for bytes in [Some(damaged), None] {
+        slot.set(bytes);
+        p.clear_cache();
+        assert_eq!(answer(&mut p, &second), from_saved);
+        assert_eq!(p.last_cache_use(), CacheUse::None);
+        assert_eq!(p.last_timings().prompt_read, p.last_timings().prompt_tokens);
+    }
+
+    // Bounded: with room for 20 positions, the first 20 are saved, and reused.
+    // SmolLM2-135M: a position is its token and the keys and values of 30 layers of 3 heads
+    // of 64 values, in half precision; the file adds 88 bytes of header and hash.
+    let per_position = 4 + 30 * 3 * 64 * 2 * 2;
+    let small = Slot::new(88 + 20 * per_position + per_position / 2);
+    p.keep_conversation(Some(Box::new(small.clone())));
+    p.clear_cache();
+    answer(&mut p, &second);
+    let kept = small.saved().unwrap_or_default();
+    assert!(kept.len() <= small.limit, "{} bytes", kept.len());
+    p.clear_cache();
+    assert_eq!(answer(&mut p, &second), from_saved);
+    assert_eq!(p.last_cache_use(), CacheUse::Saved);
+    assert_eq!(
+        p.last_timings().prompt_read,
+        p.last_timings().prompt_tokens - 20
+    );
+    p.keep_conversation(None);
 }

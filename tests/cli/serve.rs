@@ -613,3 +613,31 @@ fn a_serve_of_another_build_is_named_before_anything_is_sent() {
     let h = env.run(&["history", "--json"]);
     assert_eq!(h.stdout, "", "{}", h.stderr);
 }
+
+#[test]
+fn serve_logs_one_line_per_turn() {
+    let env = script_env();
+    let serve = Serve::start(&env);
+    wait_up(&env, "bot");
+    let r = env.run(&["send", "hi"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let turn = r.stderr.lines().next().expect("turn line")[5..].to_owned();
+    serve.wait_log(&format!("turn={turn}"));
+    let lines: Vec<String> = serve
+        .logs()
+        .lines()
+        .filter(|l| l.contains("turn ended"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", serve.logs());
+    for part in [
+        "state=completed",
+        "session=main",
+        "agent=bot",
+        "prompt_tokens=10",
+        "completion_tokens=3",
+    ] {
+        assert!(lines[0].contains(part), "{part}: {}", lines[0]);
+    }
+    assert_eq!(serve.terminate(), 0);
+}

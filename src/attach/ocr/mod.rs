@@ -323,8 +323,7 @@ impl<'a> Reader<'a> {
         };
         let tiff = media_type == "image/tiff";
         let sizes = if tiff {
-            tiff::pages(bytes)
-                .ok_or_else(|| unreadable("its TIFF directories do not read".into()))?
+            tiff::pages(bytes).map_err(|why| unreadable(format!("its {why}")))?
         } else {
             vec![engine
                 .header(bytes)
@@ -386,30 +385,28 @@ impl<'a> Reader<'a> {
     /// none (pages that OCR cannot read are named in the notes).
     pub fn pdf(&mut self, name: &str, bytes: &[u8]) -> Result<Read, AttachError> {
         let doc = Pdf::load(name, bytes)?;
-        let texts = doc.texts(name)?;
-        let scanned: Vec<usize> = (0..texts.len())
-            .filter(|&i| texts[i].trim().is_empty() && !doc.images(i).is_empty())
-            .collect();
+        let cancel = self.cancel;
+        let layer = doc.text_layer(name, &|| cancel.is_cancelled())?;
+        let texts = &layer.pages;
+        let scanned = scanned_pages(&doc, &layer);
         if scanned.is_empty() {
-            return Ok(Read::plain(texts.concat()));
+            let mut read = Read::plain(layer.text());
+            read.notes = layer.notes;
+            return Ok(read);
         }
         let of_pages = doc.page_count();
         let pages_text = page_list(&scanned);
-        let cancel = self.cancel;
         let deadline = Instant::now() + self.settings.timeout;
         let mut stop = || cancel.is_cancelled() || Instant::now() >= deadline;
-        let mut notes = Vec::new();
+        let mut notes = layer.notes.clone();
         let mut read_pages: Vec<(usize, String, Vec<u8>)> = Vec::new();
         for (n, &i) in scanned.iter().enumerate() {
+            if cancel.is_cancelled() {
+                let at = stopped_at(i, n, scanned.len(), 0);
+                return Err(self.ended(name, Ended::Stopped { progress: 0 }, at));
+            }
             if let Err(u) = self.engine() {
-                let were = if scanned.len() == 1 { "was" } else { "were" };
-                let mut read = Read::plain(texts.concat());
-                read.notes.push(format!(
-                    "{pages_text} without a text layer {were} not read: {}; {}",
-                    u.reason(),
-                    u.hint()
-                ));
-                return Ok(read);
+                return Ok(without_ocr(layer, &pages_text, scanned.len(), &u));
             }
             let mut page_text = String::new();
             let mut confidences = Vec::new();
@@ -463,11 +460,11 @@ impl<'a> Reader<'a> {
             notes.push(format!(
                 "{pages_text} without a text layer could not be read by OCR"
             ));
-            let mut read = Read::plain(texts.concat());
+            let mut read = Read::plain(layer.text());
             read.notes = notes;
             return Ok(read);
         }
-        let (text, all_conf) = with_ocr_pages(&texts, &read_pages);
+        let (text, all_conf) = with_ocr_pages(texts, &read_pages);
         let engine = match self.engine() {
             Ok(e) => e.name(),
             Err(u) => u.reason(),
@@ -482,6 +479,34 @@ impl<'a> Reader<'a> {
             notes,
         ))
     }
+}
+
+/// The pages of a PDF that OCR reads: those read whose text layer is empty and that have
+/// images. None when the text is full already; pages not read are not read by OCR either.
+fn scanned_pages(doc: &Pdf, layer: &super::pdf_text::Layer) -> Vec<usize> {
+    let texts = &layer.pages;
+    (0..texts.len())
+        .filter(|&i| !layer.full && texts[i].trim().is_empty() && !doc.images(i).is_empty())
+        .collect()
+}
+
+/// A PDF's text layer alone, with a note that its `count` pages without one (`pages_text`)
+/// were not read, for reason `u`.
+fn without_ocr(
+    layer: super::pdf_text::Layer,
+    pages_text: &str,
+    count: usize,
+    u: &Unavailable,
+) -> Read {
+    let were = if count == 1 { "was" } else { "were" };
+    let mut read = Read::plain(layer.text());
+    read.notes = layer.notes;
+    read.notes.push(format!(
+        "{pages_text} without a text layer {were} not read: {}; {}",
+        u.reason(),
+        u.hint()
+    ));
+    read
 }
 
 /// Where OCR of a PDF stopped: on page index `i`, the `n`-th (from 0) of the `of` pages

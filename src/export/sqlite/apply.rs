@@ -13,19 +13,23 @@ use std::path::{Path, PathBuf};
 use axocoatl_store::automation::{Runs, Trigger};
 use axocoatl_store::extracted;
 use axocoatl_store::ledger::record::{
-    AttachmentAdded, Bounded, Millis, ModelCall, PlanMade, RewindBoundary, StopRequested,
+    AttachmentAdded, Bounded, Millis, ModelCallCost, PlanMade, RewindBoundary, StopRequested,
     SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded,
-    TurnOrigin, TurnOverrides,
+    TurnOrigin, TurnOverrides, UsageDetail,
 };
 use axocoatl_store::ledger::{Entry, Record};
 use axocoatl_store::Repo;
 use rusqlite::{params, OptionalExtension, Statement, Transaction};
 use serde_json::json;
 
+mod approvals;
+
 use super::sql_error;
 use crate::clock::rfc3339;
 use crate::error::{Result, RuntimeError};
 use crate::export::SqliteReport;
+
+mod cost;
 
 /// Tools whose calls edit core memory (their events are `memory_edit`).
 const MEMORY_EDIT_PREFIX: &str = "core_memory_";
@@ -51,6 +55,9 @@ struct TurnRow {
     usage: Option<axocoatl_store::ledger::record::Usage>,
     /// The id of the schema its reply had to match.
     schema: Option<String>,
+    /// The cache tokens and cost of its calls, its workers' included (`None`: no
+    /// `UsageCost` record, a turn from before they were written).
+    detail: Option<UsageDetail>,
 }
 
 impl TurnRow {
@@ -73,6 +80,7 @@ impl TurnRow {
             origin: None,
             usage: None,
             schema: b.schema.as_ref().map(|s| s.object.clone()),
+            detail: None,
         }
     }
 
@@ -170,7 +178,7 @@ impl<'c> Applier<'c> {
                 .prepare("INSERT OR IGNORE INTO events (seq, kind, session, turn, agent, name, at, text, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
                 .map_err(&err)?,
             turn: tx
-                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, schema, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)")
+                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls, schema, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)")
                 .map_err(&err)?,
             turn_session: tx
                 .prepare("SELECT session FROM turns WHERE turn = ?1")
@@ -293,7 +301,15 @@ impl<'c> Applier<'c> {
                 ev.detail = Some(json!({"usage": e.usage}));
             }
             Record::TurnOrigin(o) => self.turn_origin(o, &mut ev)?,
-            Record::ModelCall(c) => self.model_call(seq, c, &mut ev)?,
+            Record::ModelCall(c) => {
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
+                self.model_call(seq, &ModelCallCost::from(c.clone()), &mut ev)?;
+            }
+            Record::ModelCallCost(c) => {
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
+                self.model_call(seq, c, &mut ev)?;
+            }
+            Record::UsageCost(c) => self.usage_cost(c, &mut ev)?,
             Record::ToolStarted(s) => self.tool_started(seq, s, &mut ev)?,
             Record::ToolFinished(r) => self.tool_finished(r, &mut ev)?,
             Record::ToolResult(r) => self.tool_result_record(r, &mut ev)?,
@@ -328,6 +344,10 @@ impl<'c> Applier<'c> {
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
             Record::TurnOverrides(o) => self.overrides(o, &mut ev)?,
+            Record::TurnWorkdir(w) => {
+                ev.kind = "turn_workdir";
+                ev.text = Some(Cow::Borrowed(&w.dir));
+            }
             Record::AttachmentAdded(a) => self.attachment_added(a, &mut ev)?,
             Record::AttachmentRemoved(a) => {
                 self.tx
@@ -358,6 +378,8 @@ impl<'c> Applier<'c> {
                 ev.kind = "note";
                 ev.text = Some(Cow::Borrowed(&n.text));
             }
+            Record::ApprovalRequested(r) => self.approval_requested(seq, r, &mut ev)?,
+            Record::ApprovalDecided(d) => self.approval_decided(d, &mut ev)?,
         }
         self.event(seq, ev)
     }
@@ -481,6 +503,7 @@ impl<'c> Applier<'c> {
     }
 
     fn tool_started<'r>(&mut self, seq: u64, s: &'r ToolStarted, ev: &mut Event<'r>) -> Result<()> {
+        self.waiting(&s.turn, false)?;
         let memory_edit = s.name.starts_with(MEMORY_EDIT_PREFIX);
         self.tx
             .execute(
@@ -497,26 +520,6 @@ impl<'c> Applier<'c> {
         ev.name = Some(&s.name);
         ev.text = Some(Cow::Borrowed(&s.arguments.inline));
         ev.detail = Some(json!({"call_id": s.call_id, "arguments_object": s.arguments.object}));
-        Ok(())
-    }
-
-    fn model_call<'r>(&mut self, seq: u64, c: &'r ModelCall, ev: &mut Event<'r>) -> Result<()> {
-        self.tx
-            .execute(
-                "INSERT OR IGNORE INTO model_calls (seq, turn, agent, provider, model, reserved_tokens, prompt_tokens, completion_tokens, finish_reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![seq as i64, c.turn, c.agent, c.provider, c.model, c.reserved_tokens as i64, c.prompt_tokens.map(|n| n as i64), c.completion_tokens.map(|n| n as i64), c.finish_reason, rfc3339(c.at)],
-            )
-            .map_err(self.err())?;
-        ev.kind = "model_call";
-        ev.agent = Some(&c.agent);
-        ev.name = Some(&c.model);
-        ev.detail = Some(json!({
-            "provider": c.provider,
-            "reserved_tokens": c.reserved_tokens,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "finish_reason": c.finish_reason,
-        }));
         Ok(())
     }
 
@@ -758,6 +761,10 @@ impl<'c> Applier<'c> {
                 t.usage.map(|u| u.completion_tokens as i64),
                 t.usage.map(|u| u.calls),
                 t.usage.map(|u| u.complete),
+                t.detail.map(|d| d.cache_write_tokens as i64),
+                t.detail.map(|d| d.cache_read_tokens as i64),
+                t.detail.map(|d| cost::usd(d.cost_nanos)),
+                t.detail.map(|d| d.priced_calls),
                 t.schema,
                 t.value(),
             ])

@@ -164,6 +164,7 @@ fn fill_new(
         .transaction_with_behavior(TransactionBehavior::Exclusive)
         .map_err(&err)?;
     tx.execute_batch(schema::TABLES).map_err(&err)?;
+    tx.execute_batch(schema::APPROVALS_TABLE).map_err(&err)?;
     let meta = Meta {
         repository: repository.clone(),
         scope: scope.to_owned(),
@@ -247,20 +248,56 @@ fn upgrade(tx: &Transaction<'_>, from: u32, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a file that is not an export at all before anything is written to it.
+/// The refusal of an export that cannot be written (a read-only file or directory).
+fn read_only(path: &Path, why: &str) -> RuntimeError {
+    RuntimeError::Refused {
+        message: format!("{} cannot be refreshed: {why}", path.display()),
+        hint: "make the file and its directory writable (SQLite writes its -wal and -shm files beside it), or give -o a new file name".into(),
+    }
+}
+
+/// Whether a SQLite error says the file (or its directory) cannot be written or opened
+/// for writing, rather than that it is not an export.
+fn is_unwritable(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            rusqlite::ErrorCode::ReadOnly
+                | rusqlite::ErrorCode::CannotOpen
+                | rusqlite::ErrorCode::PermissionDenied
+        )
+    )
+}
+
+/// Refuses a file that is not an export at all before anything is written to it, and one
+/// that cannot be written, saying which.
 fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
-    let not_ours = |why: String| RuntimeError::Refused {
-        message: format!("{} is not an axocoatl export: {why}", path.display()),
-        hint: "give -o a new file name (an export is refreshed only into a file it wrote)".into(),
+    if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+        return Err(read_only(path, "the file is read-only"));
+    }
+    let not_ours = |e: rusqlite::Error| {
+        if is_unwritable(&e) {
+            return read_only(path, &e.to_string());
+        }
+        RuntimeError::Refused {
+            message: format!("{} is not an axocoatl export: {e}", path.display()),
+            hint: "give -o a new file name (an export is refreshed only into a file it wrote)"
+                .into(),
+        }
     };
     let id: i32 = conn
         .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| not_ours(e.to_string()))?;
+        .map_err(not_ours)?;
     if id != schema::APPLICATION_ID {
-        return Err(not_ours(format!(
-            "its SQLite application id is {id:#x}, not {:#x}",
-            schema::APPLICATION_ID
-        )));
+        return Err(RuntimeError::Refused {
+            message: format!(
+                "{} is not an axocoatl export: its SQLite application id is {id:#x}, not {:#x}",
+                path.display(),
+                schema::APPLICATION_ID
+            ),
+            hint: "give -o a new file name (an export is refreshed only into a file it wrote)"
+                .into(),
+        });
     }
     Ok(())
 }

@@ -10,20 +10,75 @@
 /// a file of an older one up to it ([`UPGRADES`]).
 ///
 /// 2: `sessions.name`, the name a session goes by now.
-/// 3: `turns.schema` and `turns.value`: the id of the JSON Schema a turn's reply had to
+/// 3: the prompt cache's tokens and the cost of each model call and turn
+/// (`cache_write_tokens`, `cache_read_tokens`, `cost_usd`; a turn's `priced_calls`).
+/// 4: `approvals`, the tool calls held for a person and their decisions.
+/// 5: `turns.schema` and `turns.value`: the id of the JSON Schema a turn's reply had to
 /// match (`send --schema`), and the reply as JSON once it matched.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// What a refresh runs on a file of version `n` (in the first element) to bring it to
 /// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
 /// too, so an upgraded file and a new one have the same tables.
 pub const UPGRADES: &[(u32, &str)] = &[
     (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
+    (2, CACHE_AND_COST),
+    (3, APPROVALS_TABLE),
     (
-        2,
+        4,
         "ALTER TABLE turns ADD COLUMN schema TEXT; ALTER TABLE turns ADD COLUMN value TEXT;",
     ),
 ];
+
+/// Version 2 to 3: the cache and cost columns, filled from the events a file already holds
+/// (a file written by a build that did not know these records has none: its older rows keep
+/// NULL, unknown).
+const CACHE_AND_COST: &str = "
+ALTER TABLE turns ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE turns ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE turns ADD COLUMN cost_usd REAL;
+ALTER TABLE turns ADD COLUMN priced_calls INTEGER;
+ALTER TABLE model_calls ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE model_calls ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE model_calls ADD COLUMN cost_usd REAL;
+UPDATE model_calls SET
+    cache_write_tokens = json_extract(e.detail, '$.cache_write_tokens'),
+    cache_read_tokens = json_extract(e.detail, '$.cache_read_tokens'),
+    cost_usd = json_extract(e.detail, '$.cost_usd')
+FROM events AS e WHERE e.seq = model_calls.seq;
+UPDATE turns SET
+    cache_write_tokens = c.w, cache_read_tokens = c.r, cost_usd = c.usd, priced_calls = c.p
+FROM (SELECT turn,
+        sum(json_extract(detail, '$.cache_write_tokens')) AS w,
+        sum(json_extract(detail, '$.cache_read_tokens')) AS r,
+        sum(json_extract(detail, '$.cost_usd')) AS usd,
+        sum(json_extract(detail, '$.priced_calls')) AS p
+    FROM events WHERE kind = 'usage_cost' GROUP BY turn) AS c
+WHERE c.turn = turns.turn;
+";
+
+/// The tool calls an agent's `approvals:` held (one row per request, its record's sequence
+/// number as id) and their decisions; added by version 4.
+pub const APPROVALS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+    seq INTEGER PRIMARY KEY REFERENCES events(seq),
+    turn TEXT NOT NULL REFERENCES turns(turn),
+    session TEXT NOT NULL REFERENCES sessions(session),
+    agent TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    arguments_object TEXT,
+    rule TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decision TEXT,
+    reason TEXT,
+    decided_by TEXT,
+    decided_at TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_turn_call ON approvals(turn, call_id);
+";
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
 /// before anything else.
@@ -70,6 +125,10 @@ CREATE TABLE turns (
     completion_tokens INTEGER,
     model_calls INTEGER,
     usage_complete INTEGER,
+    cache_write_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cost_usd REAL,
+    priced_calls INTEGER,
     schema TEXT,
     value TEXT
 );
@@ -100,7 +159,10 @@ CREATE TABLE model_calls (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     finish_reason TEXT,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    cache_write_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cost_usd REAL
 );
 CREATE INDEX model_calls_turn_agent ON model_calls(turn, agent);
 CREATE INDEX model_calls_model ON model_calls(model);

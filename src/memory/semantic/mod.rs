@@ -140,8 +140,13 @@ pub struct Reindexed {
     pub records: u64,
 }
 
-/// Records missing a vector that a search embeds on the spot (a crash between writing a
-/// record and its vector); more than this asks for `axocoatl memory reindex`.
+/// Records of one turn's exchange embedded as the turn ends, at most (a few milliseconds);
+/// a longer exchange gets its vectors from the next search ([`CATCH_UP`]).
+pub const EMBED_NOW: usize = 4;
+
+/// Records missing a vector that a search embeds on the spot (a long exchange, a crash
+/// between writing a record and its vector); more than this asks for `axocoatl memory
+/// reindex`.
 pub const CATCH_UP: u64 = 64;
 
 /// Where the embedder comes from: the process-wide one, loaded at first need, or a given one.
@@ -337,7 +342,8 @@ impl SemanticStore {
     /// of the records written, in order. Added text is on disk (fsynced) when this returns;
     /// a batch of turn exchanges alone, whose authority is the ledger, is written without
     /// fsync (a power cut can lose the newest of them, as of the daily log). A vector that
-    /// could not be computed is left for a later search or reindex.
+    /// could not be computed, and the vectors of an exchange of more than [`EMBED_NOW`]
+    /// records, are left for a later search or reindex.
     pub fn add(&mut self, records: &[NewRecord]) -> Result<Vec<RecordId>> {
         let mut stored = Vec::new();
         for r in records {
@@ -353,13 +359,20 @@ impl SemanticStore {
         if stored.is_empty() {
             return Ok(Vec::new());
         }
+        // A turn's exchange is written at once and embedded only when it is short: a
+        // longer one is embedded by the next search (or `memory reindex`), so a turn's
+        // process never stays busy after its answer. Text added by hand is embedded now.
+        let exchanges = records
+            .iter()
+            .all(|r| r.source.kind == SourceKind::Exchange);
+        let embed_now = !exchanges || stored.len() <= EMBED_NOW;
         // Embedding is the slow part: done before taking the lock.
         let vectors = match self.embedder() {
-            Ok(e) => {
+            Ok(e) if embed_now => {
                 let texts: Vec<&str> = stored.iter().map(|r| r.text.as_str()).collect();
                 Some(e.embed(&texts).map_err(embed_err)?)
             }
-            Err(_) => None,
+            _ => None,
         };
         let lock = self.dir.lock().map_err(store_err)?;
         // A pre-1.0 store of this Agent id becomes the start of the current one.
@@ -367,10 +380,7 @@ impl SemanticStore {
         let path = self.dir.file(RECORDS_FILE);
         // A turn's exchange is a copy of what the ledger holds durably: written like the
         // daily log, it adds no fsync to a turn. Anything else is the only copy.
-        let durability = if records
-            .iter()
-            .all(|r| r.source.kind == SourceKind::Exchange)
-        {
+        let durability = if exchanges {
             Durability::Cache
         } else {
             Durability::Durable

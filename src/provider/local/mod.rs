@@ -1,10 +1,13 @@
-//! `local`: a GGUF model run in-process on the CPU with candle, so the runtime answers with no
-//! server and no network (the starter config's default, SmolLM2-135M-Instruct).
+//! `local`: a GGUF model run in-process on the CPU by axocoatl's own engine
+//! (`axocoatl-infer`: the file mapped and its 4- and 8-bit weights run as they are), so the
+//! runtime answers with no server and no network (the starter config's default,
+//! SmolLM2-135M-Instruct).
 //!
 //! What it does and does not do:
 //! - GGUF files of the llama architecture with a byte-level BPE vocabulary (SmolLM, SmolLM2,
 //!   Llama 3); the tokenizer and the chat template come from the file itself.
-//! - At most 4096 positions (candle's llama); when a conversation does not fit, the oldest
+//! - At most the positions the model was trained for (and 32,768); when a conversation does
+//!   not fit, the oldest
 //!   non-system messages are dropped (reported as a warning), and a last message that alone
 //!   does not fit is an error.
 //! - `response_format: json` constrains decoding so the reply is always one parseable object,
@@ -15,6 +18,10 @@
 //!   the same request gives the same reply, at most 512 new tokens, and a 1.1 repeat penalty
 //!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop
 //!   (with a schema too, among the tokens the schema allows).
+//! - The attention cache of the conversation is kept: a call whose prompt starts with the
+//!   tokens of the one before (the next turn of a conversation) reads only what is new, and
+//!   with [`Provider::keep_conversation`] the cache is saved for the next process too (the
+//!   engine keeps it beside the conversation's checkpoint).
 
 mod json_mask;
 mod model;
@@ -26,18 +33,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
-use candle_transformers::generation::LogitsProcessor;
-use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+use axocoatl_infer::{Cache, Model, MAX_CONTEXT};
+use rand::distr::Distribution;
+use rand::SeedableRng;
 
 use self::json_mask::JsonState;
-pub use self::model::{Ready, DEFAULT_THREADS};
+pub use self::model::{ready_copies, remove_stale_copies, DEFAULT_THREADS};
 use self::schema_mask::{SchemaMask, Vocab};
 use self::template::{ChatTemplate, Segment};
 use self::tokenizer::{GgufTokenizer, Utf8Stream};
 use super::{
-    CallUsage, Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError,
-    ResponseFormat, Role,
+    CallUsage, Cancel, ChatRequest, Completion, ConversationCache, Event, Message, Provider,
+    ProviderError, ResponseFormat, Role,
 };
 
 /// The command that downloads the default model, named in errors.
@@ -48,9 +55,9 @@ const DEFAULT_TOP_P: f64 = 0.9;
 const SEED: u64 = 299_792_458;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_WINDOW: usize = 64;
-/// Prompt tokens per forward pass: large enough for matrix-matrix speed, small enough that
-/// cancellation is seen within ~100 ms.
-const PROMPT_CHUNK: usize = 8;
+/// Prompt tokens per forward pass: large enough that each weight is read from memory once
+/// for many tokens, small enough that cancellation is seen within ~100 ms.
+const PROMPT_CHUNK: usize = 16;
 /// Prompts of at least this many tokens report their reading as progress.
 const LONG_PROMPT: usize = 256;
 
@@ -61,38 +68,57 @@ pub struct LocalOptions {
     pub model_path: PathBuf,
     /// Compute threads for the whole process (see [`DEFAULT_THREADS`]).
     pub threads: Option<usize>,
-    /// Positions of prompt plus reply; at most 4096 and at most what the model was trained for.
+    /// Positions of prompt plus reply; at most what the model was trained for (and 32,768).
     pub context_size: Option<usize>,
-    /// Where the ready-to-run copy of the model file is kept (its weights widened once, not
-    /// at every load); `None` widens them at every load.
+    /// Where earlier builds kept ready-to-run copies of model files (their weights widened
+    /// to Q8_0). This engine runs the file as it is: a load removes the copies it finds there.
     pub ready_dir: Option<PathBuf>,
 }
 
 /// Timings of the last call, for benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Timings {
+    /// Tokens of the prompt, and how many of them were read (the others came from the
+    /// attention cache).
     pub prompt_tokens: usize,
+    pub prompt_read: usize,
     pub prompt: Duration,
     pub generated_tokens: usize,
     pub generation: Duration,
+    /// From the call's start to its first token.
+    pub first_token: Duration,
     /// Of `generation`, the time spent working out which tokens a schema allows.
     pub constraint: Duration,
+}
+
+/// Where the attention cache a call started from came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Nothing reused: the whole prompt was read.
+    None,
+    /// The cache this provider kept from its previous call.
+    Memory,
+    /// The cache saved by an earlier process (verified before use).
+    Saved,
 }
 
 pub struct LocalProvider {
     name: String,
     path: PathBuf,
-    weights: ModelWeights,
+    model: Model,
+    /// The attention cache of the conversation last continued.
+    cache: Cache,
+    /// Where that cache is saved between processes, when the caller gave a place.
+    saved: Option<Box<dyn ConversationCache>>,
+    fingerprint: [u8; 32],
     tokenizer: GgufTokenizer,
     template: ChatTemplate,
     context: usize,
     threads: usize,
-    /// Told once, on the first call: the thread count differs from the one asked for.
-    notice: Option<String>,
     load_time: Duration,
-    requantized: usize,
-    ready: Ready,
+    removed: Vec<PathBuf>,
     timings: Timings,
+    cache_use: CacheUse,
     /// The vocabulary indexed for schema-constrained decoding, made at its first use.
     schema_vocab: Option<Arc<Vocab>>,
 }
@@ -122,22 +148,15 @@ impl LocalProvider {
         }
         match opts.context_size {
             Some(0) => return Err(config("context_size must be at least 1".into())),
-            Some(n) if n > MAX_SEQ_LEN => {
+            Some(n) if n > MAX_CONTEXT => {
                 return Err(config(format!(
-                    "context_size {n} is larger than the {MAX_SEQ_LEN} positions the local \
+                    "context_size {n} is larger than the {MAX_CONTEXT} positions the local \
                      provider supports"
                 )))
             }
             _ => {}
         }
-        let threads = model::init_threads(opts.threads);
-        let notice = opts.threads.filter(|&t| t != threads).map(|t| {
-            format!(
-                "{}: running on {threads} threads, not {t}: the thread count is fixed by the \
-                 first local model loaded in a process",
-                opts.name
-            )
-        });
+        let threads = opts.threads.unwrap_or(DEFAULT_THREADS);
 
         let file = path
             .file_name()
@@ -151,23 +170,24 @@ impl LocalProvider {
             });
         crate::progress::report(crate::progress::Progress::Done);
         let loaded = loaded?;
-        let context = opts
-            .context_size
-            .unwrap_or(loaded.context_length)
-            .min(loaded.context_length);
+        let trained = loaded.model.config().context;
+        let context = opts.context_size.unwrap_or(trained).min(trained);
+        let cache = Cache::new(loaded.model.config());
         Ok(LocalProvider {
             name: opts.name,
             path: opts.model_path,
-            weights: loaded.weights,
+            model: loaded.model,
+            cache,
+            saved: None,
+            fingerprint: loaded.fingerprint,
             tokenizer: loaded.tokenizer,
             template: loaded.template,
             context,
             threads,
-            notice,
             load_time: started.elapsed(),
-            requantized: loaded.requantized,
-            ready: loaded.ready,
+            removed: loaded.removed,
             timings: Timings::default(),
+            cache_use: CacheUse::None,
             schema_vocab: None,
         })
     }
@@ -181,7 +201,7 @@ impl LocalProvider {
         self.context
     }
 
-    /// Compute threads in force for this process.
+    /// Compute threads for reading prompts (generation runs on one; see [`DEFAULT_THREADS`]).
     pub fn threads(&self) -> usize {
         self.threads
     }
@@ -190,18 +210,34 @@ impl LocalProvider {
         self.load_time
     }
 
-    /// How many weight tensors were widened to Q8_0 at load.
-    pub fn requantized_tensors(&self) -> usize {
-        self.requantized
+    /// The kernels the engine runs on this CPU (`avx2`, `plain`).
+    pub fn kernels(&self) -> &'static str {
+        self.model.isa().name()
     }
 
-    /// What the load did with the ready-to-run copy of the model file.
-    pub fn ready(&self) -> &Ready {
-        &self.ready
+    /// How many weight matrices were widened to Q8_0 at load (formats the kernels do not run
+    /// as they are; none for Q4_0, Q4_1 and Q8_0 files).
+    pub fn widened_tensors(&self) -> usize {
+        self.model.widened()
+    }
+
+    /// The stale ready-to-run copies of earlier builds this load removed.
+    pub fn removed_copies(&self) -> &[PathBuf] {
+        &self.removed
     }
 
     pub fn last_timings(&self) -> Timings {
         self.timings
+    }
+
+    /// Where the last call's attention cache came from.
+    pub fn last_cache_use(&self) -> CacheUse {
+        self.cache_use
+    }
+
+    /// Forgets the attention cache held in memory (the saved one stays).
+    pub fn clear_cache(&mut self) {
+        self.cache.truncate(0);
     }
 
     /// Token ids of `text` as plain text (special-token spellings are not special).
@@ -286,6 +322,10 @@ impl LocalProvider {
         }
     }
 
+    fn engine_error(&self, e: axocoatl_infer::Error) -> ProviderError {
+        self.model_error(format!("inference failed: {e}"))
+    }
+
     /// Token ids of the prompt, after dropping as few of the oldest non-system messages as
     /// make room for `reserve` new tokens; and how many were dropped.
     fn prompt(
@@ -360,44 +400,75 @@ impl LocalProvider {
         Ok((best, hi))
     }
 
-    /// Reads `prompt` into a fresh KV cache (in chunks, reporting progress when it is long):
-    /// the logits of its last position.
-    fn read_prompt(&mut self, prompt: &[u32], cancel: &Cancel) -> Result<Tensor, ProviderError> {
-        let err = |e: candle_core::Error| ProviderError::Model {
-            provider: self.name.clone(),
-            detail: format!("inference failed: {e}"),
+    /// Starts the attention cache at the longest start of `prompt` it can reuse: the cache
+    /// kept in memory from the previous call, or the one saved by an earlier process when
+    /// that shares more (it is verified first; a damaged, stale or foreign one is ignored).
+    /// Returns how many tokens of the prompt are already read.
+    fn reuse_cache(&mut self, prompt: &[u32]) -> usize {
+        let in_memory = self.cache.reuse(prompt);
+        self.cache_use = if in_memory > 0 {
+            CacheUse::Memory
+        } else {
+            CacheUse::None
         };
+        if in_memory + 1 >= prompt.len() {
+            return in_memory;
+        }
+        let Some(bytes) = self.saved.as_ref().and_then(|s| s.load()) else {
+            return in_memory;
+        };
+        match Cache::from_bytes(&bytes, self.model.config(), &self.fingerprint) {
+            Ok(mut saved) => {
+                let from_saved = saved.reuse(prompt);
+                if from_saved > in_memory {
+                    self.cache = saved;
+                    self.cache_use = CacheUse::Saved;
+                    return from_saved;
+                }
+                in_memory
+            }
+            Err(_) => in_memory,
+        }
+    }
+
+    /// Reads what of `prompt` the attention cache does not hold (in chunks, reporting
+    /// progress when it is long): the scores of the token after it.
+    fn read_prompt(&mut self, prompt: &[u32], cancel: &Cancel) -> Result<Vec<f32>, ProviderError> {
         let started = Instant::now();
-        self.weights.clear_kv_cache();
-        let mut logits = None;
+        let start = self.reuse_cache(prompt);
+        let rest = &prompt[start..];
+        let mut logits = Vec::new();
         // A prompt this long takes a second or more on a laptop: its reading is reported.
-        let long = prompt.len() >= LONG_PROMPT;
-        for (i, chunk) in prompt.chunks(PROMPT_CHUNK).enumerate() {
+        let long = rest.len() >= LONG_PROMPT;
+        let chunks = rest.len().div_ceil(PROMPT_CHUNK);
+        for (i, chunk) in rest.chunks(PROMPT_CHUNK).enumerate() {
             if cancel.is_cancelled() {
-                crate::progress::report(crate::progress::Progress::Done);
+                if long {
+                    crate::progress::report(crate::progress::Progress::Done);
+                }
                 return Err(ProviderError::Cancelled);
             }
             if long {
                 crate::progress::report(crate::progress::Progress::ReadingPrompt {
                     done: i * PROMPT_CHUNK,
-                    total: prompt.len(),
+                    total: rest.len(),
                 });
             }
-            let input = Tensor::new(chunk, &Device::Cpu)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(err)?;
-            logits = Some(
-                self.weights
-                    .forward(&input, i * PROMPT_CHUNK)
-                    .map_err(err)?,
-            );
+            let want = (i + 1 == chunks).then_some(&mut logits);
+            let threads = self.threads;
+            self.model
+                .forward_threads(&mut self.cache, chunk, want, threads)
+                .map_err(|e| self.engine_error(e))?;
         }
         if long {
             crate::progress::report(crate::progress::Progress::Done);
         }
-        let logits = logits.ok_or_else(|| self.model_error("empty prompt".into()))?;
+        if logits.is_empty() {
+            return Err(self.model_error("empty prompt".into()));
+        }
         self.timings = Timings {
             prompt_tokens: prompt.len(),
+            prompt_read: rest.len(),
             prompt: started.elapsed(),
             ..Timings::default()
         };
@@ -412,15 +483,13 @@ impl LocalProvider {
         cancel: &Cancel,
         on_event: &mut dyn FnMut(Event),
     ) -> Result<(String, usize, &'static str), ProviderError> {
+        let call_started = Instant::now();
         let mut logits = self.read_prompt(prompt, cancel)?;
-        let err = |e: candle_core::Error| ProviderError::Model {
-            provider: self.name.clone(),
-            detail: format!("inference failed: {e}"),
-        };
         let started = Instant::now();
         let mut text = String::new();
         let mut stream = Utf8Stream::default();
         let mut generated: Vec<u32> = Vec::new();
+        let mut first_token = None;
         let mut emit = |bytes: &[u8], text: &mut String, stream: &mut Utf8Stream| {
             let piece = stream.push(bytes);
             if !piece.is_empty() {
@@ -432,14 +501,8 @@ impl LocalProvider {
             if cancel.is_cancelled() {
                 return Err(ProviderError::Cancelled);
             }
-            let mut scores: Vec<f32> = logits
-                .squeeze(0)
-                .and_then(|t| t.to_dtype(candle_core::DType::F32))
-                .and_then(|t| t.to_vec1())
-                .map_err(err)?;
-            let next = sampler
-                .pick(&mut scores, &self.tokenizer, &generated)
-                .map_err(err)?;
+            let next = sampler.pick(&mut logits, &self.tokenizer, &generated);
+            first_token.get_or_insert_with(|| call_started.elapsed());
             let Some(next) = next else {
                 break "stop";
             };
@@ -456,13 +519,9 @@ impl LocalProvider {
             if generated.len() >= budget {
                 break "length";
             }
-            let input = Tensor::new(&[next], &Device::Cpu)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(err)?;
-            logits = self
-                .weights
-                .forward(&input, prompt.len() + generated.len() - 1)
-                .map_err(err)?;
+            self.model
+                .forward(&mut self.cache, &[next], Some(&mut logits))
+                .map_err(|e| self.engine_error(e))?;
         };
         if let Some(closing) = sampler.json_closing() {
             emit(&closing, &mut text, &mut stream);
@@ -475,6 +534,10 @@ impl LocalProvider {
         self.timings.generated_tokens = generated.len();
         self.timings.constraint = sampler.schema.as_ref().map_or(Duration::ZERO, |c| c.spent);
         self.timings.generation = started.elapsed();
+        self.timings.first_token = first_token.unwrap_or_default();
+        if let Some(saved) = &self.saved {
+            saved.save(&self.cache.to_bytes(&self.fingerprint, saved.limit()));
+        }
         Ok((text, generated.len(), finish))
     }
 }
@@ -505,15 +568,20 @@ impl Provider for LocalProvider {
                 detail: "the local model cannot read images".into(),
             });
         }
-        if let Some(notice) = self.notice.take() {
-            on_event(Event::Warning(notice));
-        }
         let s = &request.sampling;
         let max_tokens = s
             .max_tokens
             .map_or(DEFAULT_MAX_TOKENS, |n| n as usize)
             .max(1);
+        // Rendering runs the model file's own template, bounded by its fuel: a stop asked
+        // for before or during it ends the call here.
+        if cancel.is_cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
         let (prompt, dropped) = self.prompt(&request.messages, max_tokens.min(self.context / 2))?;
+        if cancel.is_cancelled() {
+            return Err(ProviderError::Cancelled);
+        }
         if prompt.len() >= self.context {
             return Err(self.model_error(format!(
                 "the prompt is {} tokens but the model's context holds {} (context_size), even \
@@ -542,6 +610,7 @@ impl Provider for LocalProvider {
             usage: CallUsage {
                 prompt_tokens: Some(prompt.len() as u64),
                 completion_tokens: Some(generated as u64),
+                ..CallUsage::default()
             },
             finish_reason: Some(finish.to_string()),
         })
@@ -554,6 +623,10 @@ impl Provider for LocalProvider {
     fn supports_tools(&self) -> bool {
         false
     }
+
+    fn keep_conversation(&mut self, cache: Option<Box<dyn ConversationCache>>) {
+        self.saved = cache;
+    }
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -563,6 +636,28 @@ fn role_name(role: Role) -> &'static str {
         Role::Assistant => "assistant",
         Role::Tool => "tool",
     }
+}
+
+/// Picks each next token: masks (JSON), repeat penalty, then greedy or seeded sampling (the
+/// arithmetic and random stream of candle's `LogitsProcessor`, which earlier builds used: the
+/// same request still gets the same reply).
+struct Sampler {
+    rng: rand::rngs::StdRng,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    json: Option<JsonState>,
+    schema: Option<SchemaConstraint>,
+}
+
+/// A schema's mask over the vocabulary, for one reply.
+struct SchemaConstraint {
+    mask: SchemaMask,
+    vocab: Arc<Vocab>,
+    allowed: Vec<bool>,
+    /// The most tokens the reply may have.
+    budget: usize,
+    /// Time spent in the mask so far.
+    spent: Duration,
 }
 
 /// The repeat penalty over the last [`REPEAT_WINDOW`] tokens.
@@ -582,33 +677,17 @@ fn penalize_repeats(scores: &mut [f32], recent: &[u32]) {
     }
 }
 
-/// Picks each next token: masks (JSON, a schema), repeat penalty, then candle's sampler.
-struct Sampler {
-    logits: LogitsProcessor,
-    json: Option<JsonState>,
-    schema: Option<SchemaConstraint>,
-}
-
-/// A schema's mask over the vocabulary, for one reply.
-struct SchemaConstraint {
-    mask: SchemaMask,
-    vocab: Arc<Vocab>,
-    allowed: Vec<bool>,
-    /// The most tokens the reply may have.
-    budget: usize,
-    /// Time spent in the mask so far.
-    spent: Duration,
-}
-
 impl Sampler {
     fn new(temperature: Option<f64>, top_p: Option<f64>, json: bool) -> Sampler {
         let temperature = temperature.unwrap_or(DEFAULT_TEMPERATURE);
         // 0 (or nonsense) means greedy; top_p of 1 or more means no nucleus cut.
-        let temperature = (temperature.is_finite() && temperature > 0.0).then_some(temperature);
+        let temperature = (temperature.is_finite() && temperature >= 1e-7).then_some(temperature);
         let top_p = top_p.unwrap_or(DEFAULT_TOP_P).clamp(0.0, 1.0);
         let top_p = (top_p > 0.0 && top_p < 1.0).then_some(top_p);
         Sampler {
-            logits: LogitsProcessor::new(SEED, temperature, top_p),
+            rng: rand::rngs::StdRng::seed_from_u64(SEED),
+            temperature,
+            top_p,
             json: json.then(JsonState::new),
             schema: None,
         }
@@ -620,7 +699,7 @@ impl Sampler {
         scores: &mut [f32],
         tokenizer: &GgufTokenizer,
         recent: &[u32],
-    ) -> candle_core::Result<Option<u32>> {
+    ) -> Option<u32> {
         let vocab = tokenizer.vocab_size().min(scores.len());
         scores[vocab..].fill(f32::NEG_INFINITY);
         if let Some(c) = &mut self.schema {
@@ -634,30 +713,36 @@ impl Sampler {
                 }
             }
             if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
-                return Ok(None);
+                return None;
             }
             // Among what the schema allows, repeating is discouraged as in plain text: a
             // small model otherwise fills a list with one item again and again.
             penalize_repeats(scores, recent);
-            let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
-            return self.logits.sample(&tensor).map(Some);
-        }
-        match &self.json {
-            Some(state) => {
-                for (id, score) in scores[..vocab].iter_mut().enumerate() {
-                    let id = id as u32;
-                    if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
-                        *score = f32::NEG_INFINITY;
+        } else {
+            match &self.json {
+                Some(state) => {
+                    for (id, score) in scores[..vocab].iter_mut().enumerate() {
+                        let id = id as u32;
+                        if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
+                            *score = f32::NEG_INFINITY;
+                        }
+                    }
+                    if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                        return None;
                     }
                 }
-                if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
-                    return Ok(None);
-                }
+                None => penalize_repeats(scores, recent),
             }
-            None => penalize_repeats(scores, recent),
         }
-        let tensor = Tensor::from_slice(scores, scores.len(), &Device::Cpu)?;
-        self.logits.sample(&tensor).map(Some)
+        let Some(temperature) = self.temperature else {
+            return Some(argmax(scores));
+        };
+        let mut probs = softmax(scores, temperature);
+        if let Some(p) = self.top_p {
+            nucleus(&mut probs, p as f32);
+        }
+        let index = rand::distr::weighted::WeightedIndex::new(&probs).ok()?;
+        Some(index.sample(&mut self.rng) as u32)
     }
 
     fn advance(&mut self, bytes: &[u8]) {
@@ -678,5 +763,44 @@ impl Sampler {
     /// In JSON mode, what completes the document when generation stopped early.
     fn json_closing(&self) -> Option<Vec<u8>> {
         self.json.map(|s| s.closing()).filter(|c| !c.is_empty())
+    }
+}
+
+/// The first highest score's index.
+fn argmax(scores: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, s) in scores.iter().enumerate() {
+        if *s > scores[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Probabilities of `scores / temperature`.
+fn softmax(scores: &[f32], temperature: f64) -> Vec<f32> {
+    let scale = (1.0 / temperature) as f32;
+    let max = scores
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &s| m.max(s * scale));
+    let mut probs: Vec<f32> = scores.iter().map(|&s| (s * scale - max).exp()).collect();
+    let sum: f32 = probs.iter().sum();
+    for p in &mut probs {
+        *p /= sum;
+    }
+    probs
+}
+
+/// Keeps the most likely tokens until their probabilities add up to `top_p`; zeroes the rest.
+fn nucleus(probs: &mut [f32], top_p: f32) {
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    order.sort_by(|&i, &j| probs[j].total_cmp(&probs[i]));
+    let mut cumulative = 0.0;
+    for i in order {
+        if cumulative >= top_p {
+            probs[i] = 0.0;
+        } else {
+            cumulative += probs[i];
+        }
     }
 }

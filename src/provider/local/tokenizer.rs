@@ -4,7 +4,7 @@
 //! plus a pre-tokenizer name (`tokenizer.ggml.pre`). candle's generic rebuild assumes GPT-2's
 //! pre-tokenizer (prefix space, digits grouped), which gives wrong ids for SmolLM2 ("smollm":
 //! every digit alone, byte-level regex split, no prefix space). We assemble the `tokenizers`
-//! pipeline ourselves; that crate is already built as a dependency of candle-core.
+//! pipeline ourselves (the crate the embedder's reference engine builds too).
 //!
 //! Decoding does not go through `tokenizers`: each id maps to its raw bytes, so the JSON mask
 //! can check byte continuations and the stream can hold back a UTF-8 character split across
@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use axocoatl_infer::gguf::{Gguf as Content, Value};
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
@@ -56,8 +56,11 @@ impl GgufTokenizer {
                 "tokenizer model `{model}` is not supported (only byte-level BPE, `gpt2`)"
             ));
         }
-        let pre = match ct.metadata.get("tokenizer.ggml.pre") {
-            Some(v) => v.to_string().map_err(|e| e.to_string())?.clone(),
+        let pre = match ct.get("tokenizer.ggml.pre") {
+            Some(v) => v
+                .as_str()
+                .ok_or("metadata `tokenizer.ggml.pre` is not a string")?
+                .to_string(),
             None => "default".to_string(),
         };
         let tokens = string_array(ct, "tokenizer.ggml.tokens")?;
@@ -68,10 +71,10 @@ impl GgufTokenizer {
                 None => Err(format!("invalid merge `{m}` in tokenizer.ggml.merges")),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let types = match ct.metadata.get("tokenizer.ggml.token_type") {
+        let types = match ct.get("tokenizer.ggml.token_type") {
             Some(v) => v
-                .to_vec()
-                .map_err(|e| e.to_string())?
+                .as_array()
+                .ok_or("metadata `tokenizer.ggml.token_type` is not an array")?
                 .iter()
                 .map(to_u32)
                 .collect::<Result<Vec<_>, _>>()?,
@@ -121,7 +124,7 @@ impl GgufTokenizer {
             .collect();
         let control: Vec<bool> = types.iter().map(|&ty| ty == TYPE_CONTROL).collect();
 
-        let id_of = |key: &str| ct.metadata.get(key).and_then(|v| to_u32(v).ok());
+        let id_of = |key: &str| ct.get(key).and_then(|v| to_u32(v).ok());
         let mut stop: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
             .iter()
             .filter_map(|k| id_of(k))
@@ -303,42 +306,32 @@ fn token_bytes(token: &str, map: &HashMap<char, u8>) -> Vec<u8> {
 }
 
 fn to_u32(v: &Value) -> Result<u32, String> {
-    match v {
-        Value::U8(x) => Ok(u32::from(*x)),
-        Value::U16(x) => Ok(u32::from(*x)),
-        Value::U32(x) => Ok(*x),
-        Value::U64(x) => u32::try_from(*x).map_err(|e| e.to_string()),
-        Value::I8(x) => u32::try_from(*x).map_err(|e| e.to_string()),
-        Value::I16(x) => u32::try_from(*x).map_err(|e| e.to_string()),
-        Value::I32(x) => u32::try_from(*x).map_err(|e| e.to_string()),
-        Value::I64(x) => u32::try_from(*x).map_err(|e| e.to_string()),
-        other => Err(format!("expected an integer, found {other:?}")),
-    }
+    v.to_u32()
+        .ok_or_else(|| format!("expected a whole number, found {v:?}"))
 }
 
 fn string_value(ct: &Content, key: &str) -> Result<String, String> {
-    match ct.metadata.get(key) {
+    match ct.get(key) {
         Some(v) => v
-            .to_string()
-            .cloned()
-            .map_err(|e| format!("metadata `{key}`: {e}")),
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("metadata `{key}` is not a string")),
         None => Err(format!("metadata `{key}` is missing")),
     }
 }
 
 fn string_array(ct: &Content, key: &str) -> Result<Vec<String>, String> {
     let values = ct
-        .metadata
         .get(key)
         .ok_or_else(|| format!("metadata `{key}` is missing"))?
-        .to_vec()
-        .map_err(|e| format!("metadata `{key}`: {e}"))?;
+        .as_array()
+        .ok_or_else(|| format!("metadata `{key}` is not an array"))?;
     values
         .iter()
         .map(|v| {
-            v.to_string()
-                .cloned()
-                .map_err(|e| format!("metadata `{key}`: {e}"))
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("metadata `{key}`: not a string"))
         })
         .collect()
 }

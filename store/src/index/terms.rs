@@ -71,6 +71,9 @@ pub mod field {
     pub const OUTPUT: &str = "output";
     pub const ERROR: &str = "error";
     pub const CONTEXT: &str = "context_label";
+    /// The text of inline context (what was piped on stdin), its first 64 KiB as the
+    /// turn's record holds it.
+    pub const CONTEXT_TEXT: &str = "context";
     pub const ATTACHMENT: &str = "attachment";
     pub const TOOL: &str = "tool";
     pub const ARGUMENTS: &str = "tool_arguments";
@@ -89,6 +92,7 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
             f(field::REQUEST, &b.request);
             for c in &b.inline_context {
                 f(field::CONTEXT, &c.label);
+                f(field::CONTEXT_TEXT, &c.text.inline);
             }
             for a in &b.attachments {
                 f(field::ATTACHMENT, &a.name);
@@ -122,7 +126,10 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
         // own model and system prompt), or records of no turn.
         Record::SessionCreated(_)
         | Record::ModelCall(_)
+        | Record::ModelCallCost(_)
+        | Record::UsageCost(_)
         | Record::TurnOverrides(_)
+        | Record::TurnWorkdir(_)
         | Record::StopRequested(_)
         | Record::RewindBoundary(_)
         | Record::AttachmentAdded(_)
@@ -136,7 +143,9 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
         | Record::ActivationDecided(_)
         | Record::SessionAgents(_)
         | Record::LegacyImportBegun(_)
-        | Record::LegacyImportEnded(_) => {}
+        | Record::LegacyImportEnded(_)
+        | Record::ApprovalRequested(_)
+        | Record::ApprovalDecided(_) => {}
     }
 }
 

@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cost;
+pub use cost::{ModelCallCost, UsageCost, UsageDetail};
+
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
 
@@ -308,6 +311,18 @@ pub struct TurnOverrides {
     pub at: Millis,
 }
 
+/// The directory a turn's tools worked in (absolute), when it is not the directory holding
+/// the repository: appended right after its `TurnBegun`, in the same durable append. The
+/// home repository's turns work in the directory the command ran in (a project's, in a
+/// configured `workspace:`), so the record says which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnWorkdir {
+    pub turn: String,
+    pub session: String,
+    pub dir: String,
+    pub at: Millis,
+}
+
 /// The transcript of a 0.1.x checkpoint is being imported into a session that had no
 /// turns: appended before the first imported turn. The turns follow with ids derived from
 /// `digest`, so an import cut short is finished, never repeated.
@@ -424,6 +439,88 @@ pub struct ActivationDecided {
 pub struct SessionAgents {
     pub session: String,
     pub agents: Vec<String>,
+    pub at: Millis,
+}
+
+/// A person's answer to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Run the call.
+    Approved,
+    /// Do not run it: the model reads the denial (and its reason) as the call's result.
+    Denied,
+    /// Run it, and every later call of the same tool under the same rule in this session.
+    ApprovedAlways,
+    /// No decision came within the agent's `approval_timeout`: the turn ended failed.
+    Expired,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Denied => "denied",
+            Decision::ApprovedAlways => "always",
+            Decision::Expired => "expired",
+        }
+    }
+
+    /// The decision [`Decision::as_str`] names.
+    pub fn named(name: &str) -> Option<Decision> {
+        [
+            Decision::Approved,
+            Decision::Denied,
+            Decision::ApprovedAlways,
+            Decision::Expired,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == name)
+    }
+
+    /// Whether the call runs.
+    pub fn runs(self) -> bool {
+        matches!(self, Decision::Approved | Decision::ApprovedAlways)
+    }
+}
+
+/// A tool call that the agent's `approvals:` policy holds for a person: the turn waits
+/// (neither running nor ended) until every such call of it is decided, it is stopped, or
+/// its request expires. Appended durably before anything waits on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub call_id: String,
+    /// The tool's name as the model called it.
+    pub tool: String,
+    pub arguments: Bounded,
+    /// The rule of `approvals:` that matched, as written.
+    pub rule: String,
+    /// The object holding what the turn continues from (its messages so far, its output
+    /// and usage, the calls not yet run); the requests of one pause share it.
+    pub state: String,
+    /// When an undecided request ends the turn (`approval_timeout`); `None`: never.
+    pub expires_at: Option<Millis>,
+    pub pid: u32,
+    pub at: Millis,
+}
+
+/// The decision on one approval request (the newest request of `call_id` in the turn).
+/// Exactly one is appended per request: the check and the append happen under the
+/// ledger's append lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    pub turn: String,
+    pub session: String,
+    pub call_id: String,
+    pub decision: Decision,
+    /// Why (a denial's reason reaches the model).
+    pub reason: Option<String>,
+    /// Who answered, and through what (`alice via approve`, `alice via terminal`, an MCP
+    /// client, `approval_timeout`).
+    pub by: String,
+    pub pid: u32,
     pub at: Millis,
 }
 
@@ -564,7 +661,12 @@ records! {
     48 => ActivationDecided [Turn, Session],
     49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
+    64 => TurnWorkdir [Turn, Session],
     56 => LegacyImportEnded [Session],
+    70 => ModelCallCost [Turn],
+    71 => UsageCost [Turn, Session],
+    80 => ApprovalRequested [Turn, Session],
+    81 => ApprovalDecided [Turn, Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -666,14 +768,19 @@ impl Record {
             Record::ToolResult(r) => Some(&r.turn),
             Record::ToolFinished(r) => Some(&r.turn),
             Record::ModelCall(r) => Some(&r.turn),
+            Record::ModelCallCost(r) => Some(&r.turn),
+            Record::UsageCost(r) => Some(&r.turn),
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
             Record::TurnOverrides(r) => Some(&r.turn),
+            Record::TurnWorkdir(r) => Some(&r.turn),
             Record::PlanMade(r) => Some(&r.turn),
             Record::SubtaskStarted(r) => Some(&r.turn),
             Record::SubtaskEnded(r) => Some(&r.turn),
             Record::ActivationDecided(r) => Some(&r.turn),
+            Record::ApprovalRequested(r) => Some(&r.turn),
+            Record::ApprovalDecided(r) => Some(&r.turn),
             Record::Warning(r) => r.turn.as_deref(),
             Record::SessionAgents(_)
             | Record::SessionCreated(_)
@@ -698,6 +805,8 @@ impl Record {
             Record::ToolResult(x) => Some(x.at),
             Record::ToolFinished(x) => Some(x.at),
             Record::ModelCall(x) => Some(x.at),
+            Record::ModelCallCost(x) => Some(x.at),
+            Record::UsageCost(x) => Some(x.at),
             Record::StopRequested(x) => Some(x.at),
             Record::RewindBoundary(x) => Some(x.at),
             Record::Warning(x) => Some(x.at),
@@ -708,11 +817,14 @@ impl Record {
             Record::LegacyImportBegun(x) => Some(x.at),
             Record::LegacyImportEnded(x) => Some(x.at),
             Record::TurnOverrides(x) => Some(x.at),
+            Record::TurnWorkdir(x) => Some(x.at),
             Record::PlanMade(x) => Some(x.at),
             Record::SubtaskStarted(x) => Some(x.at),
             Record::SubtaskEnded(x) => Some(x.at),
             Record::ActivationDecided(x) => Some(x.at),
             Record::SessionAgents(x) => Some(x.at),
+            Record::ApprovalRequested(x) => Some(x.at),
+            Record::ApprovalDecided(x) => Some(x.at),
             Record::Note(_) => None,
         }
     }
@@ -733,9 +845,13 @@ impl Record {
             Record::LegacyImportBegun(r) => Some(&r.session),
             Record::LegacyImportEnded(r) => Some(&r.session),
             Record::TurnOverrides(r) => Some(&r.session),
+            Record::TurnWorkdir(r) => Some(&r.session),
             Record::ActivationDecided(r) => Some(&r.session),
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
+            Record::UsageCost(r) => Some(&r.session),
+            Record::ApprovalRequested(r) => Some(&r.session),
+            Record::ApprovalDecided(r) => Some(&r.session),
             Record::AgentOutput(_)
             | Record::PlanMade(_)
             | Record::SubtaskStarted(_)
@@ -744,6 +860,7 @@ impl Record {
             | Record::ToolResult(_)
             | Record::ToolFinished(_)
             | Record::ModelCall(_)
+            | Record::ModelCallCost(_)
             | Record::Note(_) => None,
         }
     }
@@ -983,6 +1100,64 @@ mod tests {
                 system: None,
                 options: vec![("temperature".into(), "0.2".into())],
                 at: 20,
+            }),
+            Record::ModelCallCost(ModelCallCost {
+                turn: t.clone(),
+                agent: "a".into(),
+                provider: "claude".into(),
+                model: "claude-haiku-4-5".into(),
+                reserved_tokens: 90,
+                prompt_tokens: Some(80),
+                completion_tokens: Some(5),
+                cache_write_tokens: Some(0),
+                cache_read_tokens: Some(70),
+                cost_nanos: None,
+                finish_reason: Some("end_turn".into()),
+                at: 21,
+            }),
+            Record::UsageCost(UsageCost {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "w".into(),
+                subtask: Some("s1".into()),
+                counted_at: 17,
+                detail: UsageDetail {
+                    calls: 1,
+                    cache_write_tokens: 3,
+                    cache_read_tokens: 70,
+                    priced_calls: 0,
+                    cost_nanos: 0,
+                },
+                at: 22,
+            }),
+            Record::TurnWorkdir(TurnWorkdir {
+                turn: t.clone(),
+                session: s.clone(),
+                dir: "/home/ü/src".into(),
+                at: 23,
+            }),
+            Record::ApprovalRequested(ApprovalRequested {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "a".into(),
+                call_id: "call_1".into(),
+                tool: "run_command".into(),
+                arguments: bounded("{\"command\":\"make\"}"),
+                rule: "run_command".into(),
+                state: "ab".repeat(32),
+                expires_at: Some(21),
+                pid: 3,
+                at: 21,
+            }),
+            Record::ApprovalDecided(ApprovalDecided {
+                turn: t.clone(),
+                session: s.clone(),
+                call_id: "call_1".into(),
+                decision: Decision::Denied,
+                reason: Some("not now".into()),
+                by: "alice via approve".into(),
+                pid: 4,
+                at: 22,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

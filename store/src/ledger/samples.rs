@@ -7,7 +7,7 @@ use super::record::*;
 
 /// Every kind, in the order [`turn_of_every_kind`] appends them: the session's, then a
 /// turn from its begin to its end, then what follows a turn.
-pub const TURN_ORDER: [Kind; 25] = [
+pub const TURN_ORDER: [Kind; 30] = [
     Kind::SessionCreated,
     Kind::SessionAgents,
     Kind::LegacyImportBegun,
@@ -15,11 +15,15 @@ pub const TURN_ORDER: [Kind; 25] = [
     Kind::TurnBegun,
     Kind::TurnOrigin,
     Kind::TurnOverrides,
+    Kind::TurnWorkdir,
     Kind::AttachmentConsumed,
     Kind::ActivationDecided,
     Kind::PlanMade,
     Kind::SubtaskStarted,
     Kind::ModelCall,
+    Kind::ModelCallCost,
+    Kind::ApprovalRequested,
+    Kind::ApprovalDecided,
     Kind::ToolStarted,
     Kind::ToolResult,
     Kind::ToolFinished,
@@ -29,6 +33,7 @@ pub const TURN_ORDER: [Kind; 25] = [
     Kind::StopRequested,
     Kind::SubtaskEnded,
     Kind::TurnEnded,
+    Kind::UsageCost,
     Kind::AttachmentRemoved,
     Kind::LegacyImportEnded,
     Kind::Note,
@@ -60,15 +65,21 @@ pub fn sample(
         | Kind::LegacyImportEnded
         | Kind::Note
         | Kind::RewindBoundary => session_sample(kind, f, text),
-        Kind::TurnBegun | Kind::TurnEnded | Kind::TurnOrigin | Kind::TurnOverrides => {
-            turn_sample(kind, f, text)
-        }
+        Kind::TurnBegun
+        | Kind::TurnEnded
+        | Kind::UsageCost
+        | Kind::TurnOrigin
+        | Kind::TurnOverrides
+        | Kind::TurnWorkdir => turn_sample(kind, f, text),
         Kind::AgentOutput | Kind::AgentOutputBounded | Kind::Warning | Kind::StopRequested => {
             output_sample(kind, f, text)
         }
-        Kind::ModelCall | Kind::ToolStarted | Kind::ToolResult | Kind::ToolFinished => {
-            call_sample(kind, f, text)
-        }
+        Kind::ModelCall
+        | Kind::ModelCallCost
+        | Kind::ToolStarted
+        | Kind::ToolResult
+        | Kind::ToolFinished => call_sample(kind, f, text),
+        Kind::ApprovalRequested | Kind::ApprovalDecided => approval_sample(kind, f),
         Kind::AttachmentAdded | Kind::AttachmentRemoved | Kind::AttachmentConsumed => {
             attachment_sample(kind, f, text)
         }
@@ -194,6 +205,22 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             at: at + 9,
         }
         .into(),
+        Kind::UsageCost => UsageCost {
+            turn: t,
+            session: s,
+            agent,
+            subtask: None,
+            counted_at: at,
+            detail: UsageDetail {
+                calls: 1,
+                cache_write_tokens: 2,
+                cache_read_tokens: 6,
+                priced_calls: 1,
+                cost_nanos: 24_600,
+            },
+            at: at + 9,
+        }
+        .into(),
         Kind::TurnOrigin => TurnOrigin {
             turn: t,
             session: s,
@@ -213,6 +240,14 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             // count them), and an override's system prompt is not searched.
             system: Some("a per-call system prompt".into()),
             options: vec![("temperature".into(), "0.2".into())],
+            at,
+        }
+        .into(),
+        // A fixed text too: the directory is not searched.
+        Kind::TurnWorkdir => TurnWorkdir {
+            turn: t,
+            session: s,
+            dir: "/home/user/project".into(),
             at,
         }
         .into(),
@@ -275,6 +310,21 @@ fn call_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             at,
         }
         .into(),
+        Kind::ModelCallCost => ModelCallCost {
+            turn: t,
+            agent,
+            provider: "claude".into(),
+            model: "claude-haiku-4-5".into(),
+            reserved_tokens: 100,
+            prompt_tokens: Some(10),
+            completion_tokens: Some(3),
+            cache_write_tokens: Some(2),
+            cache_read_tokens: Some(6),
+            cost_nanos: Some(24_600),
+            finish_reason: Some("end_turn".into()),
+            at,
+        }
+        .into(),
         Kind::ToolStarted => ToolStarted {
             turn: t,
             agent,
@@ -303,6 +353,46 @@ fn call_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             output: bounded(text()),
             exit_code: None,
             duration_ms: 12,
+            at,
+        }
+        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of approvals (their texts are fixed: no search looks in them).
+fn approval_sample(kind: Kind, f: Fields) -> Record {
+    let Fields {
+        t,
+        s,
+        agent,
+        digest,
+        at,
+        ..
+    } = f;
+    match kind {
+        Kind::ApprovalRequested => ApprovalRequested {
+            turn: t,
+            session: s,
+            agent,
+            call_id: "call-1".into(),
+            tool: "read_file".into(),
+            arguments: bounded("{\"path\":\"README.md\"}".into()),
+            rule: "read_file".into(),
+            state: digest,
+            expires_at: Some(at + 60_000),
+            pid: 2,
+            at,
+        }
+        .into(),
+        Kind::ApprovalDecided => ApprovalDecided {
+            turn: t,
+            session: s,
+            call_id: "call-1".into(),
+            decision: Decision::Approved,
+            reason: None,
+            by: "sample via approve".into(),
+            pid: 3,
             at,
         }
         .into(),

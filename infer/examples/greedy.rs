@@ -1,0 +1,59 @@
+//! Greedy generation from token ids, with timings: a check of the engine on a real model
+//! without the rest of axocoatl.
+//!
+//!   cargo run --release -p axocoatl-infer --example greedy -- MODEL N ID...
+#![expect(clippy::print_stdout, reason = "an example that reports on stdout")]
+
+use std::time::Instant;
+
+use axocoatl_infer::{Cache, Model};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        println!("usage: greedy MODEL N ID...");
+        return Ok(());
+    }
+    let started = Instant::now();
+    let model = Model::open(std::path::Path::new(&args[1]))?;
+    let load = started.elapsed();
+    let n: usize = args[2].parse()?;
+    let prompt: Vec<u32> = args[3..]
+        .iter()
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let mut cache = Cache::new(model.config());
+    let mut logits = Vec::new();
+    let t = Instant::now();
+    for (i, chunk) in prompt.chunks(16).enumerate() {
+        let last = (i + 1) * 16 >= prompt.len();
+        model.forward(&mut cache, chunk, last.then_some(&mut logits))?;
+    }
+    let prompt_time = t.elapsed();
+    let mut top: Vec<(usize, f32)> = logits.iter().copied().enumerate().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("top of the prompt's last position: {:?}", &top[..5]);
+    let t = Instant::now();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut best = 0;
+        for (i, s) in logits.iter().enumerate() {
+            if *s > logits[best] {
+                best = i;
+            }
+        }
+        out.push(best as u32);
+        model.forward(&mut cache, &[best as u32], Some(&mut logits))?;
+    }
+    let gen_time = t.elapsed();
+    println!("{out:?}");
+    println!(
+        "load {:.3} s, prompt {} tokens {:.1} tok/s, generation {:.1} tok/s, {}",
+        load.as_secs_f64(),
+        prompt.len(),
+        prompt.len() as f64 / prompt_time.as_secs_f64(),
+        n as f64 / gen_time.as_secs_f64(),
+        model.isa().name()
+    );
+    Ok(())
+}

@@ -1,0 +1,799 @@
+//! The llama architecture's forward pass over a mapped GGUF file.
+
+use std::fs::File;
+use std::path::Path;
+
+use crate::cache::Cache;
+use crate::gguf::{self, Gguf, TensorInfo};
+use crate::kernel::{self, Isa, MatRef};
+use crate::quant::{self, Acts, Kind, BLOCK};
+use crate::Error;
+
+/// Positions one conversation may hold.
+pub const MAX_CONTEXT: usize = 32_768;
+/// Bounds a hostile file's shape must keep (the largest llama models are within them).
+const MAX_LAYERS: usize = 512;
+const MAX_WIDTH: usize = 65_536;
+const MAX_VOCAB: usize = 1 << 20;
+
+/// The shape of a llama model, from its metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub layers: usize,
+    pub embedding: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub feed_forward: usize,
+    pub vocab: usize,
+    pub rope_base: f32,
+    pub rms_eps: f32,
+    /// Positions the model was trained for (at most [`MAX_CONTEXT`]).
+    pub context: usize,
+}
+
+impl Config {
+    /// Values of one position's keys (or values) in one layer.
+    pub fn kv_width(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    fn read(g: &Gguf) -> Result<Config, Error> {
+        let arch = g.string("general.architecture").unwrap_or_default();
+        if arch != "llama" {
+            return Err(Error::Unsupported(format!(
+                "architecture `{arch}` is not supported (the local provider runs GGUF files of \
+                 the llama architecture with a byte-level BPE vocabulary, such as SmolLM2 and \
+                 Llama 3)"
+            )));
+        }
+        let need = |key: &str| -> Result<usize, Error> {
+            g.u32(key)
+                .map(|v| v as usize)
+                .ok_or_else(|| Error::Format(format!("metadata `{key}` is missing")))
+        };
+        let embedding = need("llama.embedding_length")?;
+        let heads = need("llama.attention.head_count")?;
+        let kv_heads = g
+            .u32("llama.attention.head_count_kv")
+            .map_or(heads, |v| v as usize);
+        let vocab = match g.tensor("token_embd.weight") {
+            Some(t) if t.dims.len() == 2 => t.dims[1] as usize,
+            _ => return Err(Error::Format("tensor token_embd.weight is missing".into())),
+        };
+        let config = Config {
+            layers: need("llama.block_count")?,
+            embedding,
+            heads,
+            kv_heads,
+            head_dim: embedding.checked_div(heads).unwrap_or(0),
+            feed_forward: need("llama.feed_forward_length")?,
+            vocab,
+            rope_base: g
+                .get("llama.rope.freq_base")
+                .and_then(gguf::Value::to_f32)
+                .unwrap_or(10_000.0),
+            rms_eps: g
+                .get("llama.attention.layer_norm_rms_epsilon")
+                .and_then(gguf::Value::to_f32)
+                .unwrap_or(1e-5),
+            context: g
+                .u32("llama.context_length")
+                .map_or(4096, |v| v as usize)
+                .min(MAX_CONTEXT),
+        };
+        config.check(g)?;
+        Ok(config)
+    }
+
+    fn check(&self, g: &Gguf) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Format(format!("the model's shape: {what}")));
+        if self.layers == 0 || self.layers > MAX_LAYERS {
+            return bad(format!("{} layers", self.layers));
+        }
+        for (name, v) in [
+            ("embedding_length", self.embedding),
+            ("feed_forward_length", self.feed_forward),
+        ] {
+            if v == 0 || v > MAX_WIDTH || !v.is_multiple_of(BLOCK) {
+                return bad(format!("{name} {v} (a multiple of {BLOCK} is needed)"));
+            }
+        }
+        if self.heads == 0
+            || self.kv_heads == 0
+            || !self.embedding.is_multiple_of(self.heads)
+            || !self.heads.is_multiple_of(self.kv_heads)
+            || !self.head_dim.is_multiple_of(2)
+        {
+            return bad(format!(
+                "{} heads and {} key/value heads over {} values",
+                self.heads, self.kv_heads, self.embedding
+            ));
+        }
+        if let Some(rope) = g.u32("llama.rope.dimension_count") {
+            if rope as usize != self.head_dim {
+                return Err(Error::Unsupported(format!(
+                    "rotary embeddings over {rope} of {} values per head are not supported yet",
+                    self.head_dim
+                )));
+            }
+        }
+        if self.vocab == 0 || self.vocab > MAX_VOCAB {
+            return bad(format!("a vocabulary of {}", self.vocab));
+        }
+        if g.get("llama.expert_count")
+            .and_then(gguf::Value::to_u32)
+            .is_some_and(|n| n > 1)
+        {
+            return Err(Error::Unsupported(
+                "mixture-of-experts models are not supported yet".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a matrix's bytes are: in the mapped file, or widened at load.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    Mapped { start: usize, len: usize },
+    Owned(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Mat {
+    kind: Kind,
+    rows: usize,
+    cols: usize,
+    src: Src,
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    ffn_norm: Vec<f32>,
+    q: Mat,
+    k: Mat,
+    v: Mat,
+    o: Mat,
+    gate: Mat,
+    up: Mat,
+    down: Mat,
+}
+
+/// A model ready to run: the mapped file, its parsed header and the layout of its weights.
+pub struct Model {
+    map: memmap2::Mmap,
+    gguf: Gguf,
+    owned: Vec<Vec<u8>>,
+    config: Config,
+    embedding: Mat,
+    output: Mat,
+    output_norm: Vec<f32>,
+    layers: Vec<Layer>,
+    /// `base^(-2j / head_dim)` for each pair `j` of a head's values.
+    inv_freq: Vec<f32>,
+    isa: Isa,
+}
+
+impl Model {
+    /// Maps and checks the GGUF file at `path`.
+    pub fn open(path: &Path) -> Result<Model, Error> {
+        let file = File::open(path)?;
+        let map = map(&file)?;
+        Model::from_map(map, Isa::detect())
+    }
+
+    /// The same, with the kernels of `isa` (tests compare the plain ones with the fastest).
+    pub fn open_with(path: &Path, isa: Isa) -> Result<Model, Error> {
+        Model::from_map(map(&File::open(path)?)?, isa)
+    }
+
+    fn from_map(map: memmap2::Mmap, isa: Isa) -> Result<Model, Error> {
+        let gguf = gguf::parse(&map)?;
+        let config = Config::read(&gguf)?;
+        let mut owned = Vec::new();
+        let mut loader = Loader {
+            map: &map,
+            gguf: &gguf,
+            owned: &mut owned,
+        };
+        let c = &config;
+        let (e, q, kv, ff) = (
+            c.embedding,
+            c.heads * c.head_dim,
+            c.kv_width(),
+            c.feed_forward,
+        );
+        let embedding = loader.matrix("token_embd.weight", c.vocab, e)?;
+        let output = match gguf.tensor("output.weight") {
+            Some(_) => loader.matrix("output.weight", c.vocab, e)?,
+            None => embedding,
+        };
+        let output_norm = loader.vector("output_norm.weight", e)?;
+        let mut layers = Vec::with_capacity(c.layers);
+        for i in 0..c.layers {
+            let name = |n: &str| format!("blk.{i}.{n}.weight");
+            layers.push(Layer {
+                attn_norm: loader.vector(&name("attn_norm"), e)?,
+                ffn_norm: loader.vector(&name("ffn_norm"), e)?,
+                q: loader.matrix(&name("attn_q"), q, e)?,
+                k: loader.matrix(&name("attn_k"), kv, e)?,
+                v: loader.matrix(&name("attn_v"), kv, e)?,
+                o: loader.matrix(&name("attn_output"), e, q)?,
+                gate: loader.matrix(&name("ffn_gate"), ff, e)?,
+                up: loader.matrix(&name("ffn_up"), ff, e)?,
+                down: loader.matrix(&name("ffn_down"), e, ff)?,
+            });
+        }
+        let inv_freq = (0..c.head_dim / 2)
+            .map(|j| 1.0 / c.rope_base.powf((2 * j) as f32 / c.head_dim as f32))
+            .collect();
+        Ok(Model {
+            map,
+            gguf,
+            owned,
+            config,
+            embedding,
+            output,
+            output_norm,
+            layers,
+            inv_freq,
+            isa,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The file's metadata and tensor directory (the tokenizer and the chat template read it).
+    pub fn gguf(&self) -> &Gguf {
+        &self.gguf
+    }
+
+    /// The bytes of the file's header: everything before the first tensor.
+    pub fn header_bytes(&self) -> &[u8] {
+        let first = self.gguf.tensors.iter().map(|t| t.start).min();
+        &self.map[..first.unwrap_or(self.map.len())]
+    }
+
+    /// The kernels in use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// How many matrices were widened to Q8_0 at load (0 for files of Q4_0, Q4_1, Q8_0).
+    pub fn widened(&self) -> usize {
+        self.owned.len()
+    }
+
+    fn mat(&self, m: &Mat) -> MatRef<'_> {
+        let bytes = match m.src {
+            Src::Mapped { start, len } => &self.map[start..start + len],
+            Src::Owned(i) => &self.owned[i],
+        };
+        MatRef {
+            kind: m.kind,
+            rows: m.rows,
+            cols: m.cols,
+            bytes,
+        }
+    }
+
+    /// Reads `tokens` after the positions `cache` holds, adding their keys and values to it;
+    /// with `logits`, fills it with the scores of the vocabulary for the last token's next.
+    pub fn forward(
+        &self,
+        cache: &mut Cache,
+        tokens: &[u32],
+        logits: Option<&mut Vec<f32>>,
+    ) -> Result<(), Error> {
+        self.forward_threads(cache, tokens, logits, 1)
+    }
+
+    /// [`Model::forward`] with the matrix products of a batch of tokens shared between up to
+    /// `threads` threads (a single token runs on one: see [`kernel::matmul_threads`]).
+    pub fn forward_threads(
+        &self,
+        cache: &mut Cache,
+        tokens: &[u32],
+        logits: Option<&mut Vec<f32>>,
+        threads: usize,
+    ) -> Result<(), Error> {
+        let c = &self.config;
+        cache.check_shape(c)?;
+        let start = cache.len();
+        if start + tokens.len() > c.context {
+            return Err(Error::Input(format!(
+                "{} positions are more than the model's context of {}",
+                start + tokens.len(),
+                c.context
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
+            return Err(Error::Input(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.vocab
+            )));
+        }
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let n = tokens.len();
+        let mut x = vec![0f32; n * c.embedding];
+        let embedding = self.mat(&self.embedding);
+        for (row, &t) in x.chunks_exact_mut(c.embedding).zip(tokens) {
+            quant::dequantize_row(embedding.kind, embedding.row(t as usize), row);
+        }
+        let rope = self.rope_table(start, n);
+        let mut work = Work {
+            threads: threads.max(1),
+            ..Work::default()
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            self.attention(layer, l, cache, start, &rope, &mut x, &mut work);
+            self.feed_forward(layer, &mut x, &mut work);
+        }
+        cache.push_tokens(tokens);
+        if let Some(logits) = logits {
+            let last = &x[(n - 1) * c.embedding..];
+            let mut normed = vec![0f32; c.embedding];
+            rms_norm(last, &self.output_norm, c.rms_eps, &mut normed);
+            work.acts.quantize(&normed, 1, c.embedding);
+            logits.clear();
+            logits.resize(c.vocab, 0.0);
+            kernel::matmul(self.isa, &self.mat(&self.output), &work.acts, logits);
+        }
+        Ok(())
+    }
+
+    /// `(cos, sin)` of every pair of every new position.
+    fn rope_table(&self, start: usize, n: usize) -> Vec<(f32, f32)> {
+        let mut out = Vec::with_capacity(n * self.inv_freq.len());
+        for p in start..start + n {
+            for &f in &self.inv_freq {
+                let theta = p as f32 * f;
+                out.push((theta.cos(), theta.sin()));
+            }
+        }
+        out
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one layer's attention: its weights, its cache and the batch's buffers"
+    )]
+    fn attention(
+        &self,
+        layer: &Layer,
+        l: usize,
+        cache: &mut Cache,
+        start: usize,
+        rope: &[(f32, f32)],
+        x: &mut [f32],
+        w: &mut Work,
+    ) {
+        let c = &self.config;
+        let (e, hd, kvw) = (c.embedding, c.head_dim, c.kv_width());
+        let qw = c.heads * hd;
+        let n = x.len() / e;
+        w.normed.resize(n * e, 0.0);
+        for (row, out) in x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
+            rms_norm(row, &layer.attn_norm, c.rms_eps, out);
+        }
+        w.acts.quantize(&w.normed, n, e);
+        w.q.resize(n * qw, 0.0);
+        w.k.resize(n * kvw, 0.0);
+        w.v.resize(n * kvw, 0.0);
+        kernel::matmul_threads(self.isa, &self.mat(&layer.q), &w.acts, &mut w.q, w.threads);
+        kernel::matmul_threads(self.isa, &self.mat(&layer.k), &w.acts, &mut w.k, w.threads);
+        kernel::matmul_threads(self.isa, &self.mat(&layer.v), &w.acts, &mut w.v, w.threads);
+        let pairs = hd / 2;
+        for t in 0..n {
+            let table = &rope[t * pairs..(t + 1) * pairs];
+            for head in w.q[t * qw..(t + 1) * qw].chunks_exact_mut(hd) {
+                apply_rope(head, table);
+            }
+            for head in w.k[t * kvw..(t + 1) * kvw].chunks_exact_mut(hd) {
+                apply_rope(head, table);
+            }
+        }
+        cache.push_kv(l, &w.k, &w.v);
+        let (keys, values) = cache.layer(l);
+        let group = c.heads / c.kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        w.out.clear();
+        w.out.resize(n * qw, 0.0);
+        for t in 0..n {
+            let visible = start + t + 1;
+            w.scores.resize(visible, 0.0);
+            for h in 0..c.heads {
+                let kv = (h / group) * hd;
+                let q = &w.q[t * qw + h * hd..t * qw + (h + 1) * hd];
+                kernel::scores_f16(self.isa, q, keys, kvw, kv, scale, &mut w.scores);
+                softmax(&mut w.scores);
+                let out = &mut w.out[t * qw + h * hd..t * qw + (h + 1) * hd];
+                kernel::weighted_sum_f16(self.isa, &w.scores, values, kvw, kv, out);
+            }
+        }
+        w.acts.quantize(&w.out, n, qw);
+        w.proj.resize(n * e, 0.0);
+        kernel::matmul_threads(
+            self.isa,
+            &self.mat(&layer.o),
+            &w.acts,
+            &mut w.proj,
+            w.threads,
+        );
+        for (a, b) in x.iter_mut().zip(&w.proj) {
+            *a += b;
+        }
+    }
+
+    fn feed_forward(&self, layer: &Layer, x: &mut [f32], w: &mut Work) {
+        let c = &self.config;
+        let (e, ff) = (c.embedding, c.feed_forward);
+        let n = x.len() / e;
+        w.normed.resize(n * e, 0.0);
+        for (row, out) in x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
+            rms_norm(row, &layer.ffn_norm, c.rms_eps, out);
+        }
+        w.acts.quantize(&w.normed, n, e);
+        w.gate.resize(n * ff, 0.0);
+        w.up.resize(n * ff, 0.0);
+        kernel::matmul_threads(
+            self.isa,
+            &self.mat(&layer.gate),
+            &w.acts,
+            &mut w.gate,
+            w.threads,
+        );
+        kernel::matmul_threads(
+            self.isa,
+            &self.mat(&layer.up),
+            &w.acts,
+            &mut w.up,
+            w.threads,
+        );
+        for (g, u) in w.gate.iter_mut().zip(&w.up) {
+            *g = *g / (1.0 + (-*g).exp()) * u;
+        }
+        w.acts.quantize(&w.gate, n, ff);
+        w.proj.resize(n * e, 0.0);
+        kernel::matmul_threads(
+            self.isa,
+            &self.mat(&layer.down),
+            &w.acts,
+            &mut w.proj,
+            w.threads,
+        );
+        for (a, b) in x.iter_mut().zip(&w.proj) {
+            *a += b;
+        }
+    }
+}
+
+/// Buffers of one forward pass, reused from layer to layer.
+#[derive(Default)]
+struct Work {
+    threads: usize,
+    normed: Vec<f32>,
+    acts: Acts,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    out: Vec<f32>,
+    scores: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
+        *o = v * scale * w;
+    }
+}
+
+/// Rotates each pair `(2j, 2j + 1)` of a head's values by its angle (GGML's "normal" rope,
+/// the one llama files are converted for).
+fn apply_rope(head: &mut [f32], table: &[(f32, f32)]) {
+    for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
+        let (a, b) = (pair[0], pair[1]);
+        pair[0] = a * cos - b * sin;
+        pair[1] = a * sin + b * cos;
+    }
+}
+
+fn softmax(x: &mut [f32]) {
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sum = 0f32;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in x.iter_mut() {
+        *v /= sum;
+    }
+}
+
+#[expect(
+    unsafe_code,
+    reason = "mapping the model file read-only: model files are installed by rename and a \
+              running model never writes to its file"
+)]
+fn map(file: &File) -> Result<memmap2::Mmap, Error> {
+    // SAFETY: the map is read-only and private to this process; model files are replaced by
+    // rename (`models fetch`), never written in place, so its bytes do not change under us.
+    Ok(unsafe { memmap2::Mmap::map(file) }?)
+}
+
+/// Finds tensors by name, checks their shapes, and widens the formats the kernels do not run.
+struct Loader<'a> {
+    map: &'a [u8],
+    gguf: &'a Gguf,
+    owned: &'a mut Vec<Vec<u8>>,
+}
+
+impl Loader<'_> {
+    fn info(&self, name: &str) -> Result<&TensorInfo, Error> {
+        self.gguf
+            .tensor(name)
+            .ok_or_else(|| Error::Format(format!("tensor {name} is missing")))
+    }
+
+    /// A matrix of `rows` rows of `cols` values.
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Mat, Error> {
+        let t = self.info(name)?;
+        if t.dims != [cols as u64, rows as u64] {
+            return Err(Error::Format(format!(
+                "tensor {name} has dimensions {:?}, not [{cols}, {rows}]",
+                t.dims
+            )));
+        }
+        if let Some(kind) = Kind::from_ggml(t.kind) {
+            return Ok(Mat {
+                kind,
+                rows,
+                cols,
+                src: Src::Mapped {
+                    start: t.start,
+                    len: t.len,
+                },
+            });
+        }
+        if gguf::type_size(t.kind).is_none() {
+            return Err(Error::Unsupported(format!(
+                "tensor {name} is stored as {}, which the local provider does not run yet (it \
+                 runs Q4_0, Q4_1 and Q8_0, and widens F32, F16, BF16, Q5_0 and Q5_1 to Q8_0); \
+                 a GGUF file of one of those types of the same model works",
+                gguf::type_name(t.kind)
+            )));
+        }
+        let bytes = &self.map[t.start..t.start + t.len];
+        let row_bytes = t.len / rows;
+        let mut widened = Vec::with_capacity(rows * cols / BLOCK * Kind::Q8_0.block_bytes());
+        let mut values = vec![0f32; cols];
+        for row in bytes.chunks_exact(row_bytes) {
+            quant::widen_row(t.kind, row, &mut values);
+            quant::quantize_q8_0(&values, &mut widened);
+        }
+        self.owned.push(widened);
+        Ok(Mat {
+            kind: Kind::Q8_0,
+            rows,
+            cols,
+            src: Src::Owned(self.owned.len() - 1),
+        })
+    }
+
+    /// A vector of `len` values (a norm's weights), widened to f32.
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
+        let t = self.info(name)?;
+        if t.dims != [len as u64] {
+            return Err(Error::Format(format!(
+                "tensor {name} has dimensions {:?}, not [{len}]",
+                t.dims
+            )));
+        }
+        let mut out = vec![0f32; len];
+        match t.kind {
+            0 | 1 | 30 => {
+                quant::widen_row(t.kind, &self.map[t.start..t.start + t.len], &mut out);
+                Ok(out)
+            }
+            other => Err(Error::Unsupported(format!(
+                "tensor {name} is stored as {}; norms in F32, F16 or BF16 are supported",
+                gguf::type_name(other)
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::tests::Builder;
+
+    /// A small random llama model in the formats the engine runs and widens.
+    pub(crate) fn tiny_model(dir: &Path) -> std::path::PathBuf {
+        let (e, ff, vocab, kv) = (64usize, 96usize, 40usize, 32usize);
+        let mut seed = 7u32;
+        let mut random = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    ((seed >> 16) as f32 / 32_768.0 - 1.0) * 0.5
+                })
+                .collect()
+        };
+        let q8 = |v: Vec<f32>| {
+            let mut out = Vec::new();
+            quant::quantize_q8_0(&v, &mut out);
+            out
+        };
+        let f32s = |v: Vec<f32>| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let f16s = |v: Vec<f32>| {
+            v.iter()
+                .flat_map(|&x| quant::f32_to_f16(x).to_le_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let mut b = Builder::default()
+            .string("general.architecture", "llama")
+            .u32("llama.block_count", 2)
+            .u32("llama.embedding_length", e as u32)
+            .u32("llama.feed_forward_length", ff as u32)
+            .u32("llama.attention.head_count", 4)
+            .u32("llama.attention.head_count_kv", 2)
+            .u32("llama.context_length", 256)
+            .u32("llama.rope.dimension_count", 16)
+            .f32("llama.rope.freq_base", 10_000.0)
+            .f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+            .tensor(
+                "token_embd.weight",
+                &[e as u64, vocab as u64],
+                8,
+                q8(random(e * vocab)),
+            )
+            .tensor("output_norm.weight", &[e as u64], 0, f32s(vec![1.0; e]));
+        for l in 0..2 {
+            let name = |n: &str| format!("blk.{l}.{n}.weight");
+            let norm = f32s(random(e).iter().map(|v| 1.0 + v).collect());
+            b = b
+                .tensor(&name("attn_norm"), &[e as u64], 0, norm.clone())
+                .tensor(&name("ffn_norm"), &[e as u64], 0, norm)
+                .tensor(&name("attn_q"), &[e as u64, e as u64], 8, q8(random(e * e)))
+                .tensor(
+                    &name("attn_k"),
+                    &[e as u64, kv as u64],
+                    8,
+                    q8(random(e * kv)),
+                )
+                .tensor(
+                    &name("attn_v"),
+                    &[e as u64, kv as u64],
+                    1,
+                    f16s(random(e * kv)),
+                )
+                .tensor(
+                    &name("attn_output"),
+                    &[e as u64, e as u64],
+                    8,
+                    q8(random(e * e)),
+                )
+                .tensor(
+                    &name("ffn_gate"),
+                    &[e as u64, ff as u64],
+                    8,
+                    q8(random(e * ff)),
+                )
+                .tensor(
+                    &name("ffn_up"),
+                    &[e as u64, ff as u64],
+                    0,
+                    f32s(random(e * ff)),
+                )
+                .tensor(
+                    &name("ffn_down"),
+                    &[ff as u64, e as u64],
+                    8,
+                    q8(random(e * ff)),
+                );
+        }
+        let path = dir.join("tiny.gguf");
+        std::fs::write(&path, b.build()).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn logits_of(model: &Model, cache: &mut Cache, tokens: &[u32]) -> Vec<f32> {
+        let mut logits = Vec::new();
+        model
+            .forward(cache, tokens, Some(&mut logits))
+            .unwrap_or_else(|e| panic!("{e}"));
+        logits
+    }
+
+    fn close(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x - y).abs() <= 1e-3 * (1.0 + x.abs()))
+    }
+
+    #[test]
+    fn batches_token_by_token_and_a_reused_prefix_give_the_same_scores() {
+        let dir = tempfile_dir();
+        let model = Model::open(&tiny_model(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(model.widened(), 4, "the f16 and f32 matrices are widened");
+        let prompt: Vec<u32> = vec![3, 17, 5, 5, 39, 0, 12, 8, 21];
+        let whole = logits_of(&model, &mut Cache::new(model.config()), &prompt);
+
+        let mut one_by_one = Cache::new(model.config());
+        let mut last = Vec::new();
+        for t in &prompt {
+            last = logits_of(&model, &mut one_by_one, &[*t]);
+        }
+        assert!(close(&whole, &last));
+
+        // A cache of another conversation that shares the first four tokens.
+        let mut cache = Cache::new(model.config());
+        logits_of(&model, &mut cache, &[3, 17, 5, 5, 1, 2, 3]);
+        let start = cache.reuse(&prompt);
+        assert_eq!((start, cache.len()), (4, 4));
+        let reused = logits_of(&model, &mut cache, &prompt[start..]);
+        assert!(close(&whole, &reused));
+
+        let plain =
+            Model::open_with(&tiny_model(dir.path()), Isa::Plain).unwrap_or_else(|e| panic!("{e}"));
+        let by_plain = logits_of(&plain, &mut Cache::new(plain.config()), &prompt);
+        assert!(close(&whole, &by_plain));
+    }
+
+    #[test]
+    fn a_saved_cache_reads_back_only_when_whole_and_for_its_model() {
+        let dir = tempfile_dir();
+        let model = Model::open(&tiny_model(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        let mut cache = Cache::new(model.config());
+        logits_of(&model, &mut cache, &[1, 2, 3, 4, 5]);
+        let print = [9u8; 32];
+        let bytes = cache.to_bytes(&print, usize::MAX);
+        assert_eq!(bytes.len(), Cache::saved_size(model.config(), 5));
+        let mut back =
+            Cache::from_bytes(&bytes, model.config(), &print).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.tokens(), [1, 2, 3, 4, 5]);
+        let prompt = [1, 2, 3, 4, 5, 6];
+        let start = back.reuse(&prompt);
+        let from_saved = logits_of(&model, &mut back, &prompt[start..]);
+        let fresh = logits_of(&model, &mut Cache::new(model.config()), &prompt);
+        assert!(close(&from_saved, &fresh));
+
+        // One flipped byte, another model, a cut file: refused.
+        let mut flipped = bytes.clone();
+        flipped[70] ^= 1;
+        assert!(Cache::from_bytes(&flipped, model.config(), &print).is_err());
+        assert!(Cache::from_bytes(&bytes, model.config(), &[8u8; 32]).is_err());
+        assert!(Cache::from_bytes(&bytes[..bytes.len() - 1], model.config(), &print).is_err());
+        // Bounded: a limit keeps the first positions that fit.
+        let small = cache.to_bytes(&print, Cache::saved_size(model.config(), 2) + 10);
+        let back =
+            Cache::from_bytes(&small, model.config(), &print).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.tokens(), [1, 2]);
+    }
+
+    #[test]
+    fn tokens_beyond_the_vocabulary_or_the_context_are_refused() {
+        let dir = tempfile_dir();
+        let model = Model::open(&tiny_model(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        let mut cache = Cache::new(model.config());
+        assert!(model.forward(&mut cache, &[40], None).is_err());
+        assert!(model.forward(&mut cache, &vec![1; 257], None).is_err());
+        assert!(cache.is_empty());
+    }
+
+    fn tempfile_dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+    }
+}
