@@ -213,6 +213,15 @@ pub struct Saved {
     pub budget_used: u64,
     /// Model calls made so far (against `max_steps`).
     pub steps: u32,
+    /// The cache tokens and cost of the calls so far (the turn's own, and its workers'),
+    /// and the cost counted against `per_execution_usd` (absent from a state saved by a
+    /// build before costs were kept: none).
+    #[serde(default)]
+    pub detail: axocoatl_store::ledger::record::UsageDetail,
+    #[serde(default)]
+    pub handed: axocoatl_store::ledger::record::UsageDetail,
+    #[serde(default)]
+    pub cost_used: u64,
 }
 
 impl Saved {

@@ -222,8 +222,9 @@ fn go_on<'w>(
             output: saved.output,
             usage: saved.usage,
             budget_used: saved.budget_used,
-            // The cache tokens and cost of the calls before the wait are the begin's
-            // process's; this one counts its own.
+            detail: saved.detail,
+            handed: saved.handed,
+            cost_used: saved.cost_used,
             ..Tally::default()
         },
         resume: Resume {

@@ -244,6 +244,9 @@ fn record_pause(
         usage: tally.usage,
         budget_used: tally.budget_used,
         steps,
+        detail: tally.detail,
+        handed: tally.handed,
+        cost_used: tally.cost_used,
     };
     let state = saved.store(cx.repo)?;
     let now = clock::now();
