@@ -628,11 +628,32 @@ pub(super) fn call_and_record(
         finish_reason: completion.finish_reason.clone(),
         at: clock::now(),
     })])?;
+    check_budgets(conv, call.total(), cost, tally, cx, sink)?;
+    let calls = completion.message.tool_calls.clone();
+    transcript.push(completion.message);
+    // After a response without tool calls the turn ends and its final snapshot is written
+    // at once: an in-flight one would be replaced immediately.
+    if !calls.is_empty() {
+        checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
+    }
+    Ok(calls)
+}
+
+/// The token and cost budgets after a call, by what it reported using: past a limit the
+/// turn stops (`enforce`) or a warning is recorded.
+fn check_budgets(
+    conv: &Conversant<'_>,
+    call_total: u64,
+    cost: Option<u64>,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
     if let Some(b) = &conv.budget {
         // `per_execution` counts this conversant's own calls, as the reservation before the
         // call did (`budget_used`): a coordinator's tally also carries its workers' usage,
         // which their own budgets answer for.
-        if let Some(v) = budget::check_reported(b, call.total(), tally.budget_used) {
+        if let Some(v) = budget::check_reported(b, call_total, tally.budget_used) {
             if budget::enforce(b) {
                 return Err(TurnError::Budget(format!(
                     "{}; the turn stopped after that response",
@@ -653,14 +674,7 @@ pub(super) fn call_and_record(
             cx.recorder().warn(sink, "budget", v.message)?;
         }
     }
-    let calls = completion.message.tool_calls.clone();
-    transcript.push(completion.message);
-    // After a response without tool calls the turn ends and its final snapshot is written
-    // at once: an in-flight one would be replaced immediately.
-    if !calls.is_empty() {
-        checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
-    }
-    Ok(calls)
+    Ok(())
 }
 
 /// What a turn says when the model's output was cut by its length limit, so a reader knows

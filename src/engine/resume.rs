@@ -216,7 +216,13 @@ fn go_on<'w>(
         session: t.session.as_str().into(),
         agent: agent.id.as_str().into(),
     });
-    let continued = Continued {
+    let continued = continued(saved, t);
+    finish::run_from(ws, prepared, begun, Some(continued), cancel, sink)
+}
+
+/// Where the turn goes on from: its saved state and the decisions made.
+fn continued(saved: Saved, t: &TurnView) -> Continued {
+    Continued {
         messages: saved.messages.iter().map(Message::from).collect(),
         tally: Tally {
             output: saved.output,
@@ -236,8 +242,7 @@ fn go_on<'w>(
             steps: saved.steps,
         },
         decided: decisions(t),
-    };
-    finish::run_from(ws, prepared, begun, Some(continued), cancel, sink)
+    }
 }
 
 /// The decisions of the turn's pending held calls, by call id.

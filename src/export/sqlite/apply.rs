@@ -323,6 +323,27 @@ impl<'c> Applier<'c> {
             Record::PlanMade(m) => self.plan_made(m, &mut ev)?,
             Record::SubtaskStarted(s) => self.subtask_started(s, &mut ev)?,
             Record::SubtaskEnded(e) => self.subtask_ended(e, &mut ev)?,
+            Record::ActivationDecided(_)
+            | Record::SessionAgents(_)
+            | Record::SessionCreated(_)
+            | Record::TurnOverrides(_)
+            | Record::TurnWorkdir(_)
+            | Record::AttachmentAdded(_)
+            | Record::AttachmentRemoved(_)
+            | Record::AttachmentConsumed(_)
+            | Record::LegacyImportBegun(_)
+            | Record::LegacyImportEnded(_)
+            | Record::Note(_) => self.session_record(record, &mut ev)?,
+            Record::ApprovalRequested(r) => self.approval_requested(seq, r, &mut ev)?,
+            Record::ApprovalDecided(d) => self.approval_decided(d, &mut ev)?,
+        }
+        self.event(seq, ev)
+    }
+
+    /// The records of sessions, attachments, imports and notes, and the turn's side
+    /// records (activation, overrides, working directory), as events.
+    fn session_record<'r>(&mut self, record: &'r Record, ev: &mut Event<'r>) -> Result<()> {
+        match record {
             Record::ActivationDecided(a) => {
                 ev.kind = "activation";
                 let text = a
@@ -343,12 +364,12 @@ impl<'c> Applier<'c> {
                 ev.text = Some(Cow::Owned(agents));
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
-            Record::TurnOverrides(o) => self.overrides(o, &mut ev)?,
+            Record::TurnOverrides(o) => self.overrides(o, ev)?,
             Record::TurnWorkdir(w) => {
                 ev.kind = "turn_workdir";
                 ev.text = Some(Cow::Borrowed(&w.dir));
             }
-            Record::AttachmentAdded(a) => self.attachment_added(a, &mut ev)?,
+            Record::AttachmentAdded(a) => self.attachment_added(a, ev)?,
             Record::AttachmentRemoved(a) => {
                 self.tx
                     .execute(
@@ -378,10 +399,10 @@ impl<'c> Applier<'c> {
                 ev.kind = "note";
                 ev.text = Some(Cow::Borrowed(&n.text));
             }
-            Record::ApprovalRequested(r) => self.approval_requested(seq, r, &mut ev)?,
-            Record::ApprovalDecided(d) => self.approval_decided(d, &mut ev)?,
+            // The others are the turn's, written by `record`.
+            _ => {}
         }
-        self.event(seq, ev)
+        Ok(())
     }
 
     fn attachment_added<'r>(&mut self, a: &'r AttachmentAdded, ev: &mut Event<'r>) -> Result<()> {
