@@ -4,9 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCallCost, PlanMade,
-    PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage, UsageDetail,
+    AgentActivation, ApprovalRequested, AttachmentPin, Bounded, InlineContext, Millis,
+    ModelCallCost, PlanMade, PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished,
+    ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage,
+    UsageDetail,
 };
 use axocoatl_store::ledger::{Damaged, Entry, Kind, Position, Record, Walked};
 use axocoatl_store::Repo;
@@ -19,6 +20,9 @@ use crate::error::{Result, RuntimeError};
 #[serde(rename_all = "lowercase")]
 pub enum ViewState {
     Running,
+    /// Begun, not ended, and a tool call of it waits for a person's approval: it holds its
+    /// session whether or not a process runs it.
+    Waiting,
     Completed,
     Failed,
     Stopped,
@@ -29,6 +33,7 @@ impl ViewState {
     pub fn as_str(self) -> &'static str {
         match self {
             ViewState::Running => "running",
+            ViewState::Waiting => "waiting",
             ViewState::Completed => "completed",
             ViewState::Failed => "failed",
             ViewState::Stopped => "stopped",
@@ -65,6 +70,34 @@ pub struct ToolEvent {
     /// The model call (1 for the first) whose answer asked for this tool.
     #[serde(skip)]
     pub round: usize,
+}
+
+/// A tool call the agent's `approvals:` held for a person, and its decision.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ApprovalView {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as JSON text (their first bytes when `arguments_object` is set).
+    pub arguments: String,
+    pub arguments_object: Option<String>,
+    /// The rule of `approvals:` that matched, as written.
+    pub rule: String,
+    pub requested_at: Millis,
+    /// When it ends the turn if still undecided (`approval_timeout`).
+    pub expires_at: Option<Millis>,
+    /// `approved`, `denied`, `always` or `expired`; none while it waits (in an ended
+    /// turn: no decision came before the turn ended).
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    /// Who answered, and how (`alice via approve`).
+    pub by: Option<String>,
+    pub decided_at: Option<Millis>,
+    /// The call started after the request (it ran, or was answered with its denial).
+    #[serde(skip)]
+    pub started: bool,
+    /// The object holding what the turn goes on from.
+    #[serde(skip)]
+    pub state: String,
 }
 
 /// The automation occurrence that started a turn.
@@ -173,6 +206,15 @@ pub struct TurnView {
     pub subtasks: Vec<SubtaskView>,
     /// A multi-agent turn: each agent's activation and why it answered or not.
     pub activation: Vec<AgentActivation>,
+    /// The JSON Schema its reply had to match (`send --schema`): the object holding it
+    /// (the schema's id) and the retries allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<axocoatl_store::ledger::record::SchemaUse>,
+    /// With a schema, once the turn completed: its reply as a JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+    /// The tool calls held for approval, in the order they were requested.
+    pub approvals: Vec<ApprovalView>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -616,6 +658,14 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
 fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     let mut liveness: HashMap<String, bool> = HashMap::new();
     for t in p.turns.iter_mut() {
+        if t.state == ViewState::Running && t.waits() {
+            // Held for a person, whether or not a process runs it.
+            t.state = ViewState::Waiting;
+            if let Some(s) = p.sessions.get_mut(&t.session) {
+                s.active_turn = Some(t.turn.clone());
+            }
+            continue;
+        }
         if t.state == ViewState::Running {
             let live = *liveness
                 .entry(t.session.clone())
@@ -679,6 +729,22 @@ impl TurnView {
             Record::SubtaskStarted(s) => self.subtasks.push(subtask_started(s)),
             Record::SubtaskEnded(e) => end_subtask(self, e),
             Record::ActivationDecided(a) => self.activation = a.agents,
+            Record::ApprovalRequested(r) => self.approvals.push(approval_requested(r)),
+            Record::ApprovalDecided(d) => {
+                if let Some(a) = self
+                    .approvals
+                    .iter_mut()
+                    .rev()
+                    .find(|a| a.call_id == d.call_id)
+                {
+                    if a.decision.is_none() {
+                        a.decision = Some(d.decision.as_str().to_owned());
+                        a.reason = d.reason;
+                        a.by = Some(d.by);
+                        a.decided_at = Some(d.at);
+                    }
+                }
+            }
             // Begun, rewinds and session agents are the projection's (see `apply`); the
             // rest change no turn view.
             Record::TurnBegun(_)
@@ -692,6 +758,42 @@ impl TurnView {
             | Record::LegacyImportEnded(_)
             | Record::Note(_) => {}
         }
+    }
+}
+
+fn approval_requested(r: ApprovalRequested) -> ApprovalView {
+    ApprovalView {
+        call_id: r.call_id,
+        tool: r.tool,
+        arguments: bounded_text(&r.arguments),
+        arguments_object: r.arguments.object,
+        rule: r.rule,
+        requested_at: r.at,
+        expires_at: r.expires_at,
+        decision: None,
+        reason: None,
+        by: None,
+        decided_at: None,
+        started: false,
+        state: r.state,
+    }
+}
+
+impl TurnView {
+    /// Begun, not ended, and a held call has not started: the turn waits for approval.
+    pub fn waits(&self) -> bool {
+        self.ended_at.is_none() && self.approvals.iter().any(|a| !a.started)
+    }
+
+    /// An undecided held call's `approval_timeout` has passed.
+    fn approval_expired(&self, now: Millis) -> bool {
+        self.pending_approvals()
+            .any(|a| a.decision.is_none() && a.expires_at.is_some_and(|e| e <= now))
+    }
+
+    /// The held calls that have not started, in order.
+    pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalView> {
+        self.approvals.iter().filter(|a| !a.started)
     }
 }
 
@@ -803,6 +905,9 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         plan: None,
         subtasks: Vec::new(),
         activation: Vec::new(),
+        schema: b.schema,
+        value: None,
+        approvals: Vec::new(),
         stop_requested: false,
         superseded: false,
         started_at: b.at,
@@ -842,6 +947,9 @@ impl TurnView {
             self.usage = Some(e.usage);
             self.ended_at = Some(e.at);
             self.settle_subtasks();
+            if self.schema.is_some() && e.state == TurnState::Completed {
+                self.value = serde_json::from_str(&self.output).ok();
+            }
         }
     }
 
@@ -863,6 +971,14 @@ impl TurnView {
     }
 
     fn tool_started(&mut self, s: ToolStarted) {
+        if let Some(a) = self
+            .approvals
+            .iter_mut()
+            .rev()
+            .find(|a| a.call_id == s.call_id)
+        {
+            a.started = true;
+        }
         let round = self.calls.len();
         self.tools.push(ToolEvent::started(s, round));
     }
@@ -925,21 +1041,31 @@ impl From<ModelCallCost> for CallView {
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {
-    for t in p
-        .turns
-        .iter_mut()
-        .filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none())
-    {
+    let now = crate::clock::now();
+    for t in p.turns.iter_mut().filter(|t| {
+        (t.state == ViewState::Interrupted && t.ended_at.is_none())
+            || (t.state == ViewState::Waiting && t.approval_expired(now))
+    }) {
         if let Ok(_held) = crate::session::try_lock(repo, &t.session)? {
             let note = crate::session::ActiveNote {
                 turn: t.turn.clone(),
                 session: t.session.clone(),
                 begin: t.begin,
                 pid: 0,
+                waiting: None,
             };
-            if crate::session::interrupt_if_open(repo, &note)? {
-                t.ended_at = Some(crate::clock::now());
-                t.error = Some("the process running this turn ended before the turn did".into());
+            match crate::session::settle(repo, &note)? {
+                crate::session::Settled::Interrupted => {
+                    t.ended_at = Some(now);
+                    t.error =
+                        Some("the process running this turn ended before the turn did".into());
+                }
+                crate::session::Settled::Expired => {
+                    t.state = ViewState::Failed;
+                    t.ended_at = Some(now);
+                    t.error = Some("no decision came within its approval_timeout".into());
+                }
+                crate::session::Settled::Closed | crate::session::Settled::Waiting { .. } => {}
             }
         }
     }

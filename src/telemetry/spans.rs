@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    Millis, ModelCallCost, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
-    TurnState, UsageDetail,
+    ApprovalDecided, ApprovalRequested, Decision, Millis, ModelCallCost, Record, SubtaskEnded,
+    SubtaskStarted, ToolStarted, TurnBegun, TurnEnded, TurnState, UsageDetail,
 };
 
 /// An attribute value.
@@ -186,8 +186,12 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
     let mut last_at: HashMap<&str, Millis> = HashMap::from([(begun.agent.as_str(), begun.at)]);
     let mut latest = begun.at;
     let mut open: Vec<(u64, &ToolStarted)> = Vec::new();
+    let mut held: Vec<HeldCall<'_>> = Vec::new();
     for &(seq, record) in records {
         match record {
+            Record::ApprovalRequested(_) | Record::ApprovalDecided(_) => {
+                note_held(&mut held, seq, record)
+            }
             Record::PlanMade(m) => {
                 for s in &m.subtasks {
                     tasks.insert(&s.id, &s.task);
@@ -246,9 +250,87 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
         let task = tasks.get(s.subtask.as_str()).copied();
         spans.push(subtask_span(&cx, s, task, ended.at));
     }
+    for (seq, r, d) in held {
+        spans.push(approval_span(&cx, seq, r, d, ended.at));
+    }
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
+}
+
+/// A held call of the turn: its request and, once it came, its decision.
+type HeldCall<'r> = (u64, &'r ApprovalRequested, Option<&'r ApprovalDecided>);
+
+/// Notes a request (or the decision of the newest undecided request of its call).
+fn note_held<'r>(held: &mut Vec<HeldCall<'r>>, seq: u64, record: &'r Record) {
+    match record {
+        Record::ApprovalRequested(r) => held.push((seq, r, None)),
+        Record::ApprovalDecided(d) => {
+            if let Some(h) = held
+                .iter_mut()
+                .rev()
+                .find(|h| h.1.call_id == d.call_id && h.2.is_none())
+            {
+                h.2 = Some(d);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The wait for a person's decision on a held call: from its request to its decision (or
+/// the turn's end, when none came).
+fn approval_span(
+    cx: &TurnSpans,
+    seq: u64,
+    r: &ApprovalRequested,
+    d: Option<&ApprovalDecided>,
+    turn_end: Millis,
+) -> Span {
+    let mut attrs = vec![
+        ("gen_ai.tool.name", Value::Str(r.tool.clone())),
+        ("gen_ai.tool.call.id", Value::Str(r.call_id.clone())),
+        ("gen_ai.agent.name", Value::Str(r.agent.clone())),
+        ("axocoatl.approval.rule", Value::Str(r.rule.clone())),
+    ];
+    if let Some(d) = d {
+        attrs.push((
+            "axocoatl.approval.decision",
+            Value::Str(d.decision.as_str().into()),
+        ));
+        attrs.push(("axocoatl.approval.by", Value::Str(d.by.clone())));
+        if let Some(reason) = d.reason.as_deref().filter(|_| cx.content.capture) {
+            attrs.push((
+                "axocoatl.approval.reason",
+                Value::Str(cx.content.text(reason)),
+            ));
+        }
+    }
+    if cx.content.capture {
+        attrs.push((
+            "gen_ai.tool.call.arguments",
+            Value::Str(cx.content.text(&r.arguments.inline)),
+        ));
+    }
+    (cx.common)(&mut attrs);
+    let error = match d.map(|d| d.decision) {
+        None => Some("no decision came before the turn ended".to_owned()),
+        Some(Decision::Expired) => Some("no decision came within approval_timeout".to_owned()),
+        Some(_) => None,
+    };
+    let end = d.map_or(turn_end, |d| d.at);
+    Span {
+        trace_id: cx.trace,
+        span_id: span_id(cx.turn, seq),
+        parent: Some(cx.root),
+        name: format!("await_approval {}", r.tool),
+        kind: Kind::Internal,
+        start: r.at,
+        end: end.max(r.at),
+        attributes: attrs,
+        error,
+        seq,
+    }
 }
 
 /// The span of subtask `s`, which ran `task`: it ends with the turn (`turn_end`) if it did
@@ -672,6 +754,7 @@ mod tests {
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         })
     }
 
@@ -735,6 +818,72 @@ mod tests {
 
     fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
         spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    #[test]
+    fn a_held_call_is_an_await_approval_span_from_request_to_decision() {
+        let request = |call: &str, at: Millis| {
+            Record::ApprovalRequested(ApprovalRequested {
+                turn: "t1".into(),
+                session: "main".into(),
+                agent: "lead".into(),
+                call_id: call.into(),
+                tool: "run_command".into(),
+                arguments: bounded("{\"command\":\"make\"}"),
+                rule: "run_command".into(),
+                state: "ab".repeat(32),
+                expires_at: None,
+                pid: 1,
+                at,
+            })
+        };
+        let decided = Record::ApprovalDecided(ApprovalDecided {
+            turn: "t1".into(),
+            session: "main".into(),
+            call_id: "c1".into(),
+            decision: Decision::Denied,
+            reason: Some("not now".into()),
+            by: "alice via approve".into(),
+            pid: 2,
+            at: 40,
+        });
+        let records = [
+            begun(0),
+            call("lead", 10),
+            request("c1", 11),
+            request("c2", 11),
+            decided,
+            ended(60),
+        ];
+        let spans = spans_of(&records, &Content::default()).expect("ended");
+        let held = named(&spans, "await_approval run_command");
+        let times: Vec<(Millis, Millis, bool)> = held
+            .iter()
+            .map(|s| (s.start, s.end, s.error.is_some()))
+            .collect();
+        // The first was denied at 40; the second had no decision before the turn ended.
+        assert_eq!(times, [(11, 40, false), (11, 60, true)]);
+        assert!(held[0]
+            .attributes
+            .contains(&("axocoatl.approval.decision", Value::Str("denied".into()))));
+        assert!(held[0].attributes.contains(&(
+            "axocoatl.approval.by",
+            Value::Str("alice via approve".into())
+        )));
+        assert_eq!(held[0].parent, Some(spans[0].span_id));
+        // A reason is a person's words: only with content capture.
+        let has_reason = |spans: &[Span]| {
+            named(spans, "await_approval run_command")[0]
+                .attributes
+                .iter()
+                .any(|(k, _)| *k == "axocoatl.approval.reason")
+        };
+        assert!(!has_reason(&spans));
+        let captured = Content {
+            capture: true,
+            ..Content::default()
+        };
+        assert!(has_reason(&spans_of(&records, &captured).expect("ended")));
     }
 
     #[test]

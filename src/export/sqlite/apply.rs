@@ -22,6 +22,8 @@ use axocoatl_store::Repo;
 use rusqlite::{params, OptionalExtension, Statement, Transaction};
 use serde_json::json;
 
+mod approvals;
+
 use super::sql_error;
 use crate::clock::rfc3339;
 use crate::error::{Result, RuntimeError};
@@ -51,6 +53,8 @@ struct TurnRow {
     stop_requested: bool,
     origin: Option<(String, Millis, String, String)>,
     usage: Option<axocoatl_store::ledger::record::Usage>,
+    /// The id of the schema its reply had to match.
+    schema: Option<String>,
     /// The cache tokens and cost of its calls, its workers' included (`None`: no
     /// `UsageCost` record, a turn from before they were written).
     detail: Option<UsageDetail>,
@@ -75,8 +79,20 @@ impl TurnRow {
             stop_requested: false,
             origin: None,
             usage: None,
+            schema: b.schema.as_ref().map(|s| s.object.clone()),
             detail: None,
         }
+    }
+
+    /// With a schema, once completed: the answer as compact JSON.
+    fn value(&self) -> Option<String> {
+        self.schema.as_ref()?;
+        if self.state != "completed" {
+            return None;
+        }
+        serde_json::from_str::<serde_json::Value>(&self.answer)
+            .ok()
+            .map(|v| v.to_string())
     }
 
     fn add_answer(&mut self, text: &str) {
@@ -162,7 +178,7 @@ impl<'c> Applier<'c> {
                 .prepare("INSERT OR IGNORE INTO events (seq, kind, session, turn, agent, name, at, text, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
                 .map_err(&err)?,
             turn: tx
-                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)")
+                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls, schema, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)")
                 .map_err(&err)?,
             turn_session: tx
                 .prepare("SELECT session FROM turns WHERE turn = ?1")
@@ -307,6 +323,27 @@ impl<'c> Applier<'c> {
             Record::PlanMade(m) => self.plan_made(m, &mut ev)?,
             Record::SubtaskStarted(s) => self.subtask_started(s, &mut ev)?,
             Record::SubtaskEnded(e) => self.subtask_ended(e, &mut ev)?,
+            Record::ActivationDecided(_)
+            | Record::SessionAgents(_)
+            | Record::SessionCreated(_)
+            | Record::TurnOverrides(_)
+            | Record::TurnWorkdir(_)
+            | Record::AttachmentAdded(_)
+            | Record::AttachmentRemoved(_)
+            | Record::AttachmentConsumed(_)
+            | Record::LegacyImportBegun(_)
+            | Record::LegacyImportEnded(_)
+            | Record::Note(_) => self.session_record(record, &mut ev)?,
+            Record::ApprovalRequested(r) => self.approval_requested(seq, r, &mut ev)?,
+            Record::ApprovalDecided(d) => self.approval_decided(d, &mut ev)?,
+        }
+        self.event(seq, ev)
+    }
+
+    /// The records of sessions, attachments, imports and notes, and the turn's side
+    /// records (activation, overrides, working directory), as events.
+    fn session_record<'r>(&mut self, record: &'r Record, ev: &mut Event<'r>) -> Result<()> {
+        match record {
             Record::ActivationDecided(a) => {
                 ev.kind = "activation";
                 let text = a
@@ -327,12 +364,12 @@ impl<'c> Applier<'c> {
                 ev.text = Some(Cow::Owned(agents));
             }
             Record::SessionCreated(_) => ev.kind = "session_created",
-            Record::TurnOverrides(o) => self.overrides(o, &mut ev)?,
+            Record::TurnOverrides(o) => self.overrides(o, ev)?,
             Record::TurnWorkdir(w) => {
                 ev.kind = "turn_workdir";
                 ev.text = Some(Cow::Borrowed(&w.dir));
             }
-            Record::AttachmentAdded(a) => self.attachment_added(a, &mut ev)?,
+            Record::AttachmentAdded(a) => self.attachment_added(a, ev)?,
             Record::AttachmentRemoved(a) => {
                 self.tx
                     .execute(
@@ -362,8 +399,10 @@ impl<'c> Applier<'c> {
                 ev.kind = "note";
                 ev.text = Some(Cow::Borrowed(&n.text));
             }
+            // The others are the turn's, written by `record`.
+            _ => {}
         }
-        self.event(seq, ev)
+        Ok(())
     }
 
     fn attachment_added<'r>(&mut self, a: &'r AttachmentAdded, ev: &mut Event<'r>) -> Result<()> {
@@ -485,6 +524,7 @@ impl<'c> Applier<'c> {
     }
 
     fn tool_started<'r>(&mut self, seq: u64, s: &'r ToolStarted, ev: &mut Event<'r>) -> Result<()> {
+        self.waiting(&s.turn, false)?;
         let memory_edit = s.name.starts_with(MEMORY_EDIT_PREFIX);
         self.tx
             .execute(
@@ -671,6 +711,13 @@ impl<'c> Applier<'c> {
                 params![e.turn, e.state.as_str(), e.error, rfc3339(e.at), e.at, e.usage.prompt_tokens as i64, e.usage.completion_tokens as i64, e.usage.calls, e.usage.complete],
             )
             .map_err(self.err())?;
+        // A turn with a schema that completed: its answer is its value.
+        self.tx
+            .execute(
+                "UPDATE turns SET value = json(answer) WHERE turn = ?1 AND schema IS NOT NULL AND state = 'completed' AND json_valid(answer)",
+                params![e.turn],
+            )
+            .map_err(self.err())?;
         Ok(())
     }
 
@@ -739,6 +786,8 @@ impl<'c> Applier<'c> {
                 t.detail.map(|d| d.cache_read_tokens as i64),
                 t.detail.map(|d| cost::usd(d.cost_nanos)),
                 t.detail.map(|d| d.priced_calls),
+                t.schema,
+                t.value(),
             ])
             .map_err(err)?;
         Ok(())
