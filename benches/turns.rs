@@ -135,6 +135,7 @@ fn generate_in(work: &Path, turns: usize, options: RepoOptions) -> std::path::Pa
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         }));
         batch.push(Record::AgentOutput(AgentOutput {
             turn: turn.clone(),
@@ -823,6 +824,7 @@ fn sqlite_bench(work: &Path, bin: &str, turns: usize) {
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         }));
         batch.push(Record::AgentOutput(AgentOutput {
             turn: turn.clone(),

@@ -100,7 +100,7 @@ pub struct TickArgs {
 /// unless --wait.
 ///
 /// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 7 no such automation,
-/// 8 busy.
+/// 8 busy, 12 its turn waits for approval.
 ///
 /// Examples:
 ///   axocoatl automations run morning-brief
@@ -473,7 +473,15 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         if !ended_with_newline {
             writeln!(ui.out)?;
         }
-        if r.state != RunState::Completed {
+        if r.state == RunState::Waiting {
+            let turn = r.turn.as_deref().unwrap_or("?");
+            writeln!(
+                ui.err,
+                "run {} waits: {}; `axocoatl approve {turn}` answers it",
+                utc(r.occurrence),
+                r.reason.as_deref().unwrap_or("its turn waits for approval")
+            )?;
+        } else if r.state != RunState::Completed {
             let label = ui.paint_err("31;1", "error");
             writeln!(
                 ui.err,
@@ -488,6 +496,7 @@ fn run_now(args: RunArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         RunState::Completed => exit::OK,
         RunState::Stopped => exit::TURN_STOPPED,
         RunState::Interrupted => exit::TURN_INTERRUPTED,
+        RunState::Waiting => exit::AWAITING_APPROVAL,
         _ => exit::TURN_FAILED,
     })
 }

@@ -27,6 +27,10 @@ pub const FSCK_FINDINGS: i32 = 9;
 pub const NO_REPO: i32 = 10;
 /// The request was refused by a rule (retry with attachments, rewind of a busy session…).
 pub const REFUSED: i32 = 11;
+/// `send`/`retry`/`approve`/`chat`: the turn waits for a person's approval of a tool call
+/// (its id and the `approve` command on stderr); its session stays held until it is
+/// answered, stopped or expires.
+pub const AWAITING_APPROVAL: i32 = 12;
 /// A bug in axocoatl (an invariant broken, its own output failing to serialize): sysexits'
 /// EX_SOFTWARE.
 pub const INTERNAL: i32 = 70;
@@ -42,6 +46,7 @@ pub fn code(kind: ErrorKind) -> i32 {
         ErrorKind::NoRepository => NO_REPO,
         ErrorKind::Refused => REFUSED,
         ErrorKind::Internal => INTERNAL,
+        ErrorKind::AwaitingApproval => AWAITING_APPROVAL,
     }
 }
 
@@ -64,10 +69,11 @@ Exit codes:
   3   the turn failed
   4   the turn was stopped
   5   the turn was interrupted
-  6   stop: the turn is not active
+  6   stop: the turn is not active; approve: the call was already decided
   7   no such turn, session or reference
   8   the session already has an active turn
   9   fsck found problems
   10  no repository, or an unsupported repository format
   11  refused by a rule (e.g. retry of a turn that used attachments)
+  12  the turn waits for approval of a tool call (approve answers it)
   70  internal error: a bug in axocoatl (please report it)";

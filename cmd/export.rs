@@ -325,6 +325,30 @@ fn markdown(
     o
 }
 
+/// The calls of `t` held for approval, each with its decision.
+fn markdown_approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    for a in &t.approvals {
+        let decided = match (&a.decision, &a.by) {
+            (Some(d), Some(by)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                format!("{d} by {by}{why}")
+            }
+            _ if t.ended_at.is_some() => "no decision".to_owned(),
+            _ => "waiting".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "**Approval** `{}` `{}` (rule `{}`): {decided}\n",
+            a.tool, a.arguments, a.rule
+        );
+    }
+}
+
 /// A fence of backticks longer than any run of them in `text`, so no line of it closes the
 /// block.
 fn fence(text: &str) -> String {
@@ -363,6 +387,9 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String,
             let _ = writeln!(o, "- {line}");
         }
     }
+    if let Some(s) = &t.schema {
+        let _ = writeln!(o, "- schema: {}", s.object);
+    }
     let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
     for (label, text) in context {
         let f = fence(text);
@@ -372,6 +399,7 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String,
             text.trim_end_matches('\n')
         );
     }
+    markdown_approvals(o, t);
     for x in &t.tools {
         let status = match (x.exit_code, x.is_error) {
             (Some(code), _) => format!(" (exit {code})"),
@@ -419,7 +447,14 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String,
             s.error.as_deref().unwrap_or(&s.output)
         );
     }
-    if !output.is_empty() {
+    if t.value.is_some() {
+        // A reply that matched its schema: a JSON value.
+        let _ = writeln!(
+            o,
+            "**Response** (JSON)\n\n```json\n{}\n```\n",
+            output.trim_end()
+        );
+    } else if !output.is_empty() {
         let _ = writeln!(o, "**Response**\n\n{output}\n");
     }
     if let Some(e) = &t.error {

@@ -147,6 +147,7 @@ pub fn state(ui: &Ui, t: &TurnView, width: usize) -> String {
     let code = match word {
         "completed" => "32",
         "running" => "34;1",
+        "waiting" => "35;1",
         "stopped" => "33",
         _ => "31",
     };

@@ -65,6 +65,9 @@ pub fn words(next: &Next) -> String {
         Next::PipeTheText => "piped context has no such limit: give a short message as the argument and pipe the text, e.g. `axocoatl send \"summarize this\" < FILE`".into(),
         Next::ExportAnew => "the ledger was repaired or replaced since (see `axocoatl fsck`); export into a new file".into(),
         Next::WaitForAutomation => "pass --wait to run after it ends".into(),
+        Next::Approve { .. } | Next::ApproveOrStop { .. } | Next::ListApprovals => {
+            approval_words(next)
+        }
         Next::CreateSession { name } => {
             format!("create it with `axocoatl sessions new {name}` (or `switch --create`)")
         }
@@ -73,6 +76,7 @@ pub fn words(next: &Next) -> String {
         }
         Next::NameSession => "name the session: `axocoatl send -s NAME`".into(),
         Next::ListTurns => "`axocoatl history --all` lists turns".into(),
+        Next::ListSchemas => "`axocoatl schemas` lists the stored schemas and their ids".into(),
         Next::ListSessionTurns { session } => format!("`axocoatl history -s {session}` lists them"),
         Next::GiveTurnId => "give a turn id or a unique prefix of at least 4 hex characters (see `axocoatl history`)".into(),
         Next::RefreshTurns => "only an active turn can be stopped; refresh with `axocoatl history` before acting again".into(),
@@ -108,13 +112,29 @@ pub fn words(next: &Next) -> String {
             "run `axocoatl models fetch` again: it resumes where this download stopped".into()
         }
         Next::FetchAgain { resumes: false } => "run `axocoatl models fetch` again; if it happens again, a proxy or the package index serves other bytes".into(),
-        Next::OtherIndex { because, env } => {
-            let index = format!("{env} (or --index-url) names another package index, e.g. a mirror");
-            match because {
-                Some(b) => format!("{b}; {index}"),
-                None => index,
-            }
-        }
+        Next::OtherIndex { because, env } => other_index(because.as_deref(), env),
+    }
+}
+
+/// Another package index may help (`env` names it), and why.
+fn other_index(because: Option<&str>, env: &str) -> String {
+    let index = format!("{env} (or --index-url) names another package index, e.g. a mirror");
+    match because {
+        Some(b) => format!("{b}; {index}"),
+        None => index,
+    }
+}
+
+/// The steps about turns that wait for approval.
+fn approval_words(next: &Next) -> String {
+    match next {
+        Next::Approve { turn } => format!(
+            "approve with `axocoatl approve {turn}`, or deny with `axocoatl approve {turn} --deny --reason TEXT`"
+        ),
+        Next::ApproveOrStop { turn } => format!(
+            "answer it (`axocoatl approve {turn}`, or `--deny`), or stop it (`axocoatl stop {turn}`); `axocoatl approvals` lists what waits"
+        ),
+        _ => "`axocoatl approvals` lists what waits for approval".into(),
     }
 }
 

@@ -139,8 +139,10 @@ fn text_line(ui: &Ui, t: &TurnView, session: Option<&str>, re: Option<&Matcher>)
         line.push_str(&ui.paint("2", " (superseded)"));
     }
     let request = first_line(&t.request, 50);
-    let answer = match (&t.error, t.output.is_empty()) {
-        (Some(e), true) => format!("error: {}", first_line(e, 50)),
+    let answer = match (&t.error, t.output.is_empty(), &t.value) {
+        (Some(e), true, _) => format!("error: {}", first_line(e, 50)),
+        // A JSON value (a turn with a schema) on one line, not its first line (`{`).
+        (_, _, Some(value)) => first_line(&value.to_string(), 50),
         _ => first_line(&t.output, 50),
     };
     let (request, answer) = match re {

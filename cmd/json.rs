@@ -84,6 +84,16 @@ pub enum SendEnd<'a> {
         hints: &'a [String],
         exit_code: i32,
     },
+    /// The turn waits for a person's approval of tool calls (its `approval.requested`
+    /// events came before): exit 12. `axocoatl approve TURN` answers them and continues it.
+    #[serde(rename = "turn.waiting")]
+    TurnWaiting {
+        turn: &'a str,
+        session: &'a str,
+        /// The calls that wait, as `tool (call id)`.
+        calls: &'a [String],
+        exit_code: i32,
+    },
     /// The turn's terminal record is written: the last event.
     #[serde(rename = "turn.ended")]
     TurnEnded {
@@ -123,7 +133,8 @@ pub struct TurnJson<'a> {
     /// The agent's configured name, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<&'a str>,
-    /// `running`, `completed`, `failed`, `stopped` or `interrupted`.
+    /// `running`, `waiting` (for approval), `completed`, `failed`, `stopped` or
+    /// `interrupted`.
     pub state: &'a str,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -167,6 +178,18 @@ pub struct TurnJson<'a> {
     /// for a turn that had some.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overrides: Option<&'a axocoatl::overrides::Overrides>,
+    /// The id of the JSON Schema its reply had to match (`send --schema`); only for a turn
+    /// that had one (`axocoatl schemas show ID` prints the schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<&'a str>,
+    /// With a schema, once the turn completed: the reply as a JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<&'a serde_json::Value>,
+    /// The tool calls its agent's `approvals:` held for a person, with their decisions
+    /// (`requested_at`, `expires_at`, `decided_at`: milliseconds since the epoch). Only for
+    /// a turn that had some.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub approvals: &'a [axocoatl::history::ApprovalView],
 }
 
 impl<'a> TurnJson<'a> {
@@ -228,6 +251,9 @@ impl<'a> TurnJson<'a> {
             plan: t.plan.as_ref(),
             subtasks: &t.subtasks,
             activation: &t.activation,
+            schema: t.schema.as_ref().map(|s| s.object.as_str()),
+            value: t.value.as_ref(),
+            approvals: &t.approvals,
         }
     }
 }
@@ -243,6 +269,41 @@ pub struct OriginJson<'a> {
     /// What ran it: `tick`, `serve` or `manual`.
     pub runner: &'a str,
     pub runner_pid: u32,
+}
+
+/// `approvals --json`: one line per tool call that waits for a person.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApprovalLine<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    pub agent: &'a str,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    /// The arguments as JSON text (their first 64 KiB).
+    pub arguments: &'a str,
+    /// The rule of `approvals:` that held it.
+    pub rule: &'a str,
+    pub requested_at: String,
+    /// When it ends the turn if still undecided (`approval_timeout`); null: never.
+    pub expires_at: Option<String>,
+    /// Null while undecided; `approved`, `denied` or `always` when it is decided and its
+    /// turn waits to be continued (`axocoatl approve TURN`).
+    pub decision: Option<&'a str>,
+}
+
+/// `approve --json` when it does not continue the turn (`--no-run`, or calls still wait).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApproveJson<'a> {
+    pub turn: &'a str,
+    pub session: &'a str,
+    /// `approved`, `denied` or `always`.
+    pub decision: &'a str,
+    /// The calls decided now.
+    pub decided: Vec<&'a str>,
+    /// The held calls still undecided: the turn waits for them.
+    pub undecided: Vec<&'a str>,
+    /// Always false here: a continued turn prints its events instead.
+    pub continued: bool,
 }
 
 /// `show --json`: one turn with its model calls.
@@ -370,6 +431,32 @@ pub struct SessionJson<'a> {
     /// Only for a removed session (`sessions --all`): when it was removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed_at: Option<String>,
+}
+
+/// `schemas --json`: one line per stored schema.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SchemaListJson<'a> {
+    /// The schema's id (`send --schema ID` takes it, or its first 8 or more characters).
+    pub id: &'a str,
+    /// How many turns used it.
+    pub turns: u64,
+    pub first_used: String,
+    pub last_used: String,
+    /// The newest turn that used it.
+    pub last_turn: &'a str,
+    /// Its concise form ('name, age int'), when it has one.
+    pub concise: Option<&'a str>,
+    /// The JSON Schema.
+    pub schema: &'a serde_json::Value,
+}
+
+/// `schemas show --json`: a schema, however it was given.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SchemaShowJson<'a> {
+    /// The id it is (or would be) stored under.
+    pub id: &'a str,
+    pub concise: Option<&'a str>,
+    pub schema: &'a serde_json::Value,
 }
 
 /// `sessions new|switch|rm|rename --json`.

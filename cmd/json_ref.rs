@@ -25,9 +25,10 @@ fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
 
 const OUTPUTS: &[Output] = &[
     Output {
-        commands: "send --json, retry --json",
-        lines: "one event per line, `turn.begun` first and `turn.ended` last (or one `error` \
-                when the command failed before its turn ended)",
+        commands: "send --json, retry --json, approve --json",
+        lines: "one event per line, `turn.begun` first (`turn.continued` for `approve`) and \
+                `turn.ended` last (`turn.waiting` when the turn waits for approval, or one \
+                `error` when the command failed before its turn ended)",
         schema: of::<SendLine<'static>>,
     },
     Output {
@@ -62,6 +63,16 @@ const OUTPUTS: &[Output] = &[
         schema: of::<SessionJson<'static>>,
     },
     Output {
+        commands: "schemas --json",
+        lines: "one line per stored schema, the most recently used first",
+        schema: of::<SchemaListJson<'static>>,
+    },
+    Output {
+        commands: "schemas show --json",
+        lines: "the schema",
+        schema: of::<SchemaShowJson<'static>>,
+    },
+    Output {
         commands: "sessions new --json, sessions switch --json, sessions rm --json, sessions rename --json",
         lines: "the action",
         schema: of::<SessionActionJson<'static>>,
@@ -70,6 +81,17 @@ const OUTPUTS: &[Output] = &[
         commands: "stop --json",
         lines: "the request",
         schema: of::<StopJson<'static>>,
+    },
+    Output {
+        commands: "approvals --json",
+        lines: "one line per tool call that waits for approval",
+        schema: of::<ApprovalLine<'static>>,
+    },
+    Output {
+        commands: "approve --json",
+        lines: "the decision, when the turn does not go on (`--no-run`, or calls still wait); \
+                a continued turn prints its events as `send --json` does",
+        schema: of::<ApproveJson<'static>>,
     },
     Output {
         commands: "attach add --json, attach list --json, attach rm --json",

@@ -15,6 +15,8 @@ mod progress;
 mod ui;
 
 mod agents;
+mod approvals;
+mod approve;
 mod attach;
 mod automations;
 mod chat;
@@ -31,6 +33,7 @@ mod models;
 mod repo;
 mod retry;
 mod rewind;
+mod schemas;
 mod send;
 mod serve;
 mod sessions;
@@ -89,10 +92,13 @@ pub enum Command {
     Chat(chat::ChatArgs),
     Attach(attach::AttachArgs),
     Stop(stop::StopArgs),
+    Approvals(approvals::ApprovalsArgs),
+    Approve(approve::ApproveArgs),
     Follow(follow::FollowArgs),
     Retry(retry::RetryArgs),
     Rewind(rewind::RewindArgs),
     Sessions(sessions::SessionsArgs),
+    Schemas(schemas::SchemasArgs),
     History(history::HistoryArgs),
     Show(show::ShowArgs),
     Export(export::ExportArgs),
@@ -187,10 +193,13 @@ fn narrow(name: &str) -> Option<clap::Command> {
         "attach" => attach::AttachArgs::augment_args(sub),
         "automations" => automations::AutomationsArgs::augment_args(sub),
         "stop" => stop::StopArgs::augment_args(sub),
+        "approvals" => approvals::ApprovalsArgs::augment_args(sub),
+        "approve" => approve::ApproveArgs::augment_args(sub),
         "follow" => follow::FollowArgs::augment_args(sub),
         "retry" => retry::RetryArgs::augment_args(sub),
         "rewind" => rewind::RewindArgs::augment_args(sub),
         "sessions" => sessions::SessionsArgs::augment_args(sub),
+        "schemas" => schemas::SchemasArgs::augment_args(sub),
         "history" => history::HistoryArgs::augment_args(sub),
         "show" => show::ShowArgs::augment_args(sub),
         "export" => export::ExportArgs::augment_args(sub),
@@ -223,10 +232,13 @@ fn dispatch(cli: Cli, ui: &mut Ui) -> CliResult {
         Command::Attach(args) => attach::run(args, g, ui),
         Command::Automations(args) => automations::run(args, g, ui),
         Command::Stop(args) => stop::run(args, g, ui),
+        Command::Approvals(args) => approvals::run(args, g, ui),
+        Command::Approve(args) => approve::run(args, g, ui),
         Command::Follow(args) => follow::run(args, g, ui),
         Command::Retry(args) => retry::run(args, g, ui),
         Command::Rewind(args) => rewind::run(args, g, ui),
         Command::Sessions(args) => sessions::run(args, g, ui),
+        Command::Schemas(args) => schemas::run(args, g, ui),
         Command::History(args) => history::run(args, g, ui),
         Command::Show(args) => show::run(args, g, ui),
         Command::Export(args) => export::run(args, g, ui),
@@ -372,6 +384,10 @@ mod tests {
             ],
             &["history", "-s", "main", "--json"],
             &["--config", "c.yaml", "stop", "abcd", "--wait"],
+            &["approvals", "--all", "--json"],
+            &[
+                "approve", "abcd", "call_1", "--deny", "--reason", "no", "--no-run",
+            ],
             &["attach", "add", "f.txt", "--scope", "session"],
             &["attach", "list", "--json"],
             &["automations", "tick"],

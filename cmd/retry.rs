@@ -12,7 +12,8 @@ use crate::ui::Ui;
 /// Send the request of an earlier turn again, as a new turn linked to it.
 ///
 /// The new turn uses the original's per-call model, system prompt and options (`send -m`,
-/// `--system`, `-o`); those given here are laid over them.
+/// `--system`, `-o`); those given here are laid over them. A reply that had to match a
+/// schema (`send --schema`) must match it again, with the same retries.
 ///
 /// Retry can repeat tool effects: when the original turn's tools changed files or ran
 /// commands, retry names those calls in a warning before the new turn (a `warning` event
@@ -34,6 +35,8 @@ pub struct RetryArgs {
     pub turn: String,
     #[command(flatten)]
     pub overrides: OverrideArgs,
+    #[command(flatten)]
+    pub compact: crate::send::CompactArg,
     /// Write JSON Lines events to stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -44,6 +47,7 @@ pub struct RetryArgs {
 
 pub fn run(args: RetryArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let json = args.json;
+    ui.compact_values = args.compact.compact;
     let result = (|| {
         let ws = g.open_read()?;
         let turn = axocoatl::turnref::resolve(&ws, &args.turn, None)?;

@@ -136,6 +136,8 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         writeln!(ui.err, "not sent")?;
         return Ok(exit::OK);
     }
+    // The request sent again keeps the schema its reply had to match.
+    let (schema, schema_retries) = axocoatl::engine::schema_of(&ws, &o.target)?;
     // The turn's own model, system prompt and options go with its revised request, as
     // `retry` keeps them; its attachments and piped context do not (a rewind re-attaches
     // nothing).
@@ -146,6 +148,8 @@ pub fn run(args: RewindArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         session: o.session,
         agent: Some(o.agent),
         message: edited.trim_end().to_owned(),
+        schema,
+        schema_retries,
         overrides,
         ..SendOptions::default()
     };

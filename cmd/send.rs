@@ -36,10 +36,20 @@ use crate::ui::Ui;
 /// A session runs one turn at a time: when it is busy, send waits up to 2 s for the active
 /// turn to end, then exits 8; --wait queues behind it instead.
 ///
-/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy.
+/// With --schema (or an agent's output_schema), the reply must be a JSON value of that
+/// schema, and stdout is that value alone (see docs/schema.md): the offline model is
+/// constrained to it as it writes, every reply is validated, and one that does not match
+/// fails the turn (exit 3) with its violations.
+///
+/// A tool call the agent's `approvals:` holds is asked about at once on a terminal;
+/// elsewhere the turn waits (exit 12) and `axocoatl approve TURN` answers it.
+///
+/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 8 session busy, 12 waits
+/// for approval.
 ///
 /// Examples:
 ///   axocoatl send "What changed in the last release?"
+///   axocoatl send --schema 'name, age int, tags [str]' "Invent a person." | jq .age
 ///   git diff | axocoatl send "review this"
 ///   axocoatl send -n "a new question, without the earlier turns"
 ///   axocoatl send -o temperature=0 --system "Answer in one word." "Capital of France?"
@@ -62,6 +72,8 @@ pub struct SendArgs {
     pub agent: Option<String>,
     #[command(flatten)]
     pub overrides: OverrideArgs,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
     /// Write JSON Lines events to stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -101,6 +113,41 @@ fn parse_option(text: &str) -> Result<(String, String), String> {
     Overrides::parse_option(text)
 }
 
+/// `--schema`, `--schema-retries`: a reply that is a JSON value of a schema.
+#[derive(Clone, Debug, Default, Args)]
+pub struct SchemaArgs {
+    /// The JSON Schema the reply must match: a file, inline JSON Schema, the concise form
+    /// ('name, age int, tags [str]') or a stored schema's id (`axocoatl schemas`).
+    #[arg(long, value_name = "SCHEMA")]
+    pub schema: Option<String>,
+    /// How many times a reply that does not match is asked for again, with its violations
+    /// [default: the agent's schema_retries, else 0].
+    #[arg(long, value_name = "N")]
+    pub schema_retries: Option<u32>,
+    #[command(flatten)]
+    pub compact: CompactArg,
+}
+
+/// `--compact` (send, retry).
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct CompactArg {
+    /// Print a turn's JSON value (with a schema) on one line.
+    #[arg(long)]
+    pub compact: bool,
+}
+
+impl SchemaArgs {
+    /// The schema given, resolved (files relative to the current directory).
+    pub fn resolve(&self, ws: &Workspace) -> CliResult<Option<axocoatl::schema::Schema>> {
+        let Some(text) = &self.schema else {
+            return Ok(None);
+        };
+        let dir = std::env::current_dir()
+            .map_err(|e| CliError::io("read", std::path::Path::new("."), e))?;
+        Ok(Some(axocoatl::schemas::resolve(ws, text, &dir)?))
+    }
+}
+
 impl OverrideArgs {
     pub fn overrides(&self) -> Overrides {
         Overrides {
@@ -121,6 +168,8 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     session_not_prompt(args.session.as_deref())?;
     let (message, context) = read_input(args.message.as_deref(), args.no_stdin)?;
     let ws = g.open()?;
+    let schema = args.schema.resolve(&ws)?;
+    ui.compact_values = args.schema.compact.compact;
     let mut notes = Vec::new();
     let session = if args.new {
         // What would refuse the turn is checked before the new session is made.
@@ -150,6 +199,8 @@ fn send(args: SendArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         attach_files: args.attach,
         wait: args.wait,
         overrides: args.overrides.overrides(),
+        schema,
+        schema_retries: args.schema.schema_retries,
         ..SendOptions::default()
     };
     run_turn_noting(&ws, opts, args.json, ui, notes)
@@ -269,7 +320,9 @@ pub fn run_turn_noting(
 }
 
 /// [`run_turn_noting`] with the caller's cancellation (`chat` stops each turn on Ctrl-C
-/// and carries on).
+/// and carries on). A turn whose tool calls wait for approval is asked about at once on a
+/// terminal (and continued when every call is answered); elsewhere it exits 12, saying how
+/// to answer it.
 pub fn run_turn_cancelled(
     ws: &Workspace,
     opts: SendOptions,
@@ -278,6 +331,11 @@ pub fn run_turn_cancelled(
     notes: Vec<Note>,
     cancel: &Cancel,
 ) -> CliResult {
+    let interactive = !json_mode && crate::approve::can_ask(ui);
+    let mut opts = SendOptions {
+        ask_at_once: interactive,
+        ..opts
+    };
     let mut printer = Printer {
         ui,
         ws,
@@ -285,20 +343,66 @@ pub fn run_turn_cancelled(
         ended_with_newline: true,
         io_error: None,
         notes,
+        schema: false,
     };
-    let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
-    // The route: through the running `serve` (its actor keeps the conversation and streams
-    // the same events back), else in this process. The outcome and errors are the same.
-    let outcome = match through_serve(ws, &opts)? {
-        Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink)?,
-        None => engine::send(ws, opts, cancel, &mut sink)?,
-    };
-    if let Some(e) = printer.io_error.take() {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
+    loop {
+        let mut sink = |ev: TurnEvent<'_>| printer.event(ev);
+        // The route: through the running `serve` (its actor keeps the conversation and
+        // streams the same events back), else in this process. The outcome and errors are
+        // the same.
+        let result = match through_serve(ws, &opts)? {
+            Some((serve, wire)) => serve.send(ws, wire, cancel, &mut sink),
+            None => engine::send(ws, opts.clone(), cancel, &mut sink),
+        };
+        if let Some(e) = printer.io_error.take() {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e.into());
+            }
         }
+        let turn = match result {
+            Ok(outcome) => return printer.finish(&outcome),
+            Err(e) => match waiting_turn(&e) {
+                Some(turn) => turn,
+                None => return Err(e.into()),
+            },
+        };
+        let Some(waiting) = axocoatl::approvals::waiting_turn(ws, &turn)? else {
+            // Answered and continued elsewhere already: say how it stands.
+            return printer.waiting(&turn, "", &[]);
+        };
+        if interactive && !cancel.is_cancelled() {
+            printer.line_break()?;
+            if let Some(next) = crate::approve::ask(ws, &waiting, printer.ui)? {
+                opts = SendOptions {
+                    ask_at_once: true,
+                    ..next
+                };
+                continue;
+            }
+        }
+        let calls: Vec<String> = waiting
+            .calls
+            .iter()
+            .filter(|c| c.decision.is_none())
+            .map(|c| format!("{} ({})", c.tool, c.call_id))
+            .collect();
+        return printer.waiting(&waiting.turn, &waiting.session, &calls);
     }
-    printer.finish(&outcome)
+}
+
+/// The turn an error says waits for approval (in process, or through serve).
+fn waiting_turn(e: &axocoatl::RuntimeError) -> Option<String> {
+    use axocoatl::error::Next;
+    match e {
+        axocoatl::RuntimeError::Waiting { turn, .. } => Some(turn.clone()),
+        axocoatl::RuntimeError::Remote(r) if r.kind == axocoatl::ErrorKind::AwaitingApproval => {
+            r.next.iter().find_map(|n| match n {
+                Next::Approve { turn } => Some(turn.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The running `serve` to send the turn through, with the options as they cross its
@@ -314,6 +418,17 @@ fn through_serve(ws: &Workspace, opts: &SendOptions) -> CliResult<Option<(Client
         wire.workdir = ws.here().map(Into::into);
     }
     Ok(client::connect(ws.repo())?.map(|serve| (serve, wire)))
+}
+
+/// A turn's JSON value, alone on stdout: pretty-printed, or on one line (`--compact`).
+fn print_value(ui: &mut Ui, value: &serde_json::Value) -> std::io::Result<()> {
+    let text = if ui.compact_values {
+        serde_json::to_string(value)
+    } else {
+        serde_json::to_string_pretty(value)
+    };
+    writeln!(ui.out, "{}", text.unwrap_or_default())?;
+    ui.out.flush()
 }
 
 fn say_notes(err: &mut dyn Write, notes: Vec<Note>, new_session: bool) -> std::io::Result<()> {
@@ -337,6 +452,8 @@ pub(crate) struct Printer<'u> {
     io_error: Option<std::io::Error>,
     /// Said on stderr when the turn has begun.
     notes: Vec<Note>,
+    /// The reply must match a schema: stdout gets its JSON value, not the text.
+    schema: bool,
 }
 
 impl<'u> Printer<'u> {
@@ -349,6 +466,7 @@ impl<'u> Printer<'u> {
             ended_with_newline: true,
             io_error: None,
             notes: Vec::new(),
+            schema: false,
         }
     }
 
@@ -445,24 +563,90 @@ impl<'u> Printer<'u> {
         self.ui.out.flush()
     }
 
-    fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
-        if self.side_event(&ev)? {
+    /// The turn has begun: the notes, its id and pins on stderr.
+    fn begun_text(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<()> {
+        let TurnEvent::Begun {
+            turn,
+            attachments,
+            schema,
+            new_session,
+            ..
+        } = ev
+        else {
             return Ok(());
+        };
+        let ui = &mut *self.ui;
+        say_notes(&mut ui.err, std::mem::take(&mut self.notes), *new_session)?;
+        writeln!(ui.err, "turn {turn}")?;
+        for pin in attachments.iter() {
+            writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
+        }
+        ui.err.flush()?;
+        self.schema = schema.is_some();
+        Ok(())
+    }
+
+    /// The events of approvals, as text on stderr; `false` for other events.
+    fn approval_text(&mut self, ev: &TurnEvent<'_>) -> std::io::Result<bool> {
+        let ui = &mut *self.ui;
+        match ev {
+            TurnEvent::ApprovalRequested {
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at,
+                ..
+            } => {
+                let until = expires_at
+                    .as_ref()
+                    .map(|e| format!("; expires {e}"))
+                    .unwrap_or_default();
+                writeln!(
+                    ui.err,
+                    "approval needed: {name} {} ({call_id}, rule: {}{until})",
+                    crate::fmt::first_line(&safe(arguments), 120),
+                    safe(rule)
+                )?;
+            }
+            TurnEvent::ApprovalDecided {
+                name,
+                decision,
+                reason,
+                by,
+                ..
+            } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                writeln!(ui.err, "{name} {decision} by {}{why}", safe(by))?;
+            }
+            TurnEvent::Continued { turn, .. } => {
+                say_notes(&mut ui.err, std::mem::take(&mut self.notes), false)?;
+                writeln!(ui.err, "turn {turn} continues")?;
+                ui.err.flush()?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn text_event(&mut self, ev: TurnEvent<'_>) -> std::io::Result<()> {
+        if self.side_event(&ev)? || self.approval_text(&ev)? {
+            return Ok(());
+        }
+        if let TurnEvent::Begun { .. } = ev {
+            return self.begun_text(&ev);
         }
         let ui = &mut *self.ui;
         match ev {
-            TurnEvent::Begun {
-                turn,
-                attachments,
-                new_session,
-                ..
-            } => {
-                say_notes(&mut ui.err, std::mem::take(&mut self.notes), new_session)?;
-                writeln!(ui.err, "turn {turn}")?;
-                for pin in attachments.iter() {
-                    writeln!(ui.err, "{}", crate::attach::pin_line(pin))?;
-                }
-                ui.err.flush()?;
+            TurnEvent::Begun { .. } => {}
+            // With a schema, the value alone goes to stdout, once validated.
+            TurnEvent::Delta { .. } if self.schema => {}
+            TurnEvent::Value { value, .. } => {
+                print_value(ui, &value)?;
+                self.ended_with_newline = true;
             }
             TurnEvent::Delta { text, .. } => {
                 write!(ui.out, "{}", safe(&text))?;
@@ -514,9 +698,60 @@ impl<'u> Printer<'u> {
             }
             TurnEvent::AttachmentTruncated { .. }
             | TurnEvent::AttachmentWithdrawn { .. }
-            | TurnEvent::Waiting { .. } => {}
+            | TurnEvent::Waiting { .. }
+            | TurnEvent::ApprovalRequested { .. }
+            | TurnEvent::ApprovalDecided { .. }
+            | TurnEvent::Continued { .. } => {}
         }
         Ok(())
+    }
+
+    /// A line break after output that did not end with one (before a question).
+    fn line_break(&mut self) -> std::io::Result<()> {
+        if !self.ended_with_newline {
+            writeln!(self.ui.out)?;
+            self.ended_with_newline = true;
+        }
+        self.ui.out.flush()
+    }
+
+    /// The end of a turn that waits for approval of `calls`: exit 12, and `turn.waiting` or
+    /// how to answer it.
+    fn waiting(mut self, turn: &str, session: &str, calls: &[String]) -> CliResult {
+        let out = if self.json {
+            let session = self.ws.shown_session(session);
+            self.ui.json_line(&SendLine::End(SendEnd::TurnWaiting {
+                turn,
+                session,
+                calls,
+                exit_code: exit::AWAITING_APPROVAL,
+            }))
+        } else {
+            (|| {
+                self.line_break()?;
+                let ui = &mut *self.ui;
+                let what = if calls.is_empty() {
+                    "approval".to_owned()
+                } else {
+                    format!("approval of {}", calls.join(", "))
+                };
+                writeln!(ui.err, "turn {turn} waits for {what}")?;
+                let hint = ui.paint_err("36", "hint");
+                writeln!(
+                    ui.err,
+                    "{hint}: {}",
+                    crate::hints::words(&axocoatl::error::Next::Approve {
+                        turn: turn.to_owned()
+                    })
+                )
+            })()
+        };
+        match out {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(e.into()),
+            Ok(()) => {}
+        }
+        Ok(exit::AWAITING_APPROVAL)
     }
 
     /// A tool's call or result, on stderr; its diff of a file, coloured.

@@ -148,6 +148,14 @@ fn head(ui: &Ui, t: &TurnView, names: &AgentNames, session: &str, workdir: Optio
             );
         }
     }
+    if let Some(schema) = &t.schema {
+        let retries = match schema.retries {
+            0 => String::new(),
+            1 => " (1 retry)".into(),
+            n => format!(" ({n} retries)"),
+        };
+        let _ = writeln!(o, "schema   {}{retries}", schema.object);
+    }
     let _ = writeln!(o, "\nrequest:\n{}", indent(&safe(&t.request)));
     o
 }
@@ -221,6 +229,7 @@ fn attachments(o: &mut String, t: &TurnView, texts: &[Text]) {
 /// record), error, warnings and usage.
 fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     use std::fmt::Write as _;
+    approvals(o, t);
     if !t.tools.is_empty() {
         let _ = writeln!(o, "\ntools:");
         for x in &t.tools {
@@ -261,11 +270,14 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     let cut = t
         .calls
         .last()
-        .is_some_and(|c| c.finish_reason.as_deref() == Some("length"));
+        .is_some_and(|c| matches!(c.finish_reason.as_deref(), Some("length" | "max_tokens")));
     let cut = if cut { ", cut at max_tokens" } else { "" };
     for (agent, text) in &t.outputs {
         let label = if t.outputs.len() > 1 {
             format!("output ({agent}{cut})")
+        } else if t.value.is_some() {
+            // The reply matched its schema: it is this JSON value.
+            "value".to_string()
         } else if cut.is_empty() {
             "output".to_string()
         } else {
@@ -296,6 +308,42 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
         for line in crate::fmt::cache_cost_lines(u, &t.detail) {
             let _ = writeln!(o, "{line}");
         }
+    }
+}
+
+/// The calls held for approval, each with its rule and decision (or that it still waits).
+fn approvals(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    if t.approvals.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\napprovals:");
+    for a in &t.approvals {
+        let _ = writeln!(
+            o,
+            "  - {} {} {} (rule: {}; requested {})",
+            a.call_id,
+            a.tool,
+            crate::fmt::first_line(&safe(&a.arguments), 100),
+            safe(&a.rule),
+            clock::rfc3339(a.requested_at)
+        );
+        let outcome = match (&a.decision, &a.by, a.decided_at) {
+            (Some(d), Some(by), Some(at)) => {
+                let why = a
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {}", safe(r)))
+                    .unwrap_or_default();
+                format!("{d} by {} at {}{why}", safe(by), clock::rfc3339(at))
+            }
+            _ if t.ended_at.is_some() => "no decision came before the turn ended".to_owned(),
+            _ => match a.expires_at {
+                Some(e) => format!("waits (expires {})", clock::rfc3339(e)),
+                None => "waits".to_owned(),
+            },
+        };
+        let _ = writeln!(o, "      {outcome}");
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Ui {
     pub out_is_terminal: bool,
     /// Whether stderr is a terminal (for progress notes meant for people).
     pub err_is_terminal: bool,
+    /// A turn's JSON value (`send --schema`) is printed on one line (`--compact`).
+    pub compact_values: bool,
 }
 
 impl Ui {
@@ -60,6 +62,7 @@ impl Ui {
             err_color: pick(err_tty),
             out_is_terminal: out_tty,
             err_is_terminal: err_tty,
+            compact_values: false,
         }
     }
 

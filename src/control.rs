@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axocoatl_store::ledger::record::{StopRequested, TurnState};
+use axocoatl_store::ledger::record::{StopRequested, TurnEnded, TurnState};
 use axocoatl_store::ledger::Record;
 
 use axocoatl_store::Repo;
@@ -46,11 +46,24 @@ pub fn stop(ws: &Workspace, prefix: &str) -> Result<StopAccepted> {
         None => Projection::of(repo, Scope::Prefix(&id), Want::VIEWS)?,
     };
     let turn = projection.resolve(&id)?;
+    if turn.state == ViewState::Waiting {
+        // A waiting turn whose lock's note was lost (a power cut) is found by the ledger.
+        let note = session::ActiveNote {
+            turn: turn.turn.clone(),
+            session: turn.session.clone(),
+            begin: turn.begin,
+            pid: 0,
+            waiting: None,
+        };
+        if let Some(accepted) = stop_waiting(repo, &note)? {
+            return Ok(accepted);
+        }
+    }
     let state = match turn.state {
         ViewState::Completed => TurnState::Completed,
         ViewState::Failed => TurnState::Failed,
         ViewState::Stopped => TurnState::Stopped,
-        ViewState::Interrupted | ViewState::Running => TurnState::Interrupted,
+        ViewState::Interrupted | ViewState::Running | ViewState::Waiting => TurnState::Interrupted,
     };
     Err(RuntimeError::NotActive {
         turn: turn.turn.clone(),
@@ -66,7 +79,8 @@ fn request_stop(repo: &Repo, id: &str) -> Result<Option<StopAccepted>> {
         return Ok(None);
     };
     if !session::owner_alive(repo, &note.session)? {
-        return Ok(None);
+        // No process runs it: it may wait for approval.
+        return stop_waiting(repo, note);
     }
     let record = Record::StopRequested(StopRequested {
         turn: note.turn.clone(),
@@ -79,6 +93,63 @@ fn request_stop(repo: &Repo, id: &str) -> Result<Option<StopAccepted>> {
             turn: note.turn.clone(),
             session: note.session.clone(),
         })),
+        Err(Some(state)) => Err(RuntimeError::NotActive {
+            turn: note.turn.clone(),
+            state,
+        }),
+        Err(None) => Ok(None),
+    }
+}
+
+/// Stops the turn of `note` if it waits for approval and no process holds its session:
+/// under its session's lock, a stop request and the terminal `stopped` are appended while
+/// the ledger says it waits, and the lock's note is cleared. `None`: it does not wait (or a
+/// process holds the session: that process sees a stop request).
+fn stop_waiting(repo: &Repo, note: &session::ActiveNote) -> Result<Option<StopAccepted>> {
+    let Ok(mut lock) = session::try_lock(repo, &note.session)? else {
+        return Ok(None);
+    };
+    let now = clock::now();
+    let outcome = repo.ledger().append_decided(note.begin, |entries| {
+        let mut wait = crate::approval::TurnWait::default();
+        for entry in entries.flatten() {
+            if let Some(record) = &entry.record {
+                wait.apply(&note.turn, record);
+            }
+        }
+        if let Some(state) = wait.ended {
+            return Err(Some(state));
+        }
+        if !wait.waiting() {
+            return Err(None);
+        }
+        Ok(vec![
+            Record::StopRequested(StopRequested {
+                turn: note.turn.clone(),
+                session: note.session.clone(),
+                pid: std::process::id(),
+                at: now,
+            }),
+            Record::TurnEnded(TurnEnded {
+                turn: note.turn.clone(),
+                session: note.session.clone(),
+                state: TurnState::Stopped,
+                error: Some("stopped while it waited for approval".into()),
+                usage: wait.usage,
+                at: now,
+            }),
+        ])
+    })?;
+    match outcome {
+        Ok(_) => {
+            if session::noted_turn(lock.path()).as_deref() == Some(note.turn.as_str()) {
+                session::clear_note(repo, &mut lock)?;
+            }
+            Ok(Some(StopAccepted {
+                turn: note.turn.clone(),
+                session: note.session.clone(),
+            }))
+        }
         Err(Some(state)) => Err(RuntimeError::NotActive {
             turn: note.turn.clone(),
             state,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Diagnostic;
 use crate::provider::ProviderError;
+use crate::schema::ResolveError;
 
 /// What kind of failure an error is: the exit code a script sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub enum ErrorKind {
     /// A bug in axocoatl: an invariant broken, or one of its own types that does not
     /// serialize (exit 70, sysexits' EX_SOFTWARE).
     Internal,
+    /// The turn waits for a person's approval of a tool call (exit 12).
+    AwaitingApproval,
 }
 
 /// Why an attachment could not be stored, found or read.
@@ -208,6 +211,35 @@ pub enum RuntimeError {
     Memory(#[from] MemoryError),
     #[error("{0} is not supported yet")]
     NotSupported(String),
+    /// A schema (`--schema`, `output_schema:`) that cannot be used.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::ResolveError),
+    /// The turn waits for a person to approve or deny tool calls (`calls`: `call_1
+    /// (run_command)`); its session stays held until then.
+    #[error("turn {turn} waits for approval of {}", calls.join(", "))]
+    Waiting {
+        turn: String,
+        session: String,
+        calls: Vec<String>,
+    },
+    /// The session is held by a turn that waits for approval; `command` was refused.
+    #[error("session {session:?} is held: turn {turn} waits for approval")]
+    HeldForApproval {
+        session: String,
+        turn: String,
+        command: &'static str,
+    },
+    /// `approve`: the call was decided already (`what`: `approved by alice via approve at
+    /// 2026-…`).
+    #[error("call {call} of turn {turn} was already {what}")]
+    AlreadyDecided {
+        turn: String,
+        call: String,
+        what: String,
+    },
+    /// `approve`: the turn does not wait for approval (`now`: what it is instead).
+    #[error("turn {turn} does not wait for approval: it {now}")]
+    NotWaiting { turn: String, now: String },
     /// `serve`: another `serve` holds the repository's serve lock.
     #[error("axocoatl serve is already running on this repository{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     ServeRunning { pid: Option<u32> },
@@ -321,6 +353,12 @@ pub enum Next {
     },
     /// An automation is running: run after it ends.
     WaitForAutomation,
+    /// The turn waits for approval: approve or deny its calls.
+    Approve { turn: String },
+    /// The session is held by a turn that waits for approval: answer it, or stop it.
+    ApproveOrStop { turn: String },
+    /// List what waits for approval.
+    ListApprovals,
     /// A message is over its limit: piped context has none, so give a short message and
     /// pipe the text.
     PipeTheText,
@@ -335,6 +373,8 @@ pub enum Next {
     NameSession,
     /// No turn matched: list the turns.
     ListTurns,
+    /// No stored schema matched: list the stored schemas and their ids.
+    ListSchemas,
     /// A turn reference went past a session's first turn: list that session's turns.
     ListSessionTurns { session: String },
     /// Not a turn id: give one, or a unique prefix (the turns list them).
@@ -428,7 +468,10 @@ impl RuntimeError {
             RuntimeError::AgentRole { .. }
             | RuntimeError::Refused { .. }
             | RuntimeError::SessionExists { .. } => Refused,
+            RuntimeError::Waiting { .. } => AwaitingApproval,
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => NotActive,
             RuntimeError::Busy { .. }
+            | RuntimeError::HeldForApproval { .. }
             | RuntimeError::AutomationBusy { .. }
             | RuntimeError::ServeRunning { .. } => Busy,
             RuntimeError::ServeNotRunning { .. } | RuntimeError::NoHomeYet { .. } => NoRepository,
@@ -436,6 +479,12 @@ impl RuntimeError {
             RuntimeError::Internal(_) => Internal,
             RuntimeError::NotActive { .. } => NotActive,
             RuntimeError::Invalid { .. } => Usage,
+            RuntimeError::Schema(e) => match e {
+                ResolveError::Invalid(_) => Usage,
+                ResolveError::NotFound { .. } | ResolveError::Ambiguous { .. } => NotFound,
+                ResolveError::Io { .. } => Failure,
+                ResolveError::Store(s) => store_kind(s),
+            },
             RuntimeError::Attach(e) => match e {
                 AttachError::TooLarge { .. }
                 | AttachError::Unsupported { .. }
@@ -496,6 +545,13 @@ impl RuntimeError {
                 turn: turn.clone(),
                 command: (*command).to_owned(),
             }],
+            RuntimeError::Waiting { turn, .. } => vec![Next::Approve { turn: turn.clone() }],
+            RuntimeError::HeldForApproval { turn, .. } => {
+                vec![Next::ApproveOrStop { turn: turn.clone() }]
+            }
+            RuntimeError::AlreadyDecided { .. } | RuntimeError::NotWaiting { .. } => {
+                vec![Next::ListApprovals]
+            }
             RuntimeError::UnknownAutomation { known, .. } if known.is_empty() => {
                 say("the configuration defines no automations")
             }
@@ -517,6 +573,17 @@ impl RuntimeError {
                 vec![hint.clone()]
             }
             RuntimeError::Attach(e) => attach_next(e),
+            RuntimeError::Schema(e) => match e {
+                ResolveError::Invalid(e) => vec![Next::Say {
+                    text: e.hint.clone(),
+                }],
+                ResolveError::NotFound { .. } => vec![Next::ListSchemas],
+                ResolveError::Ambiguous { .. } => say("give more characters of the id"),
+                ResolveError::Io { .. } => say(
+                    "give a JSON Schema file that exists, inline JSON Schema, or the concise form ('name, age int')",
+                ),
+                ResolveError::Store(s) => store_next(s).into_iter().collect(),
+            },
             RuntimeError::Memory(e) => match e {
                 MemoryError::Store(s) => store_next(s).into_iter().collect(),
                 MemoryError::UnknownBlock { .. } => say("blocks are declared under memory.core.blocks of the agent in axocoatl.yaml"),

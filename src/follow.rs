@@ -70,7 +70,9 @@ pub fn follow(
 ) -> Result<TurnOutcome> {
     let repo = ws.repo();
     let view = view_of(ws, id)?;
-    if view.state != ViewState::Running {
+    // A turn that waits for approval is followed as a running one: it goes on (and writes
+    // its stream again) once someone answers.
+    if !matches!(view.state, ViewState::Running | ViewState::Waiting) {
         let outcome = outcome_of(ws, &view)?;
         replay(&outcome, sink);
         return Ok(outcome);
@@ -187,6 +189,7 @@ fn replay(outcome: &TurnOutcome, sink: &mut dyn FnMut(Followed<'_>)) {
         agent: outcome.agent.as_str().into(),
         agent_name: outcome.agent_name.as_deref().map(Into::into),
         attachments: (&[][..]).into(),
+        schema: None,
         new_session: false,
     }));
     if !outcome.output.is_empty() {
@@ -222,7 +225,8 @@ fn outcome_of(ws: &Workspace, view: &TurnView) -> Result<TurnOutcome> {
         ViewState::Completed => TurnState::Completed,
         ViewState::Failed => TurnState::Failed,
         ViewState::Stopped => TurnState::Stopped,
-        ViewState::Interrupted | ViewState::Running => TurnState::Interrupted,
+        // Read once the ledger has its terminal record, so never still running or waiting.
+        ViewState::Interrupted | ViewState::Running | ViewState::Waiting => TurnState::Interrupted,
     };
     let config = ws.config().ok();
     Ok(TurnOutcome {

@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::error::{Result, RuntimeError};
 use crate::fold::Rewind;
 pub use crate::fold::{
-    CallView, ContextView, OriginView, PlanView, Share, SubtaskView, ToolEvent, TurnView, ViewState,
+    ApprovalView, CallView, ContextView, OriginView, PlanView, Share, SubtaskView, ToolEvent,
+    TurnView, ViewState,
 };
 
 /// A session's summary.
@@ -427,6 +428,14 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
 fn settle(p: &mut Projection, alive: &mut dyn FnMut(&str) -> bool) {
     let mut liveness: HashMap<String, bool> = HashMap::new();
     for t in p.turns.iter_mut() {
+        if t.state == ViewState::Running && t.waits() {
+            // Held for a person, whether or not a process runs it.
+            t.state = ViewState::Waiting;
+            if let Some(s) = p.sessions.get_mut(&t.session) {
+                s.active_turn = Some(t.turn.clone());
+            }
+            continue;
+        }
         if t.state == ViewState::Running {
             let live = *liveness
                 .entry(t.session.clone())
@@ -522,21 +531,31 @@ fn note_session(p: &mut Projection, record: &Record) {
 }
 
 fn record_orphans(repo: &Repo, mut p: Projection) -> Result<Projection> {
-    for t in p
-        .turns
-        .iter_mut()
-        .filter(|t| t.state == ViewState::Interrupted && t.ended_at.is_none())
-    {
+    let now = crate::clock::now();
+    for t in p.turns.iter_mut().filter(|t| {
+        (t.state == ViewState::Interrupted && t.ended_at.is_none())
+            || (t.state == ViewState::Waiting && t.approval_expired(now))
+    }) {
         if let Ok(_held) = crate::session::try_lock(repo, &t.session)? {
             let note = crate::session::ActiveNote {
                 turn: t.turn.clone(),
                 session: t.session.clone(),
                 begin: t.begin,
                 pid: 0,
+                waiting: None,
             };
-            if crate::session::interrupt_if_open(repo, &note)? {
-                t.ended_at = Some(crate::clock::now());
-                t.error = Some("the process running this turn ended before the turn did".into());
+            match crate::session::settle(repo, &note)? {
+                crate::session::Settled::Interrupted => {
+                    t.ended_at = Some(now);
+                    t.error =
+                        Some("the process running this turn ended before the turn did".into());
+                }
+                crate::session::Settled::Expired => {
+                    t.state = ViewState::Failed;
+                    t.ended_at = Some(now);
+                    t.error = Some("no decision came within its approval_timeout".into());
+                }
+                crate::session::Settled::Closed | crate::session::Settled::Waiting { .. } => {}
             }
         }
     }

@@ -7,6 +7,8 @@
 //! - leaves: `clock`, `ids`, `catalog` (tool names and attachment types lower layers quote),
 //!   `progress` (slow steps reported to whoever draws them), `ocr_data` (where OCR's
 //!   language data is);
+//! - `schema` (structured output: the supported JSON Schema, the concise form, validation),
+//!   a leaf the configuration, the providers and the engine use;
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
 //!   `cost` (the price table, the cost of a call, cost budgets), `overrides` (a turn's own
 //!   model, system prompt and sampling);
@@ -20,8 +22,8 @@
 //! - `team` (the rules of coordinator plans and multi-agent activation), then `engine` (the
 //!   turn pipeline: its module documentation follows one `send` to the bytes and names the seams
 //!   features plug into),
-//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `turnref` (`@`,
-//!   `@~N`: turn references every command that takes a turn id resolves);
+//!   `control` (stop), and what commands call: `sessions`, `usage`, `query`, `schemas`,
+//!   `turnref` (`@`, `@~N`: turn references every command that takes a turn id resolves);
 //! - `orchestration` (a coordinator's private pass state) is a leaf that orphan recovery
 //!   clears;
 //! - `telemetry` (traces of turns: the engine reports each turn that ends) sits below
@@ -31,6 +33,8 @@
 // `--document-private-items`, where links to private items (the engine's steps) resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod approval;
+pub mod approvals;
 pub mod attach;
 pub mod automation;
 pub mod bounded;
@@ -71,6 +75,8 @@ pub mod query;
 pub mod relations;
 pub mod rewind;
 pub mod schedule;
+pub mod schema;
+pub mod schemas;
 mod scratch;
 pub mod search;
 pub mod serve;

@@ -2,8 +2,8 @@
 //! (Claude Code, Codex, …) can delegate turns to its durable, budgeted agents and search
 //! their history.
 //!
-//! Tools: `send`, `stop` (not with `read_only`), `history_search`, `show_turn`,
-//! `memory_search`. Each call opens the repository afresh on a blocking thread (the turn
+//! Tools: `send`, `stop`, `approve` (not with `read_only`), `approvals`,
+//! `history_search`, `show_turn`, `memory_search`. Each call opens the repository afresh on a blocking thread (the turn
 //! engine is synchronous), so the configuration is read as it is at the call, and a call
 //! never holds the repository between calls. A `send` whose request the client cancels is
 //! stopped like `axocoatl stop` would.
@@ -59,6 +59,17 @@ fn tools(read_only: bool) -> Vec<(&'static str, &'static str, Value)> {
                 "turn": {"type": "string", "description": "The turn id or a unique prefix."}
             }, "required": ["turn"]}),
         ));
+        out.push((
+            "approve",
+            "Approve (or deny) the tool calls a turn waits on (see `approvals`), and continue the turn: returns its answer as `send` does. Of decisions that arrive at once exactly one is recorded.",
+            json!({"type": "object", "properties": {
+                "turn": {"type": "string", "description": "The waiting turn's id or a unique prefix."},
+                "call": {"type": "string", "description": "One held call's id (default: every undecided call of the turn)."},
+                "deny": {"type": "boolean", "description": "Deny instead: the call does not run and the model reads why (default false)."},
+                "reason": {"type": "string", "description": "Why it is denied (the model reads it)."},
+                "no_run": {"type": "boolean", "description": "Record the decision only and leave the turn waiting (default false)."}
+            }, "required": ["turn"]}),
+        ));
     }
     out.push((
         "history_search",
@@ -85,6 +96,13 @@ fn tools(read_only: bool) -> Vec<(&'static str, &'static str, Value)> {
             "session": {"type": "string", "description": "The session (default: the current session)."},
             "top_k": {"type": "integer", "minimum": 1, "description": "How many records (default: the agent's memory.recall.top_k)."}
         }, "required": ["query"]}),
+    ));
+    out.push((
+        "approvals",
+        "List the tool calls that wait for a person's approval: turn, session, agent, call id, tool, arguments, the rule that held it and since when.",
+        json!({"type": "object", "properties": {
+            "session": {"type": "string", "description": "Only this session (default: every session)."}
+        }}),
     ));
     out
 }
@@ -206,6 +224,13 @@ fn mcp_words(next: &Next) -> Option<String> {
             "only an active turn can be stopped; `show_turn` shows its state".into()
         }
         Next::ListModels { known } => format!("known models: {}", known.join(", ")),
+        Next::Approve { turn } => {
+            format!("`approve` with turn {turn:?} answers its held calls (\"deny\": true to deny)")
+        }
+        Next::ApproveOrStop { turn } => format!(
+            "`approve` with turn {turn:?} answers it, or `stop` stops it; `approvals` lists what waits"
+        ),
+        Next::ListApprovals => "`approvals` lists what waits for approval".into(),
         _ => return None,
     })
 }
@@ -292,11 +317,129 @@ impl Handler {
                 wait,
                 origin: None,
                 overrides: Default::default(),
+                schema: None,
+                schema_retries: None,
+                resume: None,
+                ask_at_once: false,
                 workdir: None,
             };
             engine::send(&ws, opts, cancel, &mut |_| {})
         };
+        turn_result(run())
+    }
+
+    fn approvals(&self, args: &Map<String, Value>) -> CallToolResult {
+        let session = match string_arg(args, "session") {
+            Ok(s) => s,
+            Err(why) => return failure(why),
+        };
+        let run = || -> Result<Value> {
+            let ws = Workspace::open(&self.locator)?;
+            let session = session.map(|s| ws.ledger_name(&s)).transpose()?;
+            let calls: Vec<Value> = crate::approvals::list(&ws, session.as_deref())?
+                .iter()
+                .flat_map(|t| {
+                    t.calls.iter().map(|c| {
+                        json!({
+                            "turn": t.turn,
+                            "session": ws.shown_session(&t.session),
+                            "agent": t.agent,
+                            "call_id": c.call_id,
+                            "tool": c.tool,
+                            "arguments": c.arguments,
+                            "rule": c.rule,
+                            "requested_at": clock::rfc3339(c.requested_at),
+                            "expires_at": c.expires_at.map(clock::rfc3339),
+                            "decision": c.decision,
+                        })
+                    })
+                })
+                .collect();
+            Ok(json!({ "waiting": calls }))
+        };
         match run() {
+            Ok(v) => structured(v, false),
+            Err(e) => failure(describe(&e)),
+        }
+    }
+
+    fn approve(&self, args: &Map<String, Value>, cancel: &Cancel) -> CallToolResult {
+        let flag = |key: &str| match args.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(format!("`{key}` must be true or false, not {other}")),
+        };
+        let parsed = (|| {
+            Ok::<_, String>((
+                required(args, "turn")?,
+                string_arg(args, "call")?,
+                flag("deny")?,
+                string_arg(args, "reason")?,
+                flag("no_run")?,
+            ))
+        })();
+        let (turn, call, deny, reason, no_run) = match parsed {
+            Ok(x) => x,
+            Err(why) => return failure(why),
+        };
+        let decision = if deny {
+            axocoatl_store::ledger::record::Decision::Denied
+        } else {
+            axocoatl_store::ledger::record::Decision::Approved
+        };
+        let ws = match Workspace::open(&self.locator) {
+            Ok(ws) => ws,
+            Err(e) => return failure(describe(&e)),
+        };
+        let by = crate::approval::answered_by("mcp serve");
+        let d = match crate::approvals::decide(&ws, &turn, call.as_deref(), decision, reason, by) {
+            Ok(d) => d,
+            Err(e) => return failure(describe(&e)),
+        };
+        if no_run || !d.undecided.is_empty() {
+            let names = |v: &[(String, String)]| -> Vec<String> {
+                v.iter().map(|(c, t)| format!("{c} ({t})")).collect()
+            };
+            return structured(
+                json!({
+                    "turn": d.turn,
+                    "session": ws.shown_session(&d.session),
+                    "decision": d.decision.as_str(),
+                    "decided": names(&d.decided),
+                    "undecided": names(&d.undecided),
+                    "continued": false,
+                }),
+                false,
+            );
+        }
+        let opts = SendOptions {
+            session: d.session.clone(),
+            agent: Some(d.agent.clone()),
+            resume: Some(d.turn.clone()),
+            ..SendOptions::default()
+        };
+        turn_result(engine::send(&ws, opts, cancel, &mut |_| {}))
+    }
+}
+
+/// A turn's result as `send` and `approve` return it: its answer, or that it waits.
+fn turn_result(result: Result<engine::TurnOutcome>) -> CallToolResult {
+    {
+        match result {
+            Err(RuntimeError::Waiting {
+                turn,
+                session,
+                calls,
+            }) => structured(
+                json!({
+                    "turn": turn,
+                    "session": session,
+                    "state": "waiting",
+                    "waiting_for": calls,
+                    "hint": "a person approves or denies these calls: `approve` with this turn (\"deny\": true to deny)",
+                }),
+                false,
+            ),
             Ok(o) => structured(
                 json!({
                     "turn": o.turn,
@@ -316,7 +459,9 @@ impl Handler {
             Err(e) => failure(describe(&e)),
         }
     }
+}
 
+impl Handler {
     fn stop(&self, args: &Map<String, Value>) -> CallToolResult {
         let turn = match required(args, "turn") {
             Ok(t) => t,
@@ -436,11 +581,13 @@ impl Handler {
 
     fn call(&self, name: &str, args: &Map<String, Value>, cancel: &Cancel) -> CallToolResult {
         match name {
-            "send" | "stop" if self.read_only => failure(format!(
-                "`{name}` is refused: this server runs with --read-only (it offers history_search, show_turn and memory_search)"
+            "send" | "stop" | "approve" if self.read_only => failure(format!(
+                "`{name}` is refused: this server runs with --read-only (it offers history_search, show_turn, memory_search and approvals)"
             )),
             "send" => self.send(args, cancel),
             "stop" => self.stop(args),
+            "approve" => self.approve(args, cancel),
+            "approvals" => self.approvals(args),
             "history_search" => self.history_search(args),
             "show_turn" => self.show_turn(args),
             "memory_search" => self.memory_search(args),

@@ -233,6 +233,14 @@ fn set_option(agent: &mut AgentConfig, key: &str, value: &str) -> Result<()> {
                 _ => return Err(bad("`text` or `json`", "json")),
             })
         }
+        "schema" | "output_schema" | "schema_retries" => {
+            return Err(invalid(
+                format!("-o {key}={value}: a schema is not a sampling option"),
+                "give it with --schema SCHEMA (and --schema-retries N), or `output_schema:` on \
+                 the agent"
+                    .into(),
+            ))
+        }
         _ => {
             return Err(invalid(
                 format!("-o {key}={value}: unknown sampling option `{key}`"),
@@ -311,7 +319,7 @@ mod tests {
         );
         let e = apply(&with(Some("nope:foo"), &[])).expect_err("no such provider");
         assert!(
-            e.contains("there is no provider `nope` (providers: `box`, `ollama`, `openai`, `local`, `script`)"),
+            e.contains("there is no provider `nope` (providers: `box`, `ollama`, `openai`, `anthropic`, `local`, `script`)"),
             "{e}"
         );
         let e = apply(&with(Some("olama:llama3.2"), &[])).expect_err("a typo");
@@ -352,6 +360,11 @@ mod tests {
         assert!(e.contains("did you mean `temperature`?"), "{e}");
         let e = apply(&with(None, &[("top_p", "high")])).expect_err("not a number");
         assert!(e.contains("top_p must be a number"), "{e}");
+        let e = apply(&with(None, &[("schema", "name, age int")])).expect_err("a schema");
+        assert!(
+            e.contains("not a sampling option / give it with --schema"),
+            "{e}"
+        );
     }
 
     #[test]

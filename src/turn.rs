@@ -66,6 +66,10 @@ pub enum TurnEvent<'a> {
         #[serde(default, skip_serializing_if = "is_empty")]
         #[schemars(skip)]
         attachments: Cow<'a, [AttachmentPin]>,
+        /// The id of the JSON Schema the reply must match (`send --schema`, the agent's
+        /// `output_schema`); left out when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Cow<'a, str>>,
         /// Whether this turn created its session (its first records): for `send`'s
         /// note, across serve's socket; `send --json` leaves it out.
         #[serde(default, skip_serializing_if = "is_false")]
@@ -146,6 +150,50 @@ pub enum TurnEvent<'a> {
         agent: Cow<'a, str>,
         reason: Cow<'a, str>,
     },
+    /// With a schema: the reply as a JSON value, valid against the schema (checked before
+    /// this event). It follows the deltas (the reply's text as it came) and comes before
+    /// `turn.ended`; a reply that does not match ends the turn failed instead.
+    #[serde(rename = "answer.value")]
+    Value {
+        turn: Cow<'a, str>,
+        value: Cow<'a, serde_json::Value>,
+    },
+    /// A tool call waits for a person's approval (the agent's `approvals:` held it): the
+    /// turn waits, holding its session, until `axocoatl approve` answers every such call,
+    /// it is stopped, or the request expires.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        /// The tool.
+        name: Cow<'a, str>,
+        /// The arguments as JSON text.
+        arguments: Cow<'a, str>,
+        /// The rule of `approvals:` that matched, as written.
+        rule: Cow<'a, str>,
+        /// When an undecided request ends the turn failed (RFC 3339, UTC); null: never.
+        expires_at: Option<Cow<'a, str>>,
+    },
+    /// A held call was decided: `approved`, `denied`, `always` (approved, with every later
+    /// call of the tool under the same rule in this session) or `expired`.
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided {
+        turn: Cow<'a, str>,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        decision: Cow<'a, str>,
+        /// Why (a denial's reason is what the model reads).
+        reason: Option<Cow<'a, str>>,
+        /// Who answered, and how (`alice via approve`).
+        by: Cow<'a, str>,
+    },
+    /// A turn that waited for approval goes on (`approve`), from where it stopped.
+    #[serde(rename = "turn.continued")]
+    Continued {
+        turn: Cow<'a, str>,
+        session: Cow<'a, str>,
+        agent: Cow<'a, str>,
+    },
 }
 
 /// The state of a subtask that has started (its JSON says `running`).
@@ -223,6 +271,7 @@ impl TurnEvent<'_> {
                 agent,
                 agent_name,
                 attachments,
+                schema,
                 new_session
             },
             Delta { turn, text },
@@ -265,6 +314,28 @@ impl TurnEvent<'_> {
                 agent,
                 reason
             },
+            Value { turn, value },
+            ApprovalRequested {
+                turn,
+                call_id,
+                name,
+                arguments,
+                rule,
+                expires_at
+            },
+            ApprovalDecided {
+                turn,
+                call_id,
+                name,
+                decision,
+                reason,
+                by
+            },
+            Continued {
+                turn,
+                session,
+                agent
+            },
         )
     }
 }
@@ -285,6 +356,13 @@ impl IntoStatic for Cow<'_, str> {
 impl<T: Clone + 'static> IntoStatic for Cow<'_, [T]> {
     type Static = Cow<'static, [T]>;
     fn into_static(self) -> Cow<'static, [T]> {
+        Cow::Owned(self.into_owned())
+    }
+}
+
+impl IntoStatic for Cow<'_, serde_json::Value> {
+    type Static = Cow<'static, serde_json::Value>;
+    fn into_static(self) -> Cow<'static, serde_json::Value> {
         Cow::Owned(self.into_owned())
     }
 }
@@ -440,6 +518,10 @@ mod tests {
         "subtask.started",
         "subtask.ended",
         "agent.answering",
+        "answer.value",
+        "approval.requested",
+        "approval.decided",
+        "turn.continued",
     ];
 
     /// The `type` an event must have (a new event must be named here and in [`TYPES`]).
@@ -457,6 +539,10 @@ mod tests {
             TurnEvent::SubtaskStarted { .. } => "subtask.started",
             TurnEvent::SubtaskEnded { .. } => "subtask.ended",
             TurnEvent::Answering { .. } => "agent.answering",
+            TurnEvent::Value { .. } => "answer.value",
+            TurnEvent::ApprovalRequested { .. } => "approval.requested",
+            TurnEvent::ApprovalDecided { .. } => "approval.decided",
+            TurnEvent::Continued { .. } => "turn.continued",
         }
     }
 
@@ -487,6 +573,7 @@ mod tests {
                 agent: "bot".into(),
                 agent_name: Some("Helpful Bot".into()),
                 attachments: pins.into(),
+                schema: Some("5e1f".into()),
                 new_session: true,
             },
             TurnEvent::Delta {
@@ -535,6 +622,31 @@ mod tests {
                 agent: "critic".into(),
                 reason: "mentioned".into(),
             },
+            TurnEvent::Value {
+                turn: turn(),
+                value: Cow::Owned(serde_json::json!({"name": "Ada", "tags": ["x"]})),
+            },
+            TurnEvent::ApprovalRequested {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                arguments: r#"{"command":"make deploy"}"#.into(),
+                rule: "command: make *".into(),
+                expires_at: Some("2026-01-02T03:34:05.000Z".into()),
+            },
+            TurnEvent::ApprovalDecided {
+                turn: turn(),
+                call_id: "call_1".into(),
+                name: "run_command".into(),
+                decision: "denied".into(),
+                reason: Some("not on Fridays".into()),
+                by: "alice via approve".into(),
+            },
+            TurnEvent::Continued {
+                turn: turn(),
+                session: "main".into(),
+                agent: "ops".into(),
+            },
         ]
     }
 
@@ -578,6 +690,7 @@ mod tests {
             agent: "bot".into(),
             agent_name: None,
             attachments: Cow::Borrowed(&[]),
+            schema: None,
             new_session: false,
         };
         let json = serde_json::to_string(&ev).expect("serialize");
@@ -634,5 +747,7 @@ mod tests {
         let begun = of("turn.begun");
         assert_eq!(begun["agent_name"], "Helpful Bot");
         assert_eq!(begun["attachments"][0]["media_type"], "text/plain");
+        assert_eq!(begun["schema"], "5e1f");
+        assert_eq!(of("answer.value")["value"]["tags"][0], "x");
     }
 }

@@ -229,6 +229,7 @@ pub fn runs(
                 Ok(r) => (r, None),
                 Err(p) => (placeholder(id, &listed.path), Some(p)),
             };
+            let record = waited(ws, record)?;
             let runner_alive =
                 (!record.state.is_terminal()).then(|| store.runner_alive(&listed.path));
             out.push(RunView {
@@ -251,6 +252,42 @@ pub fn runs(
         out.drain(..skip);
     }
     Ok(out)
+}
+
+/// A run whose turn waited for approval, as its turn stands now: still `waiting`, or how
+/// the turn ended once it was answered (the record file keeps `waiting`: it is the
+/// runner's, and the ledger says the rest).
+fn waited(ws: &Workspace, mut record: RunRecord) -> Result<RunRecord> {
+    let Some(turn) = record
+        .turn
+        .clone()
+        .filter(|_| record.state == RunState::Waiting)
+    else {
+        return Ok(record);
+    };
+    let projection = crate::history::Projection::of(
+        ws.repo(),
+        crate::history::Scope::Prefix(&turn),
+        crate::history::Want::TURNS,
+    )?;
+    let Some(t) = projection.turn(&turn) else {
+        return Ok(record);
+    };
+    use crate::history::ViewState;
+    let ended = match t.state {
+        ViewState::Completed => RunState::Completed,
+        ViewState::Failed => RunState::Failed,
+        ViewState::Stopped => RunState::Stopped,
+        ViewState::Interrupted => RunState::Interrupted,
+        ViewState::Waiting | ViewState::Running => return Ok(record),
+    };
+    record.state = ended;
+    record.ended_at = t.ended_at.or(record.ended_at);
+    record.reason = match (&t.error, ended) {
+        (Some(e), _) => Some(format!("after waiting for approval: {e}")),
+        (None, _) => Some("after waiting for approval".into()),
+    };
+    Ok(record)
 }
 
 /// Stands in for a record file that cannot be read, so the listing still shows it.

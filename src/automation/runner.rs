@@ -438,6 +438,13 @@ fn execute(
             end.reason = outcome.error.clone();
             Some(outcome)
         }
+        Err(crate::error::RuntimeError::Waiting { turn, calls, .. }) => {
+            // The turn holds its session until a person answers: the occurrence waits.
+            end.state = RunState::Waiting;
+            end.turn = Some(turn);
+            end.reason = Some(format!("waits for approval of {}", calls.join(", ")));
+            None
+        }
         Err(e) => {
             end.state = RunState::Failed;
             end.reason = Some(e.to_string());

@@ -145,7 +145,7 @@ impl de::Error for DeError {
         let hint = match field {
             "id" => "add `id: <name>` to this entry (letters, digits, `-`, `_`, `.`)".to_string(),
             "provider" => "add `provider: local` (or `ollama`, `openai`, `script`, or an entry of `providers:`) to this entry".to_string(),
-            "kind" => "add `kind: ollama` (or `openai`, `local`, `script`) to this entry".to_string(),
+            "kind" => "add `kind: ollama` (or `openai`, `anthropic`, `local`, `script`) to this entry".to_string(),
             "entry_point" => "add `entry_point: <coordinator agent id>` to this entry".to_string(),
             "schedule" => "add a cron schedule, e.g. `schedule: \"0 9 * * 1-5\"`, to this entry".to_string(),
             "request" => "add `request: <what to ask on each run>` to this entry".to_string(),

@@ -48,6 +48,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "checkpoint",
     "attachments",
     "telemetry",
+    "on_approval_request",
     "prices",
     "default_agent",
     "default_session",
@@ -427,6 +428,9 @@ fn structure(
             "checkpoint" => config.checkpoint = cx.one(node, key.into()).unwrap_or_default(),
             "attachments" => config.attachments = cx.one(node, key.into()).unwrap_or_default(),
             "telemetry" => config.telemetry = cx.one(node, key.into()).unwrap_or_default(),
+            "on_approval_request" => {
+                config.on_approval_request = cx.one(node, key.into()).flatten()
+            }
             "prices" => config.prices = cx.list(node, key),
             "default_agent" => config.default_agent = cx.one(node, key.into()).flatten(),
             "default_session" => config.default_session = cx.one(node, key.into()).flatten(),

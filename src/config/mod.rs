@@ -3,10 +3,12 @@
 //! [`load()`] reads a file and returns either a validated [`Config`] (with warnings) or every
 //! problem at once, each a [`Diagnostic`] with the line and column to fix.
 
+mod approvals;
 mod costs;
 mod de;
 mod diag;
 mod load;
+mod output_schema;
 mod partial;
 mod prices;
 #[cfg(test)]

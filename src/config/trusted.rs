@@ -69,6 +69,21 @@ pub fn trusted_files(config: &Config, dir: &Path) -> Vec<TrustedFile> {
             });
         }
     }
+    if let Some(hook) = &config.on_approval_request {
+        let what = "`on_approval_request`, which axocoatl runs outside the sandbox";
+        if let Some(program) = hook.program_path(dir) {
+            out.push(TrustedFile {
+                path: program,
+                what: format!("the program of {what}"),
+            });
+        }
+        for (_, arg) in hook.file_args(dir) {
+            out.push(TrustedFile {
+                path: arg,
+                what: format!("a file in the `args:` of {what}"),
+            });
+        }
+    }
     for (name, provider) in &config.providers {
         let (file, what) = match provider.kind {
             ProviderKind::Script => (&provider.script, "the script of provider"),
@@ -131,8 +146,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path();
         std::fs::write(dir.join("server.py"), "").expect("write");
+        std::fs::write(dir.join("hook.cfg"), "").expect("write");
         let config: Config = serde_yaml_ng::from_str(
-            "mcp_servers:\n  py: {command: python3, args: [server.py, -u, missing.py]}\n  bin: {command: ./bin/srv}\n  npx: {command: npx, args: [-y, some-server]}\nproviders:\n  s: {kind: script, script: replies.yaml}\n  l: {kind: local, model_path: /models/m.gguf}\n  o: {kind: ollama}\nagents: []\n",
+            "mcp_servers:\n  py: {command: python3, args: [server.py, -u, missing.py]}\n  bin: {command: ./bin/srv}\n  npx: {command: npx, args: [-y, some-server]}\nproviders:\n  s: {kind: script, script: replies.yaml}\n  l: {kind: local, model_path: /models/m.gguf}\n  o: {kind: ollama}\nagents: []\non_approval_request: {command: ./notify.sh, args: [hook.cfg]}\n",
         )
         .expect("config");
         let files: Vec<(PathBuf, String)> = trusted_files(&config, dir)
@@ -145,14 +161,18 @@ mod tests {
             [
                 dir.join("./bin/srv").as_path(),
                 dir.join("server.py").as_path(),
+                dir.join("./notify.sh").as_path(),
+                dir.join("hook.cfg").as_path(),
                 Path::new("/models/m.gguf"),
                 dir.join("replies.yaml").as_path(),
             ]
         );
         assert!(files[0].1.contains("program of MCP server `bin`"));
         assert!(files[1].1.contains("`args:` of MCP server `py`"));
-        assert!(files[2].1.contains("model file of provider `l`"));
-        assert!(files[3].1.contains("script of provider `s`"));
+        assert!(files[2].1.contains("program of `on_approval_request`"));
+        assert!(files[3].1.contains("`args:` of `on_approval_request`"));
+        assert!(files[4].1.contains("model file of provider `l`"));
+        assert!(files[5].1.contains("script of provider `s`"));
     }
 
     #[test]

@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::approvals::{
+    ApprovalHook, ApprovalPolicy, ApprovalRule, ApprovalTimeout, DEFAULT_HOOK_TIMEOUT_SECS,
+    WRITE_TOOLS,
+};
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -37,6 +42,9 @@ pub struct Config {
     /// OpenTelemetry traces of turns (the `OTEL_EXPORTER_OTLP_*` environment overrides it).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// A program told of each tool call that waits for approval.
+    #[serde(default)]
+    pub on_approval_request: Option<ApprovalHook>,
     /// Prices of models the shipped table lacks or prices differently (USD per million
     /// tokens); an entry here wins over the shipped one for the same provider and model.
     #[serde(default)]
@@ -162,6 +170,20 @@ pub struct AgentConfig {
     /// What each of its `run_command` calls may use (sandboxed commands only).
     #[serde(default)]
     pub command_limits: CommandLimits,
+    /// The JSON Schema each of its replies must match (docs/schema.md): a schema file, the
+    /// concise form or a stored schema's id as text, or JSON Schema written out in YAML.
+    #[serde(default)]
+    pub output_schema: Option<serde_json::Value>,
+    /// How many times a reply that breaks `output_schema` is asked for again (default 0).
+    #[serde(default)]
+    pub schema_retries: Option<u32>,
+    /// Which of its tool calls wait for a person's approval (default `never`).
+    #[serde(default)]
+    pub approvals: ApprovalPolicy,
+    /// How long a call waits for a decision before the turn ends failed (default: no
+    /// limit).
+    #[serde(default)]
+    pub approval_timeout: Option<ApprovalTimeout>,
     /// Its own sleep-time consolidation: `false` opts it out, `true` in, a mapping tunes
     /// it; unset keys take the top-level `consolidation:` values.
     #[serde(default)]

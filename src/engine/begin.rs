@@ -48,8 +48,13 @@ pub(crate) fn begin(
             session: p.session.clone(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
+    // The schema's object is written before the record that refers to it.
+    if let Some(ts) = &p.schema {
+        repo.objects().put(&ts.schema.bytes())?;
+    }
     let records = begin_records(p, &turn, now, repo.workdir());
     let appended = repo.ledger().append(&records)?;
     let pos = appended.last().map(|a| a.next).unwrap_or(head);
@@ -60,6 +65,7 @@ pub(crate) fn begin(
         agent: p.agent.id.as_str().into(),
         agent_name: p.agent.name.as_deref().map(Into::into),
         attachments: p.attachments.as_slice().into(),
+        schema: p.schema.as_ref().map(|ts| ts.schema.id.as_str().into()),
         new_session: p.new_session,
     };
     let mut stream = super::stream::Stream::start(repo, &turn);
@@ -101,6 +107,10 @@ fn begin_records(
         retry_of: p.retry_of.clone(),
         pid: std::process::id(),
         at: now,
+        schema: p.schema.as_ref().map(|ts| record::SchemaUse {
+            object: ts.schema.id.clone(),
+            retries: ts.retries,
+        }),
     }));
     if let Some(origin) = &p.origin {
         records.push(Record::TurnOrigin(record::TurnOrigin {

@@ -61,6 +61,10 @@ pub struct Conversant<'a> {
     /// The MCP servers it may use, started when its converse begins with a model that
     /// calls tools (then `None`).
     pub mcp: Option<crate::mcp::ServerSet>,
+    /// Its `approvals:` (none: no call waits).
+    pub approvals: Option<super::wait::Gate>,
+    /// Where a turn that waited goes on from (taken when its converse begins).
+    pub resume: Option<super::wait::Resume>,
 }
 
 /// The in-flight checkpoint policy of a conversant.
@@ -110,6 +114,7 @@ impl<'a> Conversant<'a> {
             top_p: agent.sampling.top_p,
             max_tokens: budget::completion_bound(agent),
             response_format: agent.sampling.response_format,
+            schema: None,
         };
         Ok(Conversant {
             agent,
@@ -130,6 +135,8 @@ impl<'a> Conversant<'a> {
             max_steps: agent.max_steps(),
             in_flight: None,
             mcp: None,
+            approvals: None,
+            resume: None,
         })
     }
 
@@ -244,6 +251,9 @@ pub struct Tally {
     /// Tokens counted against `per_execution`: what providers reported, or the local
     /// estimate of what they did not.
     pub budget_used: u64,
+    /// Why the last call ended (`stop`, `length`, …) and the tokens it reported writing.
+    pub last_finish: Option<String>,
+    pub last_completion_tokens: Option<u64>,
     /// Nanodollars counted against `per_execution_usd`: what calls cost by their reported
     /// usage, or what they reserved when a provider reported none.
     pub cost_used: u64,
@@ -257,6 +267,8 @@ impl Default for Tally {
             detail: UsageDetail::default(),
             handed: UsageDetail::default(),
             budget_used: 0,
+            last_finish: None,
+            last_completion_tokens: None,
             cost_used: 0,
         }
     }
@@ -286,6 +298,8 @@ pub enum TurnError {
     /// A coordinator's subtask failed (or the plan could not run to its end).
     Subtask(String),
     Runtime(RuntimeError),
+    /// Tool calls wait for a person: the turn is paused, not ended.
+    Waiting(super::wait::Paused),
 }
 
 impl From<RuntimeError> for TurnError {
@@ -349,12 +363,39 @@ pub fn converse(
         window: &[],
         superseded: cx.earlier.superseded,
     };
-    for observer in conv.observers.iter_mut() {
-        if let Err(e) = observer.before_turn(&info) {
-            cx.recorder().warn(sink, "memory", e.to_string())?;
+    let mut first_step = 0;
+    match conv.resume.take() {
+        // A turn that waited: its held round runs (or is denied) first.
+        Some(resume) => {
+            first_step = resume.steps;
+            // The round began with the model's response before the pause: its observers
+            // hear the whole exchange now.
+            let start = transcript
+                .iter()
+                .rposition(|m| m.role == Role::Assistant)
+                .unwrap_or(transcript.len());
+            if let Some(held) = run_tools(conv, &resume.pending, transcript, cx, sink)? {
+                return Err(super::wait::pause(
+                    conv,
+                    &resume.pending[held..],
+                    transcript,
+                    tally,
+                    first_step,
+                    cx,
+                    sink,
+                ));
+            }
+            observe_exchange(conv, &transcript[start..], cx, sink)?;
+        }
+        None => {
+            for observer in conv.observers.iter_mut() {
+                if let Err(e) = observer.before_turn(&info) {
+                    cx.recorder().warn(sink, "memory", e.to_string())?;
+                }
+            }
         }
     }
-    for step in 0..conv.max_steps {
+    for step in first_step..conv.max_steps {
         if cx.cancel.is_cancelled() {
             return Err(TurnError::Provider(ProviderError::Cancelled));
         }
@@ -363,7 +404,17 @@ pub fn converse(
         let input = check_budget(conv, provider, &request, tally, cx, sink)?;
         check_cost_budget(conv, &request, &input, tally, cx, sink)?;
         let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
-        run_tools(conv, &calls, transcript, cx, sink)?;
+        if let Some(held) = run_tools(conv, &calls, transcript, cx, sink)? {
+            return Err(super::wait::pause(
+                conv,
+                &calls[held..],
+                transcript,
+                tally,
+                step + 1,
+                cx,
+                sink,
+            ));
+        }
         observe_exchange(conv, &transcript[start..], cx, sink)?;
         if calls.is_empty() {
             return Ok(());
@@ -550,6 +601,8 @@ pub(super) fn call_and_record(
         }
     };
     let call = count_call(provider, &completion, input, tally);
+    tally.last_finish = completion.finish_reason.clone();
+    tally.last_completion_tokens = completion.usage.completion_tokens;
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
     if cut_at_length(completion.finish_reason.as_deref()) {
         cx.recorder()
@@ -571,11 +624,32 @@ pub(super) fn call_and_record(
         finish_reason: completion.finish_reason.clone(),
         at: clock::now(),
     })])?;
+    check_budgets(conv, call.total(), cost, tally, cx, sink)?;
+    let calls = completion.message.tool_calls.clone();
+    transcript.push(completion.message);
+    // After a response without tool calls the turn ends and its final snapshot is written
+    // at once: an in-flight one would be replaced immediately.
+    if !calls.is_empty() {
+        checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
+    }
+    Ok(calls)
+}
+
+/// The token and cost budgets after a call, by what it reported using: past a limit the
+/// turn stops (`enforce`) or a warning is recorded.
+fn check_budgets(
+    conv: &Conversant<'_>,
+    call_total: u64,
+    cost: Option<u64>,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
     if let Some(b) = &conv.budget {
         // `per_execution` counts this conversant's own calls, as the reservation before the
         // call did (`budget_used`): a coordinator's tally also carries its workers' usage,
         // which their own budgets answer for.
-        if let Some(v) = budget::check_reported(b, call.total(), tally.budget_used) {
+        if let Some(v) = budget::check_reported(b, call_total, tally.budget_used) {
             if budget::enforce(b) {
                 return Err(TurnError::Budget(format!(
                     "{}; the turn stopped after that response",
@@ -596,14 +670,7 @@ pub(super) fn call_and_record(
             cx.recorder().warn(sink, "budget", v.message)?;
         }
     }
-    let calls = completion.message.tool_calls.clone();
-    transcript.push(completion.message);
-    // After a response without tool calls the turn ends and its final snapshot is written
-    // at once: an in-flight one would be replaced immediately.
-    if !calls.is_empty() {
-        checkpoint_in_flight(conv, transcript, tally, seq, cx, sink)?;
-    }
-    Ok(calls)
+    Ok(())
 }
 
 /// Whether a call's finish reason says its output was cut at the length limit
@@ -710,26 +777,38 @@ pub(super) fn checkpoint_in_flight(
 /// Runs each tool call through the toolbox, recording its start and result, and appends
 /// the results (as the model sees them: cut past 64 KiB) to `transcript`. After a stop the
 /// remaining calls of the round are answered without running, so the conversation stays
-/// well formed (every call has its result).
+/// well formed (every call has its result). A call the agent's `approvals:` holds stops the
+/// round: `Some(i)`, the index of the first call that must wait (it and the calls after it
+/// have not run).
 pub(super) fn run_tools(
     conv: &Conversant<'_>,
     calls: &[ToolCall],
     transcript: &mut Vec<Message>,
     cx: &TurnCx<'_>,
     sink: &mut Sink<'_>,
-) -> Result<(), TurnError> {
+) -> Result<Option<usize>, TurnError> {
     let rec = cx.recorder();
     let tool_cx = conv.tool_context(cx);
-    for call in calls {
+    for (i, call) in calls.iter().enumerate() {
+        let verdict = match &conv.approvals {
+            Some(gate) if !cx.cancel.is_cancelled() => gate.admit(conv, call, cx, sink)?,
+            _ => super::wait::Verdict::Run,
+        };
+        let mut starting = match verdict {
+            super::wait::Verdict::Hold => return Ok(Some(i)),
+            super::wait::Verdict::RunRecorded(ref records) => records.clone(),
+            _ => Vec::new(),
+        };
         let arguments = call.arguments.to_string();
-        rec.lazy(&[Record::ToolStarted(ToolStarted {
+        starting.push(Record::ToolStarted(ToolStarted {
             turn: cx.turn.to_owned(),
             agent: conv.agent.id.clone(),
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: rec.bound(&arguments)?,
             at: clock::now(),
-        })])?;
+        }));
+        rec.lazy(&starting)?;
         sink(TurnEvent::ToolStarted {
             turn: cx.turn.into(),
             call_id: call.id.as_str().into(),
@@ -739,6 +818,12 @@ pub(super) fn run_tools(
         let done = if cx.cancel.is_cancelled() {
             tools::Call {
                 output: tools::ToolOutput::err("not run: the turn was stopped"),
+                duration: Duration::ZERO,
+                warnings: Vec::new(),
+            }
+        } else if let super::wait::Verdict::Deny(answer) = verdict {
+            tools::Call {
+                output: tools::ToolOutput::err(answer),
                 duration: Duration::ZERO,
                 warnings: Vec::new(),
             }
@@ -779,7 +864,7 @@ pub(super) fn run_tools(
         msg.name = Some(call.name.clone());
         transcript.push(msg);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Tells `conv`'s observers that its part of a turn ended: a declared worker's subtask, or
@@ -801,6 +886,9 @@ pub(crate) fn observe_end(
             (TurnState::Failed, Some(m.clone()))
         }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+        // A worker's or an answering agent's calls never wait (validate and prepare
+        // refuse approvals there).
+        Err(TurnError::Waiting(_)) => (TurnState::Failed, Some("waits for approval".into())),
     };
     let outcome = TurnOutcome {
         turn: cx.turn.to_owned(),

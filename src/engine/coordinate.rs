@@ -430,6 +430,8 @@ fn describe(e: TurnError) -> String {
         TurnError::Provider(e) => e.to_string(),
         TurnError::Budget(m) | TurnError::Subtask(m) => m,
         TurnError::Runtime(e) => e.to_string(),
+        // A worker's calls never wait: `validate` refuses approvals on workers.
+        TurnError::Waiting(_) => "a call waits for approval, which a worker cannot do yet".into(),
     }
 }
 

@@ -1,8 +1,10 @@
 //! Step 4, finish: exactly one terminal record, then the caches and observers.
 //! [`run`] drives a begun turn through converse to here.
 
+use std::collections::HashMap;
+
 use axocoatl_store::ledger::record::{
-    AgentOutput, AgentOutputBounded, TurnEnded, TurnState, UsageCost,
+    AgentOutput, AgentOutputBounded, ApprovalDecided, TurnEnded, TurnState, UsageCost,
 };
 use axocoatl_store::ledger::Record;
 
@@ -11,6 +13,7 @@ use super::converse::{self, Conversant, InFlight, Tally, TurnCx, TurnError};
 use super::coordinate;
 use super::prepare::Prepared;
 use super::record::Recorder;
+use super::wait::{Gate, Resume};
 use super::watcher;
 use crate::clock;
 use crate::config::{AgentRole, CheckpointPolicy, Config};
@@ -29,8 +32,31 @@ pub const OUTPUT_RECORD_LIMIT: usize = 8 << 20;
 /// Converses as the prepared agent and finishes the turn, whatever happened.
 pub(crate) fn run(
     ws: &Workspace,
+    p: Prepared<'_>,
+    begun: Begun,
+    cancel: &Cancel,
+    sink: &mut dyn FnMut(TurnEvent<'_>),
+) -> Result<(TurnOutcome, Conversation)> {
+    run_from(ws, p, begun, None, cancel, sink)
+}
+
+/// How far a turn that waited for approval had come, to go on from there.
+pub(crate) struct Continued {
+    /// Its messages after its user message.
+    pub messages: Vec<provider::Message>,
+    pub tally: Tally,
+    pub resume: Resume,
+    /// The decisions its held calls go on with, by call id.
+    pub decided: HashMap<String, ApprovalDecided>,
+}
+
+/// [`run`], or (`from`) the rest of a turn that waited for approval. A turn whose calls
+/// wait again pauses instead of finishing ([`super::wait::hold`]).
+pub(crate) fn run_from(
+    ws: &Workspace,
     mut p: Prepared<'_>,
     mut begun: Begun,
+    from: Option<Continued>,
     cancel: &Cancel,
     caller: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
@@ -46,17 +72,20 @@ pub(crate) fn run(
     let stop = watcher::stop_requested(ws, &begun.turn, begun.pos);
     let cancel = cancel.with_probe(watcher::POLL, stop);
     let place = workplace(ws, config, &p.workdir);
-    let in_flight =
-        (config.checkpoint.policy == CheckpointPolicy::AfterEachResponse).then_some(InFlight {
-            keep: config.checkpoint.keep,
-            usage_before: p.conversation.usage,
-        });
     let mut transcript = p.conversation.messages.clone();
     transcript.push(std::mem::replace(
         &mut p.user,
         provider::Message::new(provider::Role::User, ""),
     ));
     let mut tally = Tally::default();
+    let mut resume = None;
+    let mut decided = HashMap::new();
+    if let Some(c) = from {
+        transcript.extend(c.messages);
+        tally = c.tally;
+        resume = Some(c.resume);
+        decided = c.decided;
+    }
     let secret_env = config.key_env_names();
     let cx = TurnCx {
         repo,
@@ -90,22 +119,75 @@ pub(crate) fn run(
             coordinate::run(&pass, &mut transcript, &mut tally, &cx, sink)
         }
     } else {
-        ws.open_provider(&p.provider)
-            .map_err(TurnError::Provider)
-            .and_then(|mut model| {
-                let model_name = &p.provider.model;
-                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &place)?
-                    .priced(config, &p.provider);
-                let c = conv.insert(Conversant {
-                    in_flight,
-                    mcp: Some(server_set(ws, config)),
-                    ..c
-                });
-                converse::converse(c, model.as_mut(), &mut transcript, &mut tally, &cx, sink)
-            })
+        let single = Single {
+            ws,
+            config,
+            place: &place,
+            resume,
+            decided,
+        };
+        single.converse(&p, &mut conv, &mut transcript, &mut tally, &cx, sink)
     };
-    begun.stream = stream;
-    finish(ws, p, begun, conv, transcript, tally, answers, end)
+    match end {
+        Err(TurnError::Waiting(paused)) => {
+            let waiting = super::wait::hold(ws, p, &begun, paused, sink);
+            // The process ends here; the ledger says the turn waits, and whoever continues
+            // it writes its stream from then on.
+            let _ = stream.end();
+            Err(waiting)
+        }
+        end => {
+            begun.stream = stream;
+            finish(ws, p, begun, conv, transcript, tally, answers, end)
+        }
+    }
+}
+
+/// An autonomous agent's converse, from the start or from where it waited.
+struct Single<'a> {
+    ws: &'a Workspace,
+    config: &'a Config,
+    place: &'a Workplace,
+    resume: Option<Resume>,
+    decided: HashMap<String, ApprovalDecided>,
+}
+
+impl Single<'_> {
+    fn converse<'w>(
+        self,
+        p: &Prepared<'w>,
+        conv: &mut Option<Conversant<'w>>,
+        transcript: &mut Vec<provider::Message>,
+        tally: &mut Tally,
+        cx: &TurnCx<'_>,
+        sink: &mut dyn FnMut(TurnEvent<'_>),
+    ) -> std::result::Result<(), TurnError> {
+        let in_flight = (self.config.checkpoint.policy == CheckpointPolicy::AfterEachResponse)
+            .then_some(InFlight {
+                keep: self.config.checkpoint.keep,
+                usage_before: p.conversation.usage,
+            });
+        let mut model = self
+            .ws
+            .open_provider(&p.provider)
+            .map_err(TurnError::Provider)?;
+        let repo = self.ws.repo();
+        let c = Conversant::for_agent(repo, p.agent, &p.session, &p.provider.model, self.place)?
+            .priced(self.config, &p.provider);
+        let c = conv.insert(Conversant {
+            in_flight,
+            mcp: Some(server_set(self.ws, self.config)),
+            approvals: Gate::of(p.agent, &p.always, self.decided),
+            resume: self.resume,
+            ..c
+        });
+        match &p.schema {
+            Some(ts) => {
+                super::structured::converse(c, model.as_mut(), transcript, tally, cx, sink, ts)
+            }
+            None => converse::converse(c, model.as_mut(), transcript, tally, cx, sink),
+        }
+    }
 }
 
 /// Where the turn's tools work: `dir` (see [`Workspace::tools_dir`]), with the
@@ -145,6 +227,11 @@ fn terminal(end: Result<(), TurnError>) -> (TurnState, Option<String>) {
             (TurnState::Failed, Some(msg))
         }
         Err(TurnError::Runtime(e)) => (TurnState::Failed, Some(e.to_string())),
+        // `run_from` holds a paused turn instead of finishing it.
+        Err(TurnError::Waiting(_)) => (
+            TurnState::Failed,
+            Some("internal error: a paused turn was finished".into()),
+        ),
     }
 }
 

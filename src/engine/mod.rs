@@ -142,7 +142,10 @@ mod finish;
 mod multi;
 mod prepare;
 mod record;
+mod resume;
 mod stream;
+mod structured;
+mod wait;
 mod watcher;
 
 use std::path::PathBuf;
@@ -161,6 +164,7 @@ pub use crate::overrides::Overrides;
 pub use crate::session::BUSY_WAIT;
 pub use crate::turn::{TurnEvent, TurnOrigin, TurnOutcome};
 pub use record::{bound, INLINE_LIMIT};
+pub use structured::{schema_of, TurnSchema};
 
 /// What to send.
 #[derive(Clone, Debug, Default)]
@@ -181,6 +185,19 @@ pub struct SendOptions {
     pub origin: Option<TurnOrigin>,
     /// This turn's own model, system prompt and sampling (`send -m/--system/-o`).
     pub overrides: Overrides,
+    /// The JSON Schema the reply must match (`send --schema`, a retried turn's); `None`:
+    /// the agent's `output_schema:`, if it has one.
+    pub schema: Option<crate::schema::Schema>,
+    /// How many times a reply that breaks the schema is asked for again; `None`: the
+    /// agent's `schema_retries:`, else 0.
+    pub schema_retries: Option<u32>,
+    /// Continue this turn, which waited for approval and whose held calls are all
+    /// decided, instead of beginning one (`approve`); `session` and `agent` are its own,
+    /// the other options are not used.
+    pub resume: Option<String>,
+    /// A person is asked about held calls at once (a terminal prompt follows a pause), so
+    /// `on_approval_request:` is not run.
+    pub ask_at_once: bool,
     /// The directory the turn's tools work in, when the caller chose it (a command sent
     /// through `serve` from the home repository: the directory it ran in); else the
     /// workspace's own ([`Workspace::tools_dir`]).
@@ -249,6 +266,9 @@ pub fn send_held(
     cancel: &Cancel,
     sink: &mut dyn FnMut(TurnEvent<'_>),
 ) -> Result<(TurnOutcome, Conversation)> {
+    if let Some(turn) = opts.resume.clone() {
+        return resume::resume(ws, &turn, opts.ask_at_once, held, cancel, sink);
+    }
     let patched = patched_agent(ws, &opts)?;
     let added = prepare::attach_files(ws, &opts, cancel, sink)?;
     let started =
@@ -335,6 +355,13 @@ pub fn retry_options(
             hint: "attach the files again and send a new turn".into(),
         });
     }
+    let (schema, schema_retries) = match &original.schema {
+        Some(used) => {
+            let (schema, retries) = structured::stored(ws, used)?;
+            (Some(schema), Some(retries))
+        }
+        None => (None, None),
+    };
     Ok(SendOptions {
         session: original.session.clone(),
         agent: Some(original.agent.clone()),
@@ -348,6 +375,8 @@ pub fn retry_options(
             .clone()
             .unwrap_or_default()
             .merged(overrides),
+        schema,
+        schema_retries,
         // The same request in the same place: a home repository's turn is retried in the
         // directory it worked in, wherever the retry is typed.
         workdir,

@@ -14,7 +14,7 @@ use crate::attach;
 use crate::config::{AgentConfig, CheckpointPolicy, ResolvedProvider};
 use crate::conversation::{self, Conversation};
 use crate::error::{size_text, Result, RuntimeError};
-use crate::history::{Projection, Scope, TurnView, Want};
+use crate::history::{Projection, Scope, TurnView, ViewState, Want};
 use crate::provider::{Cancel, Message};
 use crate::session::{self, ActiveNote, Wait};
 use crate::team::lattice;
@@ -54,6 +54,13 @@ pub(crate) struct Prepared<'w> {
     pub overrides: crate::overrides::Overrides,
     /// A turn of a multi-agent session: who answers, and why.
     pub multi: Option<Multi<'w>>,
+    /// The JSON Schema the reply must match.
+    pub schema: Option<super::TurnSchema>,
+    /// The tools and rules this session approved for good (`always`), and the turn that
+    /// did.
+    pub always: Vec<(String, String, String)>,
+    /// A person is asked about held calls at once: `on_approval_request:` is not run.
+    pub ask_at_once: bool,
     /// The directory the turn's tools work in (recorded with its begin).
     pub workdir: std::path::PathBuf,
 }
@@ -88,6 +95,17 @@ pub(crate) fn prepare<'w>(
         session::interrupt_if_open(ws.repo(), &orphan)?;
     }
     let projection = Projection::of(ws.repo(), Scope::Session(&opts.session), Want::VIEWS)?;
+    // The ledger says so even when the lock's note was lost (a power cut).
+    if let Some(t) = projection
+        .session_turns(&opts.session)
+        .find(|t| t.state == ViewState::Waiting)
+    {
+        return Err(RuntimeError::HeldForApproval {
+            session: opts.session.clone(),
+            turn: t.turn.clone(),
+            command: "send",
+        });
+    }
     let multi = match projection.session_agents.get(&opts.session) {
         Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
             "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"
@@ -99,6 +117,16 @@ pub(crate) fn prepare<'w>(
     if let Some((first, _)) = multi.as_ref().and_then(|m| m.answering.first()) {
         (agent, provider) = target(ws, Some(&first.id))?;
     }
+    let schema = super::structured::for_turn(ws, agent, &opts, multi.is_some())?;
+    if let Some(m) = &multi {
+        if let Some((a, _)) = m.answering.iter().find(|(a, _)| a.approvals.asks()) {
+            return Err(RuntimeError::NotSupported(format!(
+                "approvals (agent {:?}) in a multi-agent session",
+                a.id
+            )));
+        }
+    }
+    let always = super::wait::granted(&projection, &opts.session);
     let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
     warn_damaged(&state.damaged, state.conversation.rebuilt, sink);
     let mut user = attach::user_message(
@@ -139,6 +167,9 @@ pub(crate) fn prepare<'w>(
         origin: opts.origin,
         overrides: opts.overrides,
         multi,
+        schema,
+        always,
+        ask_at_once: opts.ask_at_once,
         workdir: match opts.workdir {
             Some(dir) => dir,
             None => ws.tools_dir()?,
@@ -280,15 +311,23 @@ fn lock_session(
     if !queue {
         return session::lock(ws.repo(), session, Wait::Briefly, "send");
     }
-    match session::try_lock(ws.repo(), session)? {
+    match session::lock(ws.repo(), session, Wait::No, "send") {
         Ok(lock) => Ok(lock),
-        Err(turn) => {
+        Err(RuntimeError::Busy { turn, .. }) => {
             sink(TurnEvent::Waiting {
                 session: session.into(),
                 turn: turn.as_deref().map(Into::into),
             });
             session::lock(ws.repo(), session, Wait::Queue, "send")
         }
+        Err(RuntimeError::HeldForApproval { turn, .. }) => {
+            sink(TurnEvent::Waiting {
+                session: session.into(),
+                turn: Some(turn.as_str().into()),
+            });
+            session::lock(ws.repo(), session, Wait::Queue, "send")
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -30,6 +30,9 @@ use serde::Serialize;
 #[serde(rename_all = "lowercase")]
 pub enum ViewState {
     Running,
+    /// Begun, not ended, and a tool call of it waits for a person's approval: it holds its
+    /// session whether or not a process runs it.
+    Waiting,
     Completed,
     Failed,
     Stopped,
@@ -40,6 +43,7 @@ impl ViewState {
     pub fn as_str(self) -> &'static str {
         match self {
             ViewState::Running => "running",
+            ViewState::Waiting => "waiting",
             ViewState::Completed => "completed",
             ViewState::Failed => "failed",
             ViewState::Stopped => "stopped",
@@ -92,6 +96,42 @@ pub struct ToolEvent {
     #[serde(skip)]
     #[schemars(skip)]
     pub call_seq: Option<u64>,
+}
+
+/// A tool call the agent's `approvals:` held for a person, and its decision.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ApprovalView {
+    pub call_id: String,
+    pub tool: String,
+    /// The arguments as JSON text (their first bytes when `arguments_object` is set).
+    pub arguments: String,
+    pub arguments_object: Option<String>,
+    /// The rule of `approvals:` that matched, as written.
+    pub rule: String,
+    pub requested_at: Millis,
+    /// When it ends the turn if still undecided (`approval_timeout`).
+    pub expires_at: Option<Millis>,
+    /// `approved`, `denied`, `always` or `expired`; none while it waits (in an ended
+    /// turn: no decision came before the turn ended).
+    pub decision: Option<String>,
+    pub reason: Option<String>,
+    /// Who answered, and how (`alice via approve`).
+    pub by: Option<String>,
+    pub decided_at: Option<Millis>,
+    /// The call started after the request (it ran, or was answered with its denial).
+    #[serde(skip)]
+    pub started: bool,
+    /// The object holding what the turn goes on from.
+    #[serde(skip)]
+    pub state: String,
+    /// The agent whose call it holds.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub agent: String,
+    /// The sequence number of its request record.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub seq: u64,
 }
 
 /// The automation occurrence that started a turn.
@@ -254,6 +294,15 @@ pub struct TurnView {
     pub subtasks: Vec<SubtaskView>,
     /// A multi-agent turn: each agent's activation and why it answered or not.
     pub activation: Vec<AgentActivation>,
+    /// The JSON Schema its reply had to match (`send --schema`): the object holding it
+    /// (the schema's id) and the retries allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<axocoatl_store::ledger::record::SchemaUse>,
+    /// With a schema, once the turn completed: its reply as a JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+    /// The tool calls held for approval, in the order they were requested.
+    pub approvals: Vec<ApprovalView>,
     pub stop_requested: bool,
     /// A later rewind moved the conversation head before this turn.
     pub superseded: bool,
@@ -289,6 +338,24 @@ struct Steps {
     latest: Millis,
     last_call: HashMap<String, u64>,
     handed: Option<Usage>,
+}
+
+impl TurnView {
+    /// Begun, not ended, and a held call has not started: the turn waits for approval.
+    pub fn waits(&self) -> bool {
+        self.ended_at.is_none() && self.approvals.iter().any(|a| !a.started)
+    }
+
+    /// An undecided held call's `approval_timeout` has passed.
+    pub fn approval_expired(&self, now: Millis) -> bool {
+        self.pending_approvals()
+            .any(|a| a.decision.is_none() && a.expires_at.is_some_and(|e| e <= now))
+    }
+
+    /// The held calls that have not started, in order.
+    pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalView> {
+        self.approvals.iter().filter(|a| !a.started)
+    }
 }
 
 /// Whether a record of kind `tag` begins a turn (without decoding it).

@@ -5,15 +5,15 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    Bounded, InlineContext, Millis, ModelCallCost, PlanMade, SubtaskEnded, SubtaskStarted,
-    ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded, TurnOrigin, TurnOverrides,
-    UsageCost, UsageDetail,
+    ApprovalDecided, ApprovalRequested, Bounded, InlineContext, Millis, ModelCallCost, PlanMade,
+    SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded,
+    TurnOrigin, TurnOverrides, TurnState, UsageCost, UsageDetail,
 };
 use axocoatl_store::ledger::{Position, Record};
 
 use super::{
-    CallView, ContextView, OriginView, PlanView, Share, Steps, SubtaskView, ToolEvent, TurnView,
-    ViewState,
+    ApprovalView, CallView, ContextView, OriginView, PlanView, Share, Steps, SubtaskView,
+    ToolEvent, TurnView, ViewState,
 };
 
 impl TurnView {
@@ -52,6 +52,8 @@ impl TurnView {
             Record::SubtaskStarted(s) => self.subtask_started(seq, s),
             Record::SubtaskEnded(e) => self.subtask_ended(seq, e),
             Record::ActivationDecided(a) => self.activation = a.agents,
+            Record::ApprovalRequested(r) => self.approval_requested(seq, r),
+            Record::ApprovalDecided(d) => self.approval_decided(d),
             // A second begin (never written by axocoatl) changes nothing; the attachments a
             // turn consumed are the attachments' state (`crate::relations`), which the turn
             // shows from its begin's pins.
@@ -105,6 +107,9 @@ impl TurnView {
             plan: None,
             subtasks: Vec::new(),
             activation: Vec::new(),
+            schema: b.schema,
+            value: None,
+            approvals: Vec::new(),
             stop_requested: false,
             superseded: false,
             started_at: b.at,
@@ -152,6 +157,9 @@ impl TurnView {
         self.own.usage =
             Some(axocoatl_store::index::own_usage(e.usage, &handed).unwrap_or(e.usage));
         self.settle_subtasks();
+        if self.schema.is_some() && e.state == TurnState::Completed {
+            self.value = serde_json::from_str(&self.output).ok();
+        }
     }
 
     /// A subtask without its end when the turn ended did not survive it.
@@ -234,6 +242,14 @@ impl TurnView {
     }
 
     fn tool_started(&mut self, seq: u64, s: ToolStarted) {
+        if let Some(a) = self
+            .approvals
+            .iter_mut()
+            .rev()
+            .find(|a| a.call_id == s.call_id)
+        {
+            a.started = true;
+        }
         let subtask = self.subtask_of(&s.agent, s.at);
         let call_seq = self.steps.last_call.get(&s.agent).copied();
         self.steps.last_at.insert(s.agent.clone(), s.at);
@@ -281,6 +297,42 @@ impl TurnView {
             ev.output_object = r.output.object;
             ev.is_error = r.is_error;
             ev.ended_at = Some(r.at);
+        }
+    }
+
+    fn approval_requested(&mut self, seq: u64, r: ApprovalRequested) {
+        self.approvals.push(ApprovalView {
+            call_id: r.call_id,
+            tool: r.tool,
+            arguments: r.arguments.inline,
+            arguments_object: r.arguments.object,
+            rule: r.rule,
+            requested_at: r.at,
+            expires_at: r.expires_at,
+            decision: None,
+            reason: None,
+            by: None,
+            decided_at: None,
+            started: false,
+            state: r.state,
+            agent: r.agent,
+            seq,
+        });
+    }
+
+    /// Decides the latest request of its call id, once (a second decision, which only a
+    /// lost race could write, changes nothing).
+    fn approval_decided(&mut self, d: ApprovalDecided) {
+        let held = self
+            .approvals
+            .iter_mut()
+            .rev()
+            .find(|a| a.call_id == d.call_id);
+        if let Some(a) = held.filter(|a| a.decision.is_none()) {
+            a.decision = Some(d.decision.as_str().to_owned());
+            a.reason = d.reason;
+            a.by = Some(d.by);
+            a.decided_at = Some(d.at);
         }
     }
 

@@ -374,7 +374,9 @@ fn run(repo: &Repo, keep: usize, wait: Wait) -> Result<Report> {
         };
         let lock = match session::lock(repo, &c.session, wait, "import") {
             Ok(lock) => lock,
-            Err(RuntimeError::Busy { .. }) if wait == Wait::No => {
+            Err(RuntimeError::Busy { .. } | RuntimeError::HeldForApproval { .. })
+                if wait == Wait::No =>
+            {
                 report.checkpoints.push(c);
                 continue;
             }

@@ -131,6 +131,7 @@ pub(super) fn turn_records(
         retry_of: None,
         pid: std::process::id(),
         at,
+        schema: None,
     })];
     for _ in 0..t.model_calls {
         out.push(Record::ModelCall(ModelCall {

@@ -422,6 +422,7 @@ fn request(model: &str, agent: &AgentConfig, prompt: String) -> ChatRequest {
             // spends no more than a turn may.
             max_tokens: budget::completion_bound(agent),
             response_format: Some(ResponseFormat::Json),
+            schema: None,
         },
     }
 }
@@ -446,6 +447,7 @@ fn begin(
             session: session.to_owned(),
             begin: head,
             pid: std::process::id(),
+            waiting: None,
         },
     )?;
     let mut begin = Vec::with_capacity(2);
@@ -466,6 +468,7 @@ fn begin(
         retry_of: None,
         pid: std::process::id(),
         at: now,
+        schema: None,
     }));
     repo.ledger().append(&begin)?;
     Ok((turn, now))

@@ -146,6 +146,10 @@ pub struct Sampling {
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
     pub response_format: Option<ResponseFormat>,
+    /// The JSON Schema the reply must match (`send --schema`, checked by
+    /// [`crate::schema::check`]): the local model decodes under it, Ollama and
+    /// OpenAI-compatible servers are sent it. It outranks `response_format`.
+    pub schema: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

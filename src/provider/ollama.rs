@@ -87,7 +87,11 @@ fn request_body(default_model: &str, request: &ChatRequest) -> Value {
     if !options.is_empty() {
         body.insert("options".into(), Value::Object(options));
     }
-    if sampling.response_format == Some(ResponseFormat::Json) {
+    // A JSON Schema as `format` (Ollama's structured outputs): the server constrains the
+    // model with it.
+    if let Some(schema) = &sampling.schema {
+        body.insert("format".into(), (**schema).clone());
+    } else if sampling.response_format == Some(ResponseFormat::Json) {
         body.insert("format".into(), json!("json"));
     }
     Value::Object(body)
@@ -280,7 +284,26 @@ impl Provider for OllamaProvider {
                 .get("model")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            explain_missing_model(http, model, e)
+            match explain_missing_model(http, model, e) {
+                ProviderError::Http {
+                    provider,
+                    url,
+                    status: status @ (400 | 422 | 500),
+                    message,
+                    hint: None,
+                } if request.sampling.schema.is_some() => ProviderError::Http {
+                    provider,
+                    url,
+                    status,
+                    message,
+                    hint: Some(
+                        "the request sent a JSON Schema as `format` (structured outputs, \
+                         Ollama 0.5 or later): the server refused it or the schema"
+                            .into(),
+                    ),
+                },
+                other => other,
+            }
         })?;
         if !answer.done {
             return Err(http.malformed(&url, "the stream ended before a line with \"done\": true"));

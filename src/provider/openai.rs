@@ -89,10 +89,46 @@ fn request_body(default_model: &str, request: &ChatRequest) -> Value {
     if let Some(n) = sampling.max_tokens {
         body.insert("max_tokens".into(), json!(n));
     }
-    if sampling.response_format == Some(ResponseFormat::Json) {
+    if let Some(schema) = &sampling.schema {
+        let strict = crate::schema::strict::openai(schema);
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {
+                "name": "reply",
+                "strict": true,
+                "schema": strict.schema,
+            }}),
+        );
+    } else if sampling.response_format == Some(ResponseFormat::Json) {
         body.insert("response_format".into(), json!({"type": "json_object"}));
     }
     Value::Object(body)
+}
+
+/// A server that refuses a request with a schema is told apart from other refusals: the
+/// hint says what was sent (the server's reason is the message).
+fn explain_refused_schema(e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::Http {
+            provider,
+            url,
+            status: status @ (400 | 422),
+            message,
+            hint: None,
+        } => ProviderError::Http {
+            provider,
+            url,
+            status,
+            message,
+            hint: Some(
+                "the request asked for strict structured output (`response_format` \
+                 `json_schema`): the server may not support it, or refuses something in the \
+                 schema (docs/schema.md says what is sent)"
+                    .into(),
+            ),
+        },
+        other => other,
+    }
 }
 
 fn message_json(message: &Message) -> Value {
@@ -161,6 +197,8 @@ struct Answer {
     finish_reason: Option<String>,
     usage: CallUsage,
     done: bool,
+    /// Structured output: the model's refusal to answer in the schema (`delta.refusal`).
+    refusal: String,
     /// `data:` lines of the event being read (an event ends at a blank line).
     data: Vec<String>,
     /// Their total length, against the line bound.
@@ -275,6 +313,11 @@ impl Answer {
                     on_event(Event::Delta(content.to_string()));
                 }
             }
+            if let Some(refusal) = delta.get("refusal").and_then(Value::as_str) {
+                self.size += refusal.len();
+                http.check_output(url, self.size)?;
+                self.refusal.push_str(refusal);
+            }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
                     self.size += self.add_call_delta(call);
@@ -382,7 +425,12 @@ impl Provider for OpenAiProvider {
                 .get("model")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            explain_missing_model(http, model, e)
+            let e = explain_missing_model(http, model, e);
+            if request.sampling.schema.is_some() {
+                explain_refused_schema(e)
+            } else {
+                e
+            }
         })?;
         if !answer.done {
             // An event not yet closed by a blank line when the body ended.
@@ -401,6 +449,18 @@ impl Provider for OpenAiProvider {
         for call in &tool_calls {
             on_event(Event::ToolCall(call.clone()));
         }
+        if !answer.refusal.is_empty() {
+            return Err(ProviderError::Model {
+                provider: http.opts.name.clone(),
+                detail: format!(
+                    "the model refused to answer in the schema: {}",
+                    http.redact(&answer.refusal)
+                ),
+            });
+        }
+        if let Some(schema) = &request.sampling.schema {
+            answer.text = unwrap_reply(schema, answer.text);
+        }
         let mut message = Message::new(Role::Assistant, answer.text);
         message.tool_calls = tool_calls;
         Ok(Completion {
@@ -408,6 +468,19 @@ impl Provider for OpenAiProvider {
             usage: answer.usage,
             finish_reason: answer.finish_reason,
         })
+    }
+}
+
+/// A reply to a schema sent wrapped (its top level is not an object): the value inside.
+/// A reply that is not JSON is left as it is, for validation to report.
+fn unwrap_reply(schema: &Value, text: String) -> String {
+    let strict = crate::schema::strict::openai(schema);
+    if !strict.wrapped {
+        return text;
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) => crate::schema::strict::unwrap(&strict, v).to_string(),
+        Err(_) => text,
     }
 }
 

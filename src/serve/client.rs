@@ -176,14 +176,17 @@ impl Client {
             match next {
                 None => continue,
                 Some(Reply::Event { event }) => {
-                    if let TurnEvent::Begun {
-                        turn: t,
-                        agent_name: name,
-                        ..
-                    } = &event
-                    {
-                        turn = Some(t.to_string());
-                        agent_name = name.as_deref().map(str::to_owned);
+                    match &event {
+                        TurnEvent::Begun {
+                            turn: t,
+                            agent_name: name,
+                            ..
+                        } => {
+                            turn = Some(t.to_string());
+                            agent_name = name.as_deref().map(str::to_owned);
+                        }
+                        TurnEvent::Continued { turn: t, .. } => turn = Some(t.to_string()),
+                        _ => {}
                     }
                     sink(event);
                 }

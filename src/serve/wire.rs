@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// before it connects, so a command and a serve of different builds (an upgrade while serve
 /// runs) say so at once instead of failing on a line the other does not read. A change to
 /// any type here gets a new number.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 use crate::engine::{Attachments, SendOptions, TurnEvent, TurnOutcome};
 use crate::error::{ErrorKind, RemoteError, RuntimeError};
@@ -23,6 +23,10 @@ use crate::rewind::RewindOutcome;
 /// What a client asks.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one request per line read from a socket: its size is never multiplied"
+)]
 pub enum Request {
     /// A turn (`send`, `retry`, `rewind --edit`), run by the actor of its session and agent.
     Send(WireSend),
@@ -62,6 +66,17 @@ pub struct WireSend {
     /// `send -m/--system/-o` (absent from a client that predates them).
     #[serde(default)]
     pub overrides: crate::overrides::Overrides,
+    /// `send --schema`, resolved by the client (its files are the client's).
+    #[serde(default)]
+    pub schema: Option<Box<crate::schema::Schema>>,
+    #[serde(default)]
+    pub schema_retries: Option<u32>,
+    /// `approve`: continue this waiting turn instead of beginning one.
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// A person is asked at once about calls that wait (no `on_approval_request:`).
+    #[serde(default)]
+    pub ask_at_once: bool,
     /// Where the turn's tools work, when the client chose it (the home repository's turns
     /// work where the command ran); absent from a client that predates it.
     #[serde(default)]
@@ -94,6 +109,10 @@ impl WireSend {
             retry_of: opts.retry_of.clone(),
             wait: opts.wait,
             overrides: opts.overrides.clone(),
+            schema: opts.schema.clone().map(Box::new),
+            schema_retries: opts.schema_retries,
+            resume: opts.resume.clone(),
+            ask_at_once: opts.ask_at_once,
             workdir: opts.workdir.clone(),
         })
     }
@@ -114,6 +133,10 @@ impl WireSend {
             wait: self.wait,
             origin: None,
             overrides: self.overrides,
+            schema: self.schema.map(|s| *s),
+            schema_retries: self.schema_retries,
+            resume: self.resume,
+            ask_at_once: self.ask_at_once,
             workdir: self.workdir,
         }
     }
@@ -247,6 +270,7 @@ const KINDS: &[(ErrorKind, &str)] = &[
     (ErrorKind::NoRepository, "no_repository"),
     (ErrorKind::Refused, "refused"),
     (ErrorKind::Internal, "internal"),
+    (ErrorKind::AwaitingApproval, "awaiting_approval"),
 ];
 
 impl From<&RuntimeError> for WireError {

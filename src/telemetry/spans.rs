@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{Millis, Usage, UsageDetail};
 
-use crate::fold::{CallView, SubtaskView, ToolEvent, TurnView, ViewState};
+use crate::fold::{ApprovalView, CallView, SubtaskView, ToolEvent, TurnView, ViewState};
 
 /// An attribute value.
 #[derive(Clone, Debug, PartialEq)]
@@ -173,9 +173,60 @@ pub fn turn_spans(t: &TurnView, content: &Content) -> Option<Vec<Span>> {
         let task = tasks.get(s.subtask.as_str()).copied();
         spans.push(subtask_span(&cx, s, task, ended_at));
     }
+    for a in &t.approvals {
+        spans.push(approval_span(&cx, a, ended_at));
+    }
     // The turn first, then in the order they started (the ledger's order breaks ties).
     spans[1..].sort_by_key(|s| (s.start, s.seq));
     Some(spans)
+}
+
+/// The wait for a person's decision on a held call: from its request to its decision (or
+/// the turn's end, when none came).
+fn approval_span(cx: &TurnSpans, a: &ApprovalView, turn_end: Millis) -> Span {
+    let mut attrs = vec![
+        ("gen_ai.tool.name", Value::Str(a.tool.clone())),
+        ("gen_ai.tool.call.id", Value::Str(a.call_id.clone())),
+        ("gen_ai.agent.name", Value::Str(a.agent.clone())),
+        ("axocoatl.approval.rule", Value::Str(a.rule.clone())),
+    ];
+    if let Some(decision) = &a.decision {
+        attrs.push(("axocoatl.approval.decision", Value::Str(decision.clone())));
+        if let Some(by) = &a.by {
+            attrs.push(("axocoatl.approval.by", Value::Str(by.clone())));
+        }
+        if let Some(reason) = a.reason.as_deref().filter(|_| cx.content.capture) {
+            attrs.push((
+                "axocoatl.approval.reason",
+                Value::Str(cx.content.text(reason)),
+            ));
+        }
+    }
+    if cx.content.capture {
+        attrs.push((
+            "gen_ai.tool.call.arguments",
+            Value::Str(cx.content.text(&a.arguments)),
+        ));
+    }
+    (cx.common)(&mut attrs);
+    let error = match a.decision.as_deref() {
+        None => Some("no decision came before the turn ended".to_owned()),
+        Some("expired") => Some("no decision came within approval_timeout".to_owned()),
+        Some(_) => None,
+    };
+    let end = a.decided_at.unwrap_or(turn_end);
+    Span {
+        trace_id: cx.trace,
+        span_id: span_id(cx.turn, a.seq),
+        parent: Some(cx.root),
+        name: format!("await_approval {}", a.tool),
+        kind: Kind::Internal,
+        start: a.requested_at,
+        end: end.max(a.requested_at),
+        attributes: attrs,
+        error,
+        seq: a.seq,
+    }
 }
 
 /// The span of subtask `s`, which ran `task`: it ends with the turn (`turn_end`) if it did
@@ -382,7 +433,7 @@ fn root_span(
                 .map_or_else(|| "the turn failed".to_owned(), |e| content.text(e)),
         ),
         ViewState::Interrupted => Some("the process running the turn ended before it".to_owned()),
-        ViewState::Completed | ViewState::Stopped | ViewState::Running => None,
+        ViewState::Completed | ViewState::Stopped | ViewState::Running | ViewState::Waiting => None,
     };
     if error.is_some() {
         attrs.push(("error.type", Value::Str(t.state.as_str().into())));
@@ -458,8 +509,8 @@ fn tool_span(cx: &TurnSpans, x: &ToolEvent, turn_end: Millis, parent: [u8; 8]) -
 mod tests {
     use super::*;
     use axocoatl_store::ledger::record::{
-        Bounded, ModelCall, Record, SubtaskEnded, SubtaskStarted, ToolFinished, ToolStarted,
-        TurnBegun, TurnEnded, TurnState,
+        ApprovalDecided, ApprovalRequested, Bounded, Decision, ModelCall, Record, SubtaskEnded,
+        SubtaskStarted, ToolFinished, ToolStarted, TurnBegun, TurnEnded, TurnState,
     };
 
     fn bounded(s: &str) -> Bounded {
@@ -482,6 +533,7 @@ mod tests {
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         })
     }
 
@@ -546,6 +598,72 @@ mod tests {
 
     fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
         spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    #[test]
+    fn a_held_call_is_an_await_approval_span_from_request_to_decision() {
+        let request = |call: &str, at: Millis| {
+            Record::ApprovalRequested(ApprovalRequested {
+                turn: "t1".into(),
+                session: "main".into(),
+                agent: "lead".into(),
+                call_id: call.into(),
+                tool: "run_command".into(),
+                arguments: bounded("{\"command\":\"make\"}"),
+                rule: "run_command".into(),
+                state: "ab".repeat(32),
+                expires_at: None,
+                pid: 1,
+                at,
+            })
+        };
+        let decided = Record::ApprovalDecided(ApprovalDecided {
+            turn: "t1".into(),
+            session: "main".into(),
+            call_id: "c1".into(),
+            decision: Decision::Denied,
+            reason: Some("not now".into()),
+            by: "alice via approve".into(),
+            pid: 2,
+            at: 40,
+        });
+        let records = [
+            begun(0),
+            call("lead", 10),
+            request("c1", 11),
+            request("c2", 11),
+            decided,
+            ended(60),
+        ];
+        let spans = spans_of(&records, &Content::default()).expect("ended");
+        let held = named(&spans, "await_approval run_command");
+        let times: Vec<(Millis, Millis, bool)> = held
+            .iter()
+            .map(|s| (s.start, s.end, s.error.is_some()))
+            .collect();
+        // The first was denied at 40; the second had no decision before the turn ended.
+        assert_eq!(times, [(11, 40, false), (11, 60, true)]);
+        assert!(held[0]
+            .attributes
+            .contains(&("axocoatl.approval.decision", Value::Str("denied".into()))));
+        assert!(held[0].attributes.contains(&(
+            "axocoatl.approval.by",
+            Value::Str("alice via approve".into())
+        )));
+        assert_eq!(held[0].parent, Some(spans[0].span_id));
+        // A reason is a person's words: only with content capture.
+        let has_reason = |spans: &[Span]| {
+            named(spans, "await_approval run_command")[0]
+                .attributes
+                .iter()
+                .any(|(k, _)| *k == "axocoatl.approval.reason")
+        };
+        assert!(!has_reason(&spans));
+        let captured = Content {
+            capture: true,
+            ..Content::default()
+        };
+        assert!(has_reason(&spans_of(&records, &captured).expect("ended")));
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub enum RunState {
     Interrupted,
     /// Not run: missed (catch-up rules) or overlapping (`overlap: skip`).
     Skipped,
+    /// Its turn waits for a person's approval of a tool call (`approve` continues it; the
+    /// history then shows how the turn ended). The runner is done with it.
+    Waiting,
 }
 
 impl RunState {
@@ -76,6 +79,7 @@ impl RunState {
             RunState::Stopped => "stopped",
             RunState::Interrupted => "interrupted",
             RunState::Skipped => "skipped",
+            RunState::Waiting => "waiting",
         }
     }
 

@@ -62,13 +62,18 @@ pub const NAMES: &[&str] = &[
 /// The runtime's places between two steps ([`pause`]) where a crash test stops the process
 /// to kill it: after a rewind's boundary is appended, before the checkpoint is written;
 /// after each step of importing a 0.1.x checkpoint (the turn step once per turn: `@N` is
-/// the N-th). A test checks that this list and the `pause("...")` calls agree.
+/// the N-th); after a turn's approval requests are appended, before its lock's note says it
+/// waits; and where `approve` has read what is undecided, before it appends its decision
+/// (so that decisions racing each other are tested). A test checks that this list and the
+/// `pause("...")` calls agree.
 pub const PAUSES: &[&str] = &[
     "rewind.boundary.appended",
     "legacy.import.begun",
     "legacy.import.turn",
     "legacy.import.ended",
     "legacy.import.checkpoint",
+    "approval.requested",
+    "approve.decide",
 ];
 
 /// What a failpoint does when it fires.

@@ -82,6 +82,31 @@ impl Objects {
         is_hash(hash) && self.path(hash).exists()
     }
 
+    /// The stored objects whose hash starts with `prefix` (at least 2 hex digits), sorted.
+    pub fn with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        if prefix.len() < 2 || prefix.len() > 64 || !prefix.bytes().all(hex) {
+            return Ok(Vec::new());
+        }
+        let dir = self.dir.join(&prefix[..2]);
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("list", dir)(e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(Error::io("list", dir.clone()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let hash = format!("{}{name}", &prefix[..2]);
+            if hash.starts_with(prefix) && is_hash(&hash) {
+                out.push(hash);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Every stored object's hash (for fsck), sorted.
     pub fn list(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
@@ -126,5 +151,19 @@ mod tests {
         assert_eq!(objects.get(&a).expect("get"), b"hello");
         fs::write(objects.path(&a), b"HELLO").expect("damage");
         assert!(matches!(objects.get(&a), Err(Error::ObjectDamaged { .. })));
+    }
+
+    #[test]
+    fn objects_are_found_by_a_prefix_of_their_hash() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = Objects::new(dir.path());
+        let a = objects.put(b"one").expect("put");
+        let b = objects.put(b"two").expect("put");
+        assert_eq!(objects.with_prefix(&a[..8]).expect("find"), vec![a.clone()]);
+        assert_eq!(objects.with_prefix(&b).expect("find"), vec![b.clone()]);
+        assert!(objects.with_prefix("zz").expect("not hex").is_empty());
+        assert!(objects.with_prefix(&a[..1]).expect("short").is_empty());
+        let fan = objects.with_prefix(&a[..2]).expect("fan");
+        assert!(fan.contains(&a));
     }
 }

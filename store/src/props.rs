@@ -69,6 +69,7 @@ pub(crate) fn samples() -> Vec<Record> {
             retry_of: Some("fedcba9876543210".into()),
             pid: 42,
             at: -5,
+            schema: None,
         }
         .into(),
         TurnEnded {

@@ -525,6 +525,7 @@ fn show_and_retry_resolve_prefixes_among_many_turns() {
             retry_of: None,
             pid: 1,
             at: 10 + i as i64,
+            schema: None,
         }));
         records.push(Record::AgentOutput(AgentOutput {
             turn: (*turn).into(),

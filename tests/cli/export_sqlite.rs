@@ -686,14 +686,18 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     drop(db);
 
     // The same file as the first schema wrote it: no `name` column (nor the cache and cost
-    // columns of versions 3 and 4), version 1.
+    // columns of version 3, nor version 4's `approvals` table, nor 5's schema and value, nor
+    // 6's subtask cost columns), version 1.
     let first = env.work.join("first.db");
     std::fs::copy(&path, &first).expect("copy");
     Connection::open(&first)
         .expect("open")
         .execute_batch(&format!(
             "{DROP_SUBTASK_COST}{DROP_CACHE_AND_COST}
+             DROP TABLE approvals;
              ALTER TABLE sessions DROP COLUMN name;
+             ALTER TABLE turns DROP COLUMN schema;
+             ALTER TABLE turns DROP COLUMN value;
              UPDATE _meta SET value = '1' WHERE key = 'schema_version';
              PRAGMA user_version = 1;"
         ))
@@ -705,9 +709,9 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     assert_eq!(name(&db), "elsewhere");
     assert_eq!(
         one::<String>(&db, "SELECT value FROM _meta WHERE key = 'schema_version'"),
-        "4"
+        "6"
     );
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 4);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 6);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &first), dump(&env, &env.work.join("fresh.db")));
@@ -773,6 +777,9 @@ fn a_refresh_upgrades_a_second_schema_file_with_cache_and_cost() {
         .expect("open")
         .execute_batch(&format!(
             "{DROP_SUBTASK_COST}{DROP_CACHE_AND_COST}
+             DROP TABLE approvals;
+             ALTER TABLE turns DROP COLUMN schema;
+             ALTER TABLE turns DROP COLUMN value;
              UPDATE _meta SET value = '2' WHERE key = 'schema_version';
              PRAGMA user_version = 2;"
         ))
@@ -781,7 +788,7 @@ fn a_refresh_upgrades_a_second_schema_file_with_cache_and_cost() {
     let r = export(&env, &["--all", "-o", "live.db"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let db = open(&path);
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 4);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 6);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &path), dump(&env, &env.work.join("fresh.db")));

@@ -552,6 +552,7 @@ fn a_turn_cut_mid_append_is_completed_not_duplicated() {
                 retry_of: None,
                 pid: 1,
                 at: SAVED_AT,
+                schema: None,
             }),
             Record::ModelCall(ModelCall {
                 turn,

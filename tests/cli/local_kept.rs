@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use crate::common::env::{wait_until, TestEnv};
 use crate::common::procs::Serve;
-use crate::everyday::Pty;
+use crate::common::pty::Pty;
 
 fn model_path() -> std::path::PathBuf {
     let path = axocoatl::config::local_model_path(&|k| std::env::var(k).ok()).expect("HOME");

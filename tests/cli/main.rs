@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+mod approvals;
 mod automations;
 mod bounds;
 mod budget_calls;
@@ -35,6 +36,7 @@ mod ledger_index;
 mod legacy;
 mod local_kept;
 mod local_model;
+mod local_schema;
 mod local_session;
 mod local_templates;
 mod mcp;
@@ -51,6 +53,7 @@ mod provider_script;
 mod reach;
 mod sandbox;
 mod sandbox_files;
+mod schema;
 mod send_model;
 mod send_new;
 mod serve;

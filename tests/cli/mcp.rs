@@ -583,9 +583,11 @@ fn mcp_serve_sends_a_turn_and_finds_it_in_history() {
         [
             "send",
             "stop",
+            "approve",
             "history_search",
             "show_turn",
-            "memory_search"
+            "memory_search",
+            "approvals"
         ]
     );
     let sent = client.call("send", json!({"message": "What is the capital of France?"}));
@@ -653,14 +655,16 @@ fn mcp_serve_read_only_refuses_send() {
     let client = Client::start(&env, &["--read-only"]);
     assert_eq!(
         client.tools(),
-        ["history_search", "show_turn", "memory_search"]
+        ["history_search", "show_turn", "memory_search", "approvals"]
     );
     let refused = client.call("send", json!({"message": "hi"}));
     assert_eq!(refused.is_error, Some(true));
     assert_eq!(
         text_of(&refused),
-        "`send` is refused: this server runs with --read-only (it offers history_search, show_turn and memory_search)"
+        "`send` is refused: this server runs with --read-only (it offers history_search, show_turn, memory_search and approvals)"
     );
+    let refused = client.call("approve", json!({"turn": "0123abcd"}));
+    assert_eq!(refused.is_error, Some(true));
     let found = client.call("history_search", json!({"text": "hi"}));
     assert_ne!(found.is_error, Some(true), "{}", text_of(&found));
     assert_eq!(client.close(), 0);
@@ -793,4 +797,49 @@ fn mcp_serve_answers_a_request_past_16_mib_with_an_error() {
     let found = client.call("history_search", json!({"text": "anything"}));
     assert_ne!(found.is_error, Some(true), "{}", text_of(&found));
     assert_eq!(client.close(), 0);
+}
+
+#[test]
+fn mcp_serve_lists_and_answers_approvals_and_its_send_says_a_turn_waits() {
+    let model = FakeServer::with([
+        ollama_call("run_command", json!({"command": "echo ran >> marker.txt"})),
+        ollama_text("Done."),
+    ]);
+    let env = TestEnv::with_config(&format!(
+        "providers:\n  llm: {{kind: ollama, base_url: \"{}\"}}\nagents:\n  - id: ops\n    provider: llm\n    model: m\n    sandbox: full-access\n    approvals: [run_command]\n",
+        model.url()
+    ));
+    let client = Client::start(&env, &[]);
+    let sent = client.call("send", json!({"message": "deploy"}));
+    assert_ne!(sent.is_error, Some(true), "{}", text_of(&sent));
+    let s = sent.structured_content.clone().expect("structured");
+    assert_eq!(s["state"], "waiting", "{s}");
+    let turn = s["turn"].as_str().expect("turn").to_owned();
+    let listed = client.call("approvals", json!({}));
+    let waiting = listed.structured_content.clone().expect("structured")["waiting"].clone();
+    assert_eq!(waiting[0]["turn"], turn.as_str(), "{waiting}");
+    assert_eq!(waiting[0]["tool"], "run_command");
+    let approved = client.call("approve", json!({"turn": turn}));
+    assert_ne!(approved.is_error, Some(true), "{}", text_of(&approved));
+    let a = approved.structured_content.clone().expect("structured");
+    assert_eq!(
+        (a["state"].as_str(), a["answer"].as_str()),
+        (Some("completed"), Some("Done."))
+    );
+    let again = client.call("approve", json!({"turn": turn}));
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        text_of(&again).contains("does not wait for approval"),
+        "{}",
+        text_of(&again)
+    );
+    assert_eq!(client.close(), 0);
+    let ran = std::fs::read_to_string(env.work.join("marker.txt")).expect("marker");
+    assert_eq!(ran, "ran\n");
+    let show = env.run(&["show", &turn, "--json"]);
+    let v: Value = serde_json::from_str(&show.stdout).expect("show");
+    assert_eq!(
+        v["approvals"][0]["by"],
+        "a user without $USER via mcp serve"
+    );
 }

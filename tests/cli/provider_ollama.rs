@@ -216,6 +216,7 @@ fn every_sampling_field_and_json_mode_reach_the_request() {
         top_p: Some(0.9),
         max_tokens: Some(128),
         response_format: Some(ResponseFormat::Json),
+        schema: None,
     };
     let (result, _) = chat(&server, &request);
     result.expect("chat");

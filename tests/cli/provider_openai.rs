@@ -288,6 +288,7 @@ fn every_sampling_field_and_json_mode_reach_the_request() {
         top_p: Some(0.95),
         max_tokens: Some(256),
         response_format: Some(ResponseFormat::Json),
+        schema: None,
     };
     let (result, _) = chat(&server, &request);
     result.expect("chat");

@@ -18,6 +18,9 @@ const SCRIPT: &str = r#"
 replies:
   - match: "BOOM"
     error: "model overloaded"
+  - match: "a schema"
+    text: '{"text": "hi", "n": 2}'
+
   - text: "Hello, world!"
     usage: {prompt_tokens: 10, completion_tokens: 3}
   - text: "Second answer."
@@ -237,6 +240,19 @@ fn cases(env: &TestEnv) -> Vec<(String, String)> {
     run("rewind_unknown", &["rewind", "--yes", "0123abcd"]);
     run("send_after_rewind", &["send", "after the rewind"]);
     run("history", &["history", "--json"]);
+    // A schema crosses serve's socket with the turn.
+    run(
+        "send_schema",
+        &["send", "--compact", "--schema", "text, n int", "a schema"],
+    );
+    run(
+        "send_schema_json",
+        &["send", "--json", "--schema", "text, n int", "a schema"],
+    );
+    run(
+        "send_schema_broken",
+        &["send", "--schema", "text, n str", "a schema"],
+    );
     out
 }
 

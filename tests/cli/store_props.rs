@@ -39,7 +39,7 @@ proptest! {
         cut in any::<usize>(),
         flip in any::<(usize, u8)>(),
     ) {
-        let note = ActiveNote { turn, session, begin: Position { segment, offset }, pid };
+        let note = ActiveNote { turn, session, begin: Position { segment, offset }, pid, waiting: None };
         let text = note.encode();
         prop_assert_eq!(ActiveNote::decode(&text), Some(note));
         let mut bytes = text.into_bytes();

@@ -471,7 +471,7 @@ fn a_refresh_upgrades_an_older_export_that_counted_workers_twice() {
         .expect("turn")
         .to_owned();
     let whole = shown(&env, &turn).tokens;
-    // As schema 3 wrote it: the turn's row with every call of the turn, subtasks numbered
+    // As schema 5 wrote it: the turn's row with every call of the turn, subtasks numbered
     // from 1 without cache or cost.
     let path = env.work.join("old.db");
     Connection::open(&path)
@@ -480,8 +480,8 @@ fn a_refresh_upgrades_an_older_export_that_counted_workers_twice() {
             "UPDATE turns SET prompt_tokens = {}, completion_tokens = {}, model_calls = {};
              UPDATE subtasks SET id = (SELECT count(*) FROM subtasks AS s WHERE s.id <= subtasks.id);
              {}
-             UPDATE _meta SET value = '3' WHERE key = 'schema_version';
-             PRAGMA user_version = 3;",
+             UPDATE _meta SET value = '5' WHERE key = 'schema_version';
+             PRAGMA user_version = 5;",
             whole.0,
             whole.1,
             whole.2,
@@ -503,7 +503,7 @@ fn a_refresh_upgrades_an_older_export_that_counted_workers_twice() {
     let version: i64 = db
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 4);
+    assert_eq!(version, 6);
     assert_eq!(from_sqlite(&db, &turn), shown(&env, &turn));
     drop(db);
     let r = env.run(&["export", "--all", "--format", "sqlite", "-o", "new.db"]);

@@ -10,6 +10,7 @@
 //! (read through the indexes) and writes it again. A ledger of a million turns is mostly
 //! inserts, and memory holds only the turns open at once.
 
+mod approvals;
 mod events;
 mod rows;
 
@@ -66,8 +67,8 @@ pub(crate) struct Applier<'c> {
 
 /// The columns of a `turns` row, in the order of [`Stmts::turn`]'s values. A turn written
 /// again keeps its `superseded` mark.
-const TURN_UPSERT: &str = "INSERT INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)
-ON CONFLICT(turn) DO UPDATE SET seq = excluded.seq, session = excluded.session, agent = excluded.agent, mode = excluded.mode, state = excluded.state, request = excluded.request, answer = excluded.answer, answer_object = excluded.answer_object, answer_len = excluded.answer_len, error = excluded.error, started_at = excluded.started_at, ended_at = excluded.ended_at, duration_ms = excluded.duration_ms, retry_of = excluded.retry_of, stop_requested = excluded.stop_requested, origin_automation = excluded.origin_automation, origin_occurrence = excluded.origin_occurrence, origin_trigger = excluded.origin_trigger, origin_runner = excluded.origin_runner, prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, model_calls = excluded.model_calls, usage_complete = excluded.usage_complete, cache_write_tokens = excluded.cache_write_tokens, cache_read_tokens = excluded.cache_read_tokens, cost_usd = excluded.cost_usd, priced_calls = excluded.priced_calls";
+const TURN_UPSERT: &str = "INSERT INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls, schema, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)
+ON CONFLICT(turn) DO UPDATE SET seq = excluded.seq, session = excluded.session, agent = excluded.agent, mode = excluded.mode, state = excluded.state, request = excluded.request, answer = excluded.answer, answer_object = excluded.answer_object, answer_len = excluded.answer_len, error = excluded.error, started_at = excluded.started_at, ended_at = excluded.ended_at, duration_ms = excluded.duration_ms, retry_of = excluded.retry_of, stop_requested = excluded.stop_requested, origin_automation = excluded.origin_automation, origin_occurrence = excluded.origin_occurrence, origin_trigger = excluded.origin_trigger, origin_runner = excluded.origin_runner, prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, model_calls = excluded.model_calls, usage_complete = excluded.usage_complete, cache_write_tokens = excluded.cache_write_tokens, cache_read_tokens = excluded.cache_read_tokens, cost_usd = excluded.cost_usd, priced_calls = excluded.priced_calls, schema = excluded.schema, value = excluded.value";
 
 impl<'c> Applier<'c> {
     pub fn new(

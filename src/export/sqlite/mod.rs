@@ -164,6 +164,7 @@ fn fill_new(
         .transaction_with_behavior(TransactionBehavior::Exclusive)
         .map_err(&err)?;
     tx.execute_batch(schema::TABLES).map_err(&err)?;
+    tx.execute_batch(schema::APPROVALS_TABLE).map_err(&err)?;
     let meta = Meta {
         repository: repository.clone(),
         scope: scope.to_owned(),

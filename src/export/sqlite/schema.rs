@@ -12,14 +12,17 @@
 /// 2: `sessions.name`, the name a session goes by now.
 /// 3: the prompt cache's tokens and the cost of each model call and turn
 /// (`cache_write_tokens`, `cache_read_tokens`, `cost_usd`; a turn's `priced_calls`).
-/// 4: a turn's row counts its own agent's usage and each subtask's row its worker's (a
+/// 4: `approvals`, the tool calls held for a person and their decisions.
+/// 5: `turns.schema` and `turns.value`: the id of the JSON Schema a turn's reply had to
+/// match (`send --schema`), and the reply as JSON once it matched.
+/// 6: a turn's row counts its own agent's usage and each subtask's row its worker's (a
 /// coordinator's row counted its workers' too), with the subtask's cache tokens and cost;
 /// subtask row ids follow the ledger.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The version from which a turn's rows are written as [`crate::fold`] folds the turn: a
 /// refresh of an older file writes its coordinators' turns again ([`COORDINATOR_TURNS`]).
-pub const REFOLDED: u32 = 4;
+pub const REFOLDED: u32 = 6;
 
 /// The turns of a file whose rows an older version wrote differently: those with subtasks.
 pub const COORDINATOR_TURNS: &str = "SELECT DISTINCT turn FROM subtasks";
@@ -30,10 +33,15 @@ pub const COORDINATOR_TURNS: &str = "SELECT DISTINCT turn FROM subtasks";
 pub const UPGRADES: &[(u32, &str)] = &[
     (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
     (2, CACHE_AND_COST),
-    (3, SUBTASK_COST),
+    (3, APPROVALS_TABLE),
+    (
+        4,
+        "ALTER TABLE turns ADD COLUMN schema TEXT; ALTER TABLE turns ADD COLUMN value TEXT;",
+    ),
+    (5, SUBTASK_COST),
 ];
 
-/// Version 3 to 4: a subtask's cache tokens and cost (the rows of the turns with subtasks are
+/// Version 5 to 6: a subtask's cache tokens and cost (the rows of the turns with subtasks are
 /// then written again, from the ledger).
 const SUBTASK_COST: &str = "
 ALTER TABLE subtasks ADD COLUMN cache_write_tokens INTEGER;
@@ -67,6 +75,29 @@ FROM (SELECT turn,
         sum(json_extract(detail, '$.priced_calls')) AS p
     FROM events WHERE kind = 'usage_cost' GROUP BY turn) AS c
 WHERE c.turn = turns.turn;
+";
+
+/// The tool calls an agent's `approvals:` held (one row per request, its record's sequence
+/// number as id) and their decisions; added by version 4.
+pub const APPROVALS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+    seq INTEGER PRIMARY KEY REFERENCES events(seq),
+    turn TEXT NOT NULL REFERENCES turns(turn),
+    session TEXT NOT NULL REFERENCES sessions(session),
+    agent TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    arguments_object TEXT,
+    rule TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decision TEXT,
+    reason TEXT,
+    decided_by TEXT,
+    decided_at TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_turn_call ON approvals(turn, call_id);
 ";
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
@@ -117,7 +148,9 @@ CREATE TABLE turns (
     cache_write_tokens INTEGER,
     cache_read_tokens INTEGER,
     cost_usd REAL,
-    priced_calls INTEGER
+    priced_calls INTEGER,
+    schema TEXT,
+    value TEXT
 );
 CREATE INDEX turns_session_seq ON turns(session, seq);
 CREATE INDEX turns_started_at ON turns(started_at);

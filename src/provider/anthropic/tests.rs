@@ -310,6 +310,7 @@ fn messages_map_to_blocks_and_tool_results_merge_into_one_user_turn() {
         top_p: Some(0.9),
         max_tokens: Some(77),
         response_format: Some(ResponseFormat::Json),
+        schema: None,
     };
     let (body, warnings) = request_body("m", &req);
     assert_eq!(warnings.len(), 1, "{warnings:?}");

@@ -10,11 +10,14 @@
 //!   not fit, the oldest
 //!   non-system messages are dropped (reported as a warning), and a last message that alone
 //!   does not fit is an error.
-//! - `response_format: json` constrains decoding so the reply is always one parseable object.
+//! - `response_format: json` constrains decoding so the reply is always one parseable object,
+//!   and a JSON Schema (`send --schema`) so that it is always a value of the schema
+//!   ([`schema_mask`]), within `max_tokens`.
 //! - No tools: a 135M model cannot call them reliably, so a request with tools is refused.
 //! - Sampling defaults: temperature 0.2, top_p 0.9 (SmolLM2's recommendation), a fixed seed so
 //!   the same request gives the same reply, at most 512 new tokens, and a 1.1 repeat penalty
-//!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop.
+//!   over the last 64 tokens outside JSON mode (as Ollama does) since small models loop
+//!   (with a schema too, among the tokens the schema allows).
 //! - The attention cache of the conversation is kept: a call whose prompt starts with the
 //!   tokens of the one before (the next turn of a conversation) reads only what is new, and
 //!   with [`Provider::keep_conversation`] the cache is saved for the next process too (the
@@ -22,10 +25,12 @@
 
 mod json_mask;
 mod model;
+pub mod schema_mask;
 mod template;
 mod tokenizer;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axocoatl_infer::{Cache, Model, MAX_CONTEXT};
@@ -34,6 +39,7 @@ use rand::SeedableRng;
 
 use self::json_mask::JsonState;
 pub use self::model::{ready_copies, remove_stale_copies, DEFAULT_THREADS};
+use self::schema_mask::{SchemaMask, Vocab};
 use self::template::{ChatTemplate, Segment};
 use self::tokenizer::{GgufTokenizer, Utf8Stream};
 use super::{
@@ -81,6 +87,8 @@ pub struct Timings {
     pub generation: Duration,
     /// From the call's start to its first token.
     pub first_token: Duration,
+    /// Of `generation`, the time spent working out which tokens a schema allows.
+    pub constraint: Duration,
 }
 
 /// Where the attention cache a call started from came from.
@@ -111,6 +119,8 @@ pub struct LocalProvider {
     removed: Vec<PathBuf>,
     timings: Timings,
     cache_use: CacheUse,
+    /// The vocabulary indexed for schema-constrained decoding, made at its first use.
+    schema_vocab: Option<Arc<Vocab>>,
 }
 
 impl LocalProvider {
@@ -178,6 +188,7 @@ impl LocalProvider {
             removed: loaded.removed,
             timings: Timings::default(),
             cache_use: CacheUse::None,
+            schema_vocab: None,
         })
     }
 
@@ -257,6 +268,51 @@ impl LocalProvider {
         self.template
             .render_text(&pairs, true)
             .map_err(|e| self.model_error(e))
+    }
+
+    /// The mask of `schema` over this model's vocabulary, for a reply of at most `budget`
+    /// tokens.
+    fn schema_constraint(
+        &mut self,
+        schema: &serde_json::Value,
+        budget: usize,
+    ) -> Result<SchemaConstraint, ProviderError> {
+        let mask = SchemaMask::new(schema).map_err(|detail| ProviderError::Unsupported {
+            provider: self.name.clone(),
+            detail: format!("the local model cannot follow this schema: {detail}"),
+        })?;
+        if mask.min_tokens() > budget {
+            return Err(self.model_error(format!(
+                "the schema's smallest value takes {} tokens but the reply may have {budget} \
+                 (max_tokens, or what the context leaves): raise max_tokens",
+                mask.min_tokens()
+            )));
+        }
+        let tokenizer = &self.tokenizer;
+        let vocab = self
+            .schema_vocab
+            .get_or_insert_with(|| {
+                let n = tokenizer.vocab_size() as u32;
+                let tokens: Vec<&[u8]> = (0..n)
+                    .map(|id| {
+                        if tokenizer.is_control(id) {
+                            &[][..]
+                        } else {
+                            tokenizer.token_bytes(id)
+                        }
+                    })
+                    .collect();
+                let stops: Vec<u32> = (0..n).filter(|&id| tokenizer.is_stop(id)).collect();
+                Arc::new(Vocab::new(&tokens, &stops))
+            })
+            .clone();
+        Ok(SchemaConstraint {
+            allowed: vec![false; vocab.size()],
+            mask,
+            vocab,
+            budget,
+            spent: Duration::ZERO,
+        })
     }
 
     fn model_error(&self, detail: String) -> ProviderError {
@@ -476,6 +532,7 @@ impl LocalProvider {
             on_event(Event::Delta(rest));
         }
         self.timings.generated_tokens = generated.len();
+        self.timings.constraint = sampler.schema.as_ref().map_or(Duration::ZERO, |c| c.spent);
         self.timings.generation = started.elapsed();
         self.timings.first_token = first_token.unwrap_or_default();
         if let Some(saved) = &self.saved {
@@ -543,6 +600,9 @@ impl Provider for LocalProvider {
         let budget = max_tokens.min(self.context - prompt.len());
         let json = s.response_format == Some(ResponseFormat::Json);
         let mut sampler = Sampler::new(s.temperature, s.top_p, json);
+        if let Some(schema) = &s.schema {
+            sampler.schema = Some(self.schema_constraint(schema, budget)?);
+        }
         let (text, generated, finish) =
             self.generate(&prompt, budget, &mut sampler, cancel, on_event)?;
         Ok(Completion {
@@ -586,6 +646,35 @@ struct Sampler {
     temperature: Option<f64>,
     top_p: Option<f64>,
     json: Option<JsonState>,
+    schema: Option<SchemaConstraint>,
+}
+
+/// A schema's mask over the vocabulary, for one reply.
+struct SchemaConstraint {
+    mask: SchemaMask,
+    vocab: Arc<Vocab>,
+    allowed: Vec<bool>,
+    /// The most tokens the reply may have.
+    budget: usize,
+    /// Time spent in the mask so far.
+    spent: Duration,
+}
+
+/// The repeat penalty over the last [`REPEAT_WINDOW`] tokens.
+fn penalize_repeats(scores: &mut [f32], recent: &[u32]) {
+    let start = recent.len().saturating_sub(REPEAT_WINDOW);
+    let mut seen = recent[start..].to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    for id in seen {
+        if let Some(s) = scores.get_mut(id as usize) {
+            *s = if *s >= 0.0 {
+                *s / REPEAT_PENALTY
+            } else {
+                *s * REPEAT_PENALTY
+            };
+        }
+    }
 }
 
 impl Sampler {
@@ -600,6 +689,7 @@ impl Sampler {
             temperature,
             top_p,
             json: json.then(JsonState::new),
+            schema: None,
         }
     }
 
@@ -612,32 +702,36 @@ impl Sampler {
     ) -> Option<u32> {
         let vocab = tokenizer.vocab_size().min(scores.len());
         scores[vocab..].fill(f32::NEG_INFINITY);
-        match &self.json {
-            Some(state) => {
-                for (id, score) in scores[..vocab].iter_mut().enumerate() {
-                    let id = id as u32;
-                    if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
-                        *score = f32::NEG_INFINITY;
-                    }
-                }
-                if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
-                    return None;
+        if let Some(c) = &mut self.schema {
+            let remaining = c.budget.saturating_sub(recent.len()).max(1);
+            let started = Instant::now();
+            c.mask.allowed(&c.vocab, remaining, &mut c.allowed);
+            c.spent += started.elapsed();
+            for (score, &ok) in scores[..vocab].iter_mut().zip(&c.allowed) {
+                if !ok {
+                    *score = f32::NEG_INFINITY;
                 }
             }
-            None => {
-                let start = recent.len().saturating_sub(REPEAT_WINDOW);
-                let mut seen = recent[start..].to_vec();
-                seen.sort_unstable();
-                seen.dedup();
-                for id in seen {
-                    if let Some(s) = scores.get_mut(id as usize) {
-                        *s = if *s >= 0.0 {
-                            *s / REPEAT_PENALTY
-                        } else {
-                            *s * REPEAT_PENALTY
-                        };
+            if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                return None;
+            }
+            // Among what the schema allows, repeating is discouraged as in plain text: a
+            // small model otherwise fills a list with one item again and again.
+            penalize_repeats(scores, recent);
+        } else {
+            match &self.json {
+                Some(state) => {
+                    for (id, score) in scores[..vocab].iter_mut().enumerate() {
+                        let id = id as u32;
+                        if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
+                            *score = f32::NEG_INFINITY;
+                        }
+                    }
+                    if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                        return None;
                     }
                 }
+                None => penalize_repeats(scores, recent),
             }
         }
         let Some(temperature) = self.temperature else {
@@ -655,10 +749,15 @@ impl Sampler {
         if let Some(state) = &mut self.json {
             state.feed(bytes);
         }
+        if let Some(c) = &mut self.schema {
+            c.mask.advance(bytes);
+        }
     }
 
+    /// The JSON document or the schema's value is complete: the reply ends.
     fn json_done(&self) -> bool {
         self.json.is_some_and(|s| s.is_done())
+            || self.schema.as_ref().is_some_and(|c| c.mask.is_done())
     }
 
     /// In JSON mode, what completes the document when generation stopped early.

@@ -27,6 +27,7 @@ pub(crate) fn turn(id: &str, session: &str, request: &str, output: &str) -> Vec<
             retry_of: None,
             pid: 1,
             at: 1,
+            schema: None,
         }),
         Record::AgentOutput(AgentOutput {
             turn: id.into(),

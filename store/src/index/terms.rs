@@ -143,7 +143,9 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
         | Record::ActivationDecided(_)
         | Record::SessionAgents(_)
         | Record::LegacyImportBegun(_)
-        | Record::LegacyImportEnded(_) => {}
+        | Record::LegacyImportEnded(_)
+        | Record::ApprovalRequested(_)
+        | Record::ApprovalDecided(_) => {}
     }
 }
 

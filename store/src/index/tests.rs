@@ -99,6 +99,7 @@ impl History {
                     retry_of: None,
                     pid: 1,
                     at,
+                    schema: None,
                 })
             }
             3..=4 if !open.is_empty() => {
@@ -520,6 +521,7 @@ fn usage_that_cannot_be_attributed_exactly_is_reported() {
             retry_of: None,
             pid: 1,
             at: 1_700_000_000_000,
+            schema: None,
         })
     };
     let subtask = |turn: &str, n: u64| {
@@ -1763,6 +1765,7 @@ fn usage_cost_records_count_in_the_rows_they_name() {
             inline_context: vec![],
             attachments: vec![],
             retry_of: None,
+            schema: None,
             pid: 1,
             at,
         })];

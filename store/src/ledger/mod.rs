@@ -9,6 +9,7 @@
 //! [`Ledger::append`] frames each record with [`frame::encode_frame`] (length, sequence,
 //! header CRC, kind, the postcard body of a [`Record`], payload CRC, trailer length).
 
+mod begun;
 pub(crate) mod frame;
 /// Little-endian helpers and the checksum shared with the other envelopes of the store.
 pub(crate) mod frame_le {
@@ -20,6 +21,7 @@ pub(crate) mod segment;
 mod segments;
 mod walk;
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -204,6 +206,20 @@ impl Ledger {
         self.append_inner(since, records, check, true)
     }
 
+    /// Appends durably the records `decide` makes of the records written from `since` up
+    /// to now, read under the append lock (so what it decided on is still the end of the
+    /// ledger when they are written). `Ok(Err(e))` means it refused; no records, nothing
+    /// appended.
+    pub fn append_decided<E>(
+        &self,
+        since: Position,
+        decide: impl FnOnce(
+            &mut dyn Iterator<Item = Result<Entry>>,
+        ) -> std::result::Result<Vec<Record>, E>,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        self.append_core(since, true, |scan| decide(scan).map(Cow::Owned), true)
+    }
+
     fn append_inner<E>(
         &self,
         since: Position,
@@ -211,49 +227,59 @@ impl Ledger {
         check: impl FnOnce(&mut dyn Iterator<Item = Result<Entry>>) -> std::result::Result<(), E>,
         sync: bool,
     ) -> Result<std::result::Result<Vec<Appended>, E>> {
+        let read = since != Position::START || records.is_empty();
+        self.append_core(
+            since,
+            read,
+            |scan| check(scan).map(|()| Cow::Borrowed(records)),
+            sync,
+        )
+    }
+
+    /// The one append: under the append lock, `produce` sees the records from `since` (when
+    /// `read`; else nothing) and gives the records to write.
+    fn append_core<'r, E>(
+        &self,
+        since: Position,
+        read: bool,
+        produce: impl FnOnce(
+            &mut dyn Iterator<Item = Result<Entry>>,
+        ) -> std::result::Result<Cow<'r, [Record]>, E>,
+        sync: bool,
+    ) -> Result<std::result::Result<Vec<Appended>, E>> {
         self.refuse_if_poisoned()?;
         let mut guard = self.tail.lock().unwrap_or_else(|p| p.into_inner());
         let lock = self.append_lock()?;
         let tail = self.sync_tail(&mut guard)?;
-        if since != Position::START || records.is_empty() {
-            let end = Position {
-                segment: tail.number,
-                offset: tail.end,
-            };
-            if since < end {
-                let mut scan = self.scan(since).take_while(move |e| match e {
-                    Ok(e) => e.pos < end,
-                    Err(_) => true,
-                });
-                if let Err(e) = check(&mut scan) {
-                    return Ok(Err(e));
-                }
-            } else if let Err(e) = check(&mut std::iter::empty()) {
-                return Ok(Err(e));
-            }
-        }
+        let end = Position {
+            segment: tail.number,
+            offset: tail.end,
+        };
+        let produced = if read && since < end {
+            let mut scan = self.scan(since).take_while(move |e| match e {
+                Ok(e) => e.pos < end,
+                Err(_) => true,
+            });
+            produce(&mut scan)
+        } else {
+            produce(&mut std::iter::empty())
+        };
+        let records = match produced {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let records: &[Record] = &records;
         if records.is_empty() {
             return Ok(Ok(Vec::new()));
         }
         if let Some(e) = &tail.damaged {
             return Err(clone_corrupt(e));
         }
-        let mut bytes = Vec::with_capacity(256 * records.len());
-        let mut starts = Vec::with_capacity(records.len());
-        let mut seq = tail.last_seq;
-        for record in records {
-            seq += 1;
-            starts.push((seq, bytes.len() as u64));
-            let mut payload =
-                record
-                    .encode_body(Vec::with_capacity(128))
-                    .map_err(|e| Error::Encode {
-                        what: record.kind_name(),
-                        reason: e.to_string(),
-                    })?;
-            frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
-            payload.clear();
-        }
+        let Frames {
+            bytes,
+            starts,
+            last_seq: seq,
+        } = encode_frames(records, tail.last_seq)?;
         if tail.end > HEADER_LEN as u64 && tail.end + bytes.len() as u64 > self.segment_limit {
             self.roll(tail).inspect_err(|e| {
                 if matches!(e, Error::Io { op: "sync", .. }) {
@@ -512,6 +538,38 @@ impl Ledger {
         let sealed = number < newest;
         segment::load(&self.segment_path(number), number, sealed, 0)
     }
+}
+
+/// Frames encoded for one append.
+struct Frames {
+    bytes: Vec<u8>,
+    /// Each frame's sequence number and offset in `bytes`.
+    starts: Vec<(u64, u64)>,
+    /// The sequence number of the last one.
+    last_seq: u64,
+}
+
+/// The frames of `records`, numbered after `last_seq`.
+fn encode_frames(records: &[Record], last_seq: u64) -> Result<Frames> {
+    let mut bytes = Vec::with_capacity(256 * records.len());
+    let mut starts = Vec::with_capacity(records.len());
+    let mut seq = last_seq;
+    for record in records {
+        seq += 1;
+        starts.push((seq, bytes.len() as u64));
+        let payload = record
+            .encode_body(Vec::with_capacity(128))
+            .map_err(|e| Error::Encode {
+                what: record.kind_name(),
+                reason: e.to_string(),
+            })?;
+        frame::encode_frame(&mut bytes, seq, record.kind(), &payload)?;
+    }
+    Ok(Frames {
+        bytes,
+        starts,
+        last_seq: seq,
+    })
 }
 
 fn clone_corrupt(e: &Error) -> Error {

@@ -99,7 +99,8 @@ pub enum AttachmentScope {
     Session,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Decoded by hand (`begun.rs`): records written before `schema` existed end after `at`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TurnBegun {
     pub turn: String,
     pub session: String,
@@ -112,6 +113,22 @@ pub struct TurnBegun {
     pub retry_of: Option<String>,
     pub pid: u32,
     pub at: Millis,
+    /// The JSON Schema the turn's reply must match (`send --schema`). The one field added
+    /// to a released body: written last and only when set, so a turn without a schema has
+    /// the very bytes it had before; a build that predates it ignores the bytes past `at`
+    /// (postcard reads a body's fields and no further), and this build reads a body that
+    /// ends at `at` as a turn without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaUse>,
+}
+
+/// The schema a turn's reply must match: an object of the store holding its JSON Schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaUse {
+    /// The object (its hash is the schema's id).
+    pub object: String,
+    /// How many times a reply that breaks the schema is asked for again (`--schema-retries`).
+    pub retries: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -425,6 +442,88 @@ pub struct SessionAgents {
     pub at: Millis,
 }
 
+/// A person's answer to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Run the call.
+    Approved,
+    /// Do not run it: the model reads the denial (and its reason) as the call's result.
+    Denied,
+    /// Run it, and every later call of the same tool under the same rule in this session.
+    ApprovedAlways,
+    /// No decision came within the agent's `approval_timeout`: the turn ended failed.
+    Expired,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Denied => "denied",
+            Decision::ApprovedAlways => "always",
+            Decision::Expired => "expired",
+        }
+    }
+
+    /// The decision [`Decision::as_str`] names.
+    pub fn named(name: &str) -> Option<Decision> {
+        [
+            Decision::Approved,
+            Decision::Denied,
+            Decision::ApprovedAlways,
+            Decision::Expired,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == name)
+    }
+
+    /// Whether the call runs.
+    pub fn runs(self) -> bool {
+        matches!(self, Decision::Approved | Decision::ApprovedAlways)
+    }
+}
+
+/// A tool call that the agent's `approvals:` policy holds for a person: the turn waits
+/// (neither running nor ended) until every such call of it is decided, it is stopped, or
+/// its request expires. Appended durably before anything waits on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub turn: String,
+    pub session: String,
+    pub agent: String,
+    pub call_id: String,
+    /// The tool's name as the model called it.
+    pub tool: String,
+    pub arguments: Bounded,
+    /// The rule of `approvals:` that matched, as written.
+    pub rule: String,
+    /// The object holding what the turn continues from (its messages so far, its output
+    /// and usage, the calls not yet run); the requests of one pause share it.
+    pub state: String,
+    /// When an undecided request ends the turn (`approval_timeout`); `None`: never.
+    pub expires_at: Option<Millis>,
+    pub pid: u32,
+    pub at: Millis,
+}
+
+/// The decision on one approval request (the newest request of `call_id` in the turn).
+/// Exactly one is appended per request: the check and the append happen under the
+/// ledger's append lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    pub turn: String,
+    pub session: String,
+    pub call_id: String,
+    pub decision: Decision,
+    /// Why (a denial's reason reaches the model).
+    pub reason: Option<String>,
+    /// Who answered, and through what (`alice via approve`, `alice via terminal`, an MCP
+    /// client, `approval_timeout`).
+    pub by: String,
+    pub pid: u32,
+    pub at: Millis,
+}
+
 /// Free-form bytes, for tests and tools that exercise the ledger itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Note {
@@ -566,6 +665,8 @@ records! {
     56 => LegacyImportEnded [Session],
     70 => ModelCallCost [Turn],
     71 => UsageCost [Turn, Session],
+    80 => ApprovalRequested [Turn, Session],
+    81 => ApprovalDecided [Turn, Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -678,6 +779,8 @@ impl Record {
             Record::SubtaskStarted(r) => Some(&r.turn),
             Record::SubtaskEnded(r) => Some(&r.turn),
             Record::ActivationDecided(r) => Some(&r.turn),
+            Record::ApprovalRequested(r) => Some(&r.turn),
+            Record::ApprovalDecided(r) => Some(&r.turn),
             Record::Warning(r) => r.turn.as_deref(),
             Record::SessionAgents(_)
             | Record::SessionCreated(_)
@@ -720,6 +823,8 @@ impl Record {
             Record::SubtaskEnded(x) => Some(x.at),
             Record::ActivationDecided(x) => Some(x.at),
             Record::SessionAgents(x) => Some(x.at),
+            Record::ApprovalRequested(x) => Some(x.at),
+            Record::ApprovalDecided(x) => Some(x.at),
             Record::Note(_) => None,
         }
     }
@@ -745,6 +850,8 @@ impl Record {
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
             Record::UsageCost(r) => Some(&r.session),
+            Record::ApprovalRequested(r) => Some(&r.session),
+            Record::ApprovalDecided(r) => Some(&r.session),
             Record::AgentOutput(_)
             | Record::PlanMade(_)
             | Record::SubtaskStarted(_)
@@ -794,6 +901,10 @@ mod tests {
                 retry_of: Some("x".into()),
                 pid: 7,
                 at: -5,
+                schema: Some(SchemaUse {
+                    object: "ab".repeat(32),
+                    retries: 2,
+                }),
             }),
             Record::TurnEnded(TurnEnded {
                 turn: t.clone(),
@@ -1024,6 +1135,29 @@ mod tests {
                 session: s.clone(),
                 dir: "/home/ü/src".into(),
                 at: 23,
+            }),
+            Record::ApprovalRequested(ApprovalRequested {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "a".into(),
+                call_id: "call_1".into(),
+                tool: "run_command".into(),
+                arguments: bounded("{\"command\":\"make\"}"),
+                rule: "run_command".into(),
+                state: "ab".repeat(32),
+                expires_at: Some(21),
+                pid: 3,
+                at: 21,
+            }),
+            Record::ApprovalDecided(ApprovalDecided {
+                turn: t.clone(),
+                session: s.clone(),
+                call_id: "call_1".into(),
+                decision: Decision::Denied,
+                reason: Some("not now".into()),
+                by: "alice via approve".into(),
+                pid: 4,
+                at: 22,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

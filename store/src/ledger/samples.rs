@@ -7,7 +7,7 @@ use super::record::*;
 
 /// Every kind, in the order [`turn_of_every_kind`] appends them: the session's, then a
 /// turn from its begin to its end, then what follows a turn.
-pub const TURN_ORDER: [Kind; 28] = [
+pub const TURN_ORDER: [Kind; 30] = [
     Kind::SessionCreated,
     Kind::SessionAgents,
     Kind::LegacyImportBegun,
@@ -22,6 +22,8 @@ pub const TURN_ORDER: [Kind; 28] = [
     Kind::SubtaskStarted,
     Kind::ModelCall,
     Kind::ModelCallCost,
+    Kind::ApprovalRequested,
+    Kind::ApprovalDecided,
     Kind::ToolStarted,
     Kind::ToolResult,
     Kind::ToolFinished,
@@ -77,6 +79,7 @@ pub fn sample(
         | Kind::ToolStarted
         | Kind::ToolResult
         | Kind::ToolFinished => call_sample(kind, f, text),
+        Kind::ApprovalRequested | Kind::ApprovalDecided => approval_sample(kind, f),
         Kind::AttachmentAdded | Kind::AttachmentRemoved | Kind::AttachmentConsumed => {
             attachment_sample(kind, f, text)
         }
@@ -185,6 +188,7 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         }
         .into(),
         Kind::TurnEnded => TurnEnded {
@@ -349,6 +353,46 @@ fn call_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             output: bounded(text()),
             exit_code: None,
             duration_ms: 12,
+            at,
+        }
+        .into(),
+        other => unreachable!("{other:?} is sampled elsewhere"),
+    }
+}
+
+/// The sample of `kind`, one of approvals (their texts are fixed: no search looks in them).
+fn approval_sample(kind: Kind, f: Fields) -> Record {
+    let Fields {
+        t,
+        s,
+        agent,
+        digest,
+        at,
+        ..
+    } = f;
+    match kind {
+        Kind::ApprovalRequested => ApprovalRequested {
+            turn: t,
+            session: s,
+            agent,
+            call_id: "call-1".into(),
+            tool: "read_file".into(),
+            arguments: bounded("{\"path\":\"README.md\"}".into()),
+            rule: "read_file".into(),
+            state: digest,
+            expires_at: Some(at + 60_000),
+            pid: 2,
+            at,
+        }
+        .into(),
+        Kind::ApprovalDecided => ApprovalDecided {
+            turn: t,
+            session: s,
+            call_id: "call-1".into(),
+            decision: Decision::Approved,
+            reason: None,
+            by: "sample via approve".into(),
+            pid: 3,
             at,
         }
         .into(),

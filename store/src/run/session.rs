@@ -23,12 +23,23 @@ pub struct ActiveNote {
     pub session: String,
     pub begin: Position,
     pub pid: u32,
+    /// The turn waits for a person's approval (its process may be gone: the session stays
+    /// held), until the time given (UTC milliseconds), or without end (`Some(None)`).
+    /// Written after the request is durable; a hint, the ledger says for sure.
+    pub waiting: Option<Option<i64>>,
 }
 
 impl ActiveNote {
     pub fn encode(&self) -> String {
+        // The waiting mark comes after the fields every build reads, so an older build
+        // still reads the note.
+        let waiting = match self.waiting {
+            None => String::new(),
+            Some(None) => " waiting -".to_owned(),
+            Some(Some(until)) => format!(" waiting {until}"),
+        };
         format!(
-            "turn {} session {} segment {} offset {} pid {}\n",
+            "turn {} session {} segment {} offset {} pid {}{waiting}\n",
             self.turn, self.session, self.begin.segment, self.begin.offset, self.pid
         )
     }
@@ -47,11 +58,17 @@ impl ActiveNote {
         let segment = field("segment")?.parse().ok()?;
         let offset = field("offset")?.parse().ok()?;
         let pid = field("pid")?.parse().ok()?;
+        let waiting = match field("waiting").as_deref() {
+            None => None,
+            Some("-") => Some(None),
+            Some(until) => Some(Some(until.parse().ok()?)),
+        };
         Some(ActiveNote {
             turn,
             session,
             begin: Position { segment, offset },
             pid,
+            waiting,
         })
     }
 }
@@ -196,8 +213,20 @@ mod tests {
                 offset: 4096,
             },
             pid: 42,
+            waiting: None,
         };
-        assert_eq!(ActiveNote::decode(&note.encode()), Some(note));
+        assert_eq!(ActiveNote::decode(&note.encode()), Some(note.clone()));
+        for waiting in [Some(None), Some(Some(1_700_000_000_000))] {
+            let held = ActiveNote {
+                waiting,
+                ..note.clone()
+            };
+            assert_eq!(ActiveNote::decode(&held.encode()), Some(held));
+        }
+        assert_eq!(
+            ActiveNote::decode("turn t session s segment 1 offset 2 pid 3 waiting soon"),
+            None
+        );
         assert_eq!(ActiveNote::decode("turn x session"), None);
         assert_eq!(ActiveNote::decode(""), None);
     }

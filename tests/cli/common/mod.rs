@@ -7,4 +7,5 @@ pub mod env;
 pub mod fake_http;
 pub mod ollama;
 pub mod procs;
+pub mod pty;
 pub mod users;

@@ -189,6 +189,20 @@ fn event_of(record: &Record) -> Event<'_> {
         Record::ActivationDecided(a) => activation(a),
         Record::TurnOverrides(o) => overrides(o),
         Record::TurnWorkdir(w) => Event::new("turn_workdir").text(&w.dir),
+        Record::ApprovalRequested(r) => Event::new("approval_requested")
+            .agent(&r.agent)
+            .name(&r.tool)
+            .text(&r.arguments.inline)
+            .detail(json!({"call_id": r.call_id, "rule": r.rule, "expires_at": r.expires_at.map(rfc3339)})),
+        Record::ApprovalDecided(d) => {
+            let ev = Event::new("approval_decided")
+                .name(d.decision.as_str())
+                .detail(json!({"call_id": d.call_id, "by": d.by}));
+            match &d.reason {
+                Some(reason) => ev.text(reason),
+                None => ev,
+            }
+        }
         r @ (Record::SessionAgents(_)
         | Record::SessionCreated(_)
         | Record::AttachmentAdded(_)

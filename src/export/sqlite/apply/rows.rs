@@ -15,7 +15,7 @@ use super::{usd, Applier};
 use crate::clock::rfc3339;
 use crate::error::Result;
 use crate::export::sqlite::sql_error;
-use crate::fold::{SubtaskView, TurnView};
+use crate::fold::{SubtaskView, TurnView, ViewState};
 
 /// Rows a subtask id leaves free after the id of the record that opened them: a plan's
 /// subtasks take consecutive ids after it, so row ids follow the ledger and an export
@@ -96,6 +96,7 @@ impl Applier<'_> {
         }
         self.call_rows(t)?;
         self.tool_rows(t)?;
+        self.approval_rows(t)?;
         self.subtask_rows(t)
     }
 
@@ -104,6 +105,11 @@ impl Applier<'_> {
         let o = t.origin.as_ref();
         let usage = t.own.usage;
         let (write, read, cost, priced) = detail_columns(t.own.detail);
+        let state = if t.state == ViewState::Running && t.waits() {
+            ViewState::Waiting
+        } else {
+            t.state
+        };
         self.stmts
             .turn
             .execute(params![
@@ -112,7 +118,7 @@ impl Applier<'_> {
                 t.session,
                 t.agent,
                 t.mode,
-                t.state.as_str(),
+                state.as_str(),
                 t.request,
                 t.output,
                 t.output_object,
@@ -135,6 +141,8 @@ impl Applier<'_> {
                 read,
                 cost,
                 priced,
+                t.schema.as_ref().map(|s| &s.object),
+                t.value.as_ref().map(|v| v.to_string()),
             ])
             .map_err(err)?;
         Ok(())
