@@ -346,6 +346,9 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "- usage: {}", usage_text(u));
+        for line in crate::fmt::cache_cost_lines(u, &t.detail) {
+            let _ = writeln!(o, "- {line}");
+        }
     }
     let _ = writeln!(o, "\n**Request**\n\n{}\n", t.request);
     for x in &t.tools {
@@ -431,7 +434,9 @@ fn json_export(
             .zip(outputs)
             .zip(&shown_names)
             .map(|((t, output), shown_name)| ExportTurn {
-                turn: TurnJson::new(t, output, names.get(&t.agent)).shown_as(shown_name),
+                turn: TurnJson::new(t, output, names.get(&t.agent))
+                    .with_cost(t)
+                    .shown_as(shown_name),
                 records: records
                     .remove(&t.turn)
                     .unwrap_or_default()

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use axocoatl::history::TurnView;
 use axocoatl::workspace::Workspace;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
 
 use crate::ui::Ui;
 
@@ -21,6 +21,38 @@ pub fn usage_text(u: &Usage) -> String {
             " (incomplete: a provider did not report usage)"
         }
     )
+}
+
+/// What `show` says of a turn's prompt cache and cost beside its usage: a `cache:` line when
+/// a cache wrote or read, a `cost:` line when a call cost something or had no price (a
+/// free model's, and a turn from before costs were recorded, say nothing).
+pub fn cache_cost_lines(u: &Usage, d: &UsageDetail) -> Vec<String> {
+    let mut lines = Vec::new();
+    if d.cache_write_tokens > 0 || d.cache_read_tokens > 0 {
+        lines.push(format!(
+            "cache: {} prompt tokens written to the provider's cache, {} read from it",
+            d.cache_write_tokens, d.cache_read_tokens
+        ));
+    }
+    if d.calls == 0 {
+        return lines;
+    }
+    let cost = axocoatl::cost::usd(d.cost_nanos);
+    // Calls without a cost: no price, or (for a priced model) no reported usage.
+    let unpriced = d.priced_calls < u.calls.max(d.calls);
+    if unpriced && d.priced_calls == 0 {
+        lines.push(
+            "cost: unknown (no price for the model, or no usage reported; a price goes under `prices:` in the configuration)"
+                .to_string(),
+        );
+    } else if unpriced || (!u.complete && d.cost_nanos > 0) {
+        lines.push(format!(
+            "cost: at least {cost} (some calls had no price or no reported usage)"
+        ));
+    } else if d.cost_nanos > 0 {
+        lines.push(format!("cost: {cost}"));
+    }
+    lines
 }
 
 /// The first line of `s`, cut to `max` characters with an ellipsis. Control characters

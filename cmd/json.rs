@@ -15,7 +15,9 @@ use axocoatl::memory::semantic::Hit;
 use axocoatl::relations::{scope_str, Reference};
 use axocoatl::turn::TurnEvent;
 use axocoatl_store::extracted::OcrInfo;
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
+
+pub use crate::json_cost::{CacheCostJson, PriceJson};
 use axocoatl_store::memory::LogRecord;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -31,6 +33,9 @@ pub struct UsageJson {
     pub calls: u32,
     /// False once any call reported no usage.
     pub complete: bool,
+    /// Prompt-cache tokens and cost (`usage --json`, `show --json`, `export --format json`).
+    #[serde(flatten)]
+    pub cache_cost: Option<CacheCostJson>,
 }
 
 impl From<&Usage> for UsageJson {
@@ -41,6 +46,17 @@ impl From<&Usage> for UsageJson {
             total_tokens: u.total(),
             calls: u.calls,
             complete: u.complete,
+            cache_cost: None,
+        }
+    }
+}
+
+impl UsageJson {
+    /// Usage with its prompt-cache tokens and cost.
+    pub fn with_detail(u: &Usage, d: &UsageDetail) -> Self {
+        UsageJson {
+            cache_cost: Some(CacheCostJson::from_detail(u, d)),
+            ..UsageJson::from(u)
         }
     }
 }
@@ -122,7 +138,8 @@ pub struct TurnJson<'a> {
     pub error: Option<&'a str>,
     pub started_at: String,
     pub ended_at: Option<String>,
-    /// Null while running.
+    /// Null while running. `show --json` and `export --format json` add the prompt-cache
+    /// tokens and cost of the turn's calls, its workers' included.
     pub usage: Option<UsageJson>,
     /// The turn this one retried.
     pub retry_of: Option<&'a str>,
@@ -153,6 +170,15 @@ pub struct TurnJson<'a> {
 }
 
 impl<'a> TurnJson<'a> {
+    /// With the cache tokens and cost of `t`'s calls in its usage.
+    pub fn with_cost(mut self, t: &TurnView) -> Self {
+        self.usage = t
+            .usage
+            .as_ref()
+            .map(|u| UsageJson::with_detail(u, &t.detail));
+        self
+    }
+
     /// The session as people name it (after a rename, not as its records do).
     pub fn shown_as(mut self, session: &'a str) -> Self {
         self.session = session;

@@ -52,6 +52,11 @@ const OUTPUTS: &[Output] = &[
         schema: of::<UsageRowJson<'static>>,
     },
     Output {
+        commands: "usage --prices --json",
+        lines: "one line per row of the price table, in the order rows are tried",
+        schema: of::<PriceJson<'static>>,
+    },
+    Output {
         commands: "sessions --json",
         lines: "one line per session",
         schema: of::<SessionJson<'static>>,

@@ -7,6 +7,7 @@ mod exit;
 mod fmt;
 mod hints;
 mod json;
+mod json_cost;
 mod json_ref;
 mod line;
 mod progress;

@@ -45,6 +45,7 @@ pub fn run(args: ShowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     if args.json {
         ui.json_line(&ShowJson {
             turn: TurnJson::new(&t, &output, names.get(&t.agent))
+                .with_cost(&t)
                 .shown_as(ws.shown_session(&t.session)),
             calls: &t.calls,
             stop_requested: t.stop_requested,
@@ -221,6 +222,9 @@ fn body(ui: &Ui, o: &mut String, t: &TurnView, output: &str) {
     }
     if let Some(u) = &t.usage {
         let _ = writeln!(o, "\nusage: {}", usage_text(u));
+        for line in crate::fmt::cache_cost_lines(u, &t.detail) {
+            let _ = writeln!(o, "{line}");
+        }
     }
 }
 

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axocoatl_store::ledger::record::{
-    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCall, PlanMade,
+    AgentActivation, AttachmentPin, Bounded, InlineContext, Millis, ModelCallCost, PlanMade,
     PlannedSubtask, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
-    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage,
+    TurnEnded, TurnOrigin, TurnOverrides, TurnState, Usage, UsageDetail,
 };
 use axocoatl_store::ledger::{Damaged, Entry, Kind, Position, Record, Walked};
 use axocoatl_store::Repo;
@@ -84,8 +84,21 @@ pub struct CallView {
     pub provider: String,
     pub model: String,
     pub reserved_tokens: u64,
+    /// Every input token, those written to or read from a prompt cache included.
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache (null: not reported or not
+    /// recorded).
+    pub cache_write_tokens: Option<u64>,
+    /// Prompt tokens read from the provider's prompt cache (null: not reported or not
+    /// recorded).
+    pub cache_read_tokens: Option<u64>,
+    /// What the call cost in US dollars, by the price in force when it was made (null: no
+    /// price, or no usage reported).
+    pub cost_usd: Option<f64>,
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub cost_nanos: Option<u64>,
     pub finish_reason: Option<String>,
 }
 
@@ -139,6 +152,10 @@ pub struct TurnView {
     pub output_len: Option<u64>,
     pub error: Option<String>,
     pub usage: Option<Usage>,
+    /// The cache tokens and cost of the turn's calls, its workers' included, as far as
+    /// they were recorded (see [`UsageDetail::cost_complete`]).
+    #[serde(skip)]
+    pub detail: UsageDetail,
     pub tools: Vec<ToolEvent>,
     pub calls: Vec<CallView>,
     pub warnings: Vec<String>,
@@ -544,6 +561,8 @@ pub struct UsageRow {
     pub turns: u64,
     /// Incomplete when a call reported no usage, or a turn has not ended.
     pub usage: Usage,
+    /// The cache tokens and cost of the calls `usage` counts, as far as recorded.
+    pub detail: UsageDetail,
 }
 
 /// Usage rows of one session (or every session), from the ledger's indexes.
@@ -556,11 +575,14 @@ pub struct UsageList {
 /// Sums the provider-reported usage of every turn in scope, per session, agent and day.
 pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
     let summaries = repo.ledger().summaries(session)?;
-    let mut rows: BTreeMap<(String, String, i64), (u64, Usage)> = BTreeMap::new();
+    type Sums = (u64, Usage, UsageDetail);
+    let zero = || (0, Usage::ZERO, UsageDetail::default());
+    let mut rows: BTreeMap<(String, String, i64), Sums> = BTreeMap::new();
     for (s, u) in summaries.usage {
-        let row = rows.entry((s, u.agent, u.day)).or_insert((0, Usage::ZERO));
+        let row = rows.entry((s, u.agent, u.day)).or_insert_with(zero);
         row.0 += u.turns;
         row.1.add(&u.usage);
+        row.2.add(&u.detail);
     }
     // A turn without a terminal record has no reported usage.
     for open in summaries.open {
@@ -569,17 +591,18 @@ pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
             open.agent,
             axocoatl_store::index::day_of(open.started_at),
         );
-        rows.entry(key).or_insert((0, Usage::ZERO)).1.complete = false;
+        rows.entry(key).or_insert_with(zero).1.complete = false;
     }
     Ok(UsageList {
         rows: rows
             .into_iter()
-            .map(|((session, agent, day), (turns, usage))| UsageRow {
+            .map(|((session, agent, day), (turns, usage, detail))| UsageRow {
                 session,
                 agent,
                 day: crate::clock::date(day * 86_400_000),
                 turns,
                 usage,
+                detail,
             })
             .collect(),
         problems: summaries.damaged,
@@ -643,7 +666,9 @@ impl TurnView {
             Record::ToolStarted(s) => self.tool_started(s),
             Record::ToolFinished(r) => self.tool_finished(r),
             Record::ToolResult(r) => self.tool_result(r),
-            Record::ModelCall(c) => self.calls.push(CallView::from(c)),
+            Record::ModelCall(c) => self.calls.push(CallView::from(ModelCallCost::from(c))),
+            Record::ModelCallCost(c) => self.calls.push(CallView::from(c)),
+            Record::UsageCost(c) => self.detail.add(&c.detail),
             Record::StopRequested(_) => self.stop_requested = true,
             Record::Warning(w) => self.warnings.push(w.message),
             Record::PlanMade(m) => self.plan = Some(plan_of(m)),
@@ -763,6 +788,7 @@ fn begin_turn(p: &mut Projection, b: TurnBegun, begin: Position, begin_seq: u64)
         output_len: None,
         error: None,
         usage: None,
+        detail: UsageDetail::default(),
         tools: Vec::new(),
         calls: Vec::new(),
         warnings: Vec::new(),
@@ -876,14 +902,18 @@ impl ToolEvent {
     }
 }
 
-impl From<ModelCall> for CallView {
-    fn from(c: ModelCall) -> CallView {
+impl From<ModelCallCost> for CallView {
+    fn from(c: ModelCallCost) -> CallView {
         CallView {
             provider: c.provider,
             model: c.model,
             reserved_tokens: c.reserved_tokens,
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
+            cache_write_tokens: c.cache_write_tokens,
+            cache_read_tokens: c.cache_read_tokens,
+            cost_usd: c.cost_nanos.map(|n| n as f64 / crate::cost::NANOS_PER_USD),
+            cost_nanos: c.cost_nanos,
             finish_reason: c.finish_reason,
         }
     }

@@ -8,7 +8,8 @@
 //!   `progress` (slow steps reported to whoever draws them), `ocr_data` (where OCR's
 //!   language data is);
 //! - `config`, `provider`, `error` (one error type with a kind per exit code), `budget`,
-//!   `overrides` (a turn's own model, system prompt and sampling);
+//!   `cost` (the price table, the cost of a call, cost budgets), `overrides` (a turn's own
+//!   model, system prompt and sampling);
 //! - `turn` (what a turn is to the rest: events, outcome, origin, the memory traits), `tools`
 //!   (the `Tool` trait and the `Toolbox` registry);
 //! - `session` (turn locks, orphans), `relations` (attachment state), `history` and
@@ -38,6 +39,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod conversation;
+pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod export;

@@ -363,6 +363,13 @@ pub trait ContextSource: Send {
     /// The section for this request; `None` leaves nothing in the prompt. An error fails
     /// nothing: the engine records it as a warning and builds the request without it.
     fn section(&mut self, request: &RequestInfo<'_>) -> Result<Option<ContextSection>>;
+
+    /// Whether its section changes from one request to the next (what memory recalls for
+    /// the request), rather than staying the same until something edits it: a provider's
+    /// prompt cache ends no cached prefix after such a section.
+    fn volatile(&self) -> bool {
+        false
+    }
 }
 
 /// One model response and what followed it within a turn.

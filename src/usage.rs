@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use axocoatl_store::ledger::record::Usage;
+use axocoatl_store::ledger::record::{Usage, UsageDetail};
 use axocoatl_store::Repo;
 
 use crate::error::Result;
@@ -36,6 +36,9 @@ pub struct Row {
     /// Incomplete when any call of these turns reported no usage, or a turn has no
     /// terminal record yet.
     pub usage: Usage,
+    /// Their calls' cache tokens and cost, as far as recorded (each call's cost by the
+    /// price in force when it was made).
+    pub detail: UsageDetail,
 }
 
 impl Row {
@@ -44,7 +47,19 @@ impl Row {
             key,
             turns: 0,
             usage: Usage::ZERO,
+            detail: UsageDetail::default(),
         }
+    }
+
+    /// Every call of these turns has its cache counts recorded (and usage reported).
+    pub fn cache_complete(&self) -> bool {
+        self.detail.cache_complete(&self.usage)
+    }
+
+    /// Every call of these turns had a price and reported usage: the cost is their whole
+    /// cost (otherwise it is what the others cost, a floor).
+    pub fn cost_complete(&self) -> bool {
+        self.detail.cost_complete(&self.usage)
     }
 }
 
@@ -72,8 +87,10 @@ pub fn report(repo: &Repo, session: Option<&str>, by: By) -> Result<Report> {
         let row = rows.entry(key.clone()).or_insert_with(|| Row::new(key));
         row.turns += r.turns;
         row.usage.add(&r.usage);
+        row.detail.add(&r.detail);
         total.turns += r.turns;
         total.usage.add(&r.usage);
+        total.detail.add(&r.detail);
     }
     Ok(Report {
         rows: rows.into_values().collect(),

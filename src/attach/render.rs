@@ -161,7 +161,7 @@ pub fn user_message(
 /// Whether a provider kind passes images to its models.
 pub fn reads_images(kind: ProviderKind) -> bool {
     match kind {
-        ProviderKind::Ollama | ProviderKind::Openai => true,
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic => true,
         ProviderKind::Local | ProviderKind::Script => false,
     }
 }

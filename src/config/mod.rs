@@ -3,9 +3,11 @@
 //! [`load()`] reads a file and returns either a validated [`Config`] (with warnings) or every
 //! problem at once, each a [`Diagnostic`] with the line and column to fix.
 
+mod costs;
 mod de;
 mod diag;
 mod load;
+mod prices;
 #[cfg(test)]
 mod proptests;
 mod relations;
@@ -20,11 +22,13 @@ pub(crate) use diag::suggestion;
 pub use diag::{Diagnostic, Severity};
 pub(crate) use load::{human_size, read_text_file, FileProblem};
 pub use load::{load, load_str, Loaded, CONFIG_SIZE_LIMIT};
+pub use prices::{entry_problem, lookup, shipped_as_of, shipped_prices, Price, PriceSource};
 pub(crate) use resolve::lookup_provider;
 pub use resolve::{
-    local_model_path, local_ready_dir, ResolvedProvider, DEFAULT_CONNECT_TIMEOUT_SECS,
-    DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL,
-    DEFAULT_OPENAI_KEY_ENV, DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
+    local_model_path, local_ready_dir, ResolvedProvider, DEFAULT_ANTHROPIC_KEY_ENV,
+    DEFAULT_ANTHROPIC_URL, DEFAULT_CONNECT_TIMEOUT_SECS, DEFAULT_LOCAL_MODEL,
+    DEFAULT_LOCAL_MODEL_FILE, DEFAULT_MAX_RETRIES, DEFAULT_OLLAMA_URL, DEFAULT_OPENAI_KEY_ENV,
+    DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
 pub use starter::starter_config;
 pub(crate) use tree::check_limits as check_yaml_limits;

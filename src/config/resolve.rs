@@ -12,6 +12,8 @@ pub const DEFAULT_LOCAL_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const DEFAULT_OLLAMA_URL: &str = "http://127.0.0.1:11434";
 pub const DEFAULT_OPENAI_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+pub const DEFAULT_ANTHROPIC_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
@@ -58,7 +60,10 @@ pub(crate) fn lookup_provider<'a>(
 
 /// Whether an agent on this kind of provider must name its model.
 pub(crate) fn needs_model(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Ollama | ProviderKind::Openai)
+    matches!(
+        kind,
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic
+    )
 }
 
 impl Config {
@@ -69,7 +74,10 @@ impl Config {
             .providers
             .values()
             .filter_map(|p| p.api_key_env.clone())
-            .chain([DEFAULT_OPENAI_KEY_ENV.to_string()])
+            .chain([
+                DEFAULT_OPENAI_KEY_ENV.to_string(),
+                DEFAULT_ANTHROPIC_KEY_ENV.to_string(),
+            ])
             .collect();
         names.sort();
         names.dedup();
@@ -102,7 +110,7 @@ impl Config {
         let name = agent.provider.as_str();
         let (kind, entry) = lookup_provider(self, name).ok_or_else(|| {
             format!(
-                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of `ollama`, `openai`, `local`, `script`",
+                "agent `{}`: provider `{name}` is neither an entry of `providers:` nor one of `ollama`, `openai`, `anthropic`, `local`, `script`",
                 agent.id
             )
         })?;
@@ -124,14 +132,14 @@ impl Config {
             }
         };
         let (base_url, base_url_from) = base_url_of(kind, name, entry, &env);
-        let api_key_env = match kind {
-            ProviderKind::Openai => Some(
-                entry
-                    .and_then(|e| e.api_key_env.clone())
-                    .unwrap_or_else(|| DEFAULT_OPENAI_KEY_ENV.to_string()),
-            ),
-            _ => entry.and_then(|e| e.api_key_env.clone()),
+        let default_key = match kind {
+            ProviderKind::Openai => Some(DEFAULT_OPENAI_KEY_ENV),
+            ProviderKind::Anthropic => Some(DEFAULT_ANTHROPIC_KEY_ENV),
+            _ => None,
         };
+        let api_key_env = entry
+            .and_then(|e| e.api_key_env.clone())
+            .or_else(|| default_key.map(str::to_string));
         let model_path = match kind {
             ProviderKind::Local => match entry.and_then(|e| e.model_path.as_ref()) {
                 Some(path) => Some(config_dir.join(path)),
@@ -211,6 +219,16 @@ fn base_url_of(
                 (
                     DEFAULT_OPENAI_URL.to_string(),
                     "the default, as OPENAI_BASE_URL is unset".to_string(),
+                )
+            }),
+        ProviderKind::Anthropic => from_entry
+            .or_else(|| {
+                env("ANTHROPIC_BASE_URL").map(|url| (url, "set by ANTHROPIC_BASE_URL".to_string()))
+            })
+            .unwrap_or_else(|| {
+                (
+                    DEFAULT_ANTHROPIC_URL.to_string(),
+                    "the default, as ANTHROPIC_BASE_URL is unset".to_string(),
                 )
             }),
         ProviderKind::Local | ProviderKind::Script => (String::new(), String::new()),
@@ -358,6 +376,27 @@ mod tests {
         let p = resolve(yaml, &[("OPENAI_BASE_URL", "http://ignored")]);
         assert_eq!(p.base_url.as_deref(), Some("http://gpu:8000/v1"));
         assert_eq!(p.api_key_env.as_deref(), Some("VLLM_KEY"));
+    }
+
+    #[test]
+    fn anthropic_defaults_and_base_url_env() {
+        let yaml = "agents:\n  - {id: a, provider: anthropic, model: claude-haiku-4-5}\n";
+        let p = resolve(yaml, &[]);
+        assert_eq!(p.kind, ProviderKind::Anthropic);
+        assert_eq!(p.base_url.as_deref(), Some("https://api.anthropic.com"));
+        assert_eq!(p.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        let p = resolve(yaml, &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
+        assert_eq!(p.base_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            p.base_url_from.as_deref(),
+            Some("set by ANTHROPIC_BASE_URL")
+        );
+        let yaml = "providers:\n  claude: {kind: anthropic, api_key_env: WORK_KEY}\nagents:\n  - {id: a, provider: claude, model: claude-haiku-4-5}\n";
+        assert_eq!(resolve(yaml, &[]).api_key_env.as_deref(), Some("WORK_KEY"));
+        let config = config(yaml);
+        assert!(config
+            .key_env_names()
+            .contains(&"ANTHROPIC_API_KEY".to_string()));
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub struct Config {
     /// OpenTelemetry traces of turns (the `OTEL_EXPORTER_OTLP_*` environment overrides it).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Prices of models the shipped table lacks or prices differently (USD per million
+    /// tokens); an entry here wins over the shipped one for the same provider and model.
+    #[serde(default)]
+    pub prices: Vec<PriceEntry>,
 }
 
 /// `telemetry:`: where traces of turns go (see `docs/telemetry.md`).
@@ -140,6 +144,9 @@ pub struct AgentConfig {
     pub sampling: SamplingConfig,
     #[serde(default)]
     pub token_budget: Option<TokenBudget>,
+    /// Money limits checked before each call, from the price table (see `prices:`).
+    #[serde(default)]
+    pub cost_budget: Option<CostBudget>,
     #[serde(default)]
     pub memory: MemoryConfig,
     /// What the agent's tools may change: `read-only` (default), `workspace-write` or
@@ -285,6 +292,41 @@ pub struct TokenBudget {
     pub overflow_policy: OverflowPolicy,
 }
 
+/// One row of the price table: what a provider's model costs, in US dollars per million
+/// tokens. The shipped table and `prices:` entries have this shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceEntry {
+    /// A provider kind (`anthropic`, `openai`, ...) or the name of a `providers:` entry.
+    pub provider: String,
+    /// A model name, or a prefix of model names ending in `*` (`claude-sonnet-4-5*` also
+    /// prices the dated `claude-sonnet-4-5-20250929`).
+    pub model: String,
+    /// Input tokens neither written to nor read from a prompt cache.
+    pub input: f64,
+    pub output: f64,
+    /// Input tokens written to a prompt cache (default: `input`).
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    /// Input tokens read from a prompt cache (default: `input`).
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+}
+
+/// `cost_budget:` money limits in US dollars, checked like [`TokenBudget`] before each call
+/// (the reservation priced with the model's price) and after it (the cost the provider's
+/// usage comes to).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostBudget {
+    #[serde(default)]
+    pub per_execution_usd: Option<f64>,
+    #[serde(default)]
+    pub per_call_usd: Option<f64>,
+    #[serde(default)]
+    pub overflow_policy: OverflowPolicy,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
@@ -385,6 +427,7 @@ impl CoreConfig {
 pub enum ProviderKind {
     Ollama,
     Openai,
+    Anthropic,
     Local,
     Script,
 }
@@ -394,6 +437,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Ollama => "ollama",
             ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
             ProviderKind::Local => "local",
             ProviderKind::Script => "script",
         }
@@ -403,6 +447,7 @@ impl ProviderKind {
         match name {
             "ollama" => Some(ProviderKind::Ollama),
             "openai" => Some(ProviderKind::Openai),
+            "anthropic" => Some(ProviderKind::Anthropic),
             "local" => Some(ProviderKind::Local),
             "script" => Some(ProviderKind::Script),
             _ => None,

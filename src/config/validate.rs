@@ -132,6 +132,7 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
         "agents",
         config.agents.iter().map(|a| a.id.as_str()),
     );
+    super::costs::check(&mut c, config);
     for (i, agent) in config.agents.iter().enumerate() {
         agent_fields(&mut c, config, i, agent);
     }
@@ -299,7 +300,7 @@ fn provider_of(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentConf
                 .providers
                 .keys()
                 .map(String::as_str)
-                .chain(["ollama", "openai", "local", "script"])
+                .chain(["ollama", "openai", "anthropic", "local", "script"])
                 .collect();
             c.error(
                 c.value(at!["agents", i, "provider"]),
@@ -804,7 +805,7 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
         ("script", p.script.is_some()),
     ];
     let applies: &[&str] = match p.kind {
-        ProviderKind::Ollama | ProviderKind::Openai => &[
+        ProviderKind::Ollama | ProviderKind::Openai | ProviderKind::Anthropic => &[
             "base_url",
             "api_key_env",
             "timeout_secs",

@@ -21,6 +21,8 @@ pub(crate) struct Begun {
     pub pos: Position,
     /// At or before the begin record: where the turn's records start (its trace reads them).
     pub start: Position,
+    /// The time its begin record carries (usage by day counts the turn on that day).
+    pub at: Millis,
 }
 
 /// Notes the turn in its session lock (so an orphan can be found), appends `TurnBegun`
@@ -60,6 +62,7 @@ pub(crate) fn begin(
         turn,
         pos,
         start: head,
+        at: now,
     })
 }
 

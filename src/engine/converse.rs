@@ -7,21 +7,24 @@
 
 use std::time::Duration;
 
-use axocoatl_store::ledger::record::{ModelCall, ToolFinished, ToolStarted, TurnState, Usage};
+use axocoatl_store::ledger::record::{
+    ModelCallCost, ToolFinished, ToolStarted, TurnState, Usage, UsageDetail,
+};
 use axocoatl_store::ledger::Record;
 use axocoatl_store::Repo;
 
 use super::record::Recorder;
 use crate::budget::{self, InputEstimate};
 use crate::clock;
-use crate::config::{AgentConfig, TokenBudget};
+use crate::config::{AgentConfig, Config, CostBudget, ResolvedProvider, TokenBudget};
 use crate::conversation;
+use crate::cost::{self, Price};
 use crate::error::{Result, RuntimeError};
 use crate::memory::turn::{MemoryRecorder, PassiveRecall};
 use crate::memory::AgentMemory;
 use crate::provider::{
     Cancel, ChatRequest, Completion, Event, Message, Provider, ProviderError, Role, Sampling,
-    ToolCall, ToolSchema,
+    TextPart, ToolCall, ToolSchema,
 };
 use crate::tools::{self, Root, Toolbox, Workplace};
 use crate::turn::{
@@ -41,6 +44,11 @@ pub struct Conversant<'a> {
     pub model: String,
     pub sampling: Sampling,
     pub budget: Option<TokenBudget>,
+    /// Its `cost_budget:`, checked with `price`.
+    pub cost_budget: Option<CostBudget>,
+    /// What its model costs (see [`Conversant::priced`]); `None`: no price known, and calls
+    /// are recorded without a cost.
+    pub price: Option<Price>,
     /// The most conversation messages sent per request.
     pub max_messages: usize,
     /// Model calls per turn before the turn fails.
@@ -118,11 +126,22 @@ impl<'a> Conversant<'a> {
             model: model.to_owned(),
             sampling,
             budget: agent.token_budget.clone(),
+            cost_budget: agent.cost_budget.clone(),
+            price: None,
             max_messages: agent.memory.max_session_messages.max(1) as usize,
             max_steps: agent.max_steps(),
             in_flight: None,
             mcp: None,
         })
+    }
+
+    /// With the price of the model `provider` runs, by `config`'s price table: each call is
+    /// recorded with its cost, and a cost budget checked.
+    pub fn priced(self, config: &Config, provider: &ResolvedProvider) -> Self {
+        Conversant {
+            price: config.price_of(provider),
+            ..self
+        }
     }
 
     /// Its memory scope (runtime id).
@@ -216,11 +235,20 @@ impl TurnCx<'_> {
 pub struct Tally {
     /// The visible output, streamed.
     pub output: String,
-    /// Provider-reported usage (`complete: false` once a call reported none).
+    /// Provider-reported usage (`complete: false` once a call reported none), workers'
+    /// subtasks included.
     pub usage: Usage,
+    /// The cache tokens and cost of the calls `usage` counts, less the workers' subtasks
+    /// (their ends record theirs): what the terminal record's `UsageCost` says.
+    pub detail: UsageDetail,
+    /// The workers' subtasks' cache tokens and cost, for the turn's whole cost.
+    pub handed: UsageDetail,
     /// Tokens counted against `per_execution`: what providers reported, or the local
     /// estimate of what they did not.
     pub budget_used: u64,
+    /// Nanodollars counted against `per_execution_usd`: what calls cost by their reported
+    /// usage, or what they reserved when a provider reported none.
+    pub cost_used: u64,
 }
 
 impl Default for Tally {
@@ -228,8 +256,27 @@ impl Default for Tally {
         Tally {
             output: String::new(),
             usage: Usage::ZERO,
+            detail: UsageDetail::default(),
+            handed: UsageDetail::default(),
             budget_used: 0,
+            cost_used: 0,
         }
+    }
+}
+
+impl Tally {
+    /// Adds what `other` (another converse of the same turn, not a worker's subtask) used.
+    pub fn absorb(&mut self, other: &Tally) {
+        self.usage.add(&other.usage);
+        self.detail.add(&other.detail);
+        self.handed.add(&other.handed);
+    }
+
+    /// The turn's whole cache tokens and cost: its own calls' and its workers'.
+    pub fn whole_detail(&self) -> UsageDetail {
+        let mut whole = self.detail;
+        whole.add(&self.handed);
+        whole
     }
 }
 
@@ -312,6 +359,7 @@ pub fn converse(
         let start = transcript.len();
         let request = build_request(conv, transcript, &schemas, step == 0, cx, sink)?;
         let input = check_budget(conv, provider, &request, tally, cx, sink)?;
+        check_cost_budget(conv, &request, &input, tally, cx, sink)?;
         let calls = call_and_record(conv, provider, &request, input, transcript, tally, cx, sink)?;
         run_tools(conv, &calls, transcript, cx, sink)?;
         observe_exchange(conv, &transcript[start..], cx, sink)?;
@@ -344,6 +392,14 @@ pub(super) fn build_request(
     sink: &mut Sink<'_>,
 ) -> Result<ChatRequest, TurnError> {
     let mut system = conv.agent.system_prompt.clone().unwrap_or_default();
+    let mut parts = Vec::new();
+    if !system.is_empty() {
+        parts.push(TextPart {
+            start: 0,
+            end: system.len(),
+            volatile: false,
+        });
+    }
     let sent = conversation::trim_to(transcript, conv.max_messages);
     let info = RequestInfo {
         turn: cx.turn,
@@ -368,12 +424,20 @@ pub(super) fn build_request(
             if !system.is_empty() {
                 system.push_str("\n\n");
             }
+            let start = system.len();
             system.push_str(&section.text);
+            parts.push(TextPart {
+                start,
+                end: system.len(),
+                volatile: source.volatile(),
+            });
         }
     }
     let mut messages = Vec::with_capacity(sent.len() + 1);
     if !system.is_empty() {
-        messages.push(Message::new(Role::System, system));
+        let mut m = Message::new(Role::System, system);
+        m.parts = parts;
+        messages.push(m);
     }
     messages.extend(sent);
     Ok(ChatRequest {
@@ -407,6 +471,32 @@ pub(super) fn check_budget(
         cx.recorder().warn(sink, "budget", message)?;
     }
     Ok(estimate)
+}
+
+/// Checks the call's reservation, priced, against the cost budget, as [`check_budget`]
+/// checks tokens: refuses under `abort`, warns and goes on under `warn`.
+pub(super) fn check_cost_budget(
+    conv: &Conversant<'_>,
+    request: &ChatRequest,
+    estimate: &InputEstimate,
+    tally: &Tally,
+    cx: &TurnCx<'_>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TurnError> {
+    let Some(b) = &conv.cost_budget else {
+        return Ok(());
+    };
+    let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
+    let price = conv.price.as_ref();
+    let spent = tally.cost_used;
+    if let Some(v) = cost::budget::check(b, price, &conv.model, estimate, completion_bound, spent) {
+        if cost::budget::enforce(b) {
+            return Err(TurnError::Budget(v.message));
+        }
+        let message = format!("{} (overflow_policy warn: sent anyway)", v.message);
+        cx.recorder().warn(sink, "budget", message)?;
+    }
+    Ok(())
 }
 
 /// Calls the model, streaming its text to the caller, and records the call. Appends the
@@ -445,20 +535,36 @@ pub(super) fn call_and_record(
     let completion = result.map_err(TurnError::Provider)?;
     let call = count_call(provider, &completion, input, tally);
     let completion_bound = request.sampling.max_tokens.unwrap_or(0) as u64;
-    let seq = cx.recorder().lazy(&[Record::ModelCall(ModelCall {
+    let cost = count_cost(conv, &completion, input, completion_bound, tally);
+    let usage = completion.usage;
+    let seq = cx.recorder().lazy(&[Record::ModelCallCost(ModelCallCost {
         turn: cx.turn.to_owned(),
         agent: conv.agent.id.clone(),
         provider: provider.name().to_owned(),
         model: conv.model.clone(),
         reserved_tokens: input.total() + completion_bound,
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cost_nanos: cost,
         finish_reason: completion.finish_reason.clone(),
         at: clock::now(),
     })])?;
     if let Some(b) = &conv.budget {
         if let Some(v) = budget::check_reported(b, call.total(), tally.usage.total()) {
             if budget::enforce(b) {
+                return Err(TurnError::Budget(format!(
+                    "{}; the turn stopped after that response",
+                    v.message
+                )));
+            }
+            cx.recorder().warn(sink, "budget", v.message)?;
+        }
+    }
+    if let (Some(b), Some(cost)) = (&conv.cost_budget, cost) {
+        if let Some(v) = cost::budget::check_reported(b, cost, tally.cost_used) {
+            if cost::budget::enforce(b) {
                 return Err(TurnError::Budget(format!(
                     "{}; the turn stopped after that response",
                     v.message
@@ -510,6 +616,33 @@ fn count_call(
     });
     tally.budget_used += prompt + completion_tokens;
     call
+}
+
+/// Adds a call's cache tokens and cost to the tally, and returns its cost: by its reported
+/// usage and the conversant's price, `None` without either. For `per_execution_usd` a call
+/// without a cost counts what it reserved, when the price is known.
+fn count_cost(
+    conv: &Conversant<'_>,
+    completion: &Completion,
+    input: InputEstimate,
+    completion_bound: u64,
+    tally: &mut Tally,
+) -> Option<u64> {
+    let usage = &completion.usage;
+    let cost = conv.price.as_ref().and_then(|p| cost::call_nanos(p, usage));
+    tally.detail.add(&UsageDetail {
+        calls: 1,
+        cache_write_tokens: usage.cache_write_tokens.unwrap_or(0),
+        cache_read_tokens: usage.cache_read_tokens.unwrap_or(0),
+        priced_calls: u32::from(cost.is_some()),
+        cost_nanos: cost.unwrap_or(0),
+    });
+    let counted = cost.or_else(|| {
+        let price = conv.price.as_ref()?;
+        Some(cost::budget::reservation(price, &input, completion_bound))
+    });
+    tally.cost_used = tally.cost_used.saturating_add(counted.unwrap_or(0));
+    cost
 }
 
 pub(super) fn checkpoint_in_flight(

@@ -5,8 +5,8 @@
 //! the results). Runs inside the one begin/finish of the turn.
 //!
 //! Records (between `TurnBegun` and `TurnEnded`): `PlanMade` (the method and subtasks),
-//! `SubtaskStarted` and `SubtaskEnded` (state, the worker's whole output, its usage) for
-//! each subtask, and the `ModelCall`s and tool records of every agent under its own id.
+//! `SubtaskStarted` and `SubtaskEnded` (state, the worker's whole output, its usage; then a
+//! `UsageCost` with its calls' cache tokens and cost) for each subtask, and the `ModelCallCost`s and tool records of every agent under its own id.
 //! The private orchestration state (`crate::orchestration`) follows the pass and is
 //! cleared by the turn's terminal state.
 //!
@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use axocoatl_store::ledger::record::{
-    PlanMade, PlannedSubtask, SubtaskEnded, SubtaskStarted, TurnState,
+    PlanMade, PlannedSubtask, SubtaskEnded, SubtaskStarted, TurnState, UsageCost,
 };
 use axocoatl_store::ledger::Record;
 
@@ -125,7 +125,8 @@ fn coordinator<'a>(
     cx: &TurnCx<'_>,
 ) -> std::result::Result<Conversant<'a>, TurnError> {
     let p = pass.p;
-    let mut c = Conversant::for_agent(cx.repo, p.agent, &p.session, &p.provider.model, pass.dir)?;
+    let mut c = Conversant::for_agent(cx.repo, p.agent, &p.session, &p.provider.model, pass.dir)?
+        .priced(pass.config, &p.provider);
     // No core memory, no recall, no daily log or semantic writes: Tier 1 only.
     c.context.clear();
     c.observers.clear();
@@ -180,6 +181,7 @@ fn propose(
 ) -> std::result::Result<String, TurnError> {
     let mut call = Tally {
         budget_used: tally.budget_used,
+        cost_used: tally.cost_used,
         ..Tally::default()
     };
     let mut quiet = |ev: TurnEvent<'_>| {
@@ -188,8 +190,9 @@ fn propose(
         }
     };
     let end = converse::converse(conv, model, messages, &mut call, cx, &mut quiet);
-    tally.usage.add(&call.usage);
+    tally.absorb(&call);
     tally.budget_used = call.budget_used;
+    tally.cost_used = call.cost_used;
     end.map(|()| call.output)
 }
 
@@ -263,7 +266,9 @@ fn run_subtasks(
             match rx.recv_timeout(watcher::POLL) {
                 Ok(Msg::Event(ev)) => sink(ev),
                 Ok(Msg::Done(i, worker_tally, end)) => {
+                    // The worker's cache tokens and cost go with its subtask's end.
                     tally.usage.add(&worker_tally.usage);
+                    tally.handed.add(&worker_tally.whole_detail());
                     end_subtask(pass, &mut board, i, worker_tally, end, cx, sink)?;
                     save_state(pass, method, board.progress, cx, sink, &mut board.step)?;
                 }
@@ -343,7 +348,9 @@ fn end_subtask(
         Err(e) => (TurnState::Failed, Some(describe(e))),
     };
     let rec = cx.recorder();
-    rec.lazy(&[Record::SubtaskEnded(SubtaskEnded {
+    let at = clock::now();
+    let detail = worker_tally.whole_detail();
+    let mut records = vec![Record::SubtaskEnded(SubtaskEnded {
         turn: cx.turn.to_owned(),
         session: cx.session.to_owned(),
         coordinator: pass.p.agent.id.clone(),
@@ -353,8 +360,20 @@ fn end_subtask(
         error: error.clone(),
         output: rec.bound(&worker_tally.output)?,
         usage: worker_tally.usage,
-        at: clock::now(),
-    })])?;
+        at,
+    })];
+    if detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
+            turn: cx.turn.to_owned(),
+            session: cx.session.to_owned(),
+            agent: sub.worker.clone(),
+            subtask: Some(sub.id.clone()),
+            counted_at: at,
+            detail,
+            at,
+        }));
+    }
+    rec.lazy(&records)?;
     sink(TurnEvent::SubtaskEnded {
         turn: cx.turn.into(),
         subtask: sub.id.as_str().into(),
@@ -504,7 +523,8 @@ fn run_worker(
             (agent, resolved, scope)
         };
         let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;
-        let mut conv = Conversant::in_scope(cx.repo, agent, &scope, &resolved.model, pass.dir)?;
+        let mut conv = Conversant::in_scope(cx.repo, agent, &scope, &resolved.model, pass.dir)?
+            .priced(pass.config, &resolved);
         if sub.is_adhoc() {
             conv.context.clear();
             conv.observers.clear();

@@ -1,7 +1,9 @@
 //! Step 4, finish: exactly one terminal record, then the caches and observers.
 //! [`run`] drives a begun turn through converse to here.
 
-use axocoatl_store::ledger::record::{AgentOutput, AgentOutputBounded, TurnEnded, TurnState};
+use axocoatl_store::ledger::record::{
+    AgentOutput, AgentOutputBounded, TurnEnded, TurnState, UsageCost,
+};
 use axocoatl_store::ledger::Record;
 
 use super::begin::Begun;
@@ -84,7 +86,8 @@ pub(crate) fn run(
             .map_err(TurnError::Provider)
             .and_then(|mut model| {
                 let model_name = &p.provider.model;
-                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &place)?;
+                let c = Conversant::for_agent(repo, p.agent, &p.session, model_name, &place)?
+                    .priced(config, &p.provider);
                 let c = conv.insert(Conversant {
                     in_flight,
                     mcp: Some(server_set(ws, config)),
@@ -172,6 +175,19 @@ pub(super) fn finish(
         usage: tally.usage,
         at: clock::now(),
     }));
+    // Its calls' cache tokens and cost, in the same append (its workers' went with their
+    // subtasks' ends); a turn that made no call has none to record.
+    if tally.detail.calls > 0 {
+        records.push(Record::UsageCost(UsageCost {
+            turn: begun.turn.clone(),
+            session: p.session.clone(),
+            agent: p.agent.id.clone(),
+            subtask: None,
+            counted_at: begun.at,
+            detail: tally.detail,
+            at: clock::now(),
+        }));
+    }
     let ended = repo.ledger().append(&records)?;
     let seq = ended.last().map(|a| a.seq).unwrap_or(0);
     if p.agent.role == AgentRole::Coordinator {

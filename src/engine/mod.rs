@@ -13,7 +13,7 @@
 //! 3. [`converse`] (`converse::converse`): for one conversing agent, loop
 //!    *build request* (system prompt + context sections + trimmed conversation + tool
 //!    schemas) → *budget check* (estimate, reserve, refuse or warn) → *call and record*
-//!    (stream, append `ModelCall`, in-flight checkpoint) → *run tools* (dispatch each call
+//!    (stream, append `ModelCallCost`, in-flight checkpoint) → *run tools* (dispatch each call
 //!    through the toolbox, append `ToolStarted`/`ToolFinished`), until an answer without
 //!    tool calls, a budget stop, a stop request or the agent's `max_steps`.
 //! 4. [`finish`] (`finish::finish`): append the output and exactly one `TurnEnded`
@@ -53,14 +53,15 @@
 //!    [`Toolbox::new`], its context sources [`converse::CoreMemory`] and
 //!    [`PassiveRecall`](crate::memory::turn::PassiveRecall)) → [`converse::converse`]; each
 //!    round [`converse::build_request`] → [`converse::check_budget`]
-//!    ([`budget::estimate_request`], [`budget::check`]) → [`converse::call_and_record`]
+//!    ([`budget::estimate_request`], [`budget::check`]) and [`converse::check_cost_budget`]
+//!    ([`cost::budget::check`](crate::cost::budget::check)) → [`converse::call_and_record`]
 //!    ([`Provider::chat`] streams [`TurnEvent::Delta`] to the command's printer;
-//!    [`Ledger::append_lazy`] of `ModelCall`; [`converse::checkpoint_in_flight`]) →
+//!    [`Ledger::append_lazy`] of `ModelCallCost`; [`converse::checkpoint_in_flight`]) →
 //!    [`converse::run_tools`] ([`Toolbox::call`]; `ToolStarted`/`ToolFinished` appended
 //!    lazily) → [`converse::observe_exchange`]. Meanwhile [`watcher::stop_requested`] looks
 //!    for a stop record every 20 ms through the [`Cancel`] probe.
-//! 5. [`finish::finish`]: [`Ledger::append`] of `AgentOutput` (or `AgentOutputBounded`) and
-//!    `TurnEnded` (the second `fdatasync`), [`Conversation::after_turn`],
+//! 5. [`finish::finish`]: [`Ledger::append`] of `AgentOutput` (or `AgentOutputBounded`),
+//!    `TurnEnded` and `UsageCost` (the second `fdatasync`), [`Conversation::after_turn`],
 //!    [`checkpoint::write`] (the store's [`write_atomic`]), [`finish::observe_turn`],
 //!    [`session::clear_note`].
 //! 6. The bytes: [`Ledger::append`] takes `run/ledger.lock`, frames each record

@@ -65,14 +65,15 @@ pub(crate) fn run(
                     })
                 })?;
             let mut model = provider::open(&resolved).map_err(TurnError::Provider)?;
-            let mut conv = Conversant::for_agent(cx.repo, agent, &p.session, &resolved.model, dir)?;
+            let mut conv = Conversant::for_agent(cx.repo, agent, &p.session, &resolved.model, dir)?
+                .priced(config, &resolved);
             let end =
                 converse::converse(&mut conv, model.as_mut(), &mut messages, &mut own, cx, sink);
             // Each agent keeps its answer in its own memory tiers.
             converse::observe_end(&mut conv, cx, &own, &end, sink)?;
             end
         })();
-        tally.usage.add(&own.usage);
+        tally.absorb(&own);
         if !tally.output.is_empty() && !own.output.is_empty() {
             tally.output.push('\n');
         }

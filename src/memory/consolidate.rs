@@ -9,8 +9,8 @@
 
 use axocoatl_store::layout::check_session_name;
 use axocoatl_store::ledger::record::{
-    AgentOutput, Millis, ModelCall, SessionCreated, ToolResult, ToolStarted, TurnBegun, TurnEnded,
-    TurnState, Usage,
+    AgentOutput, Millis, ModelCallCost, SessionCreated, ToolResult, ToolStarted, TurnBegun,
+    TurnEnded, TurnState, Usage, UsageCost, UsageDetail,
 };
 use axocoatl_store::ledger::Record;
 use axocoatl_store::lock::Lock;
@@ -294,21 +294,22 @@ fn run_one(
     let blocks = memory.blocks_view()?;
     let resolved = ws.resolve_provider(agent)?;
     let mut lock = take_lock(ws, session)?;
-    let turn = begin(repo, &mut lock, session, session_exists, &agent.id)?;
-
+    let (turn, begun_at) = begin(repo, &mut lock, session, session_exists, &agent.id)?;
+    let price = ws.config()?.price_of(&resolved);
     let request = request(&resolved.model, agent, prompt(&blocks, &records));
     let mut output = String::new();
     let mut usage = Usage::ZERO;
+    let mut detail = UsageDetail::default();
     let mut applied = Vec::new();
     let outcome = call(
         repo,
-        &resolved,
+        (&resolved, price.as_ref()),
         &request,
         &turn,
         agent,
         cancel,
         &mut output,
-        &mut usage,
+        (&mut usage, &mut detail),
     );
     let (state, error) = match outcome {
         Err(CallFailed::Cancelled) => (TurnState::Stopped, None),
@@ -322,7 +323,7 @@ fn run_one(
             }
         },
     };
-    let end = [
+    let mut end = vec![
         Record::AgentOutput(AgentOutput {
             turn: turn.clone(),
             agent: agent.id.clone(),
@@ -338,6 +339,7 @@ fn run_one(
             at: clock::now(),
         }),
     ];
+    end.extend(usage_cost(&turn, session, &agent.id, begun_at, detail));
     repo.ledger().append(&end)?;
     crate::session::clear_note(repo, &mut lock)?;
     drop(lock);
@@ -361,6 +363,28 @@ fn run_one(
             error,
             usage,
         },
+    })
+}
+
+/// The cache tokens and cost of the pass's call, to follow its `TurnEnded` (none when no
+/// call was made).
+fn usage_cost(
+    turn: &str,
+    session: &str,
+    agent: &str,
+    begun_at: Millis,
+    detail: UsageDetail,
+) -> Option<Record> {
+    (detail.calls > 0).then(|| {
+        Record::UsageCost(UsageCost {
+            turn: turn.to_owned(),
+            session: session.to_owned(),
+            agent: agent.to_owned(),
+            subtask: None,
+            counted_at: begun_at,
+            detail,
+            at: clock::now(),
+        })
     })
 }
 
@@ -391,8 +415,9 @@ fn begin(
     session: &str,
     session_exists: bool,
     agent: &str,
-) -> Result<String> {
+) -> Result<(String, Millis)> {
     let turn = ids::new_id();
+    let now = clock::now();
     let (_, head) = repo.ledger().head()?;
     crate::session::set_note(
         repo,
@@ -421,10 +446,10 @@ fn begin(
         attachments: Vec::new(),
         retry_of: None,
         pid: std::process::id(),
-        at: clock::now(),
+        at: now,
     }));
     repo.ledger().append(&begin)?;
-    Ok(turn)
+    Ok((turn, now))
 }
 
 /// "completed: read 3 records, 1 edit applied, 0 refused": the daily log's line of a pass.
@@ -457,17 +482,17 @@ impl From<ProviderError> for CallFailed {
     }
 }
 
-/// The one model call of a pass, recorded as a `ModelCall`.
+/// The one model call of a pass, recorded as a `ModelCallCost` (with its cost by `price`).
 #[allow(clippy::too_many_arguments)]
 fn call(
     repo: &Repo,
-    resolved: &ResolvedProvider,
+    (resolved, price): (&ResolvedProvider, Option<&crate::config::Price>),
     request: &ChatRequest,
     turn: &str,
     agent: &AgentConfig,
     cancel: &Cancel,
     output: &mut String,
-    usage: &mut Usage,
+    (usage, detail): (&mut Usage, &mut UsageDetail),
 ) -> std::result::Result<(), CallFailed> {
     let mut provider = provider::open(resolved)?;
     let estimate = budget::estimate_request(request, &|t| provider.count_tokens(t));
@@ -490,17 +515,30 @@ fn call(
         calls: 1,
         complete: completion.usage.reported(),
     };
-    let recorded = repo.ledger().append_lazy(&[Record::ModelCall(ModelCall {
-        turn: turn.to_owned(),
-        agent: agent.id.clone(),
-        provider: provider.name().to_owned(),
-        model: request.model.clone(),
-        reserved_tokens: estimate.total() + completion_bound,
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
-        finish_reason: completion.finish_reason.clone(),
-        at: clock::now(),
-    })]);
+    let cost = price.and_then(|p| crate::cost::call_nanos(p, &completion.usage));
+    *detail = UsageDetail {
+        calls: 1,
+        cache_write_tokens: completion.usage.cache_write_tokens.unwrap_or(0),
+        cache_read_tokens: completion.usage.cache_read_tokens.unwrap_or(0),
+        priced_calls: u32::from(cost.is_some()),
+        cost_nanos: cost.unwrap_or(0),
+    };
+    let recorded = repo
+        .ledger()
+        .append_lazy(&[Record::ModelCallCost(ModelCallCost {
+            turn: turn.to_owned(),
+            agent: agent.id.clone(),
+            provider: provider.name().to_owned(),
+            model: request.model.clone(),
+            reserved_tokens: estimate.total() + completion_bound,
+            prompt_tokens: completion.usage.prompt_tokens,
+            completion_tokens: completion.usage.completion_tokens,
+            cache_write_tokens: completion.usage.cache_write_tokens,
+            cache_read_tokens: completion.usage.cache_read_tokens,
+            cost_nanos: cost,
+            finish_reason: completion.finish_reason.clone(),
+            at: clock::now(),
+        })]);
     recorded.map_err(|e| CallFailed::Failed(e.to_string()))?;
     Ok(())
 }

@@ -86,6 +86,11 @@ impl ContextSource for PassiveRecall {
         self.cached = Some((request.turn.to_owned(), found));
         Ok(Some(section(text, warnings)))
     }
+
+    /// Each turn's request recalls other memories.
+    fn volatile(&self) -> bool {
+        true
+    }
 }
 
 fn section(text: String, warnings: Vec<String>) -> ContextSection {

@@ -38,6 +38,9 @@ pub fn open(resolved: &ResolvedProvider) -> Result<Box<dyn Provider>, ProviderEr
         ProviderKind::Openai => Ok(redacting(Box::new(super::openai::OpenAiProvider::new(
             http(),
         )))),
+        ProviderKind::Anthropic => Ok(redacting(Box::new(
+            super::anthropic::AnthropicProvider::new(http()),
+        ))),
         ProviderKind::Script => {
             let path = resolved
                 .script

@@ -1,5 +1,5 @@
-//! Shared HTTP plumbing of the `ollama` and `openai` adapters: one streaming POST with
-//! timeouts, cancellation, typed errors and a bounded retry.
+//! Shared HTTP plumbing of the `ollama`, `openai` and `anthropic` adapters: one streaming
+//! POST with timeouts, cancellation, typed errors and a bounded retry.
 //!
 //! `ureq` reads block, so the request runs on a worker thread that feeds a channel; the
 //! caller's thread waits on that channel in [`CANCEL_POLL`] slices, which is what lets a
@@ -7,7 +7,7 @@
 //! worker ends by itself at its next read (the per-read timeout bounds how long that takes).
 //!
 //! Retries happen only before any byte of a successful response arrived: on connection
-//! errors and HTTP 429. Once output began, a failure is the caller's to report, never hidden
+//! errors and HTTP 429 (and the statuses an adapter adds, Anthropic's 529 "overloaded"). Once output began, a failure is the caller's to report, never hidden
 //! by a second request that could produce a different answer.
 
 use std::fmt;
@@ -34,7 +34,8 @@ pub struct HttpOptions {
     pub timeout: Duration,
     /// How long establishing a connection may take (zero: no limit).
     pub connect_timeout: Duration,
-    /// Extra attempts after a connection error or HTTP 429, before any output.
+    /// Extra attempts after a connection error or HTTP 429 (529 too for Anthropic), before
+    /// any output.
     pub max_retries: u32,
     /// The longest a whole call may take, retries included, however steadily the server
     /// sends (`None`: no limit; the silence timeout still applies).
@@ -132,6 +133,13 @@ pub(crate) struct HttpClient {
     agent: ureq::Agent,
     /// What the hint of a refused connection tells people to run (`ollama serve`).
     start_hint: Option<&'static str>,
+    /// The header the API key goes in: `None` for `Authorization: Bearer <key>`, else the
+    /// header whose value is the key itself (Anthropic's `x-api-key`).
+    key_header: Option<&'static str>,
+    /// Headers sent with every request (Anthropic's `anthropic-version`).
+    headers: Vec<(&'static str, &'static str)>,
+    /// The statuses retried before any output, like a lost connection.
+    retry_statuses: &'static [u16],
 }
 
 impl fmt::Debug for HttpClient {
@@ -159,7 +167,42 @@ impl HttpClient {
             opts,
             agent: config.into(),
             start_hint: None,
+            key_header: None,
+            headers: Vec::new(),
+            retry_statuses: &[429],
         }
+    }
+
+    /// Sends the API key as the value of `header` instead of `Authorization: Bearer`.
+    pub(crate) fn with_key_header(mut self, header: &'static str) -> HttpClient {
+        self.key_header = Some(header);
+        self
+    }
+
+    /// Sends `name: value` with every request.
+    pub(crate) fn with_header(mut self, name: &'static str, value: &'static str) -> HttpClient {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// Retries these statuses (before any output) instead of HTTP 429 alone.
+    pub(crate) fn retrying(mut self, statuses: &'static [u16]) -> HttpClient {
+        self.retry_statuses = statuses;
+        self
+    }
+
+    /// `request` with the API key (when there is one) and the fixed headers.
+    fn authorized<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        if let Some(key) = self.opts.api_key.as_deref().filter(|k| !k.is_empty()) {
+            request = match self.key_header {
+                Some(header) => request.header(header, key),
+                None => request.header("Authorization", format!("Bearer {key}")),
+            };
+        }
+        for (name, value) in &self.headers {
+            request = request.header(*name, *value);
+        }
+        request
     }
 
     /// Says how to start the server in the hint of a refused connection.
@@ -219,7 +262,7 @@ impl HttpClient {
                 Err((err, retry_after)) => {
                     let retryable = match &err {
                         ProviderError::Connect { .. } => true,
-                        ProviderError::Http { status, .. } => *status == 429,
+                        ProviderError::Http { status, .. } => self.retry_statuses.contains(status),
                         _ => false,
                     };
                     if !retryable || attempt >= self.opts.max_retries {
@@ -251,13 +294,12 @@ impl HttpClient {
     ) -> Result<Receiver<Msg>, (ProviderError, Option<Duration>)> {
         let (tx, rx) = mpsc::sync_channel(QUEUE_DEPTH);
         let agent = self.agent.clone();
-        let mut request = agent
-            .post(url)
-            .header("Content-Type", "application/json")
-            .header("Accept", accept);
-        if let Some(key) = self.opts.api_key.as_deref().filter(|k| !k.is_empty()) {
-            request = request.header("Authorization", format!("Bearer {key}"));
-        }
+        let request = self.authorized(
+            agent
+                .post(url)
+                .header("Content-Type", "application/json")
+                .header("Accept", accept),
+        );
         let payload = payload.to_vec();
         let spawned = thread::Builder::new()
             .name("axocoatl-http".to_string())
@@ -465,11 +507,10 @@ impl HttpClient {
         path: &str,
         names: fn(&serde_json::Value) -> Vec<String>,
     ) -> Option<Vec<String>> {
-        let mut request = self.agent.get(self.url(path));
-        if let Some(key) = self.opts.api_key.as_deref().filter(|k| !k.is_empty()) {
-            request = request.header("Authorization", format!("Bearer {key}"));
-        }
-        let mut response = request.call().ok()?;
+        let mut response = self
+            .authorized(self.agent.get(self.url(path)))
+            .call()
+            .ok()?;
         if !response.status().is_success() {
             return None;
         }

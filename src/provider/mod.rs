@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub mod anthropic;
 mod factory;
 pub mod http;
 #[cfg(feature = "local")]
@@ -77,6 +78,28 @@ pub struct Message {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Image>,
+    /// A system message assembled from parts (the agent's prompt, then each context
+    /// section): where each part lies in `content`. Adapters with a prompt cache end cached
+    /// prefixes at the ends of the parts that stay the same from one request to the next;
+    /// the others send `content` as it is. Empty: one part, `content` whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<TextPart>,
+    /// For an assistant message: blocks of the provider's own that must go back with it in
+    /// the later requests of the same turn (Anthropic's thinking blocks, whose signatures it
+    /// checks), before its text and tool calls. Kept in memory only: never recorded or
+    /// checkpointed, and a later turn's request no longer needs them.
+    #[serde(skip)]
+    pub replay: Vec<serde_json::Value>,
+}
+
+/// One part of a message's text: the bytes `start..end` of its content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextPart {
+    pub start: usize,
+    pub end: usize,
+    /// Changes from one request to the next (what memory recalls for this request), so no
+    /// cached prefix may end after it.
+    pub volatile: bool,
 }
 
 impl Message {
@@ -88,7 +111,21 @@ impl Message {
             tool_call_id: None,
             name: None,
             images: Vec::new(),
+            parts: Vec::new(),
+            replay: Vec::new(),
         }
+    }
+
+    /// The parts of the text (the whole text as one stable part when none were marked),
+    /// each with its text; parts out of bounds or not on character boundaries are dropped.
+    pub fn text_parts(&self) -> Vec<(&str, bool)> {
+        if self.parts.is_empty() {
+            return vec![(self.content.as_str(), false)];
+        }
+        self.parts
+            .iter()
+            .filter_map(|p| Some((self.content.get(p.start..p.end)?, p.volatile)))
+            .collect()
     }
 }
 
@@ -131,8 +168,15 @@ pub enum Event {
 /// Token counts of one call. `None` where the provider did not report them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallUsage {
+    /// Every input token, those written to or read from a prompt cache included (Anthropic
+    /// reports these apart: the adapter adds them up).
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache (billed above the input price
+    /// by Anthropic).
+    pub cache_write_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache (billed below the input price).
+    pub cache_read_tokens: Option<u64>,
 }
 
 impl CallUsage {

@@ -198,6 +198,7 @@ impl Answer {
                 self.usage = CallUsage {
                     prompt_tokens: value.get("prompt_eval_count").and_then(Value::as_u64),
                     completion_tokens: value.get("eval_count").and_then(Value::as_u64),
+                    ..CallUsage::default()
                 };
                 Ok(Flow::Stop)
             }

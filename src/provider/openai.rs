@@ -245,9 +245,18 @@ impl Answer {
             ));
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            // `prompt_tokens` counts every input token; OpenAI reports those its prompt
+            // cache served in `prompt_tokens_details.cached_tokens` (writing to its cache
+            // costs nothing extra, so there is no count of writes).
+            let cached = usage
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_u64);
             self.usage = CallUsage {
                 prompt_tokens: usage.get("prompt_tokens").and_then(Value::as_u64),
                 completion_tokens: usage.get("completion_tokens").and_then(Value::as_u64),
+                cache_write_tokens: None,
+                cache_read_tokens: cached,
             };
         }
         let Some(choice) = chunk

@@ -30,7 +30,8 @@
 //! - `tool_calls`: `{name, arguments, id}` items (`arguments` defaults to `{}`, `id` to
 //!   `call_<n>`);
 //! - `error`: the call fails with this message, after streaming any `text`/`chunks`;
-//! - `usage`: `{prompt_tokens, completion_tokens}`, either may be left out (unknown);
+//! - `usage`: `{prompt_tokens, completion_tokens, cache_write_tokens, cache_read_tokens}`,
+//!   any may be left out (unknown); the cache counts are part of `prompt_tokens`;
 //! - `finish_reason`: defaults to `tool_calls` when there are tool calls, else `stop`;
 //! - `match`: see below.
 //!
@@ -119,6 +120,10 @@ struct ScriptedUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_tokens: Option<u64>,
 }
 
 /// Scripted replies loaded from a YAML file (see the module documentation for the format).
@@ -345,6 +350,8 @@ impl Provider for ScriptProvider {
         let usage = reply.usage.map_or(CallUsage::default(), |u| CallUsage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            cache_read_tokens: u.cache_read_tokens,
         });
         let mut message = Message::new(Role::Assistant, text);
         message.tool_calls = tool_calls;

@@ -206,6 +206,7 @@ pub fn content(config: &Config) -> Content {
     for kind in [
         ProviderKind::Ollama,
         ProviderKind::Openai,
+        ProviderKind::Anthropic,
         ProviderKind::Local,
         ProviderKind::Script,
     ] {
@@ -225,6 +226,7 @@ fn system(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::Ollama => "ollama",
         ProviderKind::Openai => "openai",
+        ProviderKind::Anthropic => "anthropic",
         ProviderKind::Local => "axocoatl.local",
         ProviderKind::Script => "axocoatl.script",
     }

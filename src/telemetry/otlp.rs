@@ -68,6 +68,7 @@ fn value(v: &Value) -> AnyValue {
     any(match v {
         Value::Str(s) => any_value::Value::StringValue(s.clone()),
         Value::Int(n) => any_value::Value::IntValue(*n),
+        Value::Double(x) => any_value::Value::DoubleValue(*x),
         Value::Strs(items) => any_value::Value::ArrayValue(ArrayValue {
             values: items
                 .iter()

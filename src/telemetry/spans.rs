@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
-    Millis, ModelCall, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
-    TurnState,
+    Millis, ModelCallCost, Record, SubtaskEnded, SubtaskStarted, ToolStarted, TurnBegun, TurnEnded,
+    TurnState, UsageDetail,
 };
 
 /// An attribute value.
@@ -24,6 +24,7 @@ use axocoatl_store::ledger::record::{
 pub enum Value {
     Str(String),
     Int(i64),
+    Double(f64),
     Strs(Vec<String>),
 }
 
@@ -127,7 +128,31 @@ struct Sub {
     state: Option<TurnState>,
     error: Option<String>,
     usage: Option<axocoatl_store::ledger::record::Usage>,
+    /// The cache tokens and cost its end recorded.
+    detail: Option<UsageDetail>,
     output: String,
+}
+
+/// Prompt tokens a provider's cache wrote, read (OpenTelemetry's GenAI conventions), and
+/// what calls cost in US dollars (axocoatl's own: the conventions have no cost).
+const CACHE_WRITE_ATTR: &str = "gen_ai.usage.cache_creation.input_tokens";
+const CACHE_READ_ATTR: &str = "gen_ai.usage.cache_read.input_tokens";
+const COST_ATTR: &str = "axocoatl.cost.usd";
+
+/// The cache and cost attributes of a span summing `d`; no cost when some call had none.
+fn detail_attrs(
+    attrs: &mut Attributes,
+    usage: &axocoatl_store::ledger::record::Usage,
+    d: &UsageDetail,
+) {
+    attrs.push((CACHE_WRITE_ATTR, Value::Int(d.cache_write_tokens as i64)));
+    attrs.push((CACHE_READ_ATTR, Value::Int(d.cache_read_tokens as i64)));
+    if d.cost_complete(usage) {
+        attrs.push((
+            COST_ATTR,
+            Value::Double(d.cost_nanos as f64 / crate::cost::NANOS_PER_USD),
+        ));
+    }
 }
 
 /// The spans of the turn whose records (in ledger order, with their sequence numbers) are
@@ -182,12 +207,15 @@ pub fn turn_spans(records: &[(u64, &Record)], content: &Content) -> Option<Vec<S
                 let c = last_at.entry(&begun.agent).or_insert(e.at);
                 *c = (*c).max(e.at);
             }
-            Record::ModelCall(c) => {
-                let start = start_of(&last_at, &subs, &c.agent, latest);
-                let parent = parent_of(&subs, &c.agent, c.at, root);
-                spans.push(chat_span(&cx, seq, c, start, parent));
-                last_at.insert(&c.agent, c.at);
+            Record::ModelCall(_) | Record::ModelCallCost(_) => {
+                if let Some((agent, c)) = model_call(record) {
+                    let start = start_of(&last_at, &subs, agent, latest);
+                    let parent = parent_of(&subs, agent, c.at, root);
+                    spans.push(chat_span(&cx, seq, &c, start, parent));
+                    last_at.insert(agent, c.at);
+                }
             }
+            Record::UsageCost(c) => subtask_detail(&mut subs, c),
             Record::ToolStarted(s) => {
                 open.push((seq, s));
                 last_at.insert(&s.agent, s.at);
@@ -245,6 +273,9 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
             "gen_ai.usage.output_tokens",
             Value::Int(u.completion_tokens as i64),
         ));
+        if let Some(d) = &s.detail {
+            detail_attrs(&mut attrs, &u, d);
+        }
     }
     if content.capture {
         if let Some(task) = task {
@@ -289,8 +320,30 @@ fn subtask_span(cx: &TurnSpans, s: &Sub, task: Option<&str>, turn_end: Millis) -
     }
 }
 
+/// A model call of either record kind, and the agent it ran as (borrowed from the record).
+fn model_call(record: &Record) -> Option<(&str, std::borrow::Cow<'_, ModelCallCost>)> {
+    use std::borrow::Cow;
+    match record {
+        Record::ModelCall(c) => Some((&c.agent, Cow::Owned(ModelCallCost::from(c.clone())))),
+        Record::ModelCallCost(c) => Some((&c.agent, Cow::Borrowed(c))),
+        _ => None,
+    }
+}
+
+/// A worker's subtask's cache tokens and cost, for its span.
+fn subtask_detail(subs: &mut [Sub], c: &axocoatl_store::ledger::record::UsageCost) {
+    let ended = c.subtask.as_deref().and_then(|id| {
+        subs.iter_mut()
+            .rev()
+            .find(|s| s.subtask == id && s.end.is_some())
+    });
+    if let Some(s) = ended {
+        s.detail = Some(c.detail);
+    }
+}
+
 /// A model call's span: `chat {model}`.
-fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCall, start: Millis, parent: [u8; 8]) -> Span {
+fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCallCost, start: Millis, parent: [u8; 8]) -> Span {
     let mut attrs = vec![
         ("gen_ai.operation.name", Value::Str("chat".into())),
         (
@@ -318,6 +371,18 @@ fn chat_span(cx: &TurnSpans, seq: u64, c: &ModelCall, start: Millis, parent: [u8
     }
     if let Some(n) = c.completion_tokens {
         attrs.push(("gen_ai.usage.output_tokens", Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cache_write_tokens {
+        attrs.push((CACHE_WRITE_ATTR, Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cache_read_tokens {
+        attrs.push((CACHE_READ_ATTR, Value::Int(n as i64)));
+    }
+    if let Some(n) = c.cost_nanos {
+        attrs.push((
+            COST_ATTR,
+            Value::Double(n as f64 / crate::cost::NANOS_PER_USD),
+        ));
     }
     (cx.common)(&mut attrs);
     Span {
@@ -389,6 +454,7 @@ impl Sub {
             state: None,
             error: None,
             usage: None,
+            detail: None,
             output: String::new(),
         }
     }
@@ -453,6 +519,17 @@ fn root_span(
             Value::Int(ended.usage.completion_tokens as i64),
         ),
     ];
+    let mut detail = None::<UsageDetail>;
+    for (_, r) in records {
+        if let Record::UsageCost(c) = r {
+            detail
+                .get_or_insert_with(UsageDetail::default)
+                .add(&c.detail);
+        }
+    }
+    if let Some(d) = &detail {
+        detail_attrs(&mut attrs, &ended.usage, d);
+    }
     if let Some(r) = &begun.retry_of {
         attrs.push(("axocoatl.turn.retry_of", Value::Str(r.clone())));
     }

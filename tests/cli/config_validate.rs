@@ -541,7 +541,7 @@ fn the_reference_documents_every_section_field_and_kind() {
             "docs/config.md does not document agent field `{field}`"
         );
     }
-    for kind in ["ollama", "openai", "local", "script"] {
+    for kind in ["ollama", "openai", "anthropic", "local", "script"] {
         assert!(
             text.contains(&format!("kind: {kind}")),
             "docs/config.md lacks a `kind: {kind}` example"

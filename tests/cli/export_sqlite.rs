@@ -685,16 +685,18 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     );
     drop(db);
 
-    // The same file as the first schema wrote it: no `name` column, version 1.
+    // The same file as the first schema wrote it: no `name` column (nor the cache and cost
+    // columns of version 3), version 1.
     let first = env.work.join("first.db");
     std::fs::copy(&path, &first).expect("copy");
     Connection::open(&first)
         .expect("open")
-        .execute_batch(
-            "ALTER TABLE sessions DROP COLUMN name;
+        .execute_batch(&format!(
+            "{DROP_CACHE_AND_COST}
+             ALTER TABLE sessions DROP COLUMN name;
              UPDATE _meta SET value = '1' WHERE key = 'schema_version';
-             PRAGMA user_version = 1;",
-        )
+             PRAGMA user_version = 1;"
+        ))
         .expect("downgrade");
     send(&env, "main", "hello once more");
     let r = export(&env, &["--all", "-o", "first.db"]);
@@ -703,10 +705,77 @@ fn a_refresh_renames_sessions_and_upgrades_a_first_schema_file() {
     assert_eq!(name(&db), "elsewhere");
     assert_eq!(
         one::<String>(&db, "SELECT value FROM _meta WHERE key = 'schema_version'"),
-        "2"
+        "3"
     );
-    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 2);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 3);
     drop(db);
     assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
     assert_eq!(dump(&env, &first), dump(&env, &env.work.join("fresh.db")));
+}
+
+/// What version 3 added: a file of version 2 has none of it.
+const DROP_CACHE_AND_COST: &str = "
+    ALTER TABLE turns DROP COLUMN cache_write_tokens;
+    ALTER TABLE turns DROP COLUMN cache_read_tokens;
+    ALTER TABLE turns DROP COLUMN cost_usd;
+    ALTER TABLE turns DROP COLUMN priced_calls;
+    ALTER TABLE model_calls DROP COLUMN cache_write_tokens;
+    ALTER TABLE model_calls DROP COLUMN cache_read_tokens;
+    ALTER TABLE model_calls DROP COLUMN cost_usd;";
+
+/// A file of the second schema (no cache or cost columns) is brought up to the current one
+/// by a refresh: the columns are added and filled from the events it holds, so it then
+/// holds what a new export holds; model calls and turns carry their cache tokens and cost.
+#[test]
+fn a_refresh_upgrades_a_second_schema_file_with_cache_and_cost() {
+    let env = env();
+    env.write(
+        "replies.yaml",
+        &REPLIES.replace(
+            "usage: {prompt_tokens: 30, completion_tokens: 4}",
+            "usage: {prompt_tokens: 30, completion_tokens: 4, cache_read_tokens: 20}",
+        ),
+    );
+    env.write(
+        "axocoatl.yaml",
+        &format!("{CONFIG}prices:\n  - {{provider: s, model: script, input: 2, output: 10, cache_read: 0.5}}\n"),
+    );
+    history(&env);
+    assert_eq!(export(&env, &["--all", "-o", "live.db"]).code, 0);
+    let path = env.work.join("live.db");
+    let db = open(&path);
+    // The needle turn: 10 × $2 + 20 × $0.5 + 4 × $10, then 40 × $2 + 6 × $10 per million.
+    let (read, cost): (i64, f64) = db
+        .query_row(
+            "SELECT cache_read_tokens, cost_usd FROM turns WHERE request = 'find the needle'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("turn");
+    assert_eq!(read, 20);
+    assert!((cost - 0.00021).abs() < 1e-12, "{cost}");
+    assert_eq!(
+        one::<i64>(
+            &db,
+            "SELECT count(*) FROM model_calls WHERE cache_read_tokens = 20"
+        ),
+        1
+    );
+    drop(db);
+    Connection::open(&path)
+        .expect("open")
+        .execute_batch(&format!(
+            "{DROP_CACHE_AND_COST}
+             UPDATE _meta SET value = '2' WHERE key = 'schema_version';
+             PRAGMA user_version = 2;"
+        ))
+        .expect("downgrade");
+    send(&env, "main", "hello once more");
+    let r = export(&env, &["--all", "-o", "live.db"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let db = open(&path);
+    assert_eq!(one::<i64>(&db, "PRAGMA user_version"), 3);
+    drop(db);
+    assert_eq!(export(&env, &["--all", "-o", "fresh.db"]).code, 0);
+    assert_eq!(dump(&env, &path), dump(&env, &env.work.join("fresh.db")));
 }

@@ -1,6 +1,6 @@
 //! What every HTTP chat protocol owes the turn engine, run against each one: Ollama's NDJSON
-//! (`/api/chat`) and OpenAI's server-sent events (`/v1/chat/completions`), each against a
-//! loopback server that frames replies its way. A `Wire` says how a protocol frames a delta,
+//! (`/api/chat`), OpenAI's server-sent events (`/v1/chat/completions`) and Anthropic's
+//! (`/v1/messages`), each against a loopback server that frames replies its way. A `Wire` says how a protocol frames a delta,
 //! an end, an error and a broken unit; `contract!` writes the same tests for each, so a
 //! behaviour one adapter gains (a bound, a retry rule, a stop) is asked of the other too.
 //! What only one protocol has (tool-call deltas by index, Ollama's image fields, SSE comments)
@@ -11,6 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::common::fake_http::{closed_port_url, FakeServer, Framing, Reply};
+use axocoatl::provider::anthropic::AnthropicProvider;
 use axocoatl::provider::ollama::OllamaProvider;
 use axocoatl::provider::openai::OpenAiProvider;
 use axocoatl::provider::{
@@ -118,6 +119,54 @@ impl Wire for OpenAi {
     }
     fn stream(body: &str) -> Reply {
         Reply::sse(body)
+    }
+}
+
+struct Anthropic;
+
+impl Wire for Anthropic {
+    const NAME: &'static str = "claude";
+    const PATH: &'static str = "/v1/messages";
+    const CONTENT_TYPE: &'static str = "text/event-stream";
+    const END_MARK: &'static str = "message_stop";
+
+    fn provider(opts: HttpOptions) -> Box<dyn Provider> {
+        Box::new(AnthropicProvider::new(opts))
+    }
+    fn base_url(url: &str) -> String {
+        url.to_owned()
+    }
+    fn delta(text: &str) -> String {
+        let delta = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}});
+        format!("event: content_block_delta\ndata: {delta}\n\n")
+    }
+    fn end() -> String {
+        let stop = json!({"type": "content_block_stop", "index": 0});
+        let delta = json!({"type": "message_delta", "delta": {"stop_reason": "stop", "stop_sequence": null}, "usage": {"output_tokens": 2}});
+        let end = json!({"type": "message_stop"});
+        format!(
+            "event: content_block_stop\ndata: {stop}\n\nevent: message_delta\ndata: {delta}\n\nevent: message_stop\ndata: {end}\n\n"
+        )
+    }
+    fn error_body(message: &str) -> String {
+        json!({"type": "error", "error": {"type": "api_error", "message": message}}).to_string()
+    }
+    fn error_unit(message: &str) -> String {
+        let event =
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": message}});
+        format!("event: error\ndata: {event}\n\n")
+    }
+    fn invalid_unit() -> String {
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\n\n"
+            .into()
+    }
+    fn stream(body: &str) -> Reply {
+        // The message and its text block open once, before the units.
+        let start = json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": null, "usage": {"input_tokens": 9, "output_tokens": 1}}});
+        let block = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}});
+        Reply::sse(&format!(
+            "event: message_start\ndata: {start}\n\nevent: content_block_start\ndata: {block}\n\n{body}"
+        ))
     }
 }
 
@@ -447,6 +496,7 @@ macro_rules! contract_for_every_wire {
     ($($test:ident),* $(,)?) => {
         contract!(ollama, super::Ollama, [$($test),*]);
         contract!(openai, super::OpenAi, [$($test),*]);
+        contract!(anthropic, super::Anthropic, [$($test),*]);
     };
 }
 

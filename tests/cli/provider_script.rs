@@ -69,7 +69,8 @@ fn text_reply_with_usage() {
         completion.usage,
         CallUsage {
             prompt_tokens: Some(5),
-            completion_tokens: Some(2)
+            completion_tokens: Some(2),
+            ..CallUsage::default()
         }
     );
     assert_eq!(completion.finish_reason.as_deref(), Some("stop"));

@@ -191,9 +191,9 @@ fn read_edit_run_loop_changes_a_file_and_records_every_step_in_order() {
         .collect();
     let mut expected = vec!["TurnBegun"];
     for _ in 0..3 {
-        expected.extend(["ModelCall", "ToolStarted", "ToolFinished"]);
+        expected.extend(["ModelCallCost", "ToolStarted", "ToolFinished"]);
     }
-    expected.extend(["ModelCall", "AgentOutput", "TurnEnded"]);
+    expected.extend(["ModelCallCost", "AgentOutput", "TurnEnded", "UsageCost"]);
     assert_eq!(records, expected);
     let finished = &doc["turns"][0]["records"][9];
     assert_eq!(

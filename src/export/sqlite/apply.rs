@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use axocoatl_store::automation::{Runs, Trigger};
 use axocoatl_store::extracted;
 use axocoatl_store::ledger::record::{
-    AttachmentAdded, Bounded, Millis, ModelCall, PlanMade, RewindBoundary, StopRequested,
+    AttachmentAdded, Bounded, Millis, ModelCallCost, PlanMade, RewindBoundary, StopRequested,
     SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded,
-    TurnOrigin, TurnOverrides,
+    TurnOrigin, TurnOverrides, UsageDetail,
 };
 use axocoatl_store::ledger::{Entry, Record};
 use axocoatl_store::Repo;
@@ -26,6 +26,8 @@ use super::sql_error;
 use crate::clock::rfc3339;
 use crate::error::{Result, RuntimeError};
 use crate::export::SqliteReport;
+
+mod cost;
 
 /// Tools whose calls edit core memory (their events are `memory_edit`).
 const MEMORY_EDIT_PREFIX: &str = "core_memory_";
@@ -49,6 +51,9 @@ struct TurnRow {
     stop_requested: bool,
     origin: Option<(String, Millis, String, String)>,
     usage: Option<axocoatl_store::ledger::record::Usage>,
+    /// The cache tokens and cost of its calls, its workers' included (`None`: no
+    /// `UsageCost` record, a turn from before they were written).
+    detail: Option<UsageDetail>,
 }
 
 impl TurnRow {
@@ -70,6 +75,7 @@ impl TurnRow {
             stop_requested: false,
             origin: None,
             usage: None,
+            detail: None,
         }
     }
 
@@ -156,7 +162,7 @@ impl<'c> Applier<'c> {
                 .prepare("INSERT OR IGNORE INTO events (seq, kind, session, turn, agent, name, at, text, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
                 .map_err(&err)?,
             turn: tx
-                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)")
+                .prepare("INSERT OR IGNORE INTO turns (turn, seq, session, agent, mode, state, request, answer, answer_object, answer_len, error, started_at, ended_at, duration_ms, superseded, retry_of, stop_requested, origin_automation, origin_occurrence, origin_trigger, origin_runner, prompt_tokens, completion_tokens, model_calls, usage_complete, cache_write_tokens, cache_read_tokens, cost_usd, priced_calls) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)")
                 .map_err(&err)?,
             turn_session: tx
                 .prepare("SELECT session FROM turns WHERE turn = ?1")
@@ -279,7 +285,15 @@ impl<'c> Applier<'c> {
                 ev.detail = Some(json!({"usage": e.usage}));
             }
             Record::TurnOrigin(o) => self.turn_origin(o, &mut ev)?,
-            Record::ModelCall(c) => self.model_call(seq, c, &mut ev)?,
+            Record::ModelCall(c) => {
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
+                self.model_call(seq, &ModelCallCost::from(c.clone()), &mut ev)?;
+            }
+            Record::ModelCallCost(c) => {
+                (ev.agent, ev.name) = (Some(c.agent.as_str()), Some(c.model.as_str()));
+                self.model_call(seq, c, &mut ev)?;
+            }
+            Record::UsageCost(c) => self.usage_cost(c, &mut ev)?,
             Record::ToolStarted(s) => self.tool_started(seq, s, &mut ev)?,
             Record::ToolFinished(r) => self.tool_finished(r, &mut ev)?,
             Record::ToolResult(r) => self.tool_result_record(r, &mut ev)?,
@@ -483,26 +497,6 @@ impl<'c> Applier<'c> {
         ev.name = Some(&s.name);
         ev.text = Some(Cow::Borrowed(&s.arguments.inline));
         ev.detail = Some(json!({"call_id": s.call_id, "arguments_object": s.arguments.object}));
-        Ok(())
-    }
-
-    fn model_call<'r>(&mut self, seq: u64, c: &'r ModelCall, ev: &mut Event<'r>) -> Result<()> {
-        self.tx
-            .execute(
-                "INSERT OR IGNORE INTO model_calls (seq, turn, agent, provider, model, reserved_tokens, prompt_tokens, completion_tokens, finish_reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![seq as i64, c.turn, c.agent, c.provider, c.model, c.reserved_tokens as i64, c.prompt_tokens.map(|n| n as i64), c.completion_tokens.map(|n| n as i64), c.finish_reason, rfc3339(c.at)],
-            )
-            .map_err(self.err())?;
-        ev.kind = "model_call";
-        ev.agent = Some(&c.agent);
-        ev.name = Some(&c.model);
-        ev.detail = Some(json!({
-            "provider": c.provider,
-            "reserved_tokens": c.reserved_tokens,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "finish_reason": c.finish_reason,
-        }));
         Ok(())
     }
 
@@ -737,6 +731,10 @@ impl<'c> Applier<'c> {
                 t.usage.map(|u| u.completion_tokens as i64),
                 t.usage.map(|u| u.calls),
                 t.usage.map(|u| u.complete),
+                t.detail.map(|d| d.cache_write_tokens as i64),
+                t.detail.map(|d| d.cache_read_tokens as i64),
+                t.detail.map(|d| cost::usd(d.cost_nanos)),
+                t.detail.map(|d| d.priced_calls),
             ])
             .map_err(err)?;
         Ok(())

@@ -10,12 +10,44 @@
 /// a file of an older one up to it ([`UPGRADES`]).
 ///
 /// 2: `sessions.name`, the name a session goes by now.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: the prompt cache's tokens and the cost of each model call and turn
+/// (`cache_write_tokens`, `cache_read_tokens`, `cost_usd`; a turn's `priced_calls`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// What a refresh runs on a file of version `n` (in the first element) to bring it to
 /// version `n + 1`, in its transaction. A column a version adds comes last in [`TABLES`]
 /// too, so an upgraded file and a new one have the same tables.
-pub const UPGRADES: &[(u32, &str)] = &[(1, "ALTER TABLE sessions ADD COLUMN name TEXT;")];
+pub const UPGRADES: &[(u32, &str)] = &[
+    (1, "ALTER TABLE sessions ADD COLUMN name TEXT;"),
+    (2, CACHE_AND_COST),
+];
+
+/// Version 2 to 3: the cache and cost columns, filled from the events a file already holds
+/// (a file written by a build that did not know these records has none: its older rows keep
+/// NULL, unknown).
+const CACHE_AND_COST: &str = "
+ALTER TABLE turns ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE turns ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE turns ADD COLUMN cost_usd REAL;
+ALTER TABLE turns ADD COLUMN priced_calls INTEGER;
+ALTER TABLE model_calls ADD COLUMN cache_write_tokens INTEGER;
+ALTER TABLE model_calls ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE model_calls ADD COLUMN cost_usd REAL;
+UPDATE model_calls SET
+    cache_write_tokens = json_extract(e.detail, '$.cache_write_tokens'),
+    cache_read_tokens = json_extract(e.detail, '$.cache_read_tokens'),
+    cost_usd = json_extract(e.detail, '$.cost_usd')
+FROM events AS e WHERE e.seq = model_calls.seq;
+UPDATE turns SET
+    cache_write_tokens = c.w, cache_read_tokens = c.r, cost_usd = c.usd, priced_calls = c.p
+FROM (SELECT turn,
+        sum(json_extract(detail, '$.cache_write_tokens')) AS w,
+        sum(json_extract(detail, '$.cache_read_tokens')) AS r,
+        sum(json_extract(detail, '$.cost_usd')) AS usd,
+        sum(json_extract(detail, '$.priced_calls')) AS p
+    FROM events WHERE kind = 'usage_cost' GROUP BY turn) AS c
+WHERE c.turn = turns.turn;
+";
 
 /// `PRAGMA application_id` of an export ("axoc"): what `file(1)` and our own check read
 /// before anything else.
@@ -61,7 +93,11 @@ CREATE TABLE turns (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     model_calls INTEGER,
-    usage_complete INTEGER
+    usage_complete INTEGER,
+    cache_write_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cost_usd REAL,
+    priced_calls INTEGER
 );
 CREATE INDEX turns_session_seq ON turns(session, seq);
 CREATE INDEX turns_started_at ON turns(started_at);
@@ -90,7 +126,10 @@ CREATE TABLE model_calls (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     finish_reason TEXT,
-    at TEXT NOT NULL
+    at TEXT NOT NULL,
+    cache_write_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cost_usd REAL
 );
 CREATE INDEX model_calls_turn_agent ON model_calls(turn, agent);
 CREATE INDEX model_calls_model ON model_calls(model);

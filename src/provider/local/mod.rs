@@ -482,6 +482,7 @@ impl Provider for LocalProvider {
             usage: CallUsage {
                 prompt_tokens: Some(prompt.len() as u64),
                 completion_tokens: Some(generated as u64),
+                ..CallUsage::default()
             },
             finish_reason: Some(finish.to_string()),
         })

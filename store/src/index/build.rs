@@ -25,6 +25,10 @@
 //! silently. An
 //! interrupted turn's record, written by the process that found the turn's owner gone,
 //! reports no usage at all (no calls, incomplete): its workers keep what they were handed.
+//!
+//! A `UsageCost` record (a terminal record's cache tokens and cost) names the row it counts
+//! in, the agent and time its terminal record's usage is counted at, so it is added there
+//! as it comes, whatever segment the turn began in.
 
 use std::collections::BTreeMap;
 
@@ -37,7 +41,7 @@ use super::rows::{Row, StoredUsage, TurnRow};
 use super::suffixes::{suffix_samples, suffix_table};
 use super::{Handed, Meta, OpenTurn, Section, SessionRow};
 use crate::ledger::frame::crc32c;
-use crate::ledger::record::{Millis, Record, Usage};
+use crate::ledger::record::{Millis, Record, Usage, UsageDetail};
 use crate::ledger::segment::SegmentData;
 use crate::ledger::{Entry, Position};
 
@@ -65,6 +69,7 @@ struct SessionAcc {
 struct UsageAcc {
     turns: u32,
     usage: Usage,
+    detail: UsageDetail,
 }
 
 impl Default for UsageAcc {
@@ -72,6 +77,7 @@ impl Default for UsageAcc {
         UsageAcc {
             turns: 0,
             usage: Usage::ZERO,
+            detail: UsageDetail::default(),
         }
     }
 }
@@ -288,6 +294,12 @@ impl Builder {
         }
         match &record {
             Record::RewindBoundary(_) => self.rewinds.push(offset),
+            // A terminal record's cache tokens and cost go to the row its usage went to,
+            // which the record names: they need no open turn.
+            Record::UsageCost(c) => {
+                let row = self.usage_row(&c.session, &c.agent, day_of(c.counted_at));
+                row.detail.add(&c.detail);
+            }
             Record::SessionCreated(_)
             | Record::AttachmentAdded(_)
             | Record::AttachmentRemoved(_)
@@ -557,6 +569,7 @@ impl Builder {
                     day,
                     prompt_tokens: u.usage.prompt_tokens,
                     completion_tokens: u.usage.completion_tokens,
+                    detail: u.detail,
                 }
                 .encode(&mut usage_rows);
             }

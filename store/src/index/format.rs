@@ -28,7 +28,8 @@
 //! version 9 indexes the words of tool results recorded as `ToolFinished` and of bounded
 //! agent outputs, which version 8 left out; version 10 gives workers usage rows of their
 //! own, out of their coordinators' rows, carries what an open turn handed its workers with
-//! it, and drops the flag of version 3).
+//! it, and drops the flag of version 3; version 11 widens the usage rows with the prompt
+//! cache's tokens and the cost of the calls).
 //! Nothing here is fsynced: an index is a cache, rebuilt from the ledger whenever it is
 //! missing, stale or damaged.
 
@@ -38,7 +39,7 @@ use super::Stale;
 use crate::ledger::frame::{crc32c, le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOINDEX";
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Bytes per checksummed block of a blocked section read in runs (postings, rows).
 pub const BLOCK: usize = 4096;
 /// Bytes per checksummed block of a blocked section read by a binary search, whose probes

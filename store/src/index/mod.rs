@@ -272,6 +272,8 @@ pub struct UsageRow {
     pub day: i64,
     pub turns: u64,
     pub usage: crate::ledger::record::Usage,
+    /// The cache tokens and cost of the calls `usage` counts, as far as they were recorded.
+    pub detail: crate::ledger::record::UsageDetail,
 }
 
 /// An index is damaged where it was about to be read: the caller reads the segment itself.
@@ -689,6 +691,7 @@ impl Index {
                     prompt_tokens: r.prompt_tokens,
                     completion_tokens: r.completion_tokens,
                 },
+                detail: r.detail,
                 day: r.day,
             });
         }

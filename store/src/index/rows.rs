@@ -4,7 +4,7 @@
 use super::format::{push_u32, push_u64};
 use super::SessionRow;
 use crate::ledger::frame::{le_u32, le_u64};
-use crate::ledger::record::Millis;
+use crate::ledger::record::{Millis, UsageDetail};
 
 /// A fixed-width row of an index section.
 pub(crate) trait Row: Sized {
@@ -103,6 +103,8 @@ impl Row for TurnRow {
 /// |---|---|
 /// | 0..4 | agent | 4..8 turns | 8..12 calls | 12..16 complete (0 or 1) |
 /// | 16..24 | day (days since 1970) | 24..32 prompt tokens | 32..40 completion tokens |
+/// | 40..44 | calls with cache counts | 44..48 calls with a cost | 48..56 cache write tokens |
+/// | 56..64 | cache read tokens | 64..72 cost (billionths of a US dollar) |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StoredUsage {
     pub agent: u32,
@@ -112,10 +114,11 @@ pub(crate) struct StoredUsage {
     pub day: i64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    pub detail: UsageDetail,
 }
 
 impl Row for StoredUsage {
-    const WIDTH: usize = 40;
+    const WIDTH: usize = 72;
 
     fn encode(&self, out: &mut Vec<u8>) {
         push_u32(out, self.agent);
@@ -125,6 +128,11 @@ impl Row for StoredUsage {
         push_u64(out, self.day as u64);
         push_u64(out, self.prompt_tokens);
         push_u64(out, self.completion_tokens);
+        push_u32(out, self.detail.calls);
+        push_u32(out, self.detail.priced_calls);
+        push_u64(out, self.detail.cache_write_tokens);
+        push_u64(out, self.detail.cache_read_tokens);
+        push_u64(out, self.detail.cost_nanos);
     }
 
     fn decode(bytes: &[u8]) -> Option<StoredUsage> {
@@ -137,6 +145,13 @@ impl Row for StoredUsage {
             day: u64_at(r, 16) as i64,
             prompt_tokens: u64_at(r, 24),
             completion_tokens: u64_at(r, 32),
+            detail: UsageDetail {
+                calls: u32_at(r, 40),
+                priced_calls: u32_at(r, 44),
+                cache_write_tokens: u64_at(r, 48),
+                cache_read_tokens: u64_at(r, 56),
+                cost_nanos: u64_at(r, 64),
+            },
         })
     }
 }
@@ -205,10 +220,20 @@ mod tests {
             day: 20_000,
             prompt_tokens: 1 << 33,
             completion_tokens: 5,
+            detail: UsageDetail {
+                calls: 6,
+                cache_write_tokens: 7,
+                cache_read_tokens: 1 << 34,
+                priced_calls: 8,
+                cost_nanos: 9,
+            },
         };
         let bytes = round_trip(row);
         assert_eq!(le_u64(&bytes[16..24]), 20_000);
         assert_eq!(le_u64(&bytes[24..32]), 1 << 33);
+        assert_eq!(le_u32(&bytes[44..48]), 8);
+        assert_eq!(le_u64(&bytes[56..64]), 1 << 34);
+        assert_eq!(le_u64(&bytes[64..72]), 9);
         round_trip(StoredUsage {
             complete: false,
             day: -1,

@@ -122,6 +122,8 @@ pub fn searchable_fields(record: &Record, mut f: impl FnMut(&'static str, &str))
         // own model and system prompt), or records of no turn.
         Record::SessionCreated(_)
         | Record::ModelCall(_)
+        | Record::ModelCallCost(_)
+        | Record::UsageCost(_)
         | Record::TurnOverrides(_)
         | Record::StopRequested(_)
         | Record::RewindBoundary(_)

@@ -1739,3 +1739,78 @@ fn the_section_table_is_the_format() {
         ]
     );
 }
+
+/// The cache tokens and cost of `UsageCost` records go to the row they name (agent, the
+/// day of `counted_at`), whatever segment they fall in, and each once: the rows' sum is the
+/// records' sum, with the index built, read from disk, and for the newest segment alone.
+#[test]
+fn usage_cost_records_count_in_the_rows_they_name() {
+    let (_d, ledger) = setup(600);
+    let day = 86_400_000;
+    let mut want: BTreeMap<(String, String, i64), UsageDetail> = BTreeMap::new();
+    for i in 0..40u32 {
+        let turn = format!("{i:016x}");
+        let session = ["main", "b"][i as usize % 2].to_string();
+        let at = 1_700_000_000_000 + i64::from(i) * day / 3;
+        let mut records = vec![Record::TurnBegun(TurnBegun {
+            turn: turn.clone(),
+            session: session.clone(),
+            agent: "lead".into(),
+            mode: "single".into(),
+            request: "r".repeat(40),
+            inline_context: vec![],
+            attachments: vec![],
+            retry_of: None,
+            pid: 1,
+            at,
+        })];
+        let detail = |n: u32| UsageDetail {
+            calls: n,
+            cache_write_tokens: u64::from(n) * 10,
+            cache_read_tokens: u64::from(n) * 100,
+            priced_calls: n.min(1),
+            cost_nanos: u64::from(n) * 7,
+        };
+        let mut cost = |agent: &str, subtask: Option<String>, counted_at, d: UsageDetail| {
+            want.entry((session.clone(), agent.to_owned(), day_of(counted_at)))
+                .or_default()
+                .add(&d);
+            Record::UsageCost(UsageCost {
+                turn: turn.clone(),
+                session: session.clone(),
+                agent: agent.into(),
+                subtask,
+                counted_at,
+                detail: d,
+                at: counted_at,
+            })
+        };
+        // A worker's subtask ends the next day; the turn's own calls count on its first.
+        records.push(cost("worker", Some("s1".into()), at + day, detail(i % 3)));
+        records.push(Record::TurnEnded(TurnEnded {
+            turn: turn.clone(),
+            session: session.clone(),
+            state: TurnState::Completed,
+            error: None,
+            usage: Usage::ZERO,
+            at: at + day,
+        }));
+        records.push(cost("lead", None, at, detail(i % 4 + 1)));
+        // One record per append: the turn's records fall in several segments.
+        for r in records {
+            ledger.append_lazy(&[r]).expect("append");
+        }
+    }
+    for round in 0..2 {
+        let got = ledger.summaries(None).expect("summaries");
+        let mut rows: BTreeMap<(String, String, i64), UsageDetail> = BTreeMap::new();
+        for (s, u) in got.usage {
+            if u.detail != UsageDetail::default() {
+                rows.entry((s, u.agent, u.day)).or_default().add(&u.detail);
+            }
+        }
+        want.retain(|_, d| *d != UsageDetail::default());
+        assert_eq!(rows, want, "round {round}");
+        assert!(index_files(&ledger) > 1 || round == 0);
+    }
+}

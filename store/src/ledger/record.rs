@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cost;
+pub use cost::{ModelCallCost, UsageCost, UsageDetail};
+
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
 
@@ -548,6 +551,8 @@ records! {
     49 => SessionAgents [Session],
     55 => LegacyImportBegun [Session],
     56 => LegacyImportEnded [Session],
+    70 => ModelCallCost [Turn],
+    71 => UsageCost [Turn, Session],
 }
 
 /// A record as it lies in a segment: its kind tag and undecoded body. The turn, session and
@@ -649,6 +654,8 @@ impl Record {
             Record::ToolResult(r) => Some(&r.turn),
             Record::ToolFinished(r) => Some(&r.turn),
             Record::ModelCall(r) => Some(&r.turn),
+            Record::ModelCallCost(r) => Some(&r.turn),
+            Record::UsageCost(r) => Some(&r.turn),
             Record::StopRequested(r) => Some(&r.turn),
             Record::AttachmentConsumed(r) => Some(&r.turn),
             Record::TurnOrigin(r) => Some(&r.turn),
@@ -681,6 +688,8 @@ impl Record {
             Record::ToolResult(x) => Some(x.at),
             Record::ToolFinished(x) => Some(x.at),
             Record::ModelCall(x) => Some(x.at),
+            Record::ModelCallCost(x) => Some(x.at),
+            Record::UsageCost(x) => Some(x.at),
             Record::StopRequested(x) => Some(x.at),
             Record::RewindBoundary(x) => Some(x.at),
             Record::Warning(x) => Some(x.at),
@@ -719,6 +728,7 @@ impl Record {
             Record::ActivationDecided(r) => Some(&r.session),
             Record::SessionAgents(r) => Some(&r.session),
             Record::SubtaskEnded(r) => Some(&r.session),
+            Record::UsageCost(r) => Some(&r.session),
             Record::AgentOutput(_)
             | Record::PlanMade(_)
             | Record::SubtaskStarted(_)
@@ -727,6 +737,7 @@ impl Record {
             | Record::ToolResult(_)
             | Record::ToolFinished(_)
             | Record::ModelCall(_)
+            | Record::ModelCallCost(_)
             | Record::Note(_) => None,
         }
     }
@@ -962,6 +973,35 @@ mod tests {
                 system: None,
                 options: vec![("temperature".into(), "0.2".into())],
                 at: 20,
+            }),
+            Record::ModelCallCost(ModelCallCost {
+                turn: t.clone(),
+                agent: "a".into(),
+                provider: "claude".into(),
+                model: "claude-haiku-4-5".into(),
+                reserved_tokens: 90,
+                prompt_tokens: Some(80),
+                completion_tokens: Some(5),
+                cache_write_tokens: Some(0),
+                cache_read_tokens: Some(70),
+                cost_nanos: None,
+                finish_reason: Some("end_turn".into()),
+                at: 21,
+            }),
+            Record::UsageCost(UsageCost {
+                turn: t.clone(),
+                session: s.clone(),
+                agent: "w".into(),
+                subtask: Some("s1".into()),
+                counted_at: 17,
+                detail: UsageDetail {
+                    calls: 1,
+                    cache_write_tokens: 3,
+                    cache_read_tokens: 70,
+                    priced_calls: 0,
+                    cost_nanos: 0,
+                },
+                at: 22,
             }),
         ];
         let kinds: std::collections::BTreeSet<Kind> = records.iter().map(|r| r.kind_of()).collect();

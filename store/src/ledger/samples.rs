@@ -7,7 +7,7 @@ use super::record::*;
 
 /// Every kind, in the order [`turn_of_every_kind`] appends them: the session's, then a
 /// turn from its begin to its end, then what follows a turn.
-pub const TURN_ORDER: [Kind; 25] = [
+pub const TURN_ORDER: [Kind; 27] = [
     Kind::SessionCreated,
     Kind::SessionAgents,
     Kind::LegacyImportBegun,
@@ -20,6 +20,7 @@ pub const TURN_ORDER: [Kind; 25] = [
     Kind::PlanMade,
     Kind::SubtaskStarted,
     Kind::ModelCall,
+    Kind::ModelCallCost,
     Kind::ToolStarted,
     Kind::ToolResult,
     Kind::ToolFinished,
@@ -29,6 +30,7 @@ pub const TURN_ORDER: [Kind; 25] = [
     Kind::StopRequested,
     Kind::SubtaskEnded,
     Kind::TurnEnded,
+    Kind::UsageCost,
     Kind::AttachmentRemoved,
     Kind::LegacyImportEnded,
     Kind::Note,
@@ -60,15 +62,19 @@ pub fn sample(
         | Kind::LegacyImportEnded
         | Kind::Note
         | Kind::RewindBoundary => session_sample(kind, f, text),
-        Kind::TurnBegun | Kind::TurnEnded | Kind::TurnOrigin | Kind::TurnOverrides => {
-            turn_sample(kind, f, text)
-        }
+        Kind::TurnBegun
+        | Kind::TurnEnded
+        | Kind::UsageCost
+        | Kind::TurnOrigin
+        | Kind::TurnOverrides => turn_sample(kind, f, text),
         Kind::AgentOutput | Kind::AgentOutputBounded | Kind::Warning | Kind::StopRequested => {
             output_sample(kind, f, text)
         }
-        Kind::ModelCall | Kind::ToolStarted | Kind::ToolResult | Kind::ToolFinished => {
-            call_sample(kind, f, text)
-        }
+        Kind::ModelCall
+        | Kind::ModelCallCost
+        | Kind::ToolStarted
+        | Kind::ToolResult
+        | Kind::ToolFinished => call_sample(kind, f, text),
         Kind::AttachmentAdded | Kind::AttachmentRemoved | Kind::AttachmentConsumed => {
             attachment_sample(kind, f, text)
         }
@@ -193,6 +199,22 @@ fn turn_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             at: at + 9,
         }
         .into(),
+        Kind::UsageCost => UsageCost {
+            turn: t,
+            session: s,
+            agent,
+            subtask: None,
+            counted_at: at,
+            detail: UsageDetail {
+                calls: 1,
+                cache_write_tokens: 2,
+                cache_read_tokens: 6,
+                priced_calls: 1,
+                cost_nanos: 24_600,
+            },
+            at: at + 9,
+        }
+        .into(),
         Kind::TurnOrigin => TurnOrigin {
             turn: t,
             session: s,
@@ -271,6 +293,21 @@ fn call_sample(kind: Kind, f: Fields, text: &mut dyn FnMut() -> String) -> Recor
             prompt_tokens: Some(10),
             completion_tokens: Some(3),
             finish_reason: Some("stop".into()),
+            at,
+        }
+        .into(),
+        Kind::ModelCallCost => ModelCallCost {
+            turn: t,
+            agent,
+            provider: "claude".into(),
+            model: "claude-haiku-4-5".into(),
+            reserved_tokens: 100,
+            prompt_tokens: Some(10),
+            completion_tokens: Some(3),
+            cache_write_tokens: Some(2),
+            cache_read_tokens: Some(6),
+            cost_nanos: Some(24_600),
+            finish_reason: Some("end_turn".into()),
             at,
         }
         .into(),
