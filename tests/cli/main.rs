@@ -17,6 +17,7 @@ mod config_validate;
 mod cost;
 mod docs_examples;
 mod docs_sync;
+mod docs_voice;
 mod embedder;
 mod engine;
 mod everyday;
