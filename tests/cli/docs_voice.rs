@@ -68,7 +68,12 @@ fn guides_name_no_source_paths_tests_kind_numbers_or_machines() {
         .iter()
         .map(|(re, what)| (regex::Regex::new(re).expect("re"), *what))
         .collect();
-    let constants = source_constants();
+    let mut constants = source_constants();
+    // Names of the kernel's interface that the source spells itself (libc lacks them): a
+    // user reads them in the kernel's documentation too.
+    for kernel in ["CLOSE_RANGE_CLOEXEC"] {
+        constants.remove(kernel);
+    }
     assert!(constants.len() > 50, "found {} constants", constants.len());
     let word = regex::Regex::new(r"\b[A-Z][A-Z0-9_]+\b").expect("re");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
