@@ -261,7 +261,7 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
             problem.hint,
         )
     };
-    let parsed = tree::parse(text).map_err(|problem| vec![error(problem)])?;
+    let parsed = tree::parse(text, "axocoatl.yaml").map_err(|problem| vec![error(problem)])?;
     let root = match parsed.root {
         Some(root) if !root.is_null() => root,
         _ => {

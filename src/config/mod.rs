@@ -17,6 +17,7 @@ mod tree;
 mod trusted;
 mod types;
 mod validate;
+mod yaml;
 
 pub(crate) use diag::suggestion;
 pub use diag::{Diagnostic, Severity};
@@ -31,8 +32,8 @@ pub use resolve::{
     DEFAULT_OPENAI_URL, DEFAULT_TIMEOUT_SECS,
 };
 pub use starter::starter_config;
-pub(crate) use tree::check_limits as check_yaml_limits;
 pub use trusted::{mcp_program, trusted_files, TrustedFile};
 pub use types::*;
 pub(crate) use validate::sampling_problems;
 pub use validate::{check_name, parse_schedule};
+pub(crate) use yaml::read_yaml;
