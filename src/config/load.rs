@@ -12,7 +12,7 @@ use super::de::{join, De, DeError};
 use super::diag::{Diagnostic, Severity};
 use super::tree::{self, Kind, Locator, Node, Pos, Problem};
 use super::types::Config;
-use super::validate;
+use super::{costs, relations, validate};
 
 /// A configuration that passed validation, with the warnings it produced.
 #[derive(Clone, Debug)]
@@ -299,7 +299,17 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
         )
     }));
     if diagnostics.is_empty() {
-        diagnostics = validate::validate(&config, &Locator { root: &root }, file);
+        // The rules of each entry, then prices and cost budgets, then how entries refer
+        // to each other.
+        let loc = Locator { root: &root };
+        let mut c = validate::Checker {
+            file,
+            loc: &loc,
+            out: validate::validate(&config, &loc, file),
+        };
+        costs::check(&mut c, &config);
+        relations::check(&mut c, &config);
+        diagnostics = c.out;
     }
     diagnostics.sort_by_key(|d| (d.line, d.column));
     if diagnostics.iter().any(Diagnostic::is_error) {
