@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 fn guides() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).expect("docs/").flatten() {
+    for entry in std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "md") && !path.ends_with("json.md") {
             out.push(path);
@@ -71,15 +74,17 @@ fn guides_name_no_source_paths_tests_kind_numbers_or_machines() {
     let mut constants = source_constants();
     // Names of the kernel's interface that the source spells itself (libc lacks them): a
     // user reads them in the kernel's documentation too.
-    for kernel in ["CLOSE_RANGE_CLOEXEC"] {
-        constants.remove(kernel);
-    }
+    constants.remove("CLOSE_RANGE_CLOEXEC");
     assert!(constants.len() > 50, "found {} constants", constants.len());
     let word = regex::Regex::new(r"\b[A-Z][A-Z0-9_]+\b").expect("re");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
     for file in guides() {
-        let rel = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         let text = std::fs::read_to_string(&file).expect("read");
         for (n, line) in text.lines().enumerate() {
             for (re, what) in &rules {
@@ -89,7 +94,11 @@ fn guides_name_no_source_paths_tests_kind_numbers_or_machines() {
             }
             for m in word.find_iter(line) {
                 if constants.contains(m.as_str()) && m.as_str().contains('_') {
-                    found.push(format!("{rel}:{}: a source constant: {}", n + 1, m.as_str()));
+                    found.push(format!(
+                        "{rel}:{}: a source constant: {}",
+                        n + 1,
+                        m.as_str()
+                    ));
                 }
             }
         }
