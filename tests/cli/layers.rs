@@ -139,7 +139,12 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).expect("under src");
     let mut parts: Vec<String> = rel
         .components()
-        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned())
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
         .collect();
     if matches!(
         parts.last().map(String::as_str),
@@ -207,8 +212,7 @@ fn no_module_folder_has_import_circles() {
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         // Folder (as a module path) -> child -> the children it names.
-        let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> =
-            BTreeMap::new();
+        let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
         for file in &files {
             let me = module_path(&src, file);
             let code = non_test_source(file);
