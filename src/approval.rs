@@ -518,7 +518,7 @@ mod tests {
     use serde_json::json;
 
     fn policy(yaml: &str) -> Policy {
-        Policy::of(&serde_yaml_ng::from_str(yaml).expect("policy"))
+        Policy::of(&crate::config::read_yaml(yaml, "t.yaml").expect("policy"))
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::diag::{suggestion, Diagnostic, Severity};
-use super::relations;
 use super::resolve::{lookup_provider, needs_model};
 use super::tree::{Locator, Pos, Seg};
 use super::types::{
@@ -115,7 +114,8 @@ pub fn parse_schedule(expr: &str) -> Result<croner::Cron, String> {
     crate::schedule::parse_cron(expr)
 }
 
-/// Every semantic rule; returns errors and warnings in document order of discovery.
+/// The semantic rules of each entry (the loader adds `costs` and `relations`); returns
+/// errors and warnings in document order of discovery.
 pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<Diagnostic> {
     let mut c = Checker {
         file,
@@ -134,7 +134,6 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
         "agents",
         config.agents.iter().map(|a| a.id.as_str()),
     );
-    super::costs::check(&mut c, config);
     for (i, agent) in config.agents.iter().enumerate() {
         agent_fields(&mut c, config, i, agent);
     }
@@ -152,7 +151,6 @@ pub(crate) fn validate(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<D
         }
     }
     servers_in_a_writable_workspace(&mut c, config);
-    relations::check(&mut c, config);
     other_sections(&mut c, config);
     c.out
 }
