@@ -23,6 +23,10 @@ use crate::rewind::RewindOutcome;
 /// What a client asks.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one request per connection, decoded once: boxing the turn would save nothing"
+)]
 pub enum Request {
     /// A turn (`send`, `retry`, `rewind --edit`), run by the actor of its session and agent.
     Send(WireSend),

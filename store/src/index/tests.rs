@@ -1765,6 +1765,7 @@ fn usage_cost_records_count_in_the_rows_they_name() {
             retry_of: None,
             pid: 1,
             at,
+            schema: None,
         })];
         let detail = |n: u32| UsageDetail {
             calls: n,
