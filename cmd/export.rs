@@ -356,6 +356,31 @@ fn fence(text: &str) -> String {
     "`".repeat(longest.max(2) + 1)
 }
 
+/// A coordinator's plan: each subtask, its worker and what it waits for.
+fn markdown_plan(o: &mut String, t: &TurnView) {
+    use std::fmt::Write as _;
+    if let Some(plan) = &t.plan {
+        let _ = writeln!(o, "**Plan ({})**\n", plan.method);
+        for s in &plan.subtasks {
+            let role = s
+                .role
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            let deps = if s.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!(", after {}", s.depends_on.join(", "))
+            };
+            let _ = writeln!(o, "- `{}`: {}{role}{deps}: {}", s.id, s.worker, s.task);
+        }
+        for r in &plan.rejected {
+            let _ = writeln!(o, "- rejected proposal: {r}");
+        }
+        let _ = writeln!(o);
+    }
+}
+
 fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String, String)]) {
     use std::fmt::Write as _;
     let mut head = format!("### Turn {} ({})", t.turn, t.state.as_str());
@@ -417,26 +442,7 @@ fn markdown_turn(o: &mut String, t: &TurnView, output: &str, context: &[(String,
     for a in &t.activation {
         let _ = writeln!(o, "**Activation** `{}`: {}\n", a.agent, a.reason);
     }
-    if let Some(plan) = &t.plan {
-        let _ = writeln!(o, "**Plan ({})**\n", plan.method);
-        for s in &plan.subtasks {
-            let role = s
-                .role
-                .as_deref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default();
-            let deps = if s.depends_on.is_empty() {
-                String::new()
-            } else {
-                format!(", after {}", s.depends_on.join(", "))
-            };
-            let _ = writeln!(o, "- `{}`: {}{role}{deps}: {}", s.id, s.worker, s.task);
-        }
-        for r in &plan.rejected {
-            let _ = writeln!(o, "- rejected proposal: {r}");
-        }
-        let _ = writeln!(o);
-    }
+    markdown_plan(o, t);
     for s in &t.subtasks {
         let _ = writeln!(
             o,

@@ -8,6 +8,7 @@ mod fmt;
 mod hints;
 mod json;
 mod json_cost;
+mod json_memory;
 mod json_ref;
 mod line;
 mod manpage;

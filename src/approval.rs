@@ -283,7 +283,14 @@ impl TurnWait {
                 self.begun = true;
                 self.usage = Usage::ZERO;
             }
+            // Calls are recorded with their cost since costs are kept; older ones without.
             Record::ModelCall(c) => self.usage.add(&Usage {
+                prompt_tokens: c.prompt_tokens.unwrap_or(0),
+                completion_tokens: c.completion_tokens.unwrap_or(0),
+                calls: 1,
+                complete: c.prompt_tokens.is_some() && c.completion_tokens.is_some(),
+            }),
+            Record::ModelCallCost(c) => self.usage.add(&Usage {
                 prompt_tokens: c.prompt_tokens.unwrap_or(0),
                 completion_tokens: c.completion_tokens.unwrap_or(0),
                 calls: 1,
@@ -518,7 +525,7 @@ mod tests {
     use serde_json::json;
 
     fn policy(yaml: &str) -> Policy {
-        Policy::of(&serde_yaml_ng::from_str(yaml).expect("policy"))
+        Policy::of(&crate::config::read_yaml(yaml, "t.yaml").expect("policy"))
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! (the body is inlined into a function with that set's target features), so the
 //! element-wise loops are vectorized for the CPU that runs them.
 
-use crate::format::{Model, NormRef};
+use crate::config::Config;
+use crate::format::{LayerRef, Model, NormRef};
 use crate::kernel::Isa;
 use crate::math;
 use crate::team::{self, Product, Team};
@@ -60,30 +61,27 @@ pub(crate) fn hidden_on(
     min_split: usize,
 ) -> Result<Vec<f32>> {
     let isa = Isa::detect();
-    team::with_team(isa, threads, min_split, |team| match isa {
+    team::with_team(isa, threads, min_split, |team| {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            // SAFETY: the CPU has the features the function is compiled for.
+        if isa.is_avx512() {
             #[expect(
                 unsafe_code,
                 reason = "calling a function compiled for a detected CPU feature"
             )]
-            unsafe {
-                hidden_avx512(team, model, texts)
-            }
+            // SAFETY: `isa` was made by detection, which found every feature the function
+            // is compiled with.
+            return unsafe { hidden_avx512(team, model, texts) };
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
+        if isa.is_avx2() {
+            #[expect(
+                unsafe_code,
+                reason = "calling a function compiled for a detected CPU feature"
+            )]
             // SAFETY: as above.
-            #[expect(
-                unsafe_code,
-                reason = "calling a function compiled for a detected CPU feature"
-            )]
-            unsafe {
-                hidden_avx2(team, model, texts)
-            }
+            return unsafe { hidden_avx2(team, model, texts) };
         }
-        _ => hidden_body(team, model, texts),
+        hidden_body(team, model, texts)
     })
 }
 
@@ -109,10 +107,55 @@ fn norm_rows(x: &mut [f32], h: usize, n: NormRef<'_>, eps: f32) {
 #[inline(always)]
 fn hidden_body<'m>(team: &Team<'m>, model: &'m Model, texts: &[Vec<u32>]) -> Result<Vec<f32>> {
     let c = *model.config();
+    let mut b = Buffers::new(&c, texts);
+    embeddings(model, texts, &mut b.x)?;
+    for l in 0..c.layers {
+        let layer = model.layer(l);
+        self_attention(team, &layer, &c, texts, &mut b);
+        feed_forward(team, &layer, &c, &mut b);
+    }
+    Ok(b.x)
+}
+
+/// The activations of one pass (`rows` tokens of all texts), reused by every layer.
+struct Buffers {
+    rows: usize,
+    /// The hidden states, the layer's input and output.
+    x: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    ctx: Vec<f32>,
+    up: Vec<f32>,
+    scratch: Scratch,
+}
+
+impl Buffers {
+    fn new(c: &Config, texts: &[Vec<u32>]) -> Buffers {
+        let h = c.hidden;
+        let rows: usize = texts.iter().map(Vec::len).sum();
+        let longest = texts.iter().map(Vec::len).max().unwrap_or(0);
+        Buffers {
+            rows,
+            x: vec![0f32; rows * h],
+            q: vec![0f32; rows * h],
+            k: vec![0f32; rows * h],
+            v: vec![0f32; rows * h],
+            ctx: vec![0f32; rows * h],
+            up: vec![0f32; rows * c.ffn],
+            scratch: Scratch {
+                keys: vec![0f32; longest * h / c.heads],
+                scores: vec![0f32; longest],
+            },
+        }
+    }
+}
+
+/// Each token's word row + token type 0 + its position, then a layer norm, into `x`.
+#[inline(always)]
+fn embeddings(model: &Model, texts: &[Vec<u32>], x: &mut [f32]) -> Result<()> {
+    let c = *model.config();
     let h = c.hidden;
-    let rows: usize = texts.iter().map(Vec::len).sum();
-    let mut x = vec![0f32; rows * h];
-    // Embeddings: word row + token type 0 + position, then a layer norm.
     let token_type = model.token_type();
     let mut r = 0;
     for ids in texts {
@@ -126,93 +169,102 @@ fn hidden_body<'m>(team: &Team<'m>, model: &'m Model, texts: &[Vec<u32>]) -> Res
             r += 1;
         }
     }
-    norm_rows(&mut x, h, model.embedding_norm(), c.norm_eps);
-    let mut q = vec![0f32; rows * h];
-    let mut k = vec![0f32; rows * h];
-    let mut v = vec![0f32; rows * h];
-    let mut ctx = vec![0f32; rows * h];
-    let mut up = vec![0f32; rows * c.ffn];
-    let longest = texts.iter().map(Vec::len).max().unwrap_or(0);
-    let mut scratch = Scratch {
-        keys: vec![0f32; longest * h / c.heads],
-        scores: vec![0f32; longest],
-    };
-    for l in 0..c.layers {
-        let layer = model.layer(l);
-        let [wq, wk, wv, wo, wup, wdown] = &layer.linears;
-        team.run(
-            rows,
-            &mut [
-                Product {
-                    x: &x,
-                    m: *wq,
-                    y: &mut q,
-                },
-                Product {
-                    x: &x,
-                    m: *wk,
-                    y: &mut k,
-                },
-                Product {
-                    x: &x,
-                    m: *wv,
-                    y: &mut v,
-                },
-            ],
+    norm_rows(x, h, model.embedding_norm(), c.norm_eps);
+    Ok(())
+}
+
+/// `x = norm(x + attention(x) · Wo)`: queries, keys and values in one split product,
+/// attention within each text, then the output projection.
+#[inline(always)]
+fn self_attention<'m>(
+    team: &Team<'m>,
+    layer: &LayerRef<'m>,
+    c: &Config,
+    texts: &[Vec<u32>],
+    b: &mut Buffers,
+) {
+    let h = c.hidden;
+    let [wq, wk, wv, wo, _, _] = &layer.linears;
+    team.run(
+        b.rows,
+        &mut [
+            Product {
+                x: &b.x,
+                m: *wq,
+                y: &mut b.q,
+            },
+            Product {
+                x: &b.x,
+                m: *wk,
+                y: &mut b.k,
+            },
+            Product {
+                x: &b.x,
+                m: *wv,
+                y: &mut b.v,
+            },
+        ],
+    );
+    let mut r0 = 0;
+    for ids in texts {
+        let t = ids.len();
+        let span = r0 * h..(r0 + t) * h;
+        attention(
+            &b.q[span.clone()],
+            &b.k[span.clone()],
+            &b.v[span.clone()],
+            t,
+            h,
+            c.heads,
+            &mut b.scratch,
+            &mut b.ctx[span],
         );
-        let mut r0 = 0;
-        for ids in texts {
-            let t = ids.len();
-            attention(
-                &q[r0 * h..(r0 + t) * h],
-                &k[r0 * h..(r0 + t) * h],
-                &v[r0 * h..(r0 + t) * h],
-                t,
-                h,
-                c.heads,
-                &mut scratch,
-                &mut ctx[r0 * h..(r0 + t) * h],
-            );
-            r0 += t;
-        }
-        // ctx · Wo + x, normed, is the next x (q is free: it holds the product).
-        team.run(
-            rows,
-            &mut [Product {
-                x: &ctx,
-                m: *wo,
-                y: &mut q,
-            }],
-        );
-        for (a, b) in q.iter_mut().zip(&x) {
-            *a += b;
-        }
-        norm_rows(&mut q, h, layer.attention_norm, c.norm_eps);
-        std::mem::swap(&mut x, &mut q);
-        team.run(
-            rows,
-            &mut [Product {
-                x: &x,
-                m: *wup,
-                y: &mut up,
-            }],
-        );
-        math::gelu(&mut up);
-        team.run(
-            rows,
-            &mut [Product {
-                x: &up,
-                m: *wdown,
-                y: &mut q,
-            }],
-        );
-        for (a, b) in q.iter_mut().zip(&x) {
-            *a += b;
-        }
-        norm_rows(&mut q, h, layer.output_norm, c.norm_eps);
-        std::mem::swap(&mut x, &mut q);
+        r0 += t;
     }
-    Ok(x)
+    // ctx · Wo + x, normed, is the next x (q is free: it holds the product).
+    team.run(
+        b.rows,
+        &mut [Product {
+            x: &b.ctx,
+            m: *wo,
+            y: &mut b.q,
+        }],
+    );
+    residual_norm(b, h, layer.attention_norm, c.norm_eps);
+}
+
+/// `x = norm(x + gelu(x · Wup) · Wdown)`.
+#[inline(always)]
+fn feed_forward<'m>(team: &Team<'m>, layer: &LayerRef<'m>, c: &Config, b: &mut Buffers) {
+    let [_, _, _, _, wup, wdown] = &layer.linears;
+    team.run(
+        b.rows,
+        &mut [Product {
+            x: &b.x,
+            m: *wup,
+            y: &mut b.up,
+        }],
+    );
+    math::gelu(&mut b.up);
+    team.run(
+        b.rows,
+        &mut [Product {
+            x: &b.up,
+            m: *wdown,
+            y: &mut b.q,
+        }],
+    );
+    residual_norm(b, c.hidden, layer.output_norm, c.norm_eps);
+}
+
+/// `x = norm(q + x)`: the product in `q` plus the residual, normed, becomes the next `x`.
+#[inline(always)]
+fn residual_norm(b: &mut Buffers, h: usize, norm: NormRef<'_>, eps: f32) {
+    for (a, x) in b.q.iter_mut().zip(&b.x) {
+        *a += x;
+    }
+    norm_rows(&mut b.q, h, norm, eps);
+    std::mem::swap(&mut b.x, &mut b.q);
 }
 
 struct Scratch {
@@ -420,7 +472,7 @@ mod tests {
         let m = Model::open(&path).expect("open");
         let texts = [vec![2, 5, 6, 10, 7, 8, 5, 9, 12, 3, 15, 16, 17, 18, 19, 3]];
         let generic =
-            team::with_team(Isa::Generic, 1, 0, |t| hidden_body(t, &m, &texts)).expect("generic");
+            team::with_team(Isa::GENERIC, 1, 0, |t| hidden_body(t, &m, &texts)).expect("generic");
         let best = hidden(&m, &texts).expect("best");
         for (a, b) in generic.iter().zip(&best) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");

@@ -10,50 +10,109 @@
 
 use crate::format::{LinearRef, COLUMN_BLOCK};
 
-/// The instruction sets the kernels are written for.
+/// An instruction set the kernels may use on this CPU: a token that only complete runtime
+/// detection makes ([`Isa::detect`]), so holding one is the proof the `unsafe` kernels need.
+/// Detection checks every feature the functions of that level are compiled with (the
+/// `target_feature` lists of this crate: a test compares them with [`Isa::features`]), so a
+/// CPU with AVX-512F but not AVX-512BW, VL or DQ gets the AVX2 kernels, not illegal
+/// instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    Avx512,
-    Avx2,
+pub struct Isa(Level);
+
+/// The levels, narrowest first: a CPU that has one has every level before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
     Generic,
+    Avx2,
+    Avx512,
 }
 
+/// The features each level's functions are compiled with: exactly what detection checks.
+const AVX2_FEATURES: &[&str] = &["avx2", "fma"];
+const AVX512_FEATURES: &[&str] = &["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma"];
+
 impl Isa {
-    /// The best one this CPU has.
+    /// The portable kernels, which every CPU runs.
+    pub const GENERIC: Isa = Isa(Level::Generic);
+
+    /// The widest level whose every feature this CPU has.
     pub fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
+            if AVX512_FEATURES.iter().all(|f| has(f)) {
+                return Isa(Level::Avx512);
             }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                return Isa::Avx2;
+            if AVX2_FEATURES.iter().all(|f| has(f)) {
+                return Isa(Level::Avx2);
             }
         }
-        Isa::Generic
+        Isa::GENERIC
+    }
+
+    pub fn is_avx512(self) -> bool {
+        self.0 == Level::Avx512
+    }
+
+    pub fn is_avx2(self) -> bool {
+        self.0 == Level::Avx2
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Isa::Avx512 => "avx512",
-            Isa::Avx2 => "avx2",
-            Isa::Generic => "generic",
+        match self.0 {
+            Level::Avx512 => "avx512",
+            Level::Avx2 => "avx2",
+            Level::Generic => "generic",
         }
     }
 }
 
-/// `y[r, o] = Σ_i x[r, i] · W[i, o] · scale[o] + bias[o]` for `rows` rows. `isa` must be
-/// what [`Isa::detect`] returned (or [`Isa::Generic`]).
+/// What the tests ask of a level.
+#[cfg(test)]
+impl Isa {
+    /// This level and every narrower one, narrowest first (all of them run here: the tests
+    /// compare each with the portable kernel).
+    pub fn and_narrower(self) -> Vec<Isa> {
+        [Level::Generic, Level::Avx2, Level::Avx512]
+            .into_iter()
+            .filter(|l| *l <= self.0)
+            .map(Isa)
+            .collect()
+    }
+
+    /// The CPU features this level's functions are compiled with.
+    pub fn features(self) -> &'static [&'static str] {
+        match self.0 {
+            Level::Avx512 => AVX512_FEATURES,
+            Level::Avx2 => AVX2_FEATURES,
+            Level::Generic => &[],
+        }
+    }
+}
+
+/// Whether this CPU has the named feature (the names `target_feature` takes).
+#[cfg(target_arch = "x86_64")]
+fn has(feature: &str) -> bool {
+    match feature {
+        "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+        "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+        "avx512vl" => std::arch::is_x86_feature_detected!("avx512vl"),
+        "avx512dq" => std::arch::is_x86_feature_detected!("avx512dq"),
+        "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+        "fma" => std::arch::is_x86_feature_detected!("fma"),
+        _ => false,
+    }
+}
+
+/// `y[r, o] = Σ_i x[r, i] · W[i, o] · scale[o] + bias[o]` for `rows` rows, with the kernels
+/// of `isa`.
 #[inline(always)]
 pub fn linear(isa: Isa, x: &[f32], rows: usize, m: &LinearRef<'_>, y: &mut [f32]) {
     check(x, rows, m, y.len());
-    // SAFETY: the shapes are checked; `y` is borrowed whole for the call.
     #[expect(
         unsafe_code,
         reason = "the column kernel over a checked, borrowed output"
     )]
+    // SAFETY: the shapes are checked; `y` is borrowed whole for the call.
     unsafe {
         linear_columns(isa, x, rows, m, y.as_mut_ptr(), 0..m.outputs)
     }
@@ -82,8 +141,8 @@ pub fn check(x: &[f32], rows: usize, m: &LinearRef<'_>, y_len: usize) {
 /// # Safety
 /// The shapes must have passed [`check`], `cols` must lie within `0..m.outputs` with both
 /// ends multiples of [`COLUMN_BLOCK`], `y` must point to `rows × m.outputs` values that
-/// nothing else reads or writes in `cols` during the call, and `isa` must be what
-/// [`Isa::detect`] returned (or [`Isa::Generic`]).
+/// nothing else reads or writes in `cols` during the call. (`isa` needs no promise: only
+/// detection makes one.)
 #[inline(always)]
 #[expect(
     unsafe_code,
@@ -102,12 +161,16 @@ pub unsafe fn linear_columns(
             && cols.end.is_multiple_of(COLUMN_BLOCK)
             && cols.end <= m.outputs
     );
-    match isa {
+    match isa.0 {
+        // SAFETY: `isa` was made by detection, so the CPU has every feature the kernel is
+        // compiled with; the caller keeps the rest of the contract above.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => x86::linear_avx512(x, rows, m, y, cols),
+        Level::Avx512 => unsafe { x86::linear_avx512(x, rows, m, y, cols) },
+        // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => x86::linear_avx2(x, rows, m, y, cols),
-        _ => linear_generic(x, rows, m, y, cols),
+        Level::Avx2 => unsafe { x86::linear_avx2(x, rows, m, y, cols) },
+        // SAFETY: the caller keeps the contract above.
+        _ => unsafe { linear_generic(x, rows, m, y, cols) },
     }
 }
 
@@ -157,8 +220,9 @@ unsafe fn linear_generic(
                 }
             }
             for (i, a) in acc.iter().enumerate().take(mr) {
-                // SAFETY: row `r0 + i` < `rows` and columns `n0..n0 + NR` lie in `cols`.
-                let out = std::slice::from_raw_parts_mut(y.add((r0 + i) * n + n0), NR);
+                // SAFETY: row `r0 + i` < `rows` and columns `n0..n0 + NR` lie in `cols`,
+                // which the caller lends to this call alone.
+                let out = unsafe { std::slice::from_raw_parts_mut(y.add((r0 + i) * n + n0), NR) };
                 for (j, o) in out.iter_mut().enumerate() {
                     *o = a[j] * m.scales[n0 + j] + m.bias[n0 + j];
                 }
@@ -196,33 +260,38 @@ mod x86 {
         bias: *const f32,
         y: *mut f32,
     ) {
-        let mut acc0 = [_mm512_setzero_ps(); M];
-        let mut acc1 = [_mm512_setzero_ps(); M];
-        let mut wp = w.add(n0);
-        for kk in 0..k {
-            let lo = _mm_loadu_si128(wp as *const __m128i);
-            let hi = _mm_loadu_si128(wp.add(16) as *const __m128i);
-            let w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-            let w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
-            for i in 0..M {
-                let xv = _mm512_set1_ps(*x.add(i * k + kk));
-                acc0[i] = _mm512_fmadd_ps(xv, w0, acc0[i]);
-                acc1[i] = _mm512_fmadd_ps(xv, w1, acc1[i]);
+        // SAFETY: the caller's function is compiled with AVX-512F (its `Isa` came from detection)
+        // and vouches that `x` holds `M` rows of `k`, `w` `k` rows of `n` weights, `scale` and
+        // `bias` `n` values, and that `y`'s `M` rows × 32 columns from `n0` are its own.
+        unsafe {
+            let mut acc0 = [_mm512_setzero_ps(); M];
+            let mut acc1 = [_mm512_setzero_ps(); M];
+            let mut wp = w.add(n0);
+            for kk in 0..k {
+                let lo = _mm_loadu_si128(wp as *const __m128i);
+                let hi = _mm_loadu_si128(wp.add(16) as *const __m128i);
+                let w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+                let w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+                for i in 0..M {
+                    let xv = _mm512_set1_ps(*x.add(i * k + kk));
+                    acc0[i] = _mm512_fmadd_ps(xv, w0, acc0[i]);
+                    acc1[i] = _mm512_fmadd_ps(xv, w1, acc1[i]);
+                }
+                wp = wp.add(n);
             }
-            wp = wp.add(n);
-        }
-        let s0 = _mm512_loadu_ps(scale.add(n0));
-        let s1 = _mm512_loadu_ps(scale.add(n0 + 16));
-        let b0 = _mm512_loadu_ps(bias.add(n0));
-        let b1 = _mm512_loadu_ps(bias.add(n0 + 16));
-        for i in 0..M {
-            let out = y.add(i * n + n0);
-            _mm512_storeu_ps(out, _mm512_fmadd_ps(acc0[i], s0, b0));
-            _mm512_storeu_ps(out.add(16), _mm512_fmadd_ps(acc1[i], s1, b1));
+            let s0 = _mm512_loadu_ps(scale.add(n0));
+            let s1 = _mm512_loadu_ps(scale.add(n0 + 16));
+            let b0 = _mm512_loadu_ps(bias.add(n0));
+            let b1 = _mm512_loadu_ps(bias.add(n0 + 16));
+            for i in 0..M {
+                let out = y.add(i * n + n0);
+                _mm512_storeu_ps(out, _mm512_fmadd_ps(acc0[i], s0, b0));
+                _mm512_storeu_ps(out.add(16), _mm512_fmadd_ps(acc1[i], s1, b1));
+            }
         }
     }
 
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
     pub unsafe fn linear_avx512(
         x: &[f32],
         rows: usize,
@@ -230,34 +299,38 @@ mod x86 {
         y: *mut f32,
         cols: Range<usize>,
     ) {
-        const MR: usize = 12;
-        let (k, n) = (m.inputs, m.outputs);
-        let mr = block_rows(rows, MR);
-        let (w, s, b) = (m.weights.as_ptr(), m.scales.as_ptr(), m.bias.as_ptr());
-        // Row blocks outside, column blocks inside: the block's rows stay in cache while
-        // the weights (at most 590 KB here) stream from L2.
-        let mut r0 = 0;
-        while r0 < rows {
-            let this = (rows - r0).min(mr);
-            let xp = x.as_ptr().add(r0 * k);
-            let yp = y.add(r0 * n);
-            for n0 in cols.clone().step_by(32) {
-                match this {
-                    12 => block512::<12>(xp, k, w, n, n0, s, b, yp),
-                    11 => block512::<11>(xp, k, w, n, n0, s, b, yp),
-                    10 => block512::<10>(xp, k, w, n, n0, s, b, yp),
-                    9 => block512::<9>(xp, k, w, n, n0, s, b, yp),
-                    8 => block512::<8>(xp, k, w, n, n0, s, b, yp),
-                    7 => block512::<7>(xp, k, w, n, n0, s, b, yp),
-                    6 => block512::<6>(xp, k, w, n, n0, s, b, yp),
-                    5 => block512::<5>(xp, k, w, n, n0, s, b, yp),
-                    4 => block512::<4>(xp, k, w, n, n0, s, b, yp),
-                    3 => block512::<3>(xp, k, w, n, n0, s, b, yp),
-                    2 => block512::<2>(xp, k, w, n, n0, s, b, yp),
-                    _ => block512::<1>(xp, k, w, n, n0, s, b, yp),
+        // SAFETY: every pointer offset stays within the shapes `kernel::check` passed, and each
+        // block writes only rows of `rows` and columns of `cols`, which the caller lends.
+        unsafe {
+            const MR: usize = 12;
+            let (k, n) = (m.inputs, m.outputs);
+            let mr = block_rows(rows, MR);
+            let (w, s, b) = (m.weights.as_ptr(), m.scales.as_ptr(), m.bias.as_ptr());
+            // Row blocks outside, column blocks inside: the block's rows stay in cache while
+            // the weights (at most 590 KB here) stream from L2.
+            let mut r0 = 0;
+            while r0 < rows {
+                let this = (rows - r0).min(mr);
+                let xp = x.as_ptr().add(r0 * k);
+                let yp = y.add(r0 * n);
+                for n0 in cols.clone().step_by(32) {
+                    match this {
+                        12 => block512::<12>(xp, k, w, n, n0, s, b, yp),
+                        11 => block512::<11>(xp, k, w, n, n0, s, b, yp),
+                        10 => block512::<10>(xp, k, w, n, n0, s, b, yp),
+                        9 => block512::<9>(xp, k, w, n, n0, s, b, yp),
+                        8 => block512::<8>(xp, k, w, n, n0, s, b, yp),
+                        7 => block512::<7>(xp, k, w, n, n0, s, b, yp),
+                        6 => block512::<6>(xp, k, w, n, n0, s, b, yp),
+                        5 => block512::<5>(xp, k, w, n, n0, s, b, yp),
+                        4 => block512::<4>(xp, k, w, n, n0, s, b, yp),
+                        3 => block512::<3>(xp, k, w, n, n0, s, b, yp),
+                        2 => block512::<2>(xp, k, w, n, n0, s, b, yp),
+                        _ => block512::<1>(xp, k, w, n, n0, s, b, yp),
+                    }
                 }
+                r0 += this;
             }
-            r0 += this;
         }
     }
 
@@ -277,29 +350,32 @@ mod x86 {
         bias: *const f32,
         y: *mut f32,
     ) {
-        let mut acc0 = [_mm256_setzero_ps(); M];
-        let mut acc1 = [_mm256_setzero_ps(); M];
-        let mut wp = w.add(n0);
-        for kk in 0..k {
-            let lo = _mm_loadl_epi64(wp as *const __m128i);
-            let hi = _mm_loadl_epi64(wp.add(8) as *const __m128i);
-            let w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-            let w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-            for i in 0..M {
-                let xv = _mm256_set1_ps(*x.add(i * k + kk));
-                acc0[i] = _mm256_fmadd_ps(xv, w0, acc0[i]);
-                acc1[i] = _mm256_fmadd_ps(xv, w1, acc1[i]);
+        // SAFETY: as for `block512`, with AVX2 and FMA and 16 columns.
+        unsafe {
+            let mut acc0 = [_mm256_setzero_ps(); M];
+            let mut acc1 = [_mm256_setzero_ps(); M];
+            let mut wp = w.add(n0);
+            for kk in 0..k {
+                let lo = _mm_loadl_epi64(wp as *const __m128i);
+                let hi = _mm_loadl_epi64(wp.add(8) as *const __m128i);
+                let w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+                let w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+                for i in 0..M {
+                    let xv = _mm256_set1_ps(*x.add(i * k + kk));
+                    acc0[i] = _mm256_fmadd_ps(xv, w0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(xv, w1, acc1[i]);
+                }
+                wp = wp.add(n);
             }
-            wp = wp.add(n);
-        }
-        let s0 = _mm256_loadu_ps(scale.add(n0));
-        let s1 = _mm256_loadu_ps(scale.add(n0 + 8));
-        let b0 = _mm256_loadu_ps(bias.add(n0));
-        let b1 = _mm256_loadu_ps(bias.add(n0 + 8));
-        for i in 0..M {
-            let out = y.add(i * n + n0);
-            _mm256_storeu_ps(out, _mm256_fmadd_ps(acc0[i], s0, b0));
-            _mm256_storeu_ps(out.add(8), _mm256_fmadd_ps(acc1[i], s1, b1));
+            let s0 = _mm256_loadu_ps(scale.add(n0));
+            let s1 = _mm256_loadu_ps(scale.add(n0 + 8));
+            let b0 = _mm256_loadu_ps(bias.add(n0));
+            let b1 = _mm256_loadu_ps(bias.add(n0 + 8));
+            for i in 0..M {
+                let out = y.add(i * n + n0);
+                _mm256_storeu_ps(out, _mm256_fmadd_ps(acc0[i], s0, b0));
+                _mm256_storeu_ps(out.add(8), _mm256_fmadd_ps(acc1[i], s1, b1));
+            }
         }
     }
 
@@ -311,32 +387,37 @@ mod x86 {
         y: *mut f32,
         cols: Range<usize>,
     ) {
-        const MR: usize = 6;
-        let (k, n) = (m.inputs, m.outputs);
-        let mr = block_rows(rows, MR);
-        let (w, s, b) = (m.weights.as_ptr(), m.scales.as_ptr(), m.bias.as_ptr());
-        let mut r0 = 0;
-        while r0 < rows {
-            let this = (rows - r0).min(mr);
-            let xp = x.as_ptr().add(r0 * k);
-            let yp = y.add(r0 * n);
-            for n0 in cols.clone().step_by(16) {
-                match this {
-                    6 => block256::<6>(xp, k, w, n, n0, s, b, yp),
-                    5 => block256::<5>(xp, k, w, n, n0, s, b, yp),
-                    4 => block256::<4>(xp, k, w, n, n0, s, b, yp),
-                    3 => block256::<3>(xp, k, w, n, n0, s, b, yp),
-                    2 => block256::<2>(xp, k, w, n, n0, s, b, yp),
-                    _ => block256::<1>(xp, k, w, n, n0, s, b, yp),
+        // SAFETY: as for `linear_avx512`.
+        unsafe {
+            const MR: usize = 6;
+            let (k, n) = (m.inputs, m.outputs);
+            let mr = block_rows(rows, MR);
+            let (w, s, b) = (m.weights.as_ptr(), m.scales.as_ptr(), m.bias.as_ptr());
+            let mut r0 = 0;
+            while r0 < rows {
+                let this = (rows - r0).min(mr);
+                let xp = x.as_ptr().add(r0 * k);
+                let yp = y.add(r0 * n);
+                for n0 in cols.clone().step_by(16) {
+                    match this {
+                        6 => block256::<6>(xp, k, w, n, n0, s, b, yp),
+                        5 => block256::<5>(xp, k, w, n, n0, s, b, yp),
+                        4 => block256::<4>(xp, k, w, n, n0, s, b, yp),
+                        3 => block256::<3>(xp, k, w, n, n0, s, b, yp),
+                        2 => block256::<2>(xp, k, w, n, n0, s, b, yp),
+                        _ => block256::<1>(xp, k, w, n, n0, s, b, yp),
+                    }
                 }
+                r0 += this;
             }
-            r0 += this;
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// The product in f64, straight from the definition.
@@ -354,43 +435,123 @@ mod tests {
         y
     }
 
-    #[test]
-    fn every_kernel_computes_the_product() {
-        let (k, n) = (40, 64);
-        let weights: Vec<u8> = (0..k * n).map(|i| (i * 37 % 251) as u8).collect();
-        let scales: Vec<f32> = (0..n).map(|o| 0.01 + o as f32 * 1e-4).collect();
-        let bias: Vec<f32> = (0..n).map(|o| o as f32 * 0.1 - 3.0).collect();
-        let m = LinearRef {
-            weights: &weights,
-            inputs: k,
-            outputs: n,
-            scales: &scales,
-            bias: &bias,
-        };
-        let mut isas = vec![Isa::Generic];
-        if Isa::detect() != Isa::Generic {
-            isas.push(Isa::detect());
-        }
-        #[cfg(target_arch = "x86_64")]
-        if Isa::detect() == Isa::Avx512 {
-            isas.push(Isa::Avx2);
-        }
-        for rows in [1, 2, 5, 7, 13, 14, 25, 30] {
-            let x: Vec<f32> = (0..rows * k)
-                .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
+    /// One product's operands, as the property test draws them.
+    #[derive(Debug, Clone)]
+    struct Case {
+        rows: usize,
+        k: usize,
+        n: usize,
+        weights: Vec<u8>,
+        scales: Vec<f32>,
+        bias: Vec<f32>,
+        x: Vec<f32>,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (1usize..=30, 1usize..=70, 1usize..=5).prop_flat_map(|(rows, k, blocks)| {
+            let n = blocks * COLUMN_BLOCK;
+            (
+                proptest::collection::vec(any::<u8>(), k * n),
+                proptest::collection::vec(1e-4f32..0.1, n),
+                proptest::collection::vec(-4f32..4.0, n),
+                proptest::collection::vec(-8f32..8.0, rows * k),
+            )
+                .prop_map(move |(weights, scales, bias, x)| Case {
+                    rows,
+                    k,
+                    n,
+                    weights,
+                    scales,
+                    bias,
+                    x,
+                })
+        })
+    }
+
+    proptest! {
+        /// Every kernel this CPU runs agrees with the definition (in f64) on arbitrary
+        /// shapes and values, ragged row blocks and every column block included.
+        #[test]
+        fn every_kernel_computes_the_product(c in case()) {
+            let m = LinearRef {
+                weights: &c.weights,
+                inputs: c.k,
+                outputs: c.n,
+                scales: &c.scales,
+                bias: &c.bias,
+            };
+            let want = reference(&c.x, c.rows, &m);
+            // The sum's magnitude bounds the rounding of any order of the additions.
+            let bound: Vec<f64> = (0..c.rows * c.n)
+                .map(|i| {
+                    let (r, o) = (i / c.n, i % c.n);
+                    let mag: f64 = (0..c.k)
+                        .map(|j| {
+                            (f64::from(c.x[r * c.k + j]) * f64::from(c.weights[j * c.n + o] as i8))
+                                .abs()
+                        })
+                        .sum();
+                    mag * f64::from(c.scales[o]) * 1e-6 + 1e-6
+                })
                 .collect();
-            let want = reference(&x, rows, &m);
-            for &isa in &isas {
-                let mut y = vec![f32::NAN; rows * n];
-                linear(isa, &x, rows, &m, &mut y);
+            for isa in Isa::detect().and_narrower() {
+                let mut y = vec![f32::NAN; c.rows * c.n];
+                linear(isa, &c.x, c.rows, &m, &mut y);
                 for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                    assert!(
-                        (f64::from(*a) - b).abs() < 1e-4 * b.abs().max(1.0),
-                        "{isa:?}, {rows} rows, value {i}: {a} vs {b}"
+                    prop_assert!(
+                        (f64::from(*a) - b).abs() <= bound[i],
+                        "{}: value {i} of {}x{}x{}: {a} vs {b}", isa.name(), c.rows, c.k, c.n
                     );
                 }
             }
         }
+    }
+
+    /// Every `target_feature` list of this crate is exactly the feature set of the level its
+    /// function is named for, so detection checks all a kernel is compiled with.
+    #[test]
+    fn kernels_are_compiled_for_exactly_the_features_detection_checks() {
+        let levels = [Isa(Level::Avx2), Isa(Level::Avx512)];
+        let sources = [
+            ("kernel.rs", include_str!("kernel.rs")),
+            ("forward.rs", include_str!("forward.rs")),
+            ("team.rs", include_str!("team.rs")),
+            ("math.rs", include_str!("math.rs")),
+        ];
+        let attr = "#[target_feature(enable = \"";
+        let mut seen = 0;
+        for (file, text) in sources {
+            let mut rest = text;
+            while let Some(at) = rest.find(attr) {
+                let list = &rest[at + attr.len()..];
+                let list = &list[..list.find('"').expect("closing quote")];
+                let after = &rest[at..];
+                let name_at = after.find("fn ").expect("a function follows") + 3;
+                let name: String = after[name_at..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                let level = levels
+                    .iter()
+                    .find(|l| name.ends_with(&format!("_{}", l.name())))
+                    .unwrap_or_else(|| panic!("{file}: fn {name} is named for no level"));
+                let mut got: Vec<&str> = list.split(',').collect();
+                let mut want = level.features().to_vec();
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "{file}: fn {name}");
+                seen += 1;
+                rest = &rest[at + attr.len()..];
+            }
+        }
+        assert!(seen >= 4, "found {seen} target_feature functions");
+    }
+
+    #[test]
+    fn detection_orders_the_levels() {
+        let all = Isa::detect().and_narrower();
+        assert_eq!(all[0], Isa::GENERIC);
+        assert_eq!(*all.last().expect("one"), Isa::detect());
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //! file with its reference runtime, fills a [`format::Parts`] and checks the result against
 //! the reference before installing it.
 
+// Every unsafe operation sits in its own `unsafe` block with a `SAFETY:` comment, also
+// inside `unsafe fn`s: the kernels' contracts are what this crate's soundness rests on.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+mod config;
 pub mod format;
 mod forward;
 mod kernel;

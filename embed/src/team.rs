@@ -79,13 +79,13 @@ struct Job<'m> {
     chunks: usize,
 }
 
-// SAFETY: a job's pointers are to buffers the caller of `Team::run` borrows (the inputs
-// shared, the outputs exclusively) until every chunk of the job is done; threads write
-// disjoint column ranges of the outputs.
 #[expect(
     unsafe_code,
     reason = "sending the raw pointers of a product to the helpers"
 )]
+// SAFETY: a job's pointers are to buffers the caller of `Team::run` borrows (the inputs
+// shared, the outputs exclusively) until every chunk of the job is done; threads write
+// disjoint column ranges of the outputs.
 unsafe impl Send for Job<'_> {}
 
 impl Job<'_> {

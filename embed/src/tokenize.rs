@@ -6,7 +6,7 @@
 use unicode_categories::UnicodeCategories;
 use unicode_normalization_alignments::UnicodeNormalization;
 
-use crate::format::Config;
+use crate::config::Config;
 
 /// The tokenizer of one model file.
 #[derive(Clone, Debug)]

@@ -481,10 +481,11 @@ mod tests {
 
     #[test]
     fn policies_read_as_words_lists_and_maps() {
-        let p: ApprovalPolicy = serde_yaml_ng::from_str("always").expect("always");
+        let p: ApprovalPolicy = crate::config::read_yaml("always", "t.yaml").expect("always");
         assert_eq!(p, ApprovalPolicy::Always);
-        let p: ApprovalPolicy = serde_yaml_ng::from_str(
+        let p: ApprovalPolicy = crate::config::read_yaml(
             "[run_command, {command: 'git push*'}, {tool: write_file, path: 'src/**'}]",
+            "t.yaml",
         )
         .expect("rules");
         let ApprovalPolicy::Rules(rules) = &p else {
@@ -494,10 +495,11 @@ mod tests {
         assert_eq!(rules[1].command.as_deref(), Some("git push*"));
         assert_eq!(rules[2].to_string(), "write_file path: src/**");
         let back: ApprovalPolicy =
-            serde_yaml_ng::from_str(&serde_yaml_ng::to_string(&p).expect("write")).expect("read");
+            crate::config::read_yaml(&serde_json::to_string(&p).expect("write"), "t.yaml")
+                .expect("read");
         assert_eq!(back, p);
-        assert!(serde_yaml_ng::from_str::<ApprovalPolicy>("run_command").is_err());
-        assert!(serde_yaml_ng::from_str::<ApprovalPolicy>("[{tools: x}]").is_err());
-        assert!(serde_yaml_ng::from_str::<ApprovalPolicy>("[{}]").is_err());
+        assert!(crate::config::read_yaml::<ApprovalPolicy>("run_command", "t.yaml").is_err());
+        assert!(crate::config::read_yaml::<ApprovalPolicy>("[{tools: x}]", "t.yaml").is_err());
+        assert!(crate::config::read_yaml::<ApprovalPolicy>("[{}]", "t.yaml").is_err());
     }
 }

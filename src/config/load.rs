@@ -16,7 +16,7 @@ use super::diag::{Diagnostic, Severity};
 use super::partial;
 use super::tree::{self, Kind, Locator, Node, Pos, Problem};
 use super::types::Config;
-use super::validate;
+use super::{costs, relations, validate};
 
 /// A configuration that passed validation, with the warnings it produced.
 #[derive(Clone, Debug)]
@@ -318,7 +318,7 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
             problem.hint,
         )
     };
-    let parsed = tree::parse(text).map_err(|problem| vec![error(problem)])?;
+    let parsed = tree::parse(text, "axocoatl.yaml").map_err(|problem| vec![error(problem)])?;
     let root = match parsed.root {
         Some(root) if !root.is_null() => root,
         _ => {
@@ -368,9 +368,17 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
             root: &root,
             kept: kept.indexes,
         };
-        let semantic = validate::validate(&config, &loc, file);
+        // The rules of each entry, then prices and cost budgets, then how entries refer
+        // to each other.
+        let mut c = validate::Checker {
+            file,
+            loc: &loc,
+            out: validate::validate(&config, &loc, file),
+        };
+        costs::check(&mut c, &config);
+        relations::check(&mut c, &config);
         diagnostics.extend(partial::unexplained(
-            semantic,
+            c.out,
             &root,
             &structural,
             &kept.failed_names,

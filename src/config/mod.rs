@@ -20,6 +20,7 @@ mod tree;
 mod trusted;
 mod types;
 mod validate;
+mod yaml;
 
 pub(crate) use diag::{closest, suggestion};
 pub use diag::{Diagnostic, Severity};
@@ -35,8 +36,9 @@ pub use resolve::{
 };
 pub use resolve::{provider_names, takes_any_model};
 pub use starter::starter_config;
-pub(crate) use tree::check_limits as check_yaml_limits;
 pub use trusted::{mcp_program, model_places, trusted_files, TrustedFile};
 pub use types::*;
 pub(crate) use validate::sampling_problems;
 pub use validate::{check_name, parse_schedule};
+pub(crate) use yaml::read_yaml;
+pub use yaml::yaml_value;

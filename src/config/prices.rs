@@ -21,7 +21,7 @@ fn shipped() -> &'static Shipped {
     static SHIPPED: OnceLock<Shipped> = OnceLock::new();
     SHIPPED.get_or_init(|| {
         // A test parses it; a build whose file does not parse ships no prices.
-        serde_yaml_ng::from_str(include_str!("prices.yaml")).unwrap_or(Shipped {
+        super::read_yaml(include_str!("prices.yaml"), "prices.yaml").unwrap_or(Shipped {
             as_of: String::new(),
             prices: Vec::new(),
         })

@@ -206,14 +206,9 @@ pub(crate) const MAX_NODES: usize = 1_000_000;
 /// What one node costs in the alias budget besides its text.
 const NODE_COST: usize = std::mem::size_of::<Node>();
 
-/// Checks YAML that another parser will read (the script provider's files) against the same
-/// limits: nesting, values, alias expansion. Syntax errors come back too.
-pub(crate) fn check_limits(text: &str) -> Result<(), Problem> {
-    parse(text).map(|_| ())
-}
-
 /// Parses YAML text. A syntax error, or input past a limit, is fatal and comes back alone.
-pub(crate) fn parse(text: &str) -> Result<Parsed, Problem> {
+/// `file` names the file in the problem a second document makes (`axocoatl.yaml`).
+pub(crate) fn parse(text: &str, file: &str) -> Result<Parsed, Problem> {
     let mut builder = Builder::new(text);
     // Event by event rather than `Parser::load`, which recurses once per nesting level:
     // this loop is flat, and it can stop at the first limit crossed.
@@ -231,7 +226,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Problem> {
     if let Some(pos) = builder.extra_document {
         builder.problems.push(Problem {
             pos,
-            message: "a second YAML document starts here; axocoatl.yaml holds exactly one".into(),
+            message: format!("a second YAML document starts here; {file} holds exactly one"),
             hint: Some(
                 "remove the `---` line and everything after it, or merge the two documents".into(),
             ),

@@ -147,8 +147,9 @@ mod tests {
         let dir = tmp.path();
         std::fs::write(dir.join("server.py"), "").expect("write");
         std::fs::write(dir.join("hook.cfg"), "").expect("write");
-        let config: Config = serde_yaml_ng::from_str(
+        let config: Config = crate::config::read_yaml(
             "mcp_servers:\n  py: {command: python3, args: [server.py, -u, missing.py]}\n  bin: {command: ./bin/srv}\n  npx: {command: npx, args: [-y, some-server]}\nproviders:\n  s: {kind: script, script: replies.yaml}\n  l: {kind: local, model_path: /models/m.gguf}\n  o: {kind: ollama}\nagents: []\non_approval_request: {command: ./notify.sh, args: [hook.cfg]}\n",
+            "axocoatl.yaml",
         )
         .expect("config");
         let files: Vec<(PathBuf, String)> = trusted_files(&config, dir)

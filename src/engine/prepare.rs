@@ -95,17 +95,7 @@ pub(crate) fn prepare<'w>(
         session::interrupt_if_open(ws.repo(), &orphan)?;
     }
     let projection = Projection::of(ws.repo(), Scope::Session(&opts.session), Want::VIEWS)?;
-    // The ledger says so even when the lock's note was lost (a power cut).
-    if let Some(t) = projection
-        .session_turns(&opts.session)
-        .find(|t| t.state == ViewState::Waiting)
-    {
-        return Err(RuntimeError::HeldForApproval {
-            session: opts.session.clone(),
-            turn: t.turn.clone(),
-            command: "send",
-        });
-    }
+    refuse_while_waiting(&projection, &opts.session)?;
     let multi = match projection.session_agents.get(&opts.session) {
         Some(_) if patched.is_some() => return Err(RuntimeError::NotSupported(
             "a per-call model, system prompt or option (-m, --system, -o) in a multi-agent session"
@@ -118,13 +108,15 @@ pub(crate) fn prepare<'w>(
         (agent, provider) = target(ws, Some(&first.id))?;
     }
     let schema = super::structured::for_turn(ws, agent, &opts, multi.is_some())?;
-    if let Some(m) = &multi {
-        if let Some((a, _)) = m.answering.iter().find(|(a, _)| a.approvals.asks()) {
-            return Err(RuntimeError::NotSupported(format!(
-                "approvals (agent {:?}) in a multi-agent session",
-                a.id
-            )));
-        }
+    if let Some((a, _)) = multi
+        .iter()
+        .flat_map(|m| &m.answering)
+        .find(|(a, _)| a.approvals.asks())
+    {
+        return Err(RuntimeError::NotSupported(format!(
+            "approvals (agent {:?}) in a multi-agent session",
+            a.id
+        )));
     }
     let always = super::wait::granted(&projection, &opts.session);
     let state = load_session(ws, &opts, agent, held, projection, multi.is_some())?;
@@ -175,6 +167,22 @@ pub(crate) fn prepare<'w>(
             None => ws.tools_dir()?,
         },
     })
+}
+
+/// A session whose turn waits for approval takes no other turn: the ledger says so even
+/// when the lock's note was lost (a power cut).
+fn refuse_while_waiting(projection: &Projection, session: &str) -> Result<()> {
+    match projection
+        .session_turns(session)
+        .find(|t| t.state == ViewState::Waiting)
+    {
+        Some(t) => Err(RuntimeError::HeldForApproval {
+            session: session.to_owned(),
+            turn: t.turn.clone(),
+            command: "send",
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Applies the lattice activation rule (`crate::team::lattice`) to a turn of a

@@ -154,19 +154,13 @@ impl ScriptProvider {
             };
             config_error(format!("script {shown} {problem}{at}"))
         })?;
-        // serde_yaml_ng bounds nesting but not what aliases of a large anchored value expand
-        // to: the configuration's limits are checked first.
-        crate::config::check_yaml_limits(&text).map_err(|p| {
+        // The configuration's reader: its limits on nesting, values and alias expansion
+        // hold here too (an anchored 1 MiB text aliased ten thousand times is 10 GB).
+        let file: ScriptFile = crate::config::read_yaml(&text, "a script").map_err(|p| {
             let hint = p.hint.map(|h| format!(" ({h})")).unwrap_or_default();
             config_error(format!(
-                "script {shown}:{}:{}: {}{hint}",
+                "script {shown}:{}:{}: {}{hint}; expected `replies:` with a list of entries",
                 p.pos.line, p.pos.column, p.message
-            ))
-        })?;
-        let file: ScriptFile = serde_yaml_ng::from_str(&text).map_err(|e| {
-            config_error(format!(
-                "script {} is not valid: {e} (expected `replies:` with a list of entries)",
-                path.display()
             ))
         })?;
         let mut sequence = Vec::new();

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axocoatl_store::layout;
@@ -16,6 +16,7 @@ use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use super::sock::{self, Line, Quiet};
+use super::state::{Daemon, Phase, ServeOptions, Slot, State};
 use super::supervise::{ask, liveness, supervise};
 use super::wire::{
     self, ActorInfo, ActorStatus, Reply, Request, ScheduleEntry, StatusReport, WireError,
@@ -28,108 +29,7 @@ use crate::config::{AgentRole, Config};
 use crate::error::{Result, RuntimeError};
 use crate::history::{Projection, Scope, Want};
 use crate::provider::Cancel;
-use crate::workspace::{Locator, Workspace};
-
-/// How `serve` was started.
-#[derive(Clone, Debug)]
-pub struct ServeOptions {
-    /// The axocoatl binary: actors are started from it.
-    pub exe: PathBuf,
-    /// Where the repository and configuration were found (actors and background passes
-    /// open their own workspace from it).
-    pub locator: Locator,
-    /// Logs as JSON lines (else text): actors log in the same format.
-    pub log_json: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Phase {
-    Starting,
-    Up,
-    Restarting,
-    Down,
-}
-
-pub(super) struct Slot {
-    pub session: String,
-    pub agent: String,
-    pub socket: PathBuf,
-    pub phase: Phase,
-    pub pid: Option<u32>,
-    pub restarts: u32,
-    /// Consecutive failed starts.
-    pub failures: u32,
-    /// When its actors crashed, within the crash window.
-    pub crashes: VecDeque<Instant>,
-    pub last_error: Option<String>,
-    /// Why serve itself killed the actor (liveness), for the restart's explanation.
-    pub kill_reason: Option<String>,
-    pub info: ActorInfo,
-    /// Turns routed to it right now.
-    busy: usize,
-    pub restart: Arc<Notify>,
-    /// How many times an actor of this slot became ready.
-    pub starts: u64,
-    last_consolidation: Option<Instant>,
-    consolidating: bool,
-}
-
-pub(super) struct State {
-    /// Serve's configuration: the YAML as loaded at start, plus `agents set` patches.
-    pub config: Config,
-    pub slots: Vec<Slot>,
-    patches: Vec<(String, String, String)>,
-}
-
-pub(super) struct Daemon {
-    pub ws: Arc<Workspace>,
-    pub opts: ServeOptions,
-    state: Mutex<State>,
-    /// Bumped whenever a slot changes phase.
-    changed: watch::Sender<u64>,
-    pub shutdown: watch::Sender<bool>,
-    /// Cancels serve's own turns (consolidation, automations) at shutdown.
-    work: Cancel,
-    /// Clients that have not sent their request yet, oldest first, each with what lets it
-    /// go: the first to be let go when serve holds as many clients as it may.
-    waiting: Mutex<VecDeque<(u64, Arc<Notify>)>>,
-}
-
-impl Daemon {
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn bump(&self) {
-        self.changed.send_modify(|n| *n += 1);
-    }
-
-    pub fn shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    fn waiting(&self) -> MutexGuard<'_, VecDeque<(u64, Arc<Notify>)>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Lets the oldest client that has sent nothing go; whether there was one.
-    fn let_go_oldest_silent(&self) -> bool {
-        match self.waiting().pop_front() {
-            Some((_, go)) => {
-                go.notify_one();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// A workspace with serve's current configuration, for work on the blocking pool.
-    fn workspace(&self) -> Result<Workspace> {
-        let mut ws = Workspace::open(&self.opts.locator)?;
-        ws.set_config(self.state().config.clone());
-        Ok(ws)
-    }
-}
+use crate::workspace::Workspace;
 
 /// Takes the serve lock (briefly retried: a command probing whether serve runs holds it
 /// for microseconds), or says who holds it.

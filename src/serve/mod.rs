@@ -14,6 +14,8 @@
 //! - [`client`]: what one-shot commands use (no runtime: a `stat` when no serve runs);
 //! - [`actor`]: the actor process (`axocoatl util actor`, hidden);
 //! - [`daemon`]: serve itself (tokio: the socket, the actors' processes, timers, signals);
+//! - [`state`]: what its tasks share (the actors' slots and phases), and [`supervise`]:
+//!   the actors' supervisors;
 //! - [`patch`]: `agents set`, in memory only.
 
 pub mod actor;
@@ -21,10 +23,12 @@ pub mod client;
 mod daemon;
 pub mod patch;
 pub mod sock;
+mod state;
 mod supervise;
 pub mod wire;
 
-pub use daemon::{run, ServeOptions};
+pub use daemon::run;
+pub use state::ServeOptions;
 
 use std::path::Path;
 

@@ -12,7 +12,7 @@ const FIXED: &[&str] = &["id", "role", "depends_on"];
 
 /// The value a `KEY=VALUE` argument means: YAML (a number, a list, `null`), else the text.
 fn parse_value(text: &str) -> Value {
-    serde_yaml_ng::from_str::<Value>(text)
+    crate::config::read_yaml::<Value>(text, "the value")
         .ok()
         .filter(|v| !v.is_null() || text.trim() == "null" || text.trim() == "~")
         .unwrap_or_else(|| Value::String(text.to_owned()))

@@ -19,8 +19,8 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tracing::{error, info, warn};
 
-use super::daemon::{Daemon, Phase};
 use super::sock::{self, Line, Quiet};
+use super::state::{Daemon, Phase};
 use super::wire::{self, ActorInfo, Reply, Request, WireError};
 use super::{CRASH_WINDOW, LIVENESS_EVERY, MAX_CRASHES, MAX_FAILURES};
 
@@ -188,7 +188,7 @@ async fn wait_down(
 
 /// Records a crash of slot `s`'s actor: the reason to show, and whether the agent is now
 /// down (too many crashes within [`CRASH_WINDOW`]).
-fn count_crash(s: &mut super::daemon::Slot, reason: String) -> (String, bool) {
+fn count_crash(s: &mut super::state::Slot, reason: String) -> (String, bool) {
     let now = Instant::now();
     s.crashes.retain(|t| now.duration_since(*t) < CRASH_WINDOW);
     let down = s.crashes.len() >= MAX_CRASHES;

@@ -25,7 +25,7 @@ use crate::rewind::RewindOutcome;
 #[serde(tag = "op", rename_all = "snake_case")]
 #[expect(
     clippy::large_enum_variant,
-    reason = "one request per line read from a socket: its size is never multiplied"
+    reason = "one request per connection, decoded once: boxing the turn would save nothing"
 )]
 pub enum Request {
     /// A turn (`send`, `retry`, `rewind --edit`), run by the actor of its session and agent.

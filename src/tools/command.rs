@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::handler::Handler;
 use super::launch::Launch;
 use super::limits::{ProcessCgroup, Rlimits};
 use super::mountns::Mounts;
-use super::registry::Handler;
 use super::{sandbox, Context, ToolOutput};
 use crate::child::{exited, signal_group, ExitWatch};
 use crate::config::SandboxMode;

@@ -55,7 +55,7 @@ fn skipped(why: &str) {
 }
 
 fn sandboxed() -> bool {
-    match super::sandbox::unavailable() {
+    match super::launch::sandbox_unavailable() {
         None => true,
         Some(why) => {
             skipped(&format!(

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::beneath::Want;
+use super::handler::Handler;
 use super::path::{OpenError, Target};
-use super::registry::Handler;
 use super::{Context, ToolOutput};
 use crate::config::SandboxMode;
 

@@ -150,6 +150,14 @@ impl Launch {
     }
 }
 
+/// Why this process cannot sandbox a command (Landlock, seccomp or the namespaces are
+/// missing), or `None` when it can.
+pub fn sandbox_unavailable() -> Option<String> {
+    sandbox::confine(&[])
+        .err()
+        .or_else(|| sandbox_namespaces().err())
+}
+
 /// Whether a sandboxed command needs a user namespace (`Ok(false)`: this process may make
 /// the namespaces without one), or why no sandbox can be made. Found once per process by
 /// starting `/bin/true` the same way, with a fresh `/proc`.
@@ -192,7 +200,7 @@ pub fn process_limit_enforced() -> bool {
 }
 
 /// Whether a `full-access` command can run in a pid namespace with its own `/proc` without
-/// a user namespace (found once).
+/// a user namespace (found once), so that everything it starts ends with it.
 pub fn supervised_namespaces() -> bool {
     static FOUND: OnceLock<bool> = OnceLock::new();
     *FOUND.get_or_init(|| probe(SUPERVISED_NAMESPACES, None, Some(Mounts::supervised())).is_ok())

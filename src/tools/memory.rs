@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::registry::Handler;
+use super::handler::Handler;
 use super::{Context, ToolOutput};
 use crate::memory::CoreEdit;
 

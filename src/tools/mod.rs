@@ -14,6 +14,7 @@ pub mod diff;
 #[cfg(test)]
 mod escapes;
 mod fs;
+mod handler;
 mod launch;
 mod limits;
 mod memory;
@@ -36,6 +37,10 @@ use crate::memory::AgentMemory;
 use crate::provider::{Cancel, ToolSchema};
 
 pub use command::{DEFAULT_TIMEOUT_SECS, GRACE, NOT_UTF8_NOTE};
+pub use launch::{
+    process_limit_enforced, sandbox_unavailable,
+    supervised_namespaces as full_access_has_pid_namespace,
+};
 pub use path::{Root, Workplace};
 pub use registry::{baseline, is_known, names, spec, Access, ToolSpec, TOOLS};
 

@@ -5,18 +5,13 @@
 //! which sandbox baselines include it. Registering a tool is one [`ToolSpec::of`] line in
 //! [`TOOLS`] plus its argument type implementing [`Handler`].
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{fs, memory, schema, search, Context, ToolOutput};
 use crate::config::SandboxMode;
 
+pub use super::handler::Handler;
 pub use crate::catalog::Access;
-
-/// A tool's arguments, parsed from the model's JSON, and what a call does with them.
-pub trait Handler: DeserializeOwned + schemars::JsonSchema {
-    fn run(self, cx: &Context<'_>) -> ToolOutput;
-}
 
 /// One registered tool.
 #[derive(Debug)]

@@ -380,26 +380,6 @@ fn peer_pid(socket: std::os::fd::BorrowedFd<'_>) -> Option<libc::pid_t> {
     (r == 0).then_some(cred.pid)
 }
 
-/// Why this process cannot sandbox a command (Landlock, seccomp or the namespaces are
-/// missing), or `None` when it can.
-pub fn unavailable() -> Option<String> {
-    confine_with(Support::probe(), &[])
-        .err()
-        .or_else(|| super::launch::sandbox_namespaces().err())
-}
-
-/// Whether a `full-access` command runs in a pid namespace of its own, so that everything
-/// it starts ends with it (see `launch.rs`).
-pub fn full_access_has_pid_namespace() -> bool {
-    super::launch::supervised_namespaces()
-}
-
-/// Whether the kernel bounds how many processes a sandboxed command may have (see
-/// `limits.rs`: never by `RLIMIT_NPROC` for root, so root needs a pids cgroup).
-pub fn process_limit_enforced() -> bool {
-    super::launch::process_limit_enforced()
-}
-
 /// The highest capability number the running kernel knows (asked once).
 pub fn last_capability() -> libc::c_int {
     static LAST: OnceLock<libc::c_int> = OnceLock::new();

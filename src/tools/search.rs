@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::beneath::{self, Want};
+use super::handler::Handler;
 use super::path::OpenError;
-use super::registry::Handler;
 use super::{walk, Context, ToolOutput};
 
 /// Paths find_files lists, and lines grep prints, before it stops with a note.

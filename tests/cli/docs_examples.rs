@@ -312,10 +312,10 @@ fn commands(text: &str) -> Vec<Vec<String>> {
 /// The agents and automations the commands of `text` name (`-a ID`, `agents status ID`,
 /// `automations run ID`, …) that the configuration `config` does not define.
 fn undefined_names(text: &str, config: &str) -> Vec<String> {
-    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(config).unwrap_or_default();
+    let yaml = axocoatl::config::yaml_value(config).unwrap_or_default();
     let ids = |section: &str| -> Vec<String> {
         yaml.get(section)
-            .and_then(|v| v.as_sequence())
+            .and_then(|v| v.as_array())
             .map(|items| {
                 items
                     .iter()

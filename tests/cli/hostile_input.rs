@@ -152,8 +152,8 @@ fn a_script_that_is_a_device_or_an_alias_bomb_fails_the_turn_clearly() {
         "{}",
         r.stderr
     );
-    // serde_yaml_ng bounds alias jumps by the number of events, not what they copy: one
-    // anchored 1 MiB text repeated ten thousand times is 10 GB.
+    // Aliases are bounded by what they copy, not by how many there are: one anchored
+    // 1 MiB text repeated ten thousand times is 10 GB.
     let env = scripted("replies.yaml");
     let aliases = vec!["*big"; 10_000].join(", ");
     env.write(

@@ -7,6 +7,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// The production source folders of the workspace: the runtime (`src`), the command line
+/// (`cmd`) and the `src` of every other member of Cargo.toml's `[workspace]`, so a new
+/// crate is under every rule the day it is added.
+fn production_dirs() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let members = regex::Regex::new(r"(?s)members\s*=\s*\[(.*?)\]").expect("re");
+    let list = members.captures(&manifest).expect("a members list")[1].to_owned();
+    let mut dirs = vec!["src".to_owned(), "cmd".to_owned()];
+    for m in list.split(',').map(|m| m.trim().trim_matches('"')) {
+        if !m.is_empty() && m != "." {
+            dirs.push(format!("{m}/src"));
+        }
+    }
+    assert!(dirs.len() >= 4, "workspace members: {dirs:?}");
+    dirs
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
         let path = entry.path();
@@ -60,7 +78,7 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             .to_string_lossy()
             .trim_end_matches(".rs")
             .to_owned();
-        if module == "lib" {
+        if module == "lib" || module == "main" {
             continue;
         }
         let deps = graph.entry(module.clone()).or_default();
@@ -101,28 +119,141 @@ fn cycle_from(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option
     walk(graph, start, start, &mut path, &mut BTreeSet::new()).then_some(path)
 }
 
+/// No crate of the workspace has an import circle between its top-level modules.
 #[test]
-fn src_modules_have_no_import_circles() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = module_graph(&src);
-    assert!(graph.len() > 10, "found the modules: {graph:?}");
-    for module in graph.keys() {
-        if let Some(cycle) = cycle_from(&graph, module) {
-            panic!("import circle in src/: {}", cycle.join(" -> "));
+fn no_crate_has_import_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in production_dirs() {
+        let graph = module_graph(&root.join(&dir));
+        assert!(graph.len() > 3, "found the modules of {dir}: {graph:?}");
+        for module in graph.keys() {
+            if let Some(cycle) = cycle_from(&graph, module) {
+                panic!("import circle in {dir}/: {}", cycle.join(" -> "));
+            }
         }
     }
 }
 
-#[test]
-fn store_modules_have_no_import_circles() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("store/src");
-    let graph = module_graph(&src);
-    assert!(graph.len() > 10, "found the modules: {graph:?}");
-    for module in graph.keys() {
-        if let Some(cycle) = cycle_from(&graph, module) {
-            panic!("import circle in store/src/: {}", cycle.join(" -> "));
+/// The module path of a file under a crate's source folder: `config/validate.rs` is
+/// `config::validate`, `config/mod.rs` is `config`, `lib.rs` is the crate.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every module path a file names through `crate::` or `super::` (groups `{a, b}` give one
+/// path per item, each cut at its first segment inside the group), made absolute.
+fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    let start = regex::Regex::new(r"\b(crate|(?:super::)*super)::").expect("re");
+    let ident = regex::Regex::new(r"^[a-z_][a-z_0-9]*").expect("re");
+    let mut out = Vec::new();
+    for m in start.find_iter(code) {
+        let text = m.as_str();
+        let mut base: Vec<String> = if text.starts_with("crate") {
+            Vec::new()
+        } else {
+            let ups = text.matches("super").count();
+            me[..me.len().saturating_sub(ups)].to_vec()
+        };
+        let mut rest = &code[m.end()..];
+        loop {
+            if let Some(group) = rest.strip_prefix('{') {
+                let body = &group[..group.find('}').unwrap_or(group.len())];
+                for item in body.split(',') {
+                    if let Some(id) = ident.find(item.trim()) {
+                        let mut path = base.clone();
+                        path.push(id.as_str().to_owned());
+                        out.push(path);
+                    }
+                }
+                break;
+            }
+            let Some(id) = ident.find(rest) else {
+                out.push(base);
+                break;
+            };
+            base.push(id.as_str().to_owned());
+            rest = &rest[id.end()..];
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => {
+                    out.push(base);
+                    break;
+                }
+            }
         }
     }
+    out
+}
+
+/// Within every module folder of every crate (`src/config/`, `src/serve/`, …), the modules
+/// beside each other depend in one direction only, as the top-level modules do.
+#[test]
+fn no_module_folder_has_import_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut folders = 0;
+    let mut circles = BTreeSet::new();
+    for dir in production_dirs() {
+        let src = root.join(&dir);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        // Folder (as a module path) -> child -> the children it names.
+        let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for file in &files {
+            let me = module_path(&src, file);
+            let code = non_test_source(file);
+            for target in named_paths(&code, &me) {
+                // Every folder above this file that the target is also under.
+                for depth in 0..me.len() {
+                    let folder = &me[..depth];
+                    if target.len() > depth && target[..depth] == *folder {
+                        let (from, to) = (&me[depth], &target[depth]);
+                        if from != to {
+                            graphs
+                                .entry(folder.to_vec())
+                                .or_default()
+                                .entry(from.clone())
+                                .or_default()
+                                .insert(to.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (folder, graph) in graphs.iter().filter(|(f, _)| !f.is_empty()) {
+            folders += 1;
+            for module in graph.keys() {
+                if let Some(cycle) = cycle_from(graph, module) {
+                    circles.insert(format!(
+                        "{dir}/{}/: {}",
+                        folder.join("/"),
+                        cycle.join(" -> ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(folders > 10, "found {folders} module folders");
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.into_iter().collect::<Vec<_>>().join("\n")
+    );
 }
 
 /// The ledger is the log (segments, frames, records, the walk); the indexes (`index/`) and
@@ -207,7 +338,7 @@ fn repository_file_names_are_spelled_only_in_the_layout() {
     let literal = regex::Regex::new(r#""((?:[^"\\]|\\.)*)""#).expect("re");
     let char_literal = regex::Regex::new(r#"'(?:\\.|[^'\\])'"#).expect("re");
     let mut files = Vec::new();
-    for dir in ["src", "cmd", "store/src"] {
+    for dir in production_dirs() {
         rust_files(&root.join(dir), &mut files);
     }
     let tests = test_modules(&files);
@@ -245,7 +376,7 @@ fn repository_file_names_are_spelled_only_in_the_layout() {
 fn release_code_reads_no_test_environment_variable() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["src", "cmd", "store/src"] {
+    for dir in production_dirs() {
         rust_files(&root.join(dir), &mut files);
     }
     for file in &files {
@@ -378,23 +509,30 @@ const MAX_FN_LINES: usize = 100;
     clippy::print_stdout,
     reason = "the longest function is the test's record"
 )]
-fn report_longest(place: &str) {
-    println!("longest production function: {place}");
+fn report_longest(what: &str, place: &str) {
+    println!("longest production {what}: {place}");
+}
+
+/// Production files of every crate: test files and test modules left out.
+fn production_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in production_dirs() {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let tests = test_modules(&files);
+    files.retain(|f| !tests.contains(f));
+    files
 }
 
 #[test]
 fn no_production_function_is_over_100_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["src", "cmd", "store/src"] {
-        rust_files(&root.join(dir), &mut files);
-    }
-    let tests = test_modules(&files);
     let mut long = Vec::new();
     let mut longest = (0, String::new());
-    for file in files.iter().filter(|f| !tests.contains(*f)) {
-        for (lines, line, name) in function_lengths(file) {
-            let rel = file.strip_prefix(root).unwrap_or(file);
+    for file in production_files() {
+        for (lines, line, name) in function_lengths(&file) {
+            let rel = file.strip_prefix(root).unwrap_or(&file);
             let place = format!("{}:{line} {name}: {lines} lines", rel.display());
             if lines > MAX_FN_LINES {
                 long.push(place.clone());
@@ -404,10 +542,42 @@ fn no_production_function_is_over_100_lines() {
             }
         }
     }
-    report_longest(&longest.1);
+    report_longest("function", &longest.1);
     assert!(
         long.is_empty(),
         "functions over {MAX_FN_LINES} lines (split them into named steps):\n{}",
+        long.join("\n")
+    );
+}
+
+/// No production file is over [`MAX_FILE_LINES`] lines, its inline test module included
+/// (a file's tests past that go to a `*_tests.rs` file of their own): a long file is split
+/// into modules that each say what they own.
+const MAX_FILE_LINES: usize = 1_000;
+
+#[test]
+fn no_production_file_is_over_1000_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    let mut largest = (0, String::new());
+    for file in production_files() {
+        let lines = std::fs::read_to_string(&file)
+            .expect("read")
+            .lines()
+            .count();
+        let rel = file.strip_prefix(root).unwrap_or(&file);
+        let place = format!("{}: {lines} lines", rel.display());
+        if lines > MAX_FILE_LINES {
+            long.push(place.clone());
+        }
+        if lines > largest.0 {
+            largest = (lines, place);
+        }
+    }
+    report_longest("file", &largest.1);
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines (split them into modules):\n{}",
         long.join("\n")
     );
 }
@@ -455,7 +625,7 @@ fn only_the_index_builder_subtracts_usage() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let owner = root.join("store/src/index/build.rs");
     let mut files = Vec::new();
-    for dir in ["src", "cmd", "store/src"] {
+    for dir in production_dirs() {
         rust_files(&root.join(dir), &mut files);
     }
     let tests = test_modules(&files);
@@ -589,7 +759,26 @@ fn only_the_fold_reads_what_a_turn_s_records_mean() {
         .map(|(k, _)| k.clone())
         .collect();
     // (file, the turn kinds it may match, why it is no fold)
-    let allowed: [(&str, &[&str], &str); 8] = [
+    let allowed: [(&str, &[&str], &str); 10] = [
+        (
+            "src/approval.rs",
+            &[
+                "ApprovalDecided",
+                "ApprovalRequested",
+                "ModelCall",
+                "ModelCallCost",
+                "ToolStarted",
+                "TurnBegun",
+                "TurnEnded",
+            ],
+            "whether a turn waits and its held calls whole, read under the append lock that \
+             records a decision, an expiry or an interruption (the fold's views carry less)",
+        ),
+        (
+            "src/schemas.rs",
+            &["TurnBegun"],
+            "which stored schema each turn named, for `schemas`",
+        ),
         (
             "src/relations.rs",
             &["AttachmentConsumed", "TurnBegun"],

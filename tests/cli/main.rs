@@ -21,6 +21,7 @@ mod cost;
 mod cut_output;
 mod docs_examples;
 mod docs_sync;
+mod docs_voice;
 mod effects;
 mod embedder;
 mod engine;

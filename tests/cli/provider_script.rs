@@ -288,7 +288,10 @@ fn invalid_scripts_are_config_errors_naming_the_file_and_entry() {
             "replies:\n  - text: a\n  - usage: {prompt_tokens: 1}\n",
             "reply #2 needs",
         ),
-        ("replies:\n  - txt: a\n", "unknown field `txt`"),
+        (
+            "replies:\n  - txt: a\n",
+            "replies.yaml:2:5: replies[0]: unknown key `txt`",
+        ),
         ("- text: a\n", "expected `replies:`"),
     ];
     for (yaml, expected) in cases {

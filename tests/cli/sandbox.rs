@@ -32,7 +32,7 @@ fn skipped(why: &str) {
 }
 
 fn sandbox_available() -> bool {
-    match axocoatl::tools::sandbox::unavailable() {
+    match axocoatl::tools::sandbox_unavailable() {
         None => true,
         Some(why) => {
             skipped(&format!("{why} (the refusal is tested in src/tools)"));
@@ -401,7 +401,7 @@ fn stop_ends_everything_its_command_started() {
         if sandbox != "full-access" && !sandbox_available() {
             continue;
         }
-        if sandbox == "full-access" && !axocoatl::tools::sandbox::full_access_has_pid_namespace() {
+        if sandbox == "full-access" && !axocoatl::tools::full_access_has_pid_namespace() {
             skipped("full-access without a pid namespace: setsid processes are not followed");
             continue;
         }
@@ -476,7 +476,7 @@ fn kill_9_of_send_ends_everything_its_command_started() {
         kill(child.id(), libc::SIGKILL);
         let _ = child.wait();
         let pid_namespace =
-            sandbox != "full-access" || axocoatl::tools::sandbox::full_access_has_pid_namespace();
+            sandbox != "full-access" || axocoatl::tools::full_access_has_pid_namespace();
         if pid_namespace {
             wait_gone(&m, &format!("kill -9 of send ({sandbox}, nobody={nobody})"));
         } else {

@@ -271,7 +271,7 @@ fn an_unprivileged_user_is_refused_roots_repository() {
 }
 
 fn sandbox_available() -> bool {
-    match axocoatl::tools::sandbox::unavailable() {
+    match axocoatl::tools::sandbox_unavailable() {
         None => true,
         Some(why) => {
             skipped(&format!("{why} (the refusal is tested in src/tools)"));
