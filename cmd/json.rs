@@ -13,51 +13,11 @@ use axocoatl::history::{CallView, ContextView, ToolEvent, TurnView};
 use axocoatl::relations::{scope_str, Reference};
 use axocoatl::turn::TurnEvent;
 use axocoatl_store::extracted::OcrInfo;
-use axocoatl_store::ledger::record::{Usage, UsageDetail};
 
-pub use crate::json_cost::{CacheCostJson, PriceJson};
+pub use crate::json_cost::{PriceJson, UsageJson};
 pub use crate::json_memory::*;
 use schemars::JsonSchema;
 use serde::Serialize;
-
-/// Token usage, as every output shows it.
-#[derive(Clone, Copy, Debug, Serialize, JsonSchema)]
-pub struct UsageJson {
-    /// As the providers reported them.
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-    /// Model calls counted.
-    pub calls: u32,
-    /// False once any call reported no usage.
-    pub complete: bool,
-    /// Prompt-cache tokens and cost (`usage --json`, `show --json`, `export --format json`).
-    #[serde(flatten)]
-    pub cache_cost: Option<CacheCostJson>,
-}
-
-impl From<&Usage> for UsageJson {
-    fn from(u: &Usage) -> Self {
-        UsageJson {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            total_tokens: u.total(),
-            calls: u.calls,
-            complete: u.complete,
-            cache_cost: None,
-        }
-    }
-}
-
-impl UsageJson {
-    /// Usage with its prompt-cache tokens and cost.
-    pub fn with_detail(u: &Usage, d: &UsageDetail) -> Self {
-        UsageJson {
-            cache_cost: Some(CacheCostJson::from_detail(u, d)),
-            ..UsageJson::from(u)
-        }
-    }
-}
 
 /// `send --json`, `retry --json`: the events of one turn, one per line, then how it ended.
 #[derive(Debug, Serialize, JsonSchema)]

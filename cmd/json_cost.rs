@@ -1,4 +1,5 @@
-//! The `--json` types of prompt-cache tokens and cost (part of [`crate::json`]).
+//! The `--json` types of token usage, prompt-cache tokens and cost (part of
+//! [`crate::json`]).
 
 use axocoatl_store::ledger::record::{Usage, UsageDetail};
 use schemars::JsonSchema;
@@ -68,6 +69,45 @@ impl CacheCostJson {
             cache_complete: d.cache_complete(usage),
             cost_usd: d.cost_nanos as f64 / axocoatl::cost::NANOS_PER_USD,
             cost_complete: d.cost_complete(usage),
+        }
+    }
+}
+
+/// Token usage, as every output shows it.
+#[derive(Clone, Copy, Debug, Serialize, JsonSchema)]
+pub struct UsageJson {
+    /// As the providers reported them.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    /// Model calls counted.
+    pub calls: u32,
+    /// False once any call reported no usage.
+    pub complete: bool,
+    /// Prompt-cache tokens and cost (`usage --json`, `show --json`, `export --format json`).
+    #[serde(flatten)]
+    pub cache_cost: Option<CacheCostJson>,
+}
+
+impl From<&Usage> for UsageJson {
+    fn from(u: &Usage) -> Self {
+        UsageJson {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total(),
+            calls: u.calls,
+            complete: u.complete,
+            cache_cost: None,
+        }
+    }
+}
+
+impl UsageJson {
+    /// Usage with its prompt-cache tokens and cost.
+    pub fn with_detail(u: &Usage, d: &UsageDetail) -> Self {
+        UsageJson {
+            cache_cost: Some(CacheCostJson::from_detail(u, d)),
+            ..UsageJson::from(u)
         }
     }
 }

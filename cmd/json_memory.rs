@@ -6,7 +6,7 @@ use axocoatl::memory::semantic::Hit;
 use axocoatl_store::memory::LogRecord;
 use schemars::JsonSchema;
 
-use crate::json::UsageJson;
+use crate::json_cost::UsageJson;
 use serde::Serialize;
 
 /// `memory core --json`: one line per core block of the agent.

@@ -31,6 +31,7 @@ mod init;
 mod mcp;
 mod memory;
 mod models;
+mod question;
 mod repo;
 mod retry;
 mod rewind;

@@ -331,7 +331,7 @@ pub fn run_turn_cancelled(
     notes: Vec<Note>,
     cancel: &Cancel,
 ) -> CliResult {
-    let interactive = !json_mode && crate::approve::can_ask(ui);
+    let interactive = !json_mode && crate::question::can_ask(ui);
     let mut opts = SendOptions {
         ask_at_once: interactive,
         ..opts
@@ -372,7 +372,7 @@ pub fn run_turn_cancelled(
         };
         if interactive && !cancel.is_cancelled() {
             printer.line_break()?;
-            if let Some(next) = crate::approve::ask(ws, &waiting, printer.ui)? {
+            if let Some(next) = crate::question::ask(ws, &waiting, printer.ui)? {
                 opts = SendOptions {
                     ask_at_once: true,
                     ..next

@@ -16,7 +16,7 @@ use super::diag::{Diagnostic, Severity};
 use super::partial;
 use super::tree::{self, Kind, Locator, Node, Pos, Problem};
 use super::types::Config;
-use super::{costs, relations, validate};
+use super::{approvals, costs, output_schema, relations, validate};
 
 /// A configuration that passed validation, with the warnings it produced.
 #[derive(Clone, Debug)]
@@ -290,6 +290,24 @@ fn position_of(bytes: &[u8], offset: usize) -> Pos {
     pos
 }
 
+/// The rules of each entry, then each agent's approvals and output schema, prices and cost
+/// budgets, then how entries refer to each other.
+fn rules(config: &Config, loc: &Locator<'_>, file: &Path) -> Vec<Diagnostic> {
+    let mut c = validate::Checker {
+        file,
+        loc,
+        out: validate::validate(config, loc, file),
+    };
+    for (i, agent) in config.agents.iter().enumerate() {
+        approvals::check_agent(&mut c, i, agent);
+        output_schema::check(&mut c, i, agent);
+    }
+    approvals::check_hook(&mut c, config);
+    costs::check(&mut c, config);
+    relations::check(&mut c, config);
+    c.out
+}
+
 /// Parses and validates configuration text; `path_for_messages` names it in diagnostics.
 pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diagnostic>> {
     let file = path_for_messages;
@@ -368,17 +386,8 @@ pub fn load_str(path_for_messages: &Path, text: &str) -> Result<Loaded, Vec<Diag
             root: &root,
             kept: kept.indexes,
         };
-        // The rules of each entry, then prices and cost budgets, then how entries refer
-        // to each other.
-        let mut c = validate::Checker {
-            file,
-            loc: &loc,
-            out: validate::validate(&config, &loc, file),
-        };
-        costs::check(&mut c, &config);
-        relations::check(&mut c, &config);
         diagnostics.extend(partial::unexplained(
-            c.out,
+            rules(&config, &loc, file),
             &root,
             &structural,
             &kept.failed_names,

@@ -288,10 +288,8 @@ fn agent_fields(c: &mut Checker<'_>, config: &Config, i: usize, agent: &AgentCon
     }
 
     sampling_and_budget(c, i, agent);
-    super::approvals::check_agent(c, i, agent);
     budget_floor(c, config, i, agent);
     memory(c, config, i, agent);
-    super::output_schema::check(c, i, agent);
     consolidation::agent(c, i, agent);
 }
 
@@ -855,7 +853,6 @@ fn other_sections(c: &mut Checker<'_>, config: &Config) {
         );
     }
     telemetry_section(c, &config.telemetry);
-    super::approvals::check_hook(c, config);
     if let Some(session) = &config.default_session {
         c.name(c.value(at!["default_session"]), "default_session", session);
     }

@@ -51,7 +51,7 @@ pub(crate) struct Continued {
 }
 
 /// [`run`], or (`from`) the rest of a turn that waited for approval. A turn whose calls
-/// wait again pauses instead of finishing ([`super::wait::hold`]).
+/// wait again pauses instead of finishing ([`super::held::hold`]).
 pub(crate) fn run_from(
     ws: &Workspace,
     mut p: Prepared<'_>,
@@ -130,7 +130,7 @@ pub(crate) fn run_from(
     };
     match end {
         Err(TurnError::Waiting(paused)) => {
-            let waiting = super::wait::hold(ws, p, &begun, paused, sink);
+            let waiting = super::held::hold(ws, p, &begun, paused, sink);
             // The process ends here; the ledger says the turn waits, and whoever continues
             // it writes its stream from then on.
             let _ = stream.end();

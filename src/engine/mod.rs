@@ -139,6 +139,7 @@ mod begin;
 pub mod converse;
 mod coordinate;
 mod finish;
+mod held;
 mod multi;
 mod prepare;
 mod record;
