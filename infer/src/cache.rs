@@ -8,7 +8,7 @@
 //! is never read as keys and values. The cache is never the authority: a caller that finds
 //! none, or a refused one, reads the whole prompt.
 
-use crate::model::Config;
+use crate::config::Config;
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"AXKVCAC1";

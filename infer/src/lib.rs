@@ -14,13 +14,15 @@
 //!   saved to bytes ([`Cache::to_bytes`]) that [`Cache::from_bytes`] verifies before use.
 
 pub mod cache;
+mod config;
 pub mod gguf;
 pub mod kernel;
 mod model;
 pub mod quant;
 
 pub use cache::Cache;
-pub use model::{Config, Model, MAX_CONTEXT};
+pub use config::{Config, MAX_CONTEXT};
+pub use model::Model;
 
 /// What can go wrong opening a model or running it.
 #[derive(Debug, thiserror::Error)]

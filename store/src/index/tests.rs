@@ -1768,7 +1768,6 @@ fn usage_cost_records_count_in_the_rows_they_name() {
             schema: None,
             pid: 1,
             at,
-            schema: None,
         })];
         let detail = |n: u32| UsageDetail {
             calls: n,
