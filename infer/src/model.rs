@@ -262,7 +262,8 @@ impl Model {
         self.isa
     }
 
-    /// How many matrices were widened to Q8_0 at load (0 for files of Q4_0, Q4_1, Q8_0).
+    /// How many matrices were converted at load: widened to Q8_0, or Q4_K repacked as Q4_1
+    /// (0 for files of Q4_0, Q4_1, Q8_0).
     pub fn widened(&self) -> usize {
         self.owned.len()
     }
@@ -531,7 +532,7 @@ fn map(file: &File) -> Result<memmap2::Mmap, Error> {
     Ok(unsafe { memmap2::Mmap::map(file) }?)
 }
 
-/// Finds tensors by name, checks their shapes, and widens the formats the kernels do not run.
+/// Finds tensors by name, checks their shapes, and converts the formats the kernels do not run.
 struct Loader<'a> {
     map: &'a [u8],
     gguf: &'a Gguf,
@@ -565,25 +566,11 @@ impl Loader<'_> {
                 },
             });
         }
-        if gguf::type_size(t.kind).is_none() {
-            return Err(Error::Unsupported(format!(
-                "tensor {name} is stored as {}, which the local provider does not run yet (it \
-                 runs Q4_0, Q4_1 and Q8_0, and widens F32, F16, BF16, Q5_0 and Q5_1 to Q8_0); \
-                 a GGUF file of one of those types of the same model works",
-                gguf::type_name(t.kind)
-            )));
-        }
         let bytes = &self.map[t.start..t.start + t.len];
-        let row_bytes = t.len / rows;
-        let mut widened = Vec::with_capacity(rows * cols / BLOCK * Kind::Q8_0.block_bytes());
-        let mut values = vec![0f32; cols];
-        for row in bytes.chunks_exact(row_bytes) {
-            quant::widen_row(t.kind, row, &mut values);
-            quant::quantize_q8_0(&values, &mut widened);
-        }
+        let (kind, widened) = crate::widen::convert(name, t.kind, bytes, rows, cols)?;
         self.owned.push(widened);
         Ok(Mat {
-            kind: Kind::Q8_0,
+            kind,
             rows,
             cols,
             src: Src::Owned(self.owned.len() - 1),
