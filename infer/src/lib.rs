@@ -21,6 +21,7 @@ pub mod kernel;
 pub mod kquant;
 mod model;
 pub mod quant;
+pub mod rewrite;
 mod widen;
 
 pub use cache::Cache;

@@ -171,3 +171,39 @@ fn hostile_k_quant_tensors_are_errors() {
         Ok(_) => panic!("a NaN scale loaded"),
     }
 }
+
+#[test]
+fn a_requantized_file_is_the_model_quantized_tensor_by_tensor() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let f32s = |v: &[f32]| {
+        (
+            0,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+    };
+    let source = model(dir.path(), "f32.gguf", &f32s);
+    let bytes = std::fs::read(&source).unwrap_or_else(|e| panic!("{e}"));
+    for kind in [KQuant::Q6K.ggml(), KQuant::Q3K.ggml(), 8] {
+        let mut out = Vec::new();
+        let done =
+            crate::rewrite::requantize(&bytes, kind, &mut out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((done.converted, done.kept), (15, 0));
+        let path = dir.path().join("requantized.gguf");
+        std::fs::write(&path, &out).unwrap_or_else(|e| panic!("{e}"));
+        let g = gguf::parse(&out).unwrap_or_else(|e| panic!("{e}"));
+        let original = gguf::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.metadata, original.metadata);
+        assert_eq!(
+            g.tensor("blk.1.ffn_down.weight").map(|t| t.kind),
+            Some(kind)
+        );
+        assert_eq!(g.tensor("output_norm.weight").map(|t| t.kind), Some(0));
+        // The same blocks as quantizing each matrix by hand: the same scores.
+        let by_hand = match KQuant::from_ggml(kind) {
+            Some(k) => model(dir.path(), "by-hand.gguf", &as_kind(k)),
+            None => source.clone(),
+        };
+        let (a, b) = (open(&path, Isa::detect()), open(&by_hand, Isa::detect()));
+        assert_eq!(logits(&a), logits(&b), "{}", gguf::type_name(kind));
+    }
+}
