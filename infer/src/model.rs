@@ -532,9 +532,32 @@ fn map(file: &File) -> Result<memmap2::Mmap, Error> {
     Ok(unsafe { memmap2::Mmap::map(file) }?)
 }
 
+/// Lets the kernel drop the pages of `len` bytes at `start` of `map` from this process: the
+/// bytes of a matrix converted at load, which nothing reads again. Without this they stay
+/// in the process's memory beside the converted copy (a whole Q6_K model would take its
+/// file's size on top of the copy's).
+#[cfg(unix)]
+#[expect(
+    unsafe_code,
+    reason = "madvise(MADV_DONTNEED) on the read-only file mapping after a matrix is converted"
+)]
+fn release(map: &memmap2::Mmap, start: usize, len: usize) {
+    // SAFETY: the map is a private, read-only mapping of a file that is never written in
+    // place (see `map`), so no page of it was ever modified: a dropped page that is touched
+    // again (a neighbouring tensor sharing its first or last page) is read back from the
+    // file with the same bytes. No reference into the range outlives the conversion.
+    let done =
+        unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+    // A refusal leaves the pages where they are, which costs memory and nothing else.
+    drop(done);
+}
+
+#[cfg(not(unix))]
+fn release(_map: &memmap2::Mmap, _start: usize, _len: usize) {}
+
 /// Finds tensors by name, checks their shapes, and converts the formats the kernels do not run.
 struct Loader<'a> {
-    map: &'a [u8],
+    map: &'a memmap2::Mmap,
     gguf: &'a Gguf,
     owned: &'a mut Vec<Vec<u8>>,
 }
@@ -568,6 +591,7 @@ impl Loader<'_> {
         }
         let bytes = &self.map[t.start..t.start + t.len];
         let (kind, widened) = crate::widen::convert(name, t.kind, bytes, rows, cols)?;
+        release(self.map, t.start, t.len);
         self.owned.push(widened);
         Ok(Mat {
             kind,
