@@ -31,6 +31,7 @@ mod ledger_crash;
 mod ledger_index;
 mod legacy;
 mod local_kept;
+mod local_kquant;
 mod local_model;
 mod local_session;
 mod local_templates;
