@@ -207,3 +207,18 @@ fn a_requantized_file_is_the_model_quantized_tensor_by_tensor() {
         assert_eq!(logits(&a), logits(&b), "{}", gguf::type_name(kind));
     }
 }
+
+#[test]
+fn an_i_quant_file_is_refused_naming_the_tensor_and_its_type() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // IQ4_XS (type 23): a size this crate does not know, so no bytes are read.
+    let path = model(dir.path(), "iq4_xs.gguf", &|_: &[f32]| (23, Vec::new()));
+    match Model::open(&path) {
+        Err(Error::Unsupported(e)) => assert!(
+            e.contains("token_embd.weight") && e.contains("IQ4_XS") && e.contains("not run yet"),
+            "{e}"
+        ),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("an IQ4_XS file loaded"),
+    }
+}
