@@ -123,7 +123,7 @@ impl Gguf {
 }
 
 /// Bytes per block and elements per block of the GGML types whose size this crate knows
-/// (the ones it runs or widens); `None` for the others.
+/// (the ones it runs, repacks or widens); `None` for the others.
 pub fn type_size(kind: u32) -> Option<(usize, usize)> {
     Some(match kind {
         0 => (4, 1),   // F32
@@ -133,7 +133,12 @@ pub fn type_size(kind: u32) -> Option<(usize, usize)> {
         6 => (22, 32), // Q5_0
         7 => (24, 32), // Q5_1
         8 => (34, 32), // Q8_0
-        30 => (2, 1),  // BF16
+        10..=15 => {
+            // Q2_K .. Q8_K: super-blocks of 256 values.
+            let k = crate::kquant::KQuant::from_ggml(kind)?;
+            (k.block_bytes(), crate::kquant::QK_K)
+        }
+        30 => (2, 1), // BF16
         _ => return None,
     })
 }
@@ -155,6 +160,16 @@ pub fn type_name(kind: u32) -> String {
         13 => "Q5_K",
         14 => "Q6_K",
         15 => "Q8_K",
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        20 => "IQ4_NL",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        23 => "IQ4_XS",
+        28 => "F64",
+        29 => "IQ1_M",
         30 => "BF16",
         _ => return format!("type {kind}"),
     };

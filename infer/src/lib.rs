@@ -5,8 +5,10 @@
 //!   and offset (a model file is input from anywhere).
 //! - [`Model`] maps the file and runs the forward pass over its Q4_0, Q4_1 and Q8_0
 //!   matrices directly (the weights are read from the page cache, never copied or widened;
-//!   F16, BF16, F32, Q5_0 and Q5_1 matrices are widened to Q8_0 once, at load). The token
-//!   embedding is looked up one row at a time from its quantized table.
+//!   Q4_K matrices are repacked as Q4_1, and F16, BF16, F32, Q5_0, Q5_1 and the other
+//!   k-quants widened to Q8_0, once, at load). The token embedding is looked up one row at a
+//!   time from its quantized table.
+//! - [`kquant`] reads GGML's k-quant blocks (and writes them, for test and benchmark files).
 //! - [`kernel`] holds the int8 dot products (a plain version and an AVX2 one, which only a
 //!   CPU where every feature it is compiled with was detected can run).
 //! - [`Cache`] is the attention (key/value) cache of one conversation: the tokens it has read
@@ -17,8 +19,11 @@ pub mod cache;
 mod config;
 pub mod gguf;
 pub mod kernel;
+pub mod kquant;
 mod model;
 pub mod quant;
+pub mod rewrite;
+mod widen;
 
 pub use cache::Cache;
 pub use config::{Config, MAX_CONTEXT};

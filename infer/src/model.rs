@@ -7,7 +7,7 @@ use crate::cache::Cache;
 use crate::config::Config;
 use crate::gguf::{self, Gguf, TensorInfo};
 use crate::kernel::{self, Isa, MatRef};
-use crate::quant::{self, Acts, Kind, BLOCK};
+use crate::quant::{self, Acts, Kind};
 use crate::Error;
 
 /// Where a matrix's bytes are: in the mapped file, or widened at load.
@@ -139,7 +139,8 @@ impl Model {
         self.isa
     }
 
-    /// How many matrices were widened to Q8_0 at load (0 for files of Q4_0, Q4_1, Q8_0).
+    /// How many matrices were converted at load: widened to Q8_0, or Q4_K repacked as Q4_1
+    /// (0 for files of Q4_0, Q4_1, Q8_0).
     pub fn widened(&self) -> usize {
         self.owned.len()
     }
@@ -408,9 +409,32 @@ fn map(file: &File) -> Result<memmap2::Mmap, Error> {
     Ok(unsafe { memmap2::Mmap::map(file) }?)
 }
 
-/// Finds tensors by name, checks their shapes, and widens the formats the kernels do not run.
+/// Lets the kernel drop the pages of `len` bytes at `start` of `map` from this process: the
+/// bytes of a matrix converted at load, which nothing reads again. Without this they stay
+/// in the process's memory beside the converted copy (a whole Q6_K model would take its
+/// file's size on top of the copy's).
+#[cfg(unix)]
+#[expect(
+    unsafe_code,
+    reason = "madvise(MADV_DONTNEED) on the read-only file mapping after a matrix is converted"
+)]
+fn release(map: &memmap2::Mmap, start: usize, len: usize) {
+    // SAFETY: the map is a private, read-only mapping of a file that is never written in
+    // place (see `map`), so no page of it was ever modified: a dropped page that is touched
+    // again (a neighbouring tensor sharing its first or last page) is read back from the
+    // file with the same bytes. No reference into the range outlives the conversion.
+    let done =
+        unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+    // A refusal leaves the pages where they are, which costs memory and nothing else.
+    drop(done);
+}
+
+#[cfg(not(unix))]
+fn release(_map: &memmap2::Mmap, _start: usize, _len: usize) {}
+
+/// Finds tensors by name, checks their shapes, and converts the formats the kernels do not run.
 struct Loader<'a> {
-    map: &'a [u8],
+    map: &'a memmap2::Mmap,
     gguf: &'a Gguf,
     owned: &'a mut Vec<Vec<u8>>,
 }
@@ -442,25 +466,12 @@ impl Loader<'_> {
                 },
             });
         }
-        if gguf::type_size(t.kind).is_none() {
-            return Err(Error::Unsupported(format!(
-                "tensor {name} is stored as {}, which the local provider does not run yet (it \
-                 runs Q4_0, Q4_1 and Q8_0, and widens F32, F16, BF16, Q5_0 and Q5_1 to Q8_0); \
-                 a GGUF file of one of those types of the same model works",
-                gguf::type_name(t.kind)
-            )));
-        }
         let bytes = &self.map[t.start..t.start + t.len];
-        let row_bytes = t.len / rows;
-        let mut widened = Vec::with_capacity(rows * cols / BLOCK * Kind::Q8_0.block_bytes());
-        let mut values = vec![0f32; cols];
-        for row in bytes.chunks_exact(row_bytes) {
-            quant::widen_row(t.kind, row, &mut values);
-            quant::quantize_q8_0(&values, &mut widened);
-        }
+        let (kind, widened) = crate::widen::convert(name, t.kind, bytes, rows, cols)?;
+        release(self.map, t.start, t.len);
         self.owned.push(widened);
         Ok(Mat {
-            kind: Kind::Q8_0,
+            kind,
             rows,
             cols,
             src: Src::Owned(self.owned.len() - 1),

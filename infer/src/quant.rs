@@ -199,8 +199,24 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
         out.extend(
             chunk
                 .iter()
-                .map(|&v| ((v * id).round() as i32).clamp(-127, 127) as i8 as u8),
+                .map(|&v| round_half_away(v * id).clamp(-127, 127) as i8 as u8),
         );
+    }
+}
+
+/// `x.round() as i32` (halves away from zero, as GGML's `roundf`) for `|x|` below 2^23,
+/// without the call to the C library's `roundf` that x86-64 without SSE4.1 makes for each
+/// value: the integer part by truncation, and the fraction left (exact, as both are floats
+/// of the same binade or less) decides.
+fn round_half_away(x: f32) -> i32 {
+    let i = x as i32;
+    let f = x - i as f32;
+    if f >= 0.5 {
+        i + 1
+    } else if f <= -0.5 {
+        i - 1
+    } else {
+        i
     }
 }
 
@@ -252,6 +268,36 @@ pub fn widen_row(ggml: u32, row: &[u8], out: &mut [f32]) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_halves_away_from_zero_is_the_library_s() {
+        let mut xs: Vec<f32> = Vec::new();
+        for k in -300..300 {
+            let half = k as f32 + 0.5;
+            let bits = half.to_bits();
+            xs.extend([
+                half,
+                f32::from_bits(bits - 1),
+                f32::from_bits(bits + 1),
+                k as f32,
+            ]);
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..1_000_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            // Any f32 bit pattern whose magnitude is below 2^23.
+            let x = f32::from_bits(seed as u32);
+            if x.abs() < 8_388_608.0 {
+                xs.push(x);
+            }
+        }
+        xs.extend([0.0, -0.0, f32::NAN, 0.49999997, -0.49999997]);
+        for x in xs {
+            assert_eq!(round_half_away(x), x.round() as i32, "{x:e}");
+        }
+    }
 
     #[test]
     fn half_precision_round_trips_every_value() {

@@ -36,6 +36,7 @@ mod ledger_crash;
 mod ledger_index;
 mod legacy;
 mod local_kept;
+mod local_kquant;
 mod local_model;
 mod local_schema;
 mod local_session;

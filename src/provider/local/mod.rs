@@ -215,8 +215,9 @@ impl LocalProvider {
         self.model.isa().name()
     }
 
-    /// How many weight matrices were widened to Q8_0 at load (formats the kernels do not run
-    /// as they are; none for Q4_0, Q4_1 and Q8_0 files).
+    /// How many weight matrices were converted at load (formats the kernels do not run as
+    /// they are: Q4_K repacked as Q4_1, the others widened to Q8_0; none for Q4_0, Q4_1 and
+    /// Q8_0 files).
     pub fn widened_tensors(&self) -> usize {
         self.model.widened()
     }
