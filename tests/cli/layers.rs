@@ -69,8 +69,9 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let re = regex::Regex::new(r"crate::([a-z_]+)").expect("re");
+    let tests = test_modules(&files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in files {
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
         let rel = file.strip_prefix(src).expect("under src");
         let first = rel.components().next().expect("a component");
         let module = first
@@ -82,7 +83,7 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             continue;
         }
         let deps = graph.entry(module.clone()).or_default();
-        for c in re.captures_iter(&non_test_source(&file)) {
+        for c in re.captures_iter(&non_test_source(file)) {
             if c[1] != *module {
                 deps.insert(c[1].to_owned());
             }
@@ -314,6 +315,13 @@ fn test_modules(files: &[PathBuf]) -> BTreeSet<PathBuf> {
         for c in re.captures_iter(&text) {
             out.insert(dir.join(format!("{}.rs", &c[1])));
             out.insert(dir.join(&c[1]).join("mod.rs"));
+        }
+    }
+    // A test module's own modules (`tests/model.rs` beside `tests.rs`) are tests too.
+    let dirs: Vec<PathBuf> = out.iter().map(|f| f.with_extension("")).collect();
+    for file in files {
+        if dirs.iter().any(|d| file.starts_with(d)) {
+            out.insert(file.clone());
         }
     }
     out
