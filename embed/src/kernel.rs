@@ -13,7 +13,7 @@ use crate::format::{LinearRef, COLUMN_BLOCK};
 /// An instruction set the kernels may use on this CPU: a token that only complete runtime
 /// detection makes ([`Isa::detect`]), so holding one is the proof the `unsafe` kernels need.
 /// Detection checks every feature the functions of that level are compiled with (the
-/// `target_feature` lists of this crate: a test compares them with [`Isa::features`]), so a
+/// `target_feature` lists of this crate: a test compares them with what each level detects), so a
 /// CPU with AVX-512F but not AVX-512BW, VL or DQ gets the AVX2 kernels, not illegal
 /// instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! call before it runs: free calls run, calls decided earlier run or are answered with
 //! their denial, and a call its `approvals:` holds pauses the turn: [`pause`] saves what
 //! the turn goes on from (an object) and records a request per held call (one durable
-//! append), then [`hold`] marks the session lock's note and tells `on_approval_request:`.
+//! append), then [`super::held::hold`] marks the session lock's note and tells `on_approval_request:`.
 //! The process ends the turn's part there; `approve` decides and `super::resume` goes on.
 
 use std::collections::HashMap;

@@ -18,6 +18,7 @@ mod resolve;
 pub mod strict;
 mod validate;
 
+#[cfg(feature = "local")]
 pub(crate) use keywords::resolve_ref;
 pub use keywords::{check, ANNOTATIONS, SUPPORTED};
 pub use resolve::{read_file, resolve, resolve_value, ResolveError, ID_HEX, SCHEMA_FILE_LIMIT};

@@ -59,8 +59,8 @@ impl Validator {
     }
 }
 
-/// The JSON value of a reply: the whole text, or the inside of one fenced block (```json …
-/// ```) when a model that was only asked wrapped it in one. A reply that is not JSON is one
+/// The JSON value of a reply: the whole text, or the inside of one fenced `json` block when
+/// a model that was only asked wrapped it in one. A reply that is not JSON is one
 /// violation at the top.
 pub fn parse_reply(text: &str) -> Result<Value, Violation> {
     let trimmed = text.trim();
