@@ -273,6 +273,16 @@ pub struct TurnWait {
 }
 
 impl TurnWait {
+    /// Counts one model call and the tokens it reported.
+    fn call(&mut self, prompt_tokens: Option<u64>, completion_tokens: Option<u64>) {
+        self.usage.add(&Usage {
+            prompt_tokens: prompt_tokens.unwrap_or(0),
+            completion_tokens: completion_tokens.unwrap_or(0),
+            calls: 1,
+            complete: prompt_tokens.is_some() && completion_tokens.is_some(),
+        });
+    }
+
     /// Applies one record (any record: those of other turns are ignored).
     pub fn apply(&mut self, turn: &str, record: &Record) {
         if record.turn() != Some(turn) {
@@ -284,18 +294,8 @@ impl TurnWait {
                 self.usage = Usage::ZERO;
             }
             // Calls are recorded with their cost since costs are kept; older ones without.
-            Record::ModelCall(c) => self.usage.add(&Usage {
-                prompt_tokens: c.prompt_tokens.unwrap_or(0),
-                completion_tokens: c.completion_tokens.unwrap_or(0),
-                calls: 1,
-                complete: c.prompt_tokens.is_some() && c.completion_tokens.is_some(),
-            }),
-            Record::ModelCallCost(c) => self.usage.add(&Usage {
-                prompt_tokens: c.prompt_tokens.unwrap_or(0),
-                completion_tokens: c.completion_tokens.unwrap_or(0),
-                calls: 1,
-                complete: c.prompt_tokens.is_some() && c.completion_tokens.is_some(),
-            }),
+            Record::ModelCall(c) => self.call(c.prompt_tokens, c.completion_tokens),
+            Record::ModelCallCost(c) => self.call(c.prompt_tokens, c.completion_tokens),
             Record::TurnEnded(e) => {
                 self.ended.get_or_insert(e.state);
             }

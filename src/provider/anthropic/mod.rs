@@ -61,7 +61,7 @@ fn client(opts: HttpOptions) -> HttpClient {
 
 /// The models the server lists (for completions), within the options' deadline.
 pub fn listed_models(opts: HttpOptions) -> Option<Vec<String>> {
-    client(opts).list_models("v1/models", model_ids)
+    client(opts).list_models("v1/models", super::openai::model_ids)
 }
 
 /// A content block whose pieces are still arriving.
@@ -331,20 +331,6 @@ fn append(block: &mut Value, key: &str, piece: &str) {
     }
 }
 
-/// The ids of `/v1/models`: `{"data": [{"id": "claude-sonnet-4-5", ...}]}`.
-fn model_ids(list: &Value) -> Vec<String> {
-    list.get("data")
-        .and_then(Value::as_array)
-        .map(|models| {
-            models
-                .iter()
-                .filter_map(|m| m.get("id").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A 404 about the model (`not_found_error`, "model: claude-x"): the hint lists the models
 /// the key may use.
 fn explain_missing_model(http: &HttpClient, model: &str, e: ProviderError) -> ProviderError {
@@ -356,7 +342,7 @@ fn explain_missing_model(http: &HttpClient, model: &str, e: ProviderError) -> Pr
             message,
             hint: None,
         } if message.to_lowercase().contains("model") => {
-            let available = http.list_models("v1/models", model_ids);
+            let available = http.list_models("v1/models", super::openai::model_ids);
             ProviderError::Http {
                 provider,
                 url,
