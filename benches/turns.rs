@@ -443,11 +443,11 @@ fn index_bench(base: &Path, bin: &str) {
     for (root, limit) in [(work.clone(), "16 MiB"), (seg64.clone(), "64 MiB")] {
         let repo = Repo::open(&root.join(".axocoatl"), &RepoOptions::default()).unwrap();
         // Once untimed: the first also builds the indexes the plan finds missing.
-        repo.ledger().rebuild_index(1).unwrap();
+        repo.reader().rebuild_index(1).unwrap();
         let mut builds = Vec::new();
         for _ in 0..5 {
             let start = Instant::now();
-            let bytes = repo.ledger().rebuild_index(1).unwrap();
+            let bytes = repo.reader().rebuild_index(1).unwrap();
             builds.push((start.elapsed(), bytes));
         }
         builds.sort();

@@ -15,10 +15,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use axocoatl_store::ledger::record::{
-    ApprovalDecided, ApprovalRequested, Decision, Millis, TurnState, Usage,
-};
-use axocoatl_store::ledger::Record;
+use axocoatl_store::ledger::record::{ApprovalDecided, Decision, Millis, TurnState, Usage};
+use axocoatl_store::ledger::{Entry, Record};
 use axocoatl_store::Repo;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
@@ -26,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{CkMessage, CkToolCall};
 use crate::config::{split_mcp_tool_name, ApprovalHook, ApprovalPolicy, ApprovalRule, WRITE_TOOLS};
 use crate::error::{Result, RuntimeError};
+use crate::fold::{ApprovalView, TurnView};
 
 /// An agent's `approvals:`, ready to match calls.
 #[derive(Debug, Default)]
@@ -252,118 +251,82 @@ impl Saved {
     }
 }
 
-/// One request of a turn, and what became of it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Held {
-    pub request: ApprovalRequested,
-    pub decision: Option<ApprovalDecided>,
-    /// The call started (ran, or was answered with its denial) after the request.
-    pub started: bool,
-}
-
-/// What the records of one turn say about its approvals, in ledger order.
+/// One turn folded from its records as they are read under the ledger's append lock (what
+/// [`axocoatl_store::ledger::Ledger::append_decided`] hands its caller): whether it waits,
+/// the calls it holds, and what its model calls reported. The fold decides what each
+/// record means ([`crate::fold`]); this answers the questions a decision, a stop or an
+/// expiry asks of it before appending.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct TurnWait {
-    pub begun: bool,
-    pub ended: Option<TurnState>,
-    pub held: Vec<Held>,
-    /// What its model calls reported (for the terminal record of a turn ended while it
-    /// waits).
-    pub usage: Usage,
-}
+pub struct TurnWait(Option<TurnView>);
 
 impl TurnWait {
-    /// Counts one model call and the tokens it reported.
-    fn call(&mut self, prompt_tokens: Option<u64>, completion_tokens: Option<u64>) {
-        self.usage.add(&Usage {
-            prompt_tokens: prompt_tokens.unwrap_or(0),
-            completion_tokens: completion_tokens.unwrap_or(0),
-            calls: 1,
-            complete: prompt_tokens.is_some() && completion_tokens.is_some(),
-        });
+    /// The turn `turn` folded from `entries` (records of other turns are skipped).
+    pub fn of(turn: &str, entries: impl IntoIterator<Item = Entry>) -> TurnWait {
+        TurnWait(crate::fold::fold_turns(entries, |id| id == turn).pop())
     }
 
-    /// Applies one record (any record: those of other turns are ignored).
-    pub fn apply(&mut self, turn: &str, record: &Record) {
-        if record.turn() != Some(turn) {
-            return;
-        }
-        match record {
-            Record::TurnBegun(_) => {
-                self.begun = true;
-                self.usage = Usage::ZERO;
-            }
-            // Calls are recorded with their cost since costs are kept; older ones without.
-            Record::ModelCall(c) => self.call(c.prompt_tokens, c.completion_tokens),
-            Record::ModelCallCost(c) => self.call(c.prompt_tokens, c.completion_tokens),
-            Record::TurnEnded(e) => {
-                self.ended.get_or_insert(e.state);
-            }
-            Record::ApprovalRequested(r) => self.held.push(Held {
-                request: r.clone(),
-                decision: None,
-                started: false,
-            }),
-            Record::ApprovalDecided(d) => {
-                if let Some(h) = self
-                    .held
-                    .iter_mut()
-                    .rev()
-                    .find(|h| h.request.call_id == d.call_id)
-                {
-                    h.decision.get_or_insert_with(|| d.clone());
-                }
-            }
-            Record::ToolStarted(s) => {
-                if let Some(h) = self
-                    .held
-                    .iter_mut()
-                    .rev()
-                    .find(|h| h.request.call_id == s.call_id)
-                {
-                    h.started = true;
-                }
-            }
-            _ => {}
-        }
+    /// Its begin record was read.
+    pub fn begun(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// How it ended, when its terminal record was read.
+    pub fn ended(&self) -> Option<TurnState> {
+        self.0.as_ref().and_then(TurnView::terminal)
+    }
+
+    /// The calls held for approval, in the order they were requested.
+    pub fn held(&self) -> &[ApprovalView] {
+        self.0.as_ref().map_or(&[], |t| &t.approvals)
+    }
+
+    /// What its model calls reported (for the terminal record of a turn ended while it
+    /// waits).
+    pub fn usage(&self) -> Usage {
+        self.0.as_ref().map_or(Usage::ZERO, TurnView::calls_usage)
     }
 
     /// Begun, not ended, and a held call has not started: the turn waits.
     pub fn waiting(&self) -> bool {
-        self.begun && self.ended.is_none() && self.held.iter().any(|h| !h.started)
+        self.begun() && self.ended().is_none() && self.pending().next().is_some()
     }
 
     /// The held calls that have not started, in order.
-    pub fn pending(&self) -> impl DoubleEndedIterator<Item = &Held> {
-        self.held.iter().filter(|h| !h.started)
+    pub fn pending(&self) -> impl DoubleEndedIterator<Item = &ApprovalView> {
+        self.held().iter().filter(|a| !a.started)
     }
 
     /// The pending calls no one has decided yet.
-    pub fn undecided(&self) -> impl DoubleEndedIterator<Item = &Held> {
-        self.pending().filter(|h| h.decision.is_none())
+    pub fn undecided(&self) -> impl DoubleEndedIterator<Item = &ApprovalView> {
+        self.pending().filter(|a| a.decision.is_none())
     }
 
     /// When the first undecided request expires, if one does.
     pub fn expires_at(&self) -> Option<Millis> {
-        self.undecided().filter_map(|h| h.request.expires_at).min()
+        self.undecided().filter_map(|a| a.expires_at).min()
     }
 
     /// The records that end the turn because an undecided request expired at `now`: one
     /// `Expired` decision per undecided request, then `failed`.
     pub fn expiry(&self, now: Millis) -> Option<Vec<Record>> {
+        let t = self.0.as_ref()?;
         let first = self
             .undecided()
-            .filter(|h| h.request.expires_at.is_some_and(|e| e <= now))
-            .min_by_key(|h| h.request.expires_at)?;
-        let r = &first.request;
-        let waited = r.expires_at.unwrap_or(now).saturating_sub(r.at).max(0) / 1000;
+            .filter(|a| a.expires_at.is_some_and(|e| e <= now))
+            .min_by_key(|a| a.expires_at)?;
+        let waited = first
+            .expires_at
+            .unwrap_or(now)
+            .saturating_sub(first.requested_at)
+            .max(0)
+            / 1000;
         let mut records: Vec<Record> = self
             .undecided()
-            .map(|h| {
+            .map(|a| {
                 Record::ApprovalDecided(ApprovalDecided {
-                    turn: h.request.turn.clone(),
-                    session: h.request.session.clone(),
-                    call_id: h.request.call_id.clone(),
+                    turn: t.turn.clone(),
+                    session: t.session.clone(),
+                    call_id: a.call_id.clone(),
                     decision: Decision::Expired,
                     reason: None,
                     by: "approval_timeout".into(),
@@ -374,19 +337,19 @@ impl TurnWait {
             .collect();
         records.push(Record::TurnEnded(
             axocoatl_store::ledger::record::TurnEnded {
-                turn: r.turn.clone(),
-                session: r.session.clone(),
+                turn: t.turn.clone(),
+                session: t.session.clone(),
                 state: TurnState::Failed,
                 error: Some(format!(
                     "no decision on call {} ({}) within {} (approval_timeout)",
-                    r.call_id,
-                    r.tool,
+                    first.call_id,
+                    first.tool,
                     crate::config::ApprovalTimeout {
                         secs: waited as u64
                     }
                     .text()
                 )),
-                usage: self.usage,
+                usage: self.usage(),
                 at: now,
             },
         ));

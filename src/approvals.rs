@@ -7,7 +7,7 @@
 use axocoatl_store::ledger::record::{ApprovalDecided, Decision, TurnState};
 use axocoatl_store::ledger::Record;
 
-use crate::approval::{Held, TurnWait};
+use crate::approval::TurnWait;
 use crate::clock;
 use crate::error::{Result, RuntimeError};
 use crate::history::{ApprovalView, Projection, Scope, TurnView, ViewState, Want};
@@ -115,28 +115,23 @@ pub fn decide(
     axocoatl_store::failpoint::pause("approve.decide");
     let mut undecided = Vec::new();
     let outcome = repo.ledger().append_decided(t.begin, |entries| {
-        let mut wait = TurnWait::default();
-        for entry in entries.flatten() {
-            if let Some(record) = &entry.record {
-                wait.apply(&turn, record);
-            }
-        }
-        if let Some(state) = wait.ended {
-            let last = wait.held.iter().rev().find_map(|h| h.decision.clone());
-            return Err(Lost::Ended(state, last.map(Box::new)));
+        let wait = TurnWait::of(&turn, entries.flatten());
+        if let Some(state) = wait.ended() {
+            let last = wait.held().iter().rev().find(|a| a.decision.is_some());
+            return Err(Lost::Ended(state, last.cloned().map(Box::new)));
         }
         let mut records = Vec::new();
         for id in &targets {
-            let Some(held) = wait.pending().rev().find(|h| h.request.call_id == *id) else {
+            let Some(held) = wait.pending().rev().find(|a| a.call_id == *id) else {
                 // The turn went on with it: the decision it went on with says who and when.
-                let decided = wait.held.iter().rev().find(|h| h.request.call_id == *id);
-                return Err(match decided.and_then(|h| h.decision.clone()) {
-                    Some(d) => Lost::Decided(Box::new(d)),
+                let decided = wait.held().iter().rev().find(|a| a.call_id == *id);
+                return Err(match decided.filter(|a| a.decision.is_some()) {
+                    Some(a) => Lost::Decided(Box::new(a.clone())),
                     None => Lost::Started(id.clone()),
                 });
             };
-            if let Some(d) = &held.decision {
-                return Err(Lost::Decided(Box::new(d.clone())));
+            if held.decision.is_some() {
+                return Err(Lost::Decided(Box::new(held.clone())));
             }
             records.push(Record::ApprovalDecided(ApprovalDecided {
                 turn: turn.clone(),
@@ -151,7 +146,7 @@ pub fn decide(
         }
         undecided = wait
             .undecided()
-            .filter(|h| !targets.contains(&h.request.call_id))
+            .filter(|a| !targets.contains(&a.call_id))
             .map(call_of)
             .collect();
         Ok(records)
@@ -177,16 +172,17 @@ pub fn decide(
     })
 }
 
-fn call_of(h: &Held) -> (String, String) {
-    (h.request.call_id.clone(), h.request.tool.clone())
+fn call_of(a: &ApprovalView) -> (String, String) {
+    (a.call_id.clone(), a.tool.clone())
 }
 
 /// Why a decision was not recorded, found under the ledger's lock.
 enum Lost {
     /// The turn ended, after its last decision (if one came).
-    Ended(TurnState, Option<Box<ApprovalDecided>>),
+    Ended(TurnState, Option<Box<ApprovalView>>),
     Started(String),
-    Decided(Box<ApprovalDecided>),
+    /// The held call was decided: by whom, how and when.
+    Decided(Box<ApprovalView>),
 }
 
 impl Lost {
@@ -197,8 +193,7 @@ impl Lost {
                 now: format!(
                     "ended {}{}",
                     state.as_str(),
-                    last.map(|d| decision_words(&d.call_id, d.decision.as_str(), &d.by, d.at))
-                        .unwrap_or_default()
+                    last.and_then(|a| decision_words(&a)).unwrap_or_default()
                 ),
             },
             Lost::Started(call) => RuntimeError::AlreadyDecided {
@@ -211,9 +206,9 @@ impl Lost {
                 call: d.call_id.clone(),
                 what: format!(
                     "{} by {} at {}",
-                    decided_as(d.decision.as_str()),
-                    d.by,
-                    clock::rfc3339(d.at)
+                    decided_as(d.decision.as_deref().unwrap_or_default()),
+                    d.by.as_deref().unwrap_or_default(),
+                    clock::rfc3339(d.decided_at.unwrap_or_default())
                 ),
             },
         }
@@ -260,13 +255,16 @@ fn decided_as(decision: &str) -> &str {
     }
 }
 
-/// "; its call call_0 was approved by alice via approve at …": who answered, and when.
-fn decision_words(call: &str, decision: &str, by: &str, at: i64) -> String {
-    format!(
-        "; its call {call} was {} by {by} at {}",
-        decided_as(decision),
-        clock::rfc3339(at)
-    )
+/// "; its call call_0 was approved by alice via approve at …": who answered, and when
+/// (none while undecided).
+fn decision_words(a: &ApprovalView) -> Option<String> {
+    Some(format!(
+        "; its call {} was {} by {} at {}",
+        a.call_id,
+        decided_as(a.decision.as_deref()?),
+        a.by.as_deref()?,
+        clock::rfc3339(a.decided_at?)
+    ))
 }
 
 fn not_waiting(t: &TurnView) -> RuntimeError {
@@ -275,13 +273,8 @@ fn not_waiting(t: &TurnView) -> RuntimeError {
         other => format!("ended {}", other.as_str()),
     };
     // Its last decision, if one came: who answered, and when.
-    let last = t
-        .approvals
-        .iter()
-        .rev()
-        .find_map(|a| Some((a, a.decision.as_deref()?, a.by.as_deref()?, a.decided_at?)));
-    if let Some((a, decision, by, at)) = last {
-        now.push_str(&decision_words(&a.call_id, decision, by, at));
+    if let Some(words) = t.approvals.iter().rev().find_map(decision_words) {
+        now.push_str(&words);
     }
     RuntimeError::NotWaiting {
         turn: t.turn.clone(),

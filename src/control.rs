@@ -111,13 +111,8 @@ fn stop_waiting(repo: &Repo, note: &session::ActiveNote) -> Result<Option<StopAc
     };
     let now = clock::now();
     let outcome = repo.ledger().append_decided(note.begin, |entries| {
-        let mut wait = crate::approval::TurnWait::default();
-        for entry in entries.flatten() {
-            if let Some(record) = &entry.record {
-                wait.apply(&note.turn, record);
-            }
-        }
-        if let Some(state) = wait.ended {
+        let wait = crate::approval::TurnWait::of(&note.turn, entries.flatten());
+        if let Some(state) = wait.ended() {
             return Err(Some(state));
         }
         if !wait.waiting() {
@@ -135,7 +130,7 @@ fn stop_waiting(repo: &Repo, note: &session::ActiveNote) -> Result<Option<StopAc
                 session: note.session.clone(),
                 state: TurnState::Stopped,
                 error: Some("stopped while it waited for approval".into()),
-                usage: wait.usage,
+                usage: wait.usage(),
                 at: now,
             }),
         ])

@@ -249,14 +249,14 @@ impl Projection {
     /// Projects the records of `scope`, keeping what `want` asks for. Liveness comes from
     /// the session locks; orphans found on the way are recorded as interrupted.
     pub fn of(repo: &Repo, scope: Scope<'_>, want: Want) -> Result<Projection> {
-        let ledger = repo.ledger();
+        let reader = repo.reader();
         let walked = match scope {
-            Scope::Repo => ledger.read_all()?,
-            Scope::Session(session) => ledger.read_session(session)?,
+            Scope::Repo => repo.ledger().read_all()?,
+            Scope::Session(session) => reader.read_session(session)?,
             Scope::Prefix(prefix) => {
-                ledger.read_turn_prefix(&prefix.trim().to_ascii_lowercase())?
+                reader.read_turn_prefix(&prefix.trim().to_ascii_lowercase())?
             }
-            Scope::Attachments => ledger.read_attachments()?,
+            Scope::Attachments => reader.read_attachments()?,
             Scope::Reference(prefix) => {
                 let all = Projection::of(repo, Scope::Attachments, want)?;
                 return match all.attachments.resolve(prefix) {
@@ -334,7 +334,7 @@ pub struct SessionList {
 /// Lists every session: turns begun, first and last activity, the active turn (an open
 /// turn whose owner is alive).
 pub fn sessions(repo: &Repo) -> Result<SessionList> {
-    let summaries = repo.ledger().session_summaries()?;
+    let summaries = repo.reader().session_summaries()?;
     let mut sessions: BTreeMap<String, SessionView> = summaries
         .sessions
         .into_iter()
@@ -389,7 +389,7 @@ pub struct UsageList {
 
 /// Sums the provider-reported usage of every turn in scope, per session, agent and day.
 pub fn usage(repo: &Repo, session: Option<&str>) -> Result<UsageList> {
-    let summaries = repo.ledger().summaries(session)?;
+    let summaries = repo.reader().summaries(session)?;
     type Sums = (u64, Usage, UsageDetail);
     let zero = || (0, Usage::ZERO, UsageDetail::default());
     let mut rows: BTreeMap<(String, String, i64), Sums> = BTreeMap::new();

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use axocoatl_store::ledger::record::Millis;
-use axocoatl_store::ledger::{Damaged, Kind, Record};
+use axocoatl_store::ledger::Damaged;
 use serde_json::Value;
 
 use crate::error::{Result, RuntimeError};
+use crate::fold::{begins_turn, TurnView};
 use crate::schema::{self, Schema};
 use crate::workspace::Workspace;
 
@@ -38,24 +39,25 @@ pub struct Listing {
 /// schema are kept) and from their objects.
 pub fn list(ws: &Workspace) -> Result<Listing> {
     let repo = ws.repo();
-    let walked = repo.ledger().ledger().walk(&mut |view| {
-        view.kind() == Some(Kind::TurnBegun)
-            && matches!(view.decode(), Ok(Some(Record::TurnBegun(b))) if b.schema.is_some())
+    // Only the begin records of turns with a schema are kept.
+    let walked = repo.ledger().walk(&mut |view| {
+        begins_turn(view.tag)
+            && matches!(view.decode(), Ok(Some(r)) if TurnView::schema_of(&r).is_some())
     })?;
     let mut used: HashMap<String, (u64, Millis, Millis, String)> = HashMap::new();
     for entry in walked.entries {
-        let Some(Record::TurnBegun(b)) = entry.record else {
+        let Some(record) = entry.record else { continue };
+        let Ok(t) = TurnView::start(record, entry.pos, entry.seq) else {
             continue;
         };
-        let Some(s) = b.schema else { continue };
-        let e = used
-            .entry(s.object)
-            .or_insert((0, b.at, b.at, b.turn.clone()));
+        let Some(s) = t.schema else { continue };
+        let at = t.started_at;
+        let e = used.entry(s.object).or_insert((0, at, at, t.turn.clone()));
         e.0 += 1;
-        e.1 = e.1.min(b.at);
-        if b.at >= e.2 {
-            e.2 = b.at;
-            e.3 = b.turn;
+        e.1 = e.1.min(at);
+        if at >= e.2 {
+            e.2 = at;
+            e.3 = t.turn;
         }
     }
     let mut listing = Listing {

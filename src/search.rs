@@ -5,7 +5,6 @@
 //! really matches, with the same [`Matcher`].
 
 pub use axocoatl_store::search::Matcher;
-use axocoatl_store::search::Searcher;
 use axocoatl_store::Repo;
 
 use crate::error::{Result, RuntimeError};
@@ -28,7 +27,7 @@ pub fn matcher(text: &str) -> Result<Matcher> {
 /// Projects only the turns that can match `text` (`re` is its [`matcher`]), without session
 /// summaries; the caller filters them exactly.
 pub fn search_with(repo: &Repo, re: &Matcher, text: &str) -> Result<Projection> {
-    let walked = Searcher::new(repo.ledger()).read_matching(re, text)?;
+    let walked = repo.searcher().read_matching(re, text)?;
     Projection::from_walked(repo, walked, Want::TURNS)
 }
 

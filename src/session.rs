@@ -187,13 +187,8 @@ pub fn settle(repo: &Repo, note: &ActiveNote) -> Result<Settled> {
     let now = clock::now();
     let mut expired = false;
     let outcome = repo.ledger().append_decided(note.begin, |entries| {
-        let mut turn = crate::approval::TurnWait::default();
-        for entry in entries.flatten() {
-            if let Some(record) = &entry.record {
-                turn.apply(&note.turn, record);
-            }
-        }
-        if !turn.begun || turn.ended.is_some() {
+        let turn = crate::approval::TurnWait::of(&note.turn, entries.flatten());
+        if !turn.begun() || turn.ended().is_some() {
             return Err(Settled::Closed);
         }
         if turn.waiting() {

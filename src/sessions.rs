@@ -106,7 +106,7 @@ pub fn start_new(ws: &Workspace) -> Result<Started> {
     let repo = ws.repo();
     let started = Names::update(repo.root(), |names| {
         // Read under the lock: a session another process created a moment ago is seen.
-        let taken = repo.ledger().session_summaries()?.sessions;
+        let taken = repo.reader().session_summaries()?.sessions;
         let in_ledger = |n: &str| taken.contains_key(n);
         for n in 1u32..=10_000 {
             let name = if n == 1 {

@@ -356,6 +356,33 @@ impl TurnView {
     pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalView> {
         self.approvals.iter().filter(|a| !a.started)
     }
+
+    /// How the turn ended, once its terminal record is folded.
+    pub fn terminal(&self) -> Option<TurnState> {
+        self.end_seq?;
+        match self.state {
+            ViewState::Completed => Some(TurnState::Completed),
+            ViewState::Failed => Some(TurnState::Failed),
+            ViewState::Stopped => Some(TurnState::Stopped),
+            ViewState::Interrupted => Some(TurnState::Interrupted),
+            ViewState::Running | ViewState::Waiting => None,
+        }
+    }
+
+    /// What its model calls reported, each counted once: what a terminal record written
+    /// now reports (a call without its token counts makes the usage incomplete).
+    pub fn calls_usage(&self) -> Usage {
+        let mut usage = Usage::ZERO;
+        for c in &self.calls {
+            usage.add(&Usage {
+                prompt_tokens: c.prompt_tokens.unwrap_or(0),
+                completion_tokens: c.completion_tokens.unwrap_or(0),
+                calls: 1,
+                complete: c.prompt_tokens.is_some() && c.completion_tokens.is_some(),
+            });
+        }
+        usage
+    }
 }
 
 /// Whether a record of kind `tag` begins a turn (without decoding it).

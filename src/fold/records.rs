@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use axocoatl_store::ledger::record::{
     ApprovalDecided, ApprovalRequested, Bounded, InlineContext, Millis, ModelCallCost, PlanMade,
-    SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun, TurnEnded,
-    TurnOrigin, TurnOverrides, TurnState, UsageCost, UsageDetail,
+    SchemaUse, SubtaskEnded, SubtaskStarted, ToolFinished, ToolResult, ToolStarted, TurnBegun,
+    TurnEnded, TurnOrigin, TurnOverrides, TurnState, UsageCost, UsageDetail,
 };
 use axocoatl_store::ledger::{Position, Record};
 
@@ -27,6 +27,15 @@ impl TurnView {
             Record::TurnBegun(b) => Ok(TurnView::begun(b, begin, begin_seq)),
             other => Err(other),
         }
+    }
+
+    /// The JSON Schema the turn `record` begins had to match (`send --schema`), if it
+    /// begins one that had: known without folding the turn.
+    pub fn schema_of(record: &Record) -> Option<&SchemaUse> {
+        if let Record::TurnBegun(b) = record {
+            return b.schema.as_ref();
+        }
+        None
     }
 
     /// Folds one more record of this turn (one that names it, after its begin, in ledger

@@ -109,7 +109,7 @@ struct SessionState {
 }
 
 fn session_state(repo: &Repo, session: &str, digest: &str, turns: usize) -> Result<SessionState> {
-    let walked = repo.ledger().read_session(session)?;
+    let walked = repo.reader().read_session(session)?;
     let mut begun = false;
     let mut ended = None;
     for e in &walked.entries {

@@ -275,7 +275,7 @@ pub fn search_excluding(
 /// exchanges out unless asked). Reads the ledger's rewind boundaries (indexed), and the
 /// session only when one of them is its own.
 pub fn superseded_turns(repo: &Repo, session: &str) -> Result<HashSet<String>> {
-    let rewinds = repo.ledger().read_rewinds()?;
+    let rewinds = repo.reader().read_rewinds()?;
     let rewound = rewinds
         .entries
         .iter()

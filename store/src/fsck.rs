@@ -35,7 +35,7 @@ pub fn check(repo: &Repo, repair: bool) -> Result<Report> {
     check_layout(repo, &mut report)?;
     check_head(repo, &mut report);
     check_ledger(repo, &mut report)?;
-    for f in repo.ledger().check_indexes(repair)? {
+    for f in repo.reader().check_indexes(repair)? {
         report.findings.push(Finding {
             kind: FindingKind::StaleIndex,
             file: f.path,

@@ -539,7 +539,7 @@ proptest! {
         }
         let _ = repo.ledger().scan_all().count();
         let _ = repo.ledger().read_all();
-        let _ = crate::search::Searcher::new(repo.ledger())
+        let _ = repo.searcher()
             .read_matching(&crate::search::Matcher::new("n").expect("re"), "n");
         let _ = crate::fsck::check(&repo, false).expect("fsck");
         let repaired = crate::fsck::check(&repo, true).expect("fsck --repair");

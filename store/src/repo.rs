@@ -4,12 +4,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::{create_dir_private, write_atomic, Durability};
-use crate::index::{IndexOptions, IndexedLedger};
+use crate::index::{IndexOptions, Reader};
 use crate::layout::{
     self, FORMAT_FILE, FORMAT_MAGIC, FORMAT_VERSION, GITIGNORE_FILE, HEAD_FILE, REPO_DIR,
 };
 use crate::ledger::{Ledger, DEFAULT_SEGMENT_LIMIT};
 use crate::objects::Objects;
+use crate::search::Searcher;
 use crate::{Error, Result};
 
 /// Settings a repository is opened with.
@@ -35,7 +36,7 @@ impl Default for OpenOptions {
 #[derive(Debug)]
 pub struct Repo {
     root: PathBuf,
-    ledger: IndexedLedger,
+    reader: Reader,
     objects: Objects,
 }
 
@@ -156,7 +157,7 @@ impl Repo {
         ensure_gitignore(root);
         Ok(Repo {
             root: root.to_owned(),
-            ledger: IndexedLedger::new(
+            reader: Reader::new(
                 Ledger::open(
                     &root.join(layout::LEDGER_DIR),
                     &root.join(layout::LEDGER_LOCK),
@@ -178,9 +179,20 @@ impl Repo {
         self.root.parent().unwrap_or(&self.root)
     }
 
-    /// The ledger with its indexes (it derefs to the [`crate::ledger::Ledger`] itself).
-    pub fn ledger(&self) -> &IndexedLedger {
-        &self.ledger
+    /// The ledger: appends and walks of its records.
+    pub fn ledger(&self) -> &Ledger {
+        self.reader.ledger()
+    }
+
+    /// The reads the ledger's indexes answer (a session, turns, rewinds, summaries), each
+    /// from a [`crate::index::Plan`] of the segments.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The searches of the ledger, narrowed through its term indexes.
+    pub fn searcher(&self) -> Searcher<'_> {
+        Searcher::new(&self.reader)
     }
 
     pub fn objects(&self) -> &Objects {

@@ -24,6 +24,7 @@ replies:
   - tool_calls:
       - name: run_command
         arguments: {command: "echo ran >> marker.txt"}
+    usage: {prompt_tokens: 12, completion_tokens: 7}
   - text: "Deployed."
   - match: "status"
     text: "All quiet."
@@ -509,6 +510,23 @@ fn send_wait_queues_behind_a_waiting_turn_until_it_is_answered() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "All quiet.\n");
 }
 
+/// The terminal record of a turn ended while it waited counts the model call it made
+/// before it waited (recorded with its cost), once.
+fn uses_its_call(t: &Value) {
+    assert_eq!(t["calls"][0]["prompt_tokens"], 12, "{t}");
+    let usage = &t["usage"];
+    assert_eq!(
+        (&usage["prompt_tokens"], &usage["completion_tokens"]),
+        (&Value::from(12), &Value::from(7)),
+        "{t}"
+    );
+    assert_eq!(
+        (&usage["calls"], &usage["complete"]),
+        (&Value::from(1), &Value::from(true)),
+        "{t}"
+    );
+}
+
 #[test]
 fn stop_ends_a_waiting_turn_and_frees_its_session() {
     let env = ops_env("");
@@ -531,6 +549,7 @@ fn stop_ends_a_waiting_turn_and_frees_its_session() {
     assert_eq!(t["state"], "stopped");
     assert_eq!(t["error"], "stopped while it waited for approval");
     assert_eq!(t["approvals"][0]["decision"], Value::Null);
+    uses_its_call(&t);
     let late = env.run(&["approve", &turn]);
     assert_eq!(late.code, 6, "{}", late.stderr);
     assert!(late.stderr.contains("it ended stopped"), "{}", late.stderr);
@@ -579,6 +598,7 @@ fn a_request_left_past_approval_timeout_ends_the_turn_failed() {
     );
     let t = show(&env, &turn);
     assert_eq!(t["approvals"][0]["decision"], "expired");
+    uses_its_call(&t);
     assert_eq!(t["approvals"][0]["by"], "approval_timeout");
     let late = env.run(&["approve", &turn]);
     assert_eq!(late.code, 6, "{}", late.stderr);

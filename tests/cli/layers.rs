@@ -767,26 +767,7 @@ fn only_the_fold_reads_what_a_turn_s_records_mean() {
         .map(|(k, _)| k.clone())
         .collect();
     // (file, the turn kinds it may match, why it is no fold)
-    let allowed: [(&str, &[&str], &str); 10] = [
-        (
-            "src/approval.rs",
-            &[
-                "ApprovalDecided",
-                "ApprovalRequested",
-                "ModelCall",
-                "ModelCallCost",
-                "ToolStarted",
-                "TurnBegun",
-                "TurnEnded",
-            ],
-            "whether a turn waits and its held calls whole, read under the append lock that \
-             records a decision, an expiry or an interruption (the fold's views carry less)",
-        ),
-        (
-            "src/schemas.rs",
-            &["TurnBegun"],
-            "which stored schema each turn named, for `schemas`",
-        ),
+    let allowed: [(&str, &[&str], &str); 8] = [
         (
             "src/relations.rs",
             &["AttachmentConsumed", "TurnBegun"],
@@ -875,23 +856,53 @@ fn only_the_fold_reads_what_a_turn_s_records_mean() {
     );
 }
 
-/// Searching is the searcher's (`store/src/search/`), not a method added to the indexed
-/// ledger: a reader of `repo.ledger().x()` sees an index read, and `Searcher::new(..)` a
-/// search.
+/// The ledger's three rooms are three types: the `Ledger` appends and walks, the index
+/// `Reader` answers reads each from a `Plan` of the segments, and the `Searcher`
+/// (`store/src/search/`) searches. The reader does not deref to the ledger and the searcher
+/// adds no methods to the reader, so `repo.ledger().x()` is an append or a walk,
+/// `repo.reader().x()` an index read and `repo.searcher().x()` a search.
 #[test]
-fn search_adds_no_methods_to_the_index_type() {
+fn the_ledger_the_reader_and_the_searcher_are_three_types() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&root.join("store/src/search"), &mut files);
-    assert!(!files.is_empty(), "found store/src/search/");
-    let re = regex::Regex::new(r"\bimpl\b[^{;]*\bIndexedLedger\s*\{").expect("re");
-    let found: Vec<String> = files
-        .iter()
-        .filter(|f| re.is_match(&blank_literals(&non_test_source(f))))
-        .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
-        .collect();
-    assert!(
-        found.is_empty(),
-        "these files add methods to IndexedLedger (put them on search::Searcher): {found:?}"
-    );
+    rust_files(&root.join("store/src"), &mut files);
+    let tests = test_modules(&files);
+    let deref = regex::Regex::new(
+        r"\bimpl\b[^{;]*\b(Deref|DerefMut|AsRef<[^>]*>|Borrow<[^>]*>)\s+for\s+Reader\b",
+    )
+    .expect("re");
+    let methods = regex::Regex::new(r"\bimpl\b[^{;]*\bReader\s*\{").expect("re");
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !tests.contains(*f)) {
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        let code = blank_literals(&non_test_source(file));
+        if deref.is_match(&code) {
+            found.push(format!("{rel}: the Reader derefs to (or lends itself as) another type: call reader.ledger() for appends and walks"));
+        }
+        if methods.is_match(&code) && !rel.starts_with("store/src/index/") {
+            found.push(format!("{rel}: adds methods to the Reader outside store/src/index/ (searches go on search::Searcher)"));
+        }
+    }
+    let plan = non_test_source(&root.join("store/src/index/plan.rs"));
+    if !regex::Regex::new(r"pub fn plan\(&self\) -> Result<Plan>")
+        .expect("re")
+        .is_match(&plan)
+    {
+        found.push("store/src/index/plan.rs: Reader::plan does not return a Plan value".into());
+    }
+    let repo = non_test_source(&root.join("store/src/repo.rs"));
+    for signature in [
+        "pub fn ledger(&self) -> &Ledger",
+        "pub fn reader(&self) -> &Reader",
+        "pub fn searcher(&self) -> Searcher<'_>",
+    ] {
+        if !repo.contains(signature) {
+            found.push(format!("store/src/repo.rs: no `{signature}`"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

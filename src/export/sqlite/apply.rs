@@ -211,7 +211,7 @@ impl<'c> Applier<'c> {
     /// Folds again, from their records in the ledger before record `before`, the turns
     /// `ids` the file holds, to go on folding them.
     fn refold(&mut self, ids: &HashSet<Vec<u8>>, before: u64) -> Result<()> {
-        let walked = self.repo.ledger().read_turns(ids)?;
+        let walked = self.repo.reader().read_turns(ids)?;
         let entries = walked.entries.into_iter().filter(|e| e.seq < before);
         for t in crate::fold::fold_turns(entries, |id| ids.contains(id.as_bytes())) {
             if t.end_seq.is_some() {

@@ -23,6 +23,7 @@ mod plan;
 mod read;
 mod rows;
 pub use plan::IndexFinding;
+pub use plan::Plan;
 use plan::{open_cache, seal_cache};
 pub(crate) use plan::{Part, SealedMemo};
 pub(crate) use read::Read;
@@ -58,19 +59,20 @@ use crate::ledger::segment::{load, SegmentData};
 use crate::ledger::{Damaged, Ledger, Position};
 use crate::Result;
 
-/// The ledger with its indexes: the log, and the caches beside it that answer reads
-/// without walking it all (what tantivy's `Index` is to its directory). It derefs to the
-/// [`Ledger`] for appends and walks; the reads an index answers (a session, turns, rewinds,
-/// summaries, searches) are its own.
+/// The index-backed reads of the ledger: the caches beside the log that answer reads
+/// without walking it all (what tantivy's `IndexReader` is to its directory). Its reads (a
+/// session, turns, rewinds, summaries) each start from a [`Plan`] of the segments; appends
+/// and walks are the [`Ledger`]'s ([`Reader::ledger`]), searches the searcher's (built over
+/// this reader in `search/`), so that a call says which of the three it is.
 #[derive(Debug)]
-pub struct IndexedLedger {
+pub struct Reader {
     ledger: Ledger,
     options: IndexOptions,
     sealed_memo: SealedMemo,
     tier_memo: TierMemo,
 }
 
-/// How an [`IndexedLedger`] keeps its indexes and says what it builds (set at open: see
+/// How a [`Reader`] keeps its indexes and says what it builds (set at open: see
 /// [`crate::repo::OpenOptions`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct IndexOptions {
@@ -87,18 +89,18 @@ pub struct IndexOptions {
     pub report_builds: Option<fn(&str)>,
 }
 
-impl IndexedLedger {
+impl Reader {
     /// Opens the ledger in `dir` (see [`Ledger::open`]) with its indexes, default options.
-    pub fn open(dir: &Path, lock_path: &Path, segment_limit: u64) -> IndexedLedger {
-        IndexedLedger::new(
+    pub fn open(dir: &Path, lock_path: &Path, segment_limit: u64) -> Reader {
+        Reader::new(
             Ledger::open(dir, lock_path, segment_limit),
             IndexOptions::default(),
         )
     }
 
     /// The indexes of `ledger`, none read yet.
-    pub fn new(ledger: Ledger, options: IndexOptions) -> IndexedLedger {
-        IndexedLedger {
+    pub fn new(ledger: Ledger, options: IndexOptions) -> Reader {
+        Reader {
             ledger,
             options,
             sealed_memo: SealedMemo::default(),
@@ -106,26 +108,18 @@ impl IndexedLedger {
         }
     }
 
-    /// The log itself.
+    /// The log itself: appends and walks.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
     }
 }
 
-impl Drop for IndexedLedger {
+impl Drop for Reader {
     fn drop(&mut self) {
         if self.options.leave_mapped {
             self.sealed_memo.leave_mapped();
             self.tier_memo.leave_mapped();
         }
-    }
-}
-
-impl std::ops::Deref for IndexedLedger {
-    type Target = Ledger;
-
-    fn deref(&self) -> &Ledger {
-        &self.ledger
     }
 }
 

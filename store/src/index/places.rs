@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Index, Part};
-use crate::index::IndexedLedger;
+use super::{Index, Part, Plan};
+use crate::index::Reader;
 use crate::ledger::frame::le_u32;
 use crate::ledger::segment::load;
 use crate::Result;
@@ -137,7 +137,7 @@ fn file_stamp(ledger: &crate::ledger::Ledger, number: u64, ino: u64) -> Option<F
     })
 }
 
-impl IndexedLedger {
+impl Reader {
     fn places_path(&self) -> std::path::PathBuf {
         self.index_dir().join(PLACES_CACHE)
     }
@@ -145,19 +145,19 @@ impl IndexedLedger {
     /// The plan of a reading of one session: the sealed segments that may hold its records
     /// and the newest, when the cache describes the sealed segments; else every segment
     /// (and the cache is written for the next reader).
-    pub(crate) fn plan_session(&self, session: &str) -> Result<Vec<Part>> {
+    pub(crate) fn plan_session(&self, session: &str) -> Result<Plan> {
         if let Some(parts) = self.plan_places(session) {
-            return Ok(parts);
+            return Ok(Plan::of(parts));
         }
-        let parts = self.plan()?;
-        self.write_places(&parts);
-        Ok(parts)
+        let plan = self.plan()?;
+        self.write_places(plan.parts());
+        Ok(plan)
     }
 
-    /// [`IndexedLedger::plan_session`] through the cache; `None` when it does not describe the
+    /// [`Reader::plan_session`] through the cache; `None` when it does not describe the
     /// sealed segments exactly, or an index it leads to cannot be used as it is.
     fn plan_places(&self, session: &str) -> Option<Vec<Part>> {
-        let set = self.segment_set().ok()?;
+        let set = self.ledger.segment_set().ok()?;
         let (&newest, sealed) = set.numbers.split_last()?;
         if sealed.is_empty() || !set.missing.is_empty() {
             return None;
@@ -169,7 +169,7 @@ impl IndexedLedger {
             return None;
         }
         for ((stamp, &n), &ino) in head.files.iter().zip(sealed).zip(&set.inodes) {
-            if file_stamp(self, n, ino) != Some(*stamp) {
+            if file_stamp(&self.ledger, n, ino) != Some(*stamp) {
                 return None;
             }
         }
@@ -183,7 +183,7 @@ impl IndexedLedger {
             let (seg, index) = match kept {
                 Some(both) => both,
                 None => {
-                    let seg = load(&self.segment_path(n), n, true, 0).ok()?;
+                    let seg = load(&self.ledger.segment_path(n), n, true, 0).ok()?;
                     let index = Index::open(&self.index_path(n), &seg)?;
                     (Arc::new(seg), Arc::new(index))
                 }
@@ -207,7 +207,9 @@ impl IndexedLedger {
     /// Writes the cache from a plan of every segment, when its sealed segments were all
     /// read through their indexes (best effort: a cache).
     fn write_places(&self, parts: &[Part]) {
-        let Ok(set) = self.segment_set() else { return };
+        let Ok(set) = self.ledger.segment_set() else {
+            return;
+        };
         let Some((_, sealed)) = set.numbers.split_last() else {
             return;
         };
@@ -220,7 +222,7 @@ impl IndexedLedger {
             let Part::Indexed { seg, index } = part else {
                 return;
             };
-            let Some(stamp) = file_stamp(self, n, ino) else {
+            let Some(stamp) = file_stamp(&self.ledger, n, ino) else {
                 return;
             };
             if seg.number != n {

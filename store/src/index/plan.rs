@@ -30,6 +30,7 @@ pub(super) fn follows(seg: &SegmentData, last_seq: Option<u64>, parts: &mut Vec<
 }
 
 /// How one segment is read by a command.
+#[derive(Debug)]
 pub(crate) enum Part {
     /// A sealed segment and its index.
     Indexed {
@@ -50,6 +51,54 @@ impl Part {
             Part::Indexed { seg, .. } | Part::Raw { seg } => Some(seg.number),
             Part::Unreadable(_) => None,
         }
+    }
+}
+
+/// The plan of a read: every segment of the ledger, oldest first, and how a read takes it
+/// (through its checked index, walked, or not at all, with why). Made by [`Reader::plan`];
+/// the reads of the reader and the searcher each start from one.
+#[derive(Debug)]
+pub struct Plan {
+    parts: Vec<Part>,
+}
+
+impl Plan {
+    /// The segments, in order.
+    pub(crate) fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    pub(super) fn of(parts: Vec<Part>) -> Plan {
+        Plan { parts }
+    }
+
+    pub(crate) fn into_parts(self) -> Vec<Part> {
+        self.parts
+    }
+
+    /// How many segments are read through their index.
+    pub fn indexed(&self) -> usize {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Indexed { .. }))
+            .count()
+    }
+
+    /// How many segments (or parts of the newest) are walked: the records appended to the
+    /// newest segment since it was indexed, and segments that cannot be indexed.
+    pub fn walked(&self) -> usize {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Raw { .. }))
+            .count()
+    }
+
+    /// What cannot be read, and why (a missing segment, one that repeats or skips records).
+    pub fn damaged(&self) -> impl Iterator<Item = &Damaged> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Unreadable(d) => Some(d),
+            _ => None,
+        })
     }
 }
 
@@ -210,10 +259,10 @@ impl SealedMemo {
     }
 }
 
-impl IndexedLedger {
+impl Reader {
     /// The directory of the indexes.
     pub fn index_dir(&self) -> PathBuf {
-        self.dir().join(crate::layout::INDEX_SUBDIR)
+        self.ledger.dir().join(crate::layout::INDEX_SUBDIR)
     }
 
     pub(super) fn index_path(&self, number: u64) -> PathBuf {
@@ -224,11 +273,11 @@ impl IndexedLedger {
     /// or damaged indexes are built (in parallel, one segment per core) and written. The
     /// sealed segments and their checked indexes are kept for the next plan of this process
     /// (see [`SealedMemo`]).
-    pub(crate) fn plan(&self) -> Result<Vec<Part>> {
-        let set = self.segment_set()?;
+    pub fn plan(&self) -> Result<Plan> {
+        let set = self.ledger.segment_set()?;
         // A missing segment is damage: its records are lost, and a reader must say so.
         let mut parts: Vec<Part> = set
-            .problems(self.dir())
+            .problems(self.ledger.dir())
             .into_iter()
             .map(|e| Part::Unreadable(Damaged::from_error(e)))
             .collect();
@@ -245,7 +294,7 @@ impl IndexedLedger {
             if let (Some(n), Some(&inode)) = (newest, set.inodes.last()) {
                 self.plan_newest(n, inode, &planned.carry, planned.last_seq, &mut parts);
             }
-            return Ok(parts);
+            return Ok(Plan { parts });
         }
         let (mut segs, mut found) = self.open_sealed(sealed, &set.inodes);
         // Build what is missing or stale in parallel; the carried turns are settled below.
@@ -306,7 +355,7 @@ impl IndexedLedger {
         if let (Some(n), Some(&inode)) = (newest, set.inodes.last()) {
             self.plan_newest(n, inode, &carry, last_seq, &mut parts);
         }
-        Ok(parts)
+        Ok(Plan { parts })
     }
 
     /// The sealed segments `sealed` (`inodes` lists their files' inodes), each with its
@@ -322,7 +371,7 @@ impl IndexedLedger {
         for (&n, kept) in sealed.iter().zip(kept) {
             let (seg, index) = match kept {
                 Some((seg, index)) => (Ok(seg), Some(index)),
-                None => match load(&self.segment_path(n), n, true, 0) {
+                None => match load(&self.ledger.segment_path(n), n, true, 0) {
                     Ok(seg) => {
                         let index = Index::open(&self.index_path(n), &seg).map(Arc::new);
                         (Ok(Arc::new(seg)), index)
@@ -383,7 +432,7 @@ impl IndexedLedger {
 
     /// How the newest segment is read: through the index of its first records and a walk
     /// of what was appended since, when it has such an index; else walked whole. A reader
-    /// that walks more than [`IndexedLedger::newest_reindex`] bytes indexes them for the next.
+    /// that walks more than [`Reader::newest_reindex`] bytes indexes them for the next.
     pub(super) fn plan_newest(
         &self,
         n: u64,
@@ -392,7 +441,7 @@ impl IndexedLedger {
         last_seq: Option<u64>,
         parts: &mut Vec<Part>,
     ) {
-        let path = self.segment_path(n);
+        let path = self.ledger.segment_path(n);
         let reindex = self.newest_reindex();
         if let Some((view, index)) = self.open_newest_index(n, inode, carry) {
             match self.newest_records(&path, n, inode, index.stamp.covered) {
@@ -469,7 +518,7 @@ impl IndexedLedger {
     /// eighth of a segment, at most 2 MiB (so a 16 MiB segment is indexed about 8 times
     /// as it fills, and no command walks more than 2 MiB of it).
     pub(super) fn newest_reindex(&self) -> u64 {
-        (self.segment_limit() / 8).clamp(1, 2 << 20)
+        (self.ledger.segment_limit() / 8).clamp(1, 2 << 20)
     }
 
     /// The index of the newest segment's first records, with those records mapped, if it
@@ -498,7 +547,7 @@ impl IndexedLedger {
             // The segment must still hold the prefix (a repair may have cut it).
             Some((k, view, index))
                 if *k == key
-                    && std::fs::metadata(self.segment_path(n))
+                    && std::fs::metadata(self.ledger.segment_path(n))
                         .is_ok_and(|m| m.len() >= index.stamp.covered)
                     && index.describes(view) =>
             {
@@ -514,7 +563,7 @@ impl IndexedLedger {
                     return None;
                 }
                 let view = crate::ledger::segment::load_prefix(
-                    &self.segment_path(n),
+                    &self.ledger.segment_path(n),
                     n,
                     index.stamp.covered,
                 )?;
@@ -534,7 +583,7 @@ impl IndexedLedger {
     /// tools: readers build what they need by themselves.
     pub fn rebuild_index(&self, number: u64) -> Result<u64> {
         let mut carry: Vec<OpenTurn> = Vec::new();
-        for part in self.plan()? {
+        for part in self.plan()?.into_parts() {
             if let Part::Indexed { seg, index } = part {
                 if seg.number == number {
                     return Ok(self
@@ -573,7 +622,7 @@ impl IndexedLedger {
         self.write_cache_parts(path, &[bytes]);
     }
 
-    /// [`IndexedLedger::write_cache`] of a file assembled from `parts`, one after another; whether
+    /// [`Reader::write_cache`] of a file assembled from `parts`, one after another; whether
     /// it was written.
     pub(super) fn write_cache_parts(&self, path: &Path, parts: &[&[u8]]) -> bool {
         let dir = self.index_dir();
@@ -612,13 +661,13 @@ pub struct IndexFinding {
     pub message: String,
 }
 
-impl IndexedLedger {
+impl Reader {
     /// Checks every index file against its segment, the index before it and its checksums,
     /// and looks for files that are no index of a sealed segment. With `repair`, rebuilds
     /// the indexes found wanting (and missing ones) and removes the strays. Indexes are
     /// caches: a finding never makes the repository unclean.
     pub fn check_indexes(&self, repair: bool) -> Result<Vec<IndexFinding>> {
-        let numbers = self.segment_numbers()?;
+        let numbers = self.ledger.segment_numbers()?;
         let sealed: Vec<u64> = numbers
             .iter()
             .copied()
@@ -630,7 +679,7 @@ impl IndexedLedger {
         // or as built again).
         let mut heads: HashMap<u64, u32> = HashMap::new();
         for &n in &sealed {
-            let Ok(seg) = load(&self.segment_path(n), n, true, 0) else {
+            let Ok(seg) = load(&self.ledger.segment_path(n), n, true, 0) else {
                 continue; // the ledger check reports an unreadable segment
             };
             let path = self.index_path(n);

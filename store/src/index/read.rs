@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use super::{Index, IndexedLedger, Part, Section, Stale};
+use super::{Index, Part, Reader, Section, Stale};
 use crate::ledger::record::{Kind, Record, RecordView};
 use crate::ledger::{decode_at, select, Walked};
 use crate::Result;
@@ -22,13 +22,13 @@ pub(crate) struct Read<'a> {
     pub carried: &'a mut dyn FnMut(&Index),
 }
 
-impl IndexedLedger {
+impl Reader {
     /// Reads through the indexes of sealed segments, walking the rest.
     fn read(&self, r: Read<'_>) -> Result<Walked> {
-        Ok(self.read_parts(&self.plan()?, r))
+        Ok(self.read_parts(self.plan()?.parts(), r))
     }
 
-    /// [`IndexedLedger::read`] of the parts of a plan already made.
+    /// [`Reader::read`] of the parts of a plan already made.
     pub(crate) fn read_parts(&self, parts: &[Part], r: Read<'_>) -> Walked {
         let mut out = Walked::default();
         // Every indexed part's offsets first, so the records are put in place once (an entry
@@ -68,9 +68,9 @@ impl IndexedLedger {
     pub fn read_session(&self, session: &str) -> Result<Walked> {
         // Its turns begun in earlier segments and still open (carried), and those begun here.
         let turns: RefCell<HashSet<Vec<u8>>> = RefCell::default();
-        let parts = self.plan_session(session)?;
+        let plan = self.plan_session(session)?;
         Ok(self.read_parts(
-            &parts,
+            plan.parts(),
             Read {
                 lookup: &|_, index| match index.session(session)? {
                     Some(row) => index.session_offsets(&row),

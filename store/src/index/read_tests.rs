@@ -1,15 +1,15 @@
 use std::fs;
 
-use crate::index::IndexedLedger;
+use crate::index::Reader;
 use crate::ledger::record::{
     AgentOutput, RewindBoundary, SessionCreated, TurnBegun, TurnEnded, TurnState, Usage,
 };
 use crate::ledger::{Record, HEADER_LEN};
 
-pub(crate) fn setup(limit: u64) -> (tempfile::TempDir, IndexedLedger) {
+pub(crate) fn setup(limit: u64) -> (tempfile::TempDir, Reader) {
     let dir = tempfile::tempdir().expect("tempdir");
     fs::create_dir_all(dir.path().join("l")).expect("mkdir");
-    let ledger = IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
+    let ledger = Reader::open(&dir.path().join("l"), &dir.path().join("lock"), limit);
     (dir, ledger)
 }
 
@@ -59,6 +59,7 @@ fn turns_of(entries: &[crate::ledger::Entry]) -> Vec<String> {
 fn a_session_read_keeps_its_records_only_across_segments() {
     let (_d, ledger) = setup(400);
     ledger
+        .ledger()
         .append(&[Record::SessionCreated(SessionCreated {
             session: "b".into(),
             at: 0,
@@ -68,10 +69,10 @@ fn a_session_read_keeps_its_records_only_across_segments() {
         let session = if i % 2 == 0 { "a" } else { "b" };
         // Begin and end in separate appends, so turns cross segment boundaries.
         let records = turn(&format!("t{i}"), session, "req", "out");
-        ledger.append(&records[..1]).expect("append");
-        ledger.append(&records[1..]).expect("append");
+        ledger.ledger().append(&records[..1]).expect("append");
+        ledger.ledger().append(&records[1..]).expect("append");
     }
-    assert!(ledger.segment_numbers().expect("segments").len() >= 3);
+    assert!(ledger.ledger().segment_numbers().expect("segments").len() >= 3);
     let b = ledger.read_session("b").expect("read");
     assert!(b.damaged.is_empty());
     assert_eq!(turns_of(&b.entries), vec!["t1", "t3", "t5"]);
@@ -83,20 +84,23 @@ fn a_session_read_keeps_its_records_only_across_segments() {
 fn a_damaged_record_is_reported_and_the_walk_goes_on() {
     let (_d, ledger) = setup(1 << 20);
     ledger
+        .ledger()
         .append(&turn("t0", "a", "first", "x"))
         .expect("append");
     let second = ledger
+        .ledger()
         .append(&turn("t1", "a", "second", "y"))
         .expect("append");
     ledger
+        .ledger()
         .append(&turn("t2", "a", "third", "z"))
         .expect("append");
     // A byte inside the payload of t1's begin: its framing stays intact.
-    let path = ledger.segment_path(1);
+    let path = ledger.ledger().segment_path(1);
     let mut bytes = fs::read(&path).expect("read");
     bytes[second[0].pos.offset as usize + 30] ^= 0x20;
     fs::write(&path, bytes).expect("write");
-    let all = ledger.read_all().expect("read");
+    let all = ledger.ledger().read_all().expect("read");
     assert_eq!(all.damaged.len(), 1, "{:?}", all.damaged);
     assert_eq!(all.damaged[0].offset, Some(second[0].pos.offset));
     assert!(all.damaged[0].to_string().contains("ledger corrupt"));
@@ -110,14 +114,15 @@ fn a_damaged_segment_header_is_reported_and_later_segments_read() {
     let (_d, ledger) = setup(300);
     for i in 0..4 {
         ledger
+            .ledger()
             .append(&turn(&format!("t{i}"), "a", "r", "o"))
             .expect("append");
     }
-    let path = ledger.segment_path(1);
+    let path = ledger.ledger().segment_path(1);
     let mut bytes = fs::read(&path).expect("read");
     bytes[3] ^= 1;
     fs::write(&path, bytes).expect("write");
-    let all = ledger.read_all().expect("read");
+    let all = ledger.ledger().read_all().expect("read");
     assert_eq!(all.damaged.len(), 1);
     assert_eq!(all.damaged[0].offset, Some(0));
     assert!(!all.entries.is_empty());
@@ -129,12 +134,15 @@ fn a_damaged_segment_header_is_reported_and_later_segments_read() {
 fn a_prefix_read_brings_the_rewind_target_that_decides_superseded() {
     let (_d, ledger) = setup(1 << 20);
     ledger
+        .ledger()
         .append(&turn("aaaa01", "s", "r", "o"))
         .expect("append");
     ledger
+        .ledger()
         .append(&turn("bbbb02", "s", "r", "o"))
         .expect("append");
     ledger
+        .ledger()
         .append(&[Record::RewindBoundary(RewindBoundary {
             session: "s".into(),
             agent: "a".into(),
@@ -143,6 +151,7 @@ fn a_prefix_read_brings_the_rewind_target_that_decides_superseded() {
         })])
         .expect("append");
     ledger
+        .ledger()
         .append(&turn("cccc03", "t", "r", "o"))
         .expect("append");
     let read = ledger.read_turn_prefix("bbbb").expect("read");
@@ -161,6 +170,7 @@ fn a_match_read_finds_turns_with_a_byte_hit_whole() {
     for i in 0..10 {
         let request = if i == 7 { "the Needle here" } else { "hay" };
         ledger
+            .ledger()
             .append(&turn(&format!("t{i}"), "s", request, "out"))
             .expect("append");
     }
@@ -177,7 +187,7 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
     use crate::ledger::segment::load;
     let (_d, ledger) = setup(1 << 20);
     let mut n = 0;
-    while ledger.segment_set().expect("set").numbers.len() < 2 {
+    while ledger.ledger().segment_set().expect("set").numbers.len() < 2 {
         // A long output now and then: a frame longer than one read's window.
         let long = if n % 97 == 0 {
             "y".repeat(9000)
@@ -185,11 +195,12 @@ fn sparse_reads_give_the_frames_the_map_gives_and_decline_damaged_ones() {
             "short".into()
         };
         ledger
+            .ledger()
             .append(&turn(&format!("t{n:06}"), "s", &"x".repeat(300), &long))
             .expect("append");
         n += 1;
     }
-    let path = ledger.segment_path(1);
+    let path = ledger.ledger().segment_path(1);
     let seg = load(&path, 1, true, 0).expect("load");
     let mut all = Vec::new();
     seg.frames(0, |fr| {
@@ -249,8 +260,9 @@ fn a_segment_the_process_reads_again_is_read_through_its_map() {
     use crate::index::Part;
     let (d, ledger) = setup(1 << 20);
     let mut n = 0;
-    while ledger.segment_set().expect("set").numbers.len() < 3 {
+    while ledger.ledger().segment_set().expect("set").numbers.len() < 3 {
         ledger
+            .ledger()
             .append(&turn(&format!("t{n:06}"), "s", &"x".repeat(300), "out"))
             .expect("append");
         n += 1;
@@ -267,22 +279,28 @@ fn a_segment_the_process_reads_again_is_read_through_its_map() {
             .collect()
     };
     // The first plan builds the indexes (and keeps neither them nor their segments).
-    assert_eq!(sealed(&ledger.plan().expect("plan")), vec![true, true]);
+    assert_eq!(
+        sealed(ledger.plan().expect("plan").parts()),
+        vec![true, true]
+    );
     // The second keeps them; nothing is read.
     ledger.plan().expect("plan");
-    let first = sealed(&ledger.plan().expect("plan"));
+    let first = sealed(ledger.plan().expect("plan").parts());
     assert_eq!(
         first,
         vec![true, true],
         "first reads of kept segments are positioned"
     );
-    let again = sealed(&ledger.plan().expect("plan"));
+    let again = sealed(ledger.plan().expect("plan").parts());
     assert_eq!(
         again,
         vec![false, false],
         "segments read before are read through the map"
     );
     // Another process (a fresh ledger) starts over.
-    let other = IndexedLedger::open(ledger.dir(), &d.path().join("lock"), 1 << 20);
-    assert_eq!(sealed(&other.plan().expect("plan")), vec![true, true]);
+    let other = Reader::open(ledger.ledger().dir(), &d.path().join("lock"), 1 << 20);
+    assert_eq!(
+        sealed(other.plan().expect("plan").parts()),
+        vec![true, true]
+    );
 }

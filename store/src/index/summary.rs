@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{Builder, Index, OpenTurn, Part, SessionRow, Stale, UsageRow};
-use crate::index::IndexedLedger;
+use crate::index::Reader;
 use crate::ledger::record::Millis;
 use crate::ledger::segment::SegmentData;
 use crate::ledger::Damaged;
@@ -85,14 +85,14 @@ impl Summaries {
     }
 }
 
-impl IndexedLedger {
+impl Reader {
     /// The summaries of every session (`None`) or of one, from the indexes of the sealed
     /// segments and a reading of the newest.
     pub fn summaries(&self, only: Option<&str>) -> Result<Summaries> {
         self.summarise(only, true)
     }
 
-    /// [`IndexedLedger::summaries`] of every session without their usage rows (`sessions`).
+    /// [`Reader::summaries`] of every session without their usage rows (`sessions`).
     pub fn session_summaries(&self) -> Result<Summaries> {
         self.summarise(None, false)
     }
@@ -102,7 +102,8 @@ impl IndexedLedger {
         let parts = match only {
             Some(session) => self.plan_session(session)?,
             None => self.plan()?,
-        };
+        }
+        .into_parts();
         let newest = parts.iter().filter_map(Part::segment).max();
         // `sessions` starts from the cache of the sealed segments' summary when it still
         // describes their indexes, and extends it.

@@ -5,7 +5,7 @@ use std::fs;
 
 use super::read::tests::setup;
 use super::Section;
-use super::{day_of, IndexedLedger};
+use super::{day_of, Reader};
 use crate::ledger::record::*;
 use crate::ledger::{Entry, Ledger, Record, RecordView, Walked};
 
@@ -49,10 +49,10 @@ impl History {
         }
     }
 
-    fn append(&mut self, ledger: &IndexedLedger, steps: usize) {
+    fn append(&mut self, ledger: &Reader, steps: usize) {
         for _ in 0..steps {
             let record = self.record();
-            ledger.append_lazy(&[record]).expect("append");
+            ledger.ledger().append_lazy(&[record]).expect("append");
         }
     }
 
@@ -160,11 +160,7 @@ impl History {
     }
 }
 
-fn random_ledger(
-    seed: u64,
-    steps: usize,
-    limit: u64,
-) -> (tempfile::TempDir, IndexedLedger, Vec<String>) {
+fn random_ledger(seed: u64, steps: usize, limit: u64) -> (tempfile::TempDir, Reader, Vec<String>) {
     let (dir, ledger) = setup(limit);
     let mut history = History::new(seed);
     history.append(&ledger, steps);
@@ -232,9 +228,10 @@ impl History {
 
 /// What a session read must return, by the definition: records that name the session, and
 /// records of its turns (begun earlier in the ledger).
-fn session_by_walk(ledger: &IndexedLedger, session: &str) -> Walked {
+fn session_by_walk(ledger: &Reader, session: &str) -> Walked {
     let mut turns: HashSet<Vec<u8>> = HashSet::new();
     ledger
+        .ledger()
         .walk(&mut |v: RecordView<'_>| {
             let of = v.session() == Some(session.as_bytes());
             if v.kind() == Some(Kind::TurnBegun) && of {
@@ -246,12 +243,12 @@ fn session_by_walk(ledger: &IndexedLedger, session: &str) -> Walked {
         .expect("walk")
 }
 
-fn index_files(ledger: &IndexedLedger) -> usize {
+fn index_files(ledger: &Reader) -> usize {
     fs::read_dir(ledger.index_dir()).map_or(0, |d| d.count())
 }
 
 /// Session, turn and attachment reads give what a walk of the whole ledger gives.
-fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
+fn assert_reads_equal_walk(ledger: &Reader, ids: &[String], what: &str) {
     for session in ["main", "b", "c.d", "none"] {
         let got = ledger.read_session(session).expect("read");
         let want = session_by_walk(ledger, session);
@@ -280,6 +277,7 @@ fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
             let prefix = &id[..cut];
             let got = ledger.read_turn_prefix(prefix).expect("read");
             let mut want = ledger
+                .ledger()
                 .walk(&mut |v| {
                     v.kind() == Some(Kind::RewindBoundary)
                         || v.turn().is_some_and(|t| t.starts_with(prefix.as_bytes()))
@@ -291,6 +289,7 @@ fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
         let one: HashSet<Vec<u8>> = [id.as_bytes().to_vec()].into_iter().collect();
         let got = ledger.read_turns(&one).expect("read");
         let want = ledger
+            .ledger()
             .walk(&mut |v| v.turn() == Some(id.as_bytes()))
             .expect("walk");
         assert_eq!(positions(&got), positions(&want), "{what} {id}");
@@ -298,6 +297,7 @@ fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
     }
     let got = ledger.read_attachments().expect("read");
     let want = ledger
+        .ledger()
         .walk(&mut |v| matches!(v.kind(), Some(Kind::SessionCreated | Kind::AttachmentAdded)))
         .expect("walk");
     assert_eq!(positions(&got), positions(&want), "{what}");
@@ -307,7 +307,7 @@ fn assert_reads_equal_walk(ledger: &IndexedLedger, ids: &[String], what: &str) {
 fn session_turn_and_attachment_reads_equal_a_full_walk() {
     for seed in 1..=12u64 {
         let (_d, ledger, ids) = random_ledger(seed * 7919, 120, 700);
-        assert!(ledger.segment_numbers().expect("segments").len() > 5);
+        assert!(ledger.ledger().segment_numbers().expect("segments").len() > 5);
         for round in 0..2 {
             assert_reads_equal_walk(&ledger, &ids, &format!("seed {seed}"));
             assert!(ledger
@@ -393,8 +393,8 @@ fn summaries_by_walk(entries: &[Entry]) -> (SessionRows, UsageRows) {
 
 /// The summaries of every session, their usage and one session's give what every record
 /// says.
-fn assert_summaries_equal_walk(ledger: &IndexedLedger, what: &str) {
-    let all = ledger.read_all().expect("read");
+fn assert_summaries_equal_walk(ledger: &Reader, what: &str) {
+    let all = ledger.ledger().read_all().expect("read");
     let (want_sessions, want_usage) = summaries_by_walk(&all.entries);
     let got = ledger.summaries(None).expect("summaries");
     let sessions: BTreeMap<String, (u64, Option<i64>, Option<i64>)> = got
@@ -447,7 +447,7 @@ fn workers_usage_is_taken_out_of_their_turns_rows_exactly_across_segments() {
         let mut history = History::new(seed * 7_919);
         history.subtasks = true;
         history.append(&ledger, 200);
-        let all = ledger.read_all().expect("read");
+        let all = ledger.ledger().read_all().expect("read");
         // A turn whose subtask ended in another segment than the turn itself.
         let mut ended_in: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for e in &all.entries {
@@ -555,7 +555,7 @@ fn usage_that_cannot_be_attributed_exactly_is_reported() {
         subtask("t1", 7),
         subtask("never", 11),
     ] {
-        ledger.append_lazy(&[r]).expect("append");
+        ledger.ledger().append_lazy(&[r]).expect("append");
     }
     for round in 0..2 {
         let got = ledger.summaries(Some("s")).expect("summaries");
@@ -602,14 +602,19 @@ fn the_newest_segment_is_read_through_the_index_of_its_first_records() {
     let (dir, ledger) = setup(16_000);
     let mut ledger = ledger;
     let mut history = History::new(4242);
-    let newest_index = |ledger: &IndexedLedger| {
-        let n = *ledger.segment_numbers().expect("ls").last().expect("one");
+    let newest_index = |ledger: &Reader| {
+        let n = *ledger
+            .ledger()
+            .segment_numbers()
+            .expect("ls")
+            .last()
+            .expect("one");
         (
-            ledger.segment_path(n),
+            ledger.ledger().segment_path(n),
             ledger.index_dir().join(crate::layout::index_file_name(n)),
         )
     };
-    let reopen = || IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), 16_000);
+    let reopen = || Reader::open(&dir.path().join("l"), &dir.path().join("lock"), 16_000);
     let mut indexed = 0;
     for round in 0..40 {
         history.append(&ledger, 9);
@@ -665,7 +670,7 @@ fn a_missing_stale_or_damaged_index_is_rebuilt_silently() {
     let want = positions(&ledger.read_session("main").expect("read"));
     // Each read as another process's: this one keeps the indexes it has checked.
     let read = || {
-        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 600);
+        let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 600);
         positions(&fresh.read_session("main").expect("read"))
     };
     let dir = ledger.index_dir();
@@ -704,12 +709,12 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
     let want = positions(&ledger.read_session("main").expect("read"));
     assert_eq!(ledger.sealed_memo.entries().len(), 0);
     assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
-    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    let sealed = ledger.ledger().segment_set().expect("set").numbers.len() - 1;
     assert_eq!(ledger.sealed_memo.entries().len(), sealed);
     fs::remove_dir_all(ledger.index_dir()).expect("rm -r");
     assert_eq!(positions(&ledger.read_session("main").expect("read")), want);
     assert!(sealed > 3, "{sealed} sealed segments");
-    let newest = ledger.segment_set().expect("set").numbers.len() as u64;
+    let newest = ledger.ledger().segment_set().expect("set").numbers.len() as u64;
     let written: Vec<String> = fs::read_dir(ledger.index_dir())
         .expect("ls")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -722,7 +727,7 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
         "only the newest segment's index and the places cache may be written again: {written:?}"
     );
     // A segment put in place of another (a restore, here a damaged copy) is read anew.
-    let path = ledger.segment_path(2);
+    let path = ledger.ledger().segment_path(2);
     let mut bytes = fs::read(&path).expect("read");
     bytes[crate::ledger::HEADER_LEN + 30] ^= 0x08;
     let copy = path.with_extension("copy");
@@ -740,11 +745,11 @@ fn a_process_keeps_the_sealed_segments_it_has_read_until_one_is_replaced() {
 fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
     use std::os::unix::fs::MetadataExt;
     let (dir, ledger) = setup(1 << 20);
-    let other = IndexedLedger::open(&dir.path().join("l"), &dir.path().join("lock"), 1 << 20);
+    let other = Reader::open(&dir.path().join("l"), &dir.path().join("lock"), 1 << 20);
     let mut history = History::new(99);
     let newest = || ledger.index_dir().join(crate::layout::index_file_name(1));
     let inode = || fs::metadata(newest()).ok().map(|m| m.ino() as i64);
-    let kept = |ledger: &IndexedLedger| {
+    let kept = |ledger: &Reader| {
         let newest = ledger.sealed_memo.newest();
         newest.as_ref().map(|(k, _, _)| k.index_inode as i64)
     };
@@ -761,7 +766,7 @@ fn a_process_keeps_the_newest_segments_index_until_it_is_replaced() {
         history.append(&other, 200);
         other.read_session("main").expect("read");
     }
-    assert_eq!(ledger.segment_set().expect("set").numbers, vec![1]);
+    assert_eq!(ledger.ledger().segment_set().expect("set").numbers, vec![1]);
     assert_reads_equal_walk(&ledger, &history.ids(), "after the other");
     assert_eq!(kept(&ledger), inode());
     // Written in place (damage): a stamp that changed opens the file again.
@@ -782,11 +787,14 @@ fn a_dropped_ledger_unmaps_what_it_kept_unless_the_process_is_about_to_exit() {
         maps.contains(path.to_str().expect("utf-8"))
     };
     let (_d, ledger, _) = random_ledger(23, 150, 600);
-    let (seg, index) = (ledger.segment_path(1), ledger.index_path(1));
-    let (dir, lock) = (ledger.dir().to_owned(), ledger.lock_path().to_owned());
+    let (seg, index) = (ledger.ledger().segment_path(1), ledger.index_path(1));
+    let (dir, lock) = (
+        ledger.ledger().dir().to_owned(),
+        ledger.ledger().lock_path().to_owned(),
+    );
     drop(ledger);
     for leave_mapped in [false, true] {
-        let ledger = IndexedLedger::new(
+        let ledger = Reader::new(
             Ledger::open(&dir, &lock, 600),
             super::IndexOptions {
                 leave_mapped,
@@ -809,7 +817,7 @@ fn a_dropped_ledger_unmaps_what_it_kept_unless_the_process_is_about_to_exit() {
 #[test]
 fn damage_in_an_indexed_segment_is_reported_by_every_read() {
     let (_d, ledger, _) = random_ledger(5, 150, 600);
-    let path = ledger.segment_path(2);
+    let path = ledger.ledger().segment_path(2);
     let mut bytes = fs::read(&path).expect("read");
     bytes[crate::ledger::HEADER_LEN + 30] ^= 0x08;
     fs::write(&path, bytes).expect("write");
@@ -889,10 +897,10 @@ fn search_through_the_term_indexes_equals_the_scan_over_random_queries() {
                 text
             });
         for r in records {
-            ledger.append_lazy(&[r]).expect("append");
+            ledger.ledger().append_lazy(&[r]).expect("append");
         }
     }
-    assert!(ledger.segment_numbers().expect("segments").len() > 4);
+    assert!(ledger.ledger().segment_numbers().expect("segments").len() > 4);
     let mut queries: Vec<String> = vec![
         "timeout".into(),
         "TIME-OUT".into(),
@@ -956,7 +964,7 @@ fn records_of(w: &Walked, turns: &std::collections::BTreeSet<String>) -> Vec<(u6
 
 /// The search for `q` through the term indexes and by the scan, and the matcher that keeps
 /// a turn (case-sensitive: these queries are in the texts' case).
-fn indexed_and_scanned(ledger: &IndexedLedger, q: &str) -> (Walked, Walked, regex::Regex) {
+fn indexed_and_scanned(ledger: &Reader, q: &str) -> (Walked, Walked, regex::Regex) {
     let bytes = crate::search::Matcher::new(q).expect("matcher");
     let re = regex::Regex::new(&regex::escape(q)).expect("regex");
     let searcher = crate::search::Searcher::new(ledger);
@@ -1000,7 +1008,7 @@ fn any_flipped_byte_of_an_index_changes_no_read() {
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
     // Each read as another process's (a process keeps the indexes it has verified).
     each_flipped_byte(&path, 150, 0x04, |what| {
-        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
+        let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 900);
         assert_reads_equal_walk(&fresh, &ids, what);
         // Searches read the term maps, the words and their sorted suffixes.
         assert_searches_equal_scan(&fresh, &["utpu", "quest", "output 4", "put"], what);
@@ -1015,7 +1023,7 @@ fn any_flipped_byte_of_an_index_changes_no_summary() {
     assert_summaries_equal_walk(&ledger, "built");
     let path = ledger.index_dir().join(crate::layout::index_file_name(2));
     each_flipped_byte(&path, 150, 0x10, |what| {
-        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
+        let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 900);
         assert_summaries_equal_walk(&fresh, what);
     });
 }
@@ -1055,7 +1063,7 @@ fn the_sessions_cache_changes_no_listing() {
     .expect("cp");
     assert_summaries_equal_walk(&ledger, "another ledger's cache");
     // An index rebuilt (from the same segment, now damaged): the cache no longer describes it.
-    let seg = ledger.segment_path(3);
+    let seg = ledger.ledger().segment_path(3);
     let mut bytes = fs::read(&seg).expect("read");
     bytes[crate::ledger::HEADER_LEN + 20] ^= 0x01;
     fs::write(&seg, bytes).expect("write");
@@ -1108,10 +1116,10 @@ fn a_word_inside_or_at_the_end_of_words_is_found_in_the_sorted_suffixes() {
     ];
     for (i, w) in words.iter().enumerate() {
         for r in super::read::tests::turn(&format!("{i:016x}"), "s", w, "ok") {
-            ledger.append_lazy(&[r]).expect("append");
+            ledger.ledger().append_lazy(&[r]).expect("append");
         }
     }
-    let seg = ledger.load_segment(1).expect("load");
+    let seg = ledger.ledger().load_segment(1).expect("load");
     let (bytes, _) = super::Builder::from_segment(&seg)
         .expect("build")
         .finish(&seg, &[]);
@@ -1206,18 +1214,19 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     let mut history = History::new(29);
     history.append(&ledger, 120);
     ledger
+        .ledger()
         .append(&super::read::tests::turn("rare1", "rare", "q", "a"))
         .expect("append");
     let long = super::read::tests::turn("long1", "long", "q", "a");
-    ledger.append(&long[..1]).expect("append");
+    ledger.ledger().append(&long[..1]).expect("append");
     history.append(&ledger, 60);
     // Its output, which names no session, alone in a segment.
-    ledger.append(&long[1..2]).expect("append");
+    ledger.ledger().append(&long[1..2]).expect("append");
     history.append(&ledger, 60);
-    ledger.append(&long[2..]).expect("append");
+    ledger.ledger().append(&long[2..]).expect("append");
     history.append(&ledger, 60);
     let sessions = ["main", "b", "c.d", "rare", "long", "none"];
-    let check = |ledger: &IndexedLedger, what: &str| {
+    let check = |ledger: &Reader, what: &str| {
         for session in sessions {
             let got = ledger.read_session(session).expect("read");
             let want = session_by_walk(ledger, session);
@@ -1251,11 +1260,11 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     check(&ledger, "indexes built");
     let path = ledger.index_dir().join(super::places::PLACES_CACHE);
     assert!(path.exists(), "the cache is written");
-    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    let sealed = ledger.ledger().segment_set().expect("set").numbers.len() - 1;
     assert!(sealed > 8, "{sealed} sealed segments");
     // A process reading one session opens its segments and the last sealed one.
     let opened = |session: &str| {
-        let fresh = IndexedLedger::open(&d.path().join("l"), &d.path().join("lock"), 700);
+        let fresh = Reader::open(&d.path().join("l"), &d.path().join("lock"), 700);
         let got = positions(&fresh.read_session(session).expect("read"));
         assert_eq!(
             got,
@@ -1288,6 +1297,7 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     check(&ledger, "rebuilt");
     // Segments sealed since the cache was written; then one replaced by another file.
     ledger
+        .ledger()
         .append(&super::read::tests::turn("rare2", "rare", "q", "a"))
         .expect("append");
     history.append(&ledger, 60);
@@ -1295,11 +1305,11 @@ fn a_session_read_opens_only_the_segments_that_hold_it() {
     assert_eq!(opened("rare"), 3, "its two segments and the last");
     // A segment put in place of another (here a copy) is another file: the cache no longer
     // describes the segments, and the next reader opens them all and writes it again.
-    let seg = ledger.segment_path(2);
+    let seg = ledger.ledger().segment_path(2);
     let copy = seg.with_extension("copy");
     fs::copy(&seg, &copy).expect("cp");
     fs::rename(&copy, &seg).expect("rename");
-    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    let sealed = ledger.ledger().segment_set().expect("set").numbers.len() - 1;
     assert_eq!(opened("rare"), sealed);
     assert_eq!(opened("rare"), 3, "the cache is written again");
     fs::copy(&seg, &copy).expect("cp");
@@ -1364,9 +1374,9 @@ fn the_sampled_suffixes_narrow_every_search_to_the_scans_result() {
                 "ok",
             ));
         }
-        ledger.append(&records).expect("append");
+        ledger.ledger().append(&records).expect("append");
     }
-    let sealed = ledger.segment_set().expect("set").numbers.len() - 1;
+    let sealed = ledger.ledger().segment_set().expect("set").numbers.len() - 1;
     assert!(sealed >= 2, "{sealed} sealed segments");
     ledger.read_session("s").expect("build the indexes");
     // A first search merges the term indexes of whole spans of segments.
@@ -1401,8 +1411,8 @@ fn a_long_build_of_the_indexes_is_reported() {
     let (_d, ledger, _) = random_ledger(3, 150, 700);
     let dir = ledger.index_dir();
     let _ = fs::remove_dir_all(&dir);
-    let fresh = IndexedLedger::new(
-        Ledger::open(ledger.dir(), ledger.lock_path(), 700),
+    let fresh = Reader::new(
+        Ledger::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 700),
         super::IndexOptions {
             report_builds: Some(|m| SAID.lock().expect("lock").push(m.to_owned())),
             ..Default::default()
@@ -1427,9 +1437,9 @@ fn a_long_build_of_the_indexes_is_reported() {
 #[test]
 fn an_index_built_with_a_helper_thread_is_the_one_built_alone() {
     let (_d, ledger, _) = random_ledger(23, 1500, 1 << 30);
-    let path = ledger.segment_path(1);
+    let path = ledger.ledger().segment_path(1);
     let build = |helped: bool| {
-        let seg = ledger.load_segment(1).expect("load");
+        let seg = ledger.ledger().load_segment(1).expect("load");
         let from = if helped { 0 } else { usize::MAX };
         let b = super::Builder::from_segment_helped_from(&seg, from).expect("build");
         let intact = b.intact();
@@ -1454,10 +1464,11 @@ fn an_index_built_with_a_helper_thread_is_the_one_built_alone() {
 fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
     use super::terms::Need;
     let (_d, ledger, _) = random_ledger(77, 1400, 400);
-    let sealed = ledger.segment_numbers().expect("segments").len() - 1;
+    let sealed = ledger.ledger().segment_numbers().expect("segments").len() - 1;
     assert!(sealed > 140, "{sealed} sealed segments");
-    let parts = ledger.plan().expect("plan");
-    let tiers = ledger.tiers_for(&parts);
+    let plan = ledger.plan().expect("plan");
+    let parts = plan.parts();
+    let tiers = ledger.tiers_for(parts);
     let spans: Vec<(u64, u64)> = tiers.iter().map(|c| (c.tier.first, c.tier.last)).collect();
     let (mut want, mut f) = (Vec::new(), 1);
     for span in super::tier::SPANS {
@@ -1512,7 +1523,7 @@ fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
     }
     // A second search opens what the first built; a fresh process too.
     for q in TIER_QUERIES {
-        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
+        let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 400);
         assert_searches_equal_scan(&fresh, &[q], "a fresh process");
     }
 }
@@ -1521,7 +1532,7 @@ fn merged_term_indexes_give_what_each_segments_dictionary_gives() {
 const TIER_QUERIES: [&str; 6] = ["output 1", "request 2", "put", "quest 13", "1", "nowhere"];
 
 /// Searches for each of `queries` through the indexes find the turns the scan finds.
-fn assert_searches_equal_scan(ledger: &IndexedLedger, queries: &[&str], what: &str) {
+fn assert_searches_equal_scan(ledger: &Reader, queries: &[&str], what: &str) {
     for &q in queries {
         let (indexed, scanned, re) = indexed_and_scanned(ledger, q);
         assert_eq!(
@@ -1541,11 +1552,11 @@ fn any_flipped_byte_of_a_merged_term_index_changes_no_search() {
     let path = ledger.index_dir().join(super::tier::file_name(1, 32));
     assert!(path.exists());
     each_flipped_byte(&path, 120, 0x08, |what| {
-        let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
+        let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 400);
         assert_searches_equal_scan(&fresh, &TIER_QUERIES, what);
     });
     fs::write(&path, b"not a merged term index").expect("write");
-    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
+    let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 400);
     assert_searches_equal_scan(&fresh, &TIER_QUERIES, "junk in its place");
     assert!(
         super::tier::Tier::open(&path).is_some_and(|t| t.verify_all()),
@@ -1570,7 +1581,7 @@ fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
     let findings = ledger.check_indexes(false).expect("check");
     assert_eq!(findings.len(), 1, "{findings:?}");
     assert!(findings[0].message.contains("stale"), "{findings:?}");
-    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 400);
+    let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 400);
     assert_searches_equal_scan(&fresh, &TIER_QUERIES, "another ledger's");
     assert_eq!(fs::read(&path).expect("read"), good, "built again");
     // Damaged, misnamed, and a stray name: named; repaired.
@@ -1604,10 +1615,11 @@ fn a_stale_or_damaged_merged_term_index_is_rebuilt_and_fsck_names_it() {
 #[test]
 fn only_sealed_segments_are_merged() {
     let (_d, ledger, _) = random_ledger(24, 120, 400);
-    let sealed = ledger.segment_numbers().expect("segments").len() as u64 - 1;
+    let sealed = ledger.ledger().segment_numbers().expect("segments").len() as u64 - 1;
     assert_searches_equal_scan(&ledger, &TIER_QUERIES, "built");
-    let parts = ledger.plan().expect("plan");
-    let tiers = ledger.tiers_for(&parts);
+    let plan = ledger.plan().expect("plan");
+    let parts = plan.parts();
+    let tiers = ledger.tiers_for(parts);
     assert!(!tiers.is_empty());
     assert!(tiers.iter().all(|c| c.tier.last <= sealed), "{sealed}");
     let last = tiers.iter().map(|c| c.tier.last).max().unwrap_or(0);
@@ -1620,11 +1632,11 @@ fn only_sealed_segments_are_merged() {
 fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
     let (_d, ledger) = setup(400);
     let mut history = History::new(25);
-    while ledger.segment_numbers().expect("segments").len() < 14 {
+    while ledger.ledger().segment_numbers().expect("segments").len() < 14 {
         history.append(&ledger, 10);
     }
     assert_searches_equal_scan(&ledger, &TIER_QUERIES, "some spans of 4");
-    let spans = |l: &IndexedLedger| -> Vec<(u64, u64)> {
+    let spans = |l: &Reader| -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = l
             .tier_memo
             .kept()
@@ -1635,7 +1647,7 @@ fn a_full_span_of_32_replaces_the_spans_of_4_inside_it() {
         v
     };
     assert_eq!(spans(&ledger), vec![(1, 4), (5, 8), (9, 12)]);
-    while ledger.segment_numbers().expect("segments").len() < 38 {
+    while ledger.ledger().segment_numbers().expect("segments").len() < 38 {
         history.append(&ledger, 10);
     }
     assert_searches_equal_scan(&ledger, &TIER_QUERIES, "a span of 32");
@@ -1664,11 +1676,11 @@ fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
             if let Record::ToolFinished(f) = &mut r {
                 f.output.inline = format!("the output names {word}");
             }
-            ledger.append_lazy(&[r]).expect("append");
+            ledger.ledger().append_lazy(&[r]).expect("append");
         }
     }
-    assert!(ledger.segment_numbers().expect("segments").len() > 3);
-    let found = |ledger: &IndexedLedger| {
+    assert!(ledger.ledger().segment_numbers().expect("segments").len() > 3);
+    let found = |ledger: &Reader| {
         let (indexed, scanned, re) = indexed_and_scanned(ledger, "zanzibar");
         let turns = matching_turns(&indexed, &re);
         assert_eq!(turns, matching_turns(&scanned, &re));
@@ -1683,7 +1695,7 @@ fn an_index_of_an_earlier_format_is_rebuilt_and_finds_tool_output() {
     let mut bytes = fs::read(&path).expect("read");
     bytes[8..12].copy_from_slice(&(super::format::VERSION - 1).to_le_bytes());
     fs::write(&path, &bytes).expect("write");
-    let fresh = IndexedLedger::open(ledger.dir(), ledger.lock_path(), 900);
+    let fresh = Reader::open(ledger.ledger().dir(), ledger.ledger().lock_path(), 900);
     assert_eq!(found(&fresh), 1);
     assert_eq!(
         super::format::version_of(&path),
@@ -1803,7 +1815,7 @@ fn usage_cost_records_count_in_the_rows_they_name() {
         records.push(cost("lead", None, at, detail(i % 4 + 1)));
         // One record per append: the turn's records fall in several segments.
         for r in records {
-            ledger.append_lazy(&[r]).expect("append");
+            ledger.ledger().append_lazy(&[r]).expect("append");
         }
     }
     for round in 0..2 {

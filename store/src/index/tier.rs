@@ -27,7 +27,7 @@ use super::format::{self, push_u32, push_u64, FileBytes, SectionFile};
 use super::suffixes::{sorted_suffixes, suffix_samples, SuffixTable};
 use super::terms::Need;
 use super::{checked_partition_point, Index, Part, Stale};
-use crate::index::IndexedLedger;
+use crate::index::Reader;
 use crate::ledger::frame::{le_u32, le_u64};
 
 pub const MAGIC: &[u8; 8] = b"AXOTERMS";
@@ -338,7 +338,7 @@ pub(crate) struct Covering {
     pub tier: Arc<Tier>,
 }
 
-impl IndexedLedger {
+impl Reader {
     fn tier_path(&self, first: u64, last: u64) -> PathBuf {
         self.index_dir().join(file_name(first, last))
     }
@@ -474,7 +474,7 @@ impl IndexedLedger {
     }
 }
 
-impl IndexedLedger {
+impl Reader {
     /// Checks every merged term index file against the indexes of the segments it covers
     /// (`heads`: the head checksum of each sealed segment's index) and its checksums. With
     /// `repair`, removes those found wanting and builds every merged index a search would.
@@ -546,8 +546,8 @@ impl IndexedLedger {
             }
         }
         if repair {
-            if let Ok(parts) = self.plan() {
-                self.tiers_for(&parts);
+            if let Ok(plan) = self.plan() {
+                self.tiers_for(plan.parts());
             }
         }
         findings

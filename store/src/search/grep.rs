@@ -18,7 +18,7 @@ use std::collections::{HashSet, VecDeque};
 
 use super::literal::Matcher;
 use crate::index::terms::Need;
-use crate::index::{Index, IndexedLedger, Part, Stale, TURN_POSTING};
+use crate::index::{Index, Part, Reader, Stale, TURN_POSTING};
 use crate::ledger::record::{Kind, Record, RecordView};
 use crate::ledger::{parallel_map, Damaged, RawFrame, SegmentData, Walked, HEADER_LEN};
 use crate::Result;
@@ -383,12 +383,12 @@ impl Found {
 /// the indexed ledger, and searching is this type's, not the index's.
 #[derive(Clone, Copy, Debug)]
 pub struct Searcher<'l> {
-    ix: &'l IndexedLedger,
+    ix: &'l Reader,
 }
 
 impl<'l> Searcher<'l> {
     /// The searches of `ix`.
-    pub fn new(ix: &'l IndexedLedger) -> Searcher<'l> {
+    pub fn new(ix: &'l Reader) -> Searcher<'l> {
         Searcher { ix }
     }
 
@@ -415,12 +415,13 @@ impl<'l> Searcher<'l> {
     /// in and in those it was carried into (open at the end of the one before), so a turn is
     /// looked up in those segments only ([`Found::where_turns_lie`]).
     fn read_matching_indexed(&self, re: &Matcher, needs: &[Need]) -> Result<Option<Walked>> {
-        let parts = self.ix.plan()?;
-        let Some(found) = self.find_turns(&parts, re, needs) else {
+        let plan = self.ix.plan()?;
+        let parts = plan.parts();
+        let Some(found) = self.find_turns(parts, re, needs) else {
             return Ok(None);
         };
-        let mut out = self.read_found(&parts, found);
-        drop(parts);
+        let mut out = self.read_found(parts, found);
+        drop(plan);
         self.ix.complete_rewinds(&mut out)?;
         Ok(Some(out))
     }
@@ -556,13 +557,13 @@ impl<'l> Searcher<'l> {
         // span a segment boundary is then incomplete in the merged result (its begin or end
         // was in a segment whose scan did not know it was wanted), which the check below
         // catches.
-        let set = self.ix.segment_set()?;
+        let set = self.ix.ledger().segment_set()?;
         let numbers = set.numbers.clone();
         let newest = numbers.last().copied().unwrap_or(0);
         let parts = parallel_map(&numbers, |number| {
             let mut part = Collector::default();
             match crate::ledger::segment::load(
-                &self.ix.segment_path(number),
+                &self.ix.ledger().segment_path(number),
                 number,
                 number < newest,
                 0,
@@ -575,7 +576,7 @@ impl<'l> Searcher<'l> {
         let mut c = Collector::default();
         // A missing segment is damage: its records are lost, and a reader must say so.
         c.out.damaged.extend(
-            set.problems(self.ix.dir())
+            set.problems(self.ix.ledger().dir())
                 .into_iter()
                 .map(Damaged::from_error),
         );
