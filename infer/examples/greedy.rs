@@ -1,10 +1,10 @@
 //! Greedy generation from token ids, with timings: a check of the engine on a real model
 //! without the rest of axocoatl.
 //!
-//!   cargo run --release -p axocoatl-infer --example greedy -- MODEL N [--threads T] [--batch B] [--gen-threads G] ID...
+//!   cargo run --release -p axocoatl-infer --example greedy -- MODEL N [--threads T] [--batch B] ID...
 //!
-//! The prompt is read in batches of B tokens (16 unless given) on T threads (1 unless given),
-//! the N tokens generated on G threads (1 unless given). It prints a BLAKE3 hash of the prompt's scores and of the cache, so
+//! The prompt is read in batches of B tokens (16 unless given) on T threads (1 unless given);
+//! generation runs on one. It prints a BLAKE3 hash of the prompt's scores and of the cache, so
 //! that two builds, or two thread counts, can be compared bit for bit.
 #![expect(clippy::print_stdout, reason = "an example that reports on stdout")]
 
@@ -26,9 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let threads = option("--threads", 1)?.max(1);
     let batch = option("--batch", 16)?.max(1);
-    let gen_threads = option("--gen-threads", 1)?.max(1);
     if args.len() < 4 {
-        println!("usage: greedy MODEL N [--threads T] [--batch B] [--gen-threads G] ID...");
+        println!("usage: greedy MODEL N [--threads T] [--batch B] ID...");
         return Ok(());
     }
     let started = Instant::now();
@@ -66,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         out.push(best as u32);
-        model.forward_threads(&mut cache, &[best as u32], Some(&mut logits), gen_threads)?;
+        model.forward(&mut cache, &[best as u32], Some(&mut logits))?;
     }
     let gen_time = t.elapsed();
     println!("{out:?}");

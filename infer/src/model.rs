@@ -2,8 +2,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use crate::cache::Cache;
 use crate::config::Config;
@@ -181,11 +180,11 @@ impl Model {
 
     /// [`Model::forward`] on up to `threads` threads: each takes whole groups of the batch's
     /// tokens through whole layers, the threads meeting about once per layer (see the
-    /// module `pass`), so a batch of `n` tokens keeps at most `n / 8` threads busy; the
-    /// scores of the vocabulary are shared too (a single token's only shared work). The
-    /// threads beside the caller live as long as the model and sleep while they wait. The
-    /// results are the same, bit for bit, whatever the number of threads; while another pass
-    /// holds the threads, this one runs on the calling thread alone.
+    /// module `pass`), so a batch of `n` tokens keeps at most `n / 8` threads busy and a
+    /// single token runs on the calling thread. The threads beside the caller live as long as
+    /// the model and sleep between passes. The results are the same, bit for bit, whatever
+    /// the number of threads; while another pass holds the threads, this one runs on the
+    /// calling thread alone.
     pub fn forward_threads(
         &self,
         cache: &mut Cache,
@@ -235,40 +234,9 @@ impl Model {
             acts.quantize(&normed, 1, c.embedding);
             logits.clear();
             logits.resize(c.vocab, 0.0);
-            self.scores(&acts, logits, threads);
+            kernel::matmul(self.isa, &self.mat(&self.output), &acts, logits);
         }
         Ok(())
-    }
-
-    /// The scores of the vocabulary for the quantized hidden state `acts`: the output matrix
-    /// (as large as a sixth of the model) shared between up to `threads` threads in blocks of
-    /// rows taken from a counter, so that a thread the system is not running holds back only
-    /// the block it took. One token's only product large enough to share for one meeting.
-    fn scores(&self, acts: &Acts, logits: &mut [f32], threads: usize) {
-        let output = self.mat(&self.output);
-        let pool = (threads > 1).then(|| self.pool.try_lock().ok()).flatten();
-        let Some(mut pool) = pool else {
-            return kernel::matmul(self.isa, &output, acts, logits);
-        };
-        let rows = output.rows.div_ceil(8 * threads).max(8);
-        let blocks: Vec<Mutex<&mut [f32]>> = logits.chunks_mut(rows).map(Mutex::new).collect();
-        let next = AtomicUsize::new(0);
-        let row_bytes = output.row_bytes();
-        pool.run(threads - 1, &|_| loop {
-            let b = next.fetch_add(1, Ordering::Relaxed);
-            let Some(block) = blocks.get(b) else {
-                return;
-            };
-            // Each block is taken once: its lock is never waited for.
-            let mut out = block.lock().unwrap_or_else(PoisonError::into_inner);
-            let first = b * rows;
-            let part = MatRef {
-                rows: out.len(),
-                bytes: &output.bytes[first * row_bytes..(first + out.len()) * row_bytes],
-                ..output
-            };
-            kernel::matmul(self.isa, &part, acts, &mut out);
-        });
     }
 
     /// `(cos, sin)` of every pair of every new position.

@@ -516,8 +516,7 @@ pub struct ProviderConfig {
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: compute threads of the model (reading a prompt, and the vocabulary's scores
-    /// of each generated token).
+    /// `local`: compute threads for reading prompts (generation runs on one).
     #[serde(default)]
     pub threads: Option<usize>,
     /// `local`: context positions (at most what the model was trained for: 8192 for the default).
