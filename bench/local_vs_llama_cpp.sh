@@ -3,15 +3,15 @@
 # prompt and generation tokens/s, time to first token and peak RSS of each engine's process
 # (axocoatl's release build through examples/local_timings.rs; llama.cpp through
 # llama-cpp-python built from PyPI by bench/llama-cpp-setup.sh, the Python process included);
-# 1 and 2 threads with both cores kept busy; a one-shot `send` of a short prompt in a fresh
-# session (wall, peak RSS); and the eight turns of one session, each timed.
+# 1 and 2 threads, idle and with both cores kept busy; a one-shot `send` of a short prompt in
+# a fresh session (wall, peak RSS); and the eight turns of one session, each timed.
 #
 #   bench/local_vs_llama_cpp.sh [ROUNDS]
 #
 # Builds what it runs (cargo build --release under CARGO_TARGET_DIR, or target/). Rounds run
 # one after the other, and the load average is printed with each: other work on the machine
 # moves the wall-clock figures, so each engine also prints tokens per second of the CPU time
-# its computing thread got (what a busy machine does not change).
+# its process got (every thread it computes on; what a busy machine changes much less).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -30,23 +30,23 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "model: $(basename "$model"); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "llama.cpp: llama-cpp-python $("$py" -c 'import llama_cpp; print(llama_cpp.__version__)'), built here from PyPI"
 echo
-echo "== 1 thread, idle (goals: tokens/s ratio >= 1.0, load <= 0.15 s) =="
+echo "== 1 and 2 threads, idle (goals: tokens/s ratio >= 1.0 for each, load <= 0.15 s) =="
 for ((r = 1; r <= rounds; r++)); do
-  echo "round $r (load average $(load))"
-  echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 1)"
-  echo "  axocoatl   $("$timings" "$model" --threads 1)"
+  for t in 1 2; do
+    echo "round $r, $t thread(s) (load average $(load))"
+    echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t")"
+    echo "  axocoatl   $("$timings" "$model" --threads "$t")"
+  done
 done
 echo
-echo "== threads with both cores kept busy by 2 spinning threads (the goal: no collapse) =="
-for t in 1 2; do
-  echo "$t thread(s), busy (load average $(load))"
-  echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" 2)"
-  echo "  axocoatl   $("$timings" "$model" --threads "$t" --busy 2)"
+echo "== both cores kept busy by 2 spinning processes (goal: 2 threads no slower than 1) =="
+for ((r = 1; r <= rounds; r++)); do
+  for t in 1 2; do
+    echo "round $r, $t thread(s), busy (load average $(load))"
+    echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" 2)"
+    echo "  axocoatl   $("$timings" "$model" --threads "$t" --busy 2)"
+  done
 done
-echo "2 threads, idle (load average $(load))"
-echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" 2)"
-echo "  axocoatl   $("$timings" "$model" --threads 2)"
-
 echo
 echo "== one-shot send of a short prompt, fresh session (goals: <= 0.4 s wall; peak RSS <= llama.cpp's + 10%) =="
 "$bin" init "$work/repo" >/dev/null

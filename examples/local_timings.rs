@@ -6,12 +6,14 @@
 //!   local_timings MODEL --prompts        # the two rendered prompts, NUL-separated
 //!   local_timings MODEL [--threads N] [--busy N]
 //!
-//! `--busy N` keeps N threads spinning beside the model (a machine whose cores are taken).
+//! `--busy N` keeps N processes spinning beside the model (a machine whose cores are taken);
+//! they are processes, as on llama.cpp's side, so that the CPU time printed is the model's
+//! alone: `prompt_tok_per_cpu_s` and `gen_tok_per_cpu_s` count the CPU time of this whole
+//! process (every thread the model computes on), as `getrusage(RUSAGE_SELF)` reports it.
 #![expect(clippy::print_stdout, reason = "an example that reports on stdout")]
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::process::{Child, Command};
 
 use axocoatl::provider::local::{LocalOptions, LocalProvider};
 use axocoatl::provider::{Cancel, ChatRequest, Message, Provider, Role, Sampling};
@@ -54,24 +56,15 @@ fn arg(args: &[String], name: &str) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "--spin") {
+        spin();
+    }
     let Some(model) = args.get(1).map(PathBuf::from) else {
         println!("usage: local_timings MODEL [--prompts] [--threads N] [--busy N]");
         std::process::exit(2);
     };
     let threads = arg(&args, "--threads").max(1);
-    let busy = arg(&args, "--busy");
-    let stop = Arc::new(AtomicBool::new(false));
-    let spinners: Vec<_> = (0..busy)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
-            })
-        })
-        .collect();
+    let spinners = Spinners::start(arg(&args, "--busy"));
     let mut p = LocalProvider::load(LocalOptions {
         name: "local".into(),
         model_path: model,
@@ -103,10 +96,7 @@ fn main() {
     // The generation call's CPU time less its prompt's reading, at the rate just measured.
     let reading = generation.prompt_read as f64 * prompt_cpu / prompt.prompt_read.max(1) as f64;
     let generation_cpu = (generation_cpu - reading).max(1e-9);
-    stop.store(true, Ordering::Relaxed);
-    for s in spinners {
-        let _ = s.join();
-    }
+    drop(spinners);
     let rate = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
     println!(
         "load_s={:.3} prompt_tokens={} prompt_tok_s={:.1} prompt_tok_per_cpu_s={:.1} gen_tokens={} gen_tok_s={:.1} gen_tok_per_cpu_s={:.1} ttft_s={:.3} max_rss_mib={:.1} kernels={}",
@@ -126,14 +116,64 @@ fn main() {
     );
 }
 
-/// CPU time this thread has run, from `/proc/thread-self/schedstat` (nanoseconds): the
-/// model computes on the calling thread, and this time does not grow while other work on a
-/// busy machine holds the core.
+/// CPU time of this process so far, every thread of it (user and system).
+#[expect(
+    unsafe_code,
+    reason = "getrusage into a zeroed struct: libc has no safe wrapper"
+)]
 fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |ns| ns / 1e9)
+    // SAFETY: `rusage` is plain data, valid zeroed; getrusage writes it whole or fails.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return 0.0;
+        }
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// Processes that keep a core busy each, killed when dropped.
+struct Spinners(Vec<Child>);
+
+impl Spinners {
+    fn start(n: usize) -> Spinners {
+        let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+        Spinners(
+            (0..n)
+                .map(|_| {
+                    Command::new(&exe)
+                        .arg("--spin")
+                        .spawn()
+                        .unwrap_or_else(|e| panic!("{e}"))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Spins until the process that started this one is gone.
+fn spin() -> ! {
+    let parent = std::os::unix::process::parent_id();
+    let mut x = 0u64;
+    loop {
+        for _ in 0..10_000_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        if std::os::unix::process::parent_id() != parent {
+            std::process::exit(0);
+        }
+    }
 }
 
 /// The process's peak resident set, from `/proc/self/status`.

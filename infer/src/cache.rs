@@ -184,10 +184,10 @@ impl Cache {
 
     /// Adds the keys and values of new positions to layer `l` (the positions are counted by
     /// [`Cache::push_tokens`] once every layer has them).
-    pub(crate) fn push_kv(&mut self, l: usize, k: &[f32], v: &[f32]) {
+    pub(crate) fn push_kv(&mut self, l: usize, k: &[u16], v: &[u16]) {
         let (keys, values) = &mut self.layers[l];
-        keys.extend(k.iter().map(|&x| crate::quant::f32_to_f16(x)));
-        values.extend(v.iter().map(|&x| crate::quant::f32_to_f16(x)));
+        keys.extend_from_slice(k);
+        values.extend_from_slice(v);
     }
 
     pub(crate) fn layer(&self, l: usize) -> (&[u16], &[u16]) {

@@ -73,14 +73,10 @@ impl MatRef<'_> {
 pub const GROUP: usize = 8;
 
 /// `out[t · w.rows + r] = w[r] · x[t]` for every row `r` of `w` and every row `t` of `x`.
+/// Each value is computed by the same instructions in the same order however many rows `x`
+/// has: a row gives the same values in any batch (the forward pass relies on it to give the
+/// same results whatever its threads and batches).
 pub fn matmul(isa: Isa, w: &MatRef<'_>, x: &Acts, out: &mut [f32]) {
-    matmul_threads(isa, w, x, out, 1);
-}
-
-/// [`matmul`] with the activation rows shared between up to `threads` threads, each
-/// computing whole rows of `out` (so none waits on another until all are done). Each value is
-/// computed by the same instructions in the same order whatever the split.
-pub fn matmul_threads(isa: Isa, w: &MatRef<'_>, x: &Acts, out: &mut [f32], threads: usize) {
     assert!(
         x.cols == w.cols
             && w.cols.is_multiple_of(BLOCK)
@@ -88,18 +84,7 @@ pub fn matmul_threads(isa: Isa, w: &MatRef<'_>, x: &Acts, out: &mut [f32], threa
             && out.len() >= x.rows * w.rows,
         "matmul: shapes disagree"
     );
-    let out = &mut out[..x.rows * w.rows];
-    let threads = threads.clamp(1, x.rows.max(1));
-    if threads == 1 {
-        return matmul_rows(isa, w, x, 0, out);
-    }
-    // Whole groups of rows, the kernels' batch, shared out as evenly as they go.
-    let per = x.rows.div_ceil(threads).div_ceil(GROUP) * GROUP;
-    std::thread::scope(|scope| {
-        for (i, part) in out.chunks_mut(per * w.rows).enumerate() {
-            scope.spawn(move || matmul_rows(isa, w, x, i * per, part));
-        }
-    });
+    matmul_rows(isa, w, x, 0, &mut out[..x.rows * w.rows]);
 }
 
 /// The rows of `x` from `first` on, as many as `out` has room for.
@@ -578,9 +563,14 @@ mod tests {
                 for (p, f) in plain.iter().zip(&fast) {
                     prop_assert!((p - f).abs() <= 1e-3 * (1.0 + p.abs()), "{kind:?}: {p} vs {f}");
                 }
-                let mut split = vec![0f32; tokens * rows];
-                matmul_threads(Isa::detect(), &w, &acts, &mut split, 2);
-                prop_assert_eq!(&split, &fast, "a split product is the same product");
+                // Each row alone gives the values it gives in the batch, to the bit.
+                for (t, want) in fast.chunks_exact(rows).enumerate() {
+                    let mut one = Acts::default();
+                    one.quantize(&x[t * cols..], 1, cols);
+                    let mut alone = vec![0f32; rows];
+                    matmul(Isa::detect(), &w, &one, &mut alone);
+                    prop_assert_eq!(&alone[..], want, "row {} alone", t);
+                }
             }
         }
 

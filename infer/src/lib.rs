@@ -21,6 +21,7 @@ pub mod gguf;
 pub mod kernel;
 pub mod kquant;
 mod model;
+mod pool;
 pub mod quant;
 pub mod rewrite;
 mod widen;

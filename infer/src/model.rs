@@ -2,13 +2,19 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Mutex;
 
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::gguf::{self, Gguf, TensorInfo};
 use crate::kernel::{self, Isa, MatRef};
+use crate::pool::Pool;
 use crate::quant::{self, Acts, Kind};
 use crate::Error;
+
+mod pass;
+
+use self::pass::Pass;
 
 /// Where a matrix's bytes are: in the mapped file, or widened at load.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +56,8 @@ pub struct Model {
     /// `base^(-2j / head_dim)` for each pair `j` of a head's values.
     inv_freq: Vec<f32>,
     isa: Isa,
+    /// The threads that share a pass with the caller (see [`Model::forward_threads`]).
+    pool: Mutex<Pool>,
 }
 
 impl Model {
@@ -116,6 +124,7 @@ impl Model {
             layers,
             inv_freq,
             isa,
+            pool: Mutex::default(),
         })
     }
 
@@ -169,8 +178,13 @@ impl Model {
         self.forward_threads(cache, tokens, logits, 1)
     }
 
-    /// [`Model::forward`] with the matrix products of a batch of tokens shared between up to
-    /// `threads` threads (a single token runs on one: see [`kernel::matmul_threads`]).
+    /// [`Model::forward`] on up to `threads` threads: each takes whole groups of the batch's
+    /// tokens through whole layers, the threads meeting about once per layer (see the
+    /// module `pass`), so a batch of `n` tokens keeps at most `n / 8` threads busy and a
+    /// single token runs on the calling thread. The threads beside the caller live as long as
+    /// the model and sleep between passes. The results are the same, bit for bit, whatever
+    /// the number of threads; while another pass holds the threads, this one runs on the
+    /// calling thread alone.
     pub fn forward_threads(
         &self,
         cache: &mut Cache,
@@ -197,30 +211,30 @@ impl Model {
         if tokens.is_empty() {
             return Ok(());
         }
-        let n = tokens.len();
-        let mut x = vec![0f32; n * c.embedding];
-        let embedding = self.mat(&self.embedding);
-        for (row, &t) in x.chunks_exact_mut(c.embedding).zip(tokens) {
-            quant::dequantize_row(embedding.kind, embedding.row(t as usize), row);
+        let pass = Pass::new(self, cache, tokens, threads);
+        let pool = (pass.threads() > 1)
+            .then(|| self.pool.try_lock().ok())
+            .flatten();
+        match pool {
+            Some(mut pool) => pool.run(pass.threads() - 1, &|i| pass.run(i)),
+            None => pass.run(0),
         }
-        let rope = self.rope_table(start, n);
-        let mut work = Work {
-            threads: threads.max(1),
-            ..Work::default()
-        };
-        for (l, layer) in self.layers.iter().enumerate() {
-            self.attention(layer, l, cache, start, &rope, &mut x, &mut work);
-            self.feed_forward(layer, &mut x, &mut work);
+        let (kv, last) = pass.finish();
+        let groups = kv.len() / c.layers;
+        for (l, layer) in kv.chunks(groups).enumerate() {
+            for group in layer {
+                cache.push_kv(l, &group.keys, &group.values);
+            }
         }
         cache.push_tokens(tokens);
         if let Some(logits) = logits {
-            let last = &x[(n - 1) * c.embedding..];
             let mut normed = vec![0f32; c.embedding];
-            rms_norm(last, &self.output_norm, c.rms_eps, &mut normed);
-            work.acts.quantize(&normed, 1, c.embedding);
+            pass::rms_norm(&last, &self.output_norm, c.rms_eps, &mut normed);
+            let mut acts = Acts::default();
+            acts.quantize(&normed, 1, c.embedding);
             logits.clear();
             logits.resize(c.vocab, 0.0);
-            kernel::matmul(self.isa, &self.mat(&self.output), &work.acts, logits);
+            kernel::matmul(self.isa, &self.mat(&self.output), &acts, logits);
         }
         Ok(())
     }
@@ -235,166 +249,6 @@ impl Model {
             }
         }
         out
-    }
-
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one layer's attention: its weights, its cache and the batch's buffers"
-    )]
-    fn attention(
-        &self,
-        layer: &Layer,
-        l: usize,
-        cache: &mut Cache,
-        start: usize,
-        rope: &[(f32, f32)],
-        x: &mut [f32],
-        w: &mut Work,
-    ) {
-        let c = &self.config;
-        let (e, hd, kvw) = (c.embedding, c.head_dim, c.kv_width());
-        let qw = c.heads * hd;
-        let n = x.len() / e;
-        w.normed.resize(n * e, 0.0);
-        for (row, out) in x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
-            rms_norm(row, &layer.attn_norm, c.rms_eps, out);
-        }
-        w.acts.quantize(&w.normed, n, e);
-        w.q.resize(n * qw, 0.0);
-        w.k.resize(n * kvw, 0.0);
-        w.v.resize(n * kvw, 0.0);
-        kernel::matmul_threads(self.isa, &self.mat(&layer.q), &w.acts, &mut w.q, w.threads);
-        kernel::matmul_threads(self.isa, &self.mat(&layer.k), &w.acts, &mut w.k, w.threads);
-        kernel::matmul_threads(self.isa, &self.mat(&layer.v), &w.acts, &mut w.v, w.threads);
-        let pairs = hd / 2;
-        for t in 0..n {
-            let table = &rope[t * pairs..(t + 1) * pairs];
-            for head in w.q[t * qw..(t + 1) * qw].chunks_exact_mut(hd) {
-                apply_rope(head, table);
-            }
-            for head in w.k[t * kvw..(t + 1) * kvw].chunks_exact_mut(hd) {
-                apply_rope(head, table);
-            }
-        }
-        cache.push_kv(l, &w.k, &w.v);
-        let (keys, values) = cache.layer(l);
-        let group = c.heads / c.kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        w.out.clear();
-        w.out.resize(n * qw, 0.0);
-        for t in 0..n {
-            let visible = start + t + 1;
-            w.scores.resize(visible, 0.0);
-            for h in 0..c.heads {
-                let kv = (h / group) * hd;
-                let q = &w.q[t * qw + h * hd..t * qw + (h + 1) * hd];
-                kernel::scores_f16(self.isa, q, keys, kvw, kv, scale, &mut w.scores);
-                softmax(&mut w.scores);
-                let out = &mut w.out[t * qw + h * hd..t * qw + (h + 1) * hd];
-                kernel::weighted_sum_f16(self.isa, &w.scores, values, kvw, kv, out);
-            }
-        }
-        w.acts.quantize(&w.out, n, qw);
-        w.proj.resize(n * e, 0.0);
-        kernel::matmul_threads(
-            self.isa,
-            &self.mat(&layer.o),
-            &w.acts,
-            &mut w.proj,
-            w.threads,
-        );
-        for (a, b) in x.iter_mut().zip(&w.proj) {
-            *a += b;
-        }
-    }
-
-    fn feed_forward(&self, layer: &Layer, x: &mut [f32], w: &mut Work) {
-        let c = &self.config;
-        let (e, ff) = (c.embedding, c.feed_forward);
-        let n = x.len() / e;
-        w.normed.resize(n * e, 0.0);
-        for (row, out) in x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
-            rms_norm(row, &layer.ffn_norm, c.rms_eps, out);
-        }
-        w.acts.quantize(&w.normed, n, e);
-        w.gate.resize(n * ff, 0.0);
-        w.up.resize(n * ff, 0.0);
-        kernel::matmul_threads(
-            self.isa,
-            &self.mat(&layer.gate),
-            &w.acts,
-            &mut w.gate,
-            w.threads,
-        );
-        kernel::matmul_threads(
-            self.isa,
-            &self.mat(&layer.up),
-            &w.acts,
-            &mut w.up,
-            w.threads,
-        );
-        for (g, u) in w.gate.iter_mut().zip(&w.up) {
-            *g = *g / (1.0 + (-*g).exp()) * u;
-        }
-        w.acts.quantize(&w.gate, n, ff);
-        w.proj.resize(n * e, 0.0);
-        kernel::matmul_threads(
-            self.isa,
-            &self.mat(&layer.down),
-            &w.acts,
-            &mut w.proj,
-            w.threads,
-        );
-        for (a, b) in x.iter_mut().zip(&w.proj) {
-            *a += b;
-        }
-    }
-}
-
-/// Buffers of one forward pass, reused from layer to layer.
-#[derive(Default)]
-struct Work {
-    threads: usize,
-    normed: Vec<f32>,
-    acts: Acts,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    out: Vec<f32>,
-    scores: Vec<f32>,
-    proj: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-}
-
-fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
-    let mean = (sum / x.len() as f64) as f32;
-    let scale = 1.0 / (mean + eps).sqrt();
-    for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
-        *o = v * scale * w;
-    }
-}
-
-/// Rotates each pair `(2j, 2j + 1)` of a head's values by its angle (GGML's "normal" rope,
-/// the one llama files are converted for).
-fn apply_rope(head: &mut [f32], table: &[(f32, f32)]) {
-    for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(table) {
-        let (a, b) = (pair[0], pair[1]);
-        pair[0] = a * cos - b * sin;
-        pair[1] = a * sin + b * cos;
-    }
-}
-
-fn softmax(x: &mut [f32]) {
-    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let mut sum = 0f32;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    for v in x.iter_mut() {
-        *v /= sum;
     }
 }
 
@@ -638,6 +492,65 @@ mod tests {
             Model::open_with(&tiny_model(dir.path()), Isa::Plain).unwrap_or_else(|e| panic!("{e}"));
         let by_plain = logits_of(&plain, &mut Cache::new(plain.config()), &prompt);
         assert!(close(&whole, &by_plain));
+    }
+
+    /// Reads `prompt` in batches of `batch` tokens on `threads` threads: the last scores and
+    /// the cache as bytes.
+    fn read(model: &Model, prompt: &[u32], batch: usize, threads: usize) -> (Vec<f32>, Vec<u8>) {
+        let mut cache = Cache::new(model.config());
+        let mut logits = Vec::new();
+        for chunk in prompt.chunks(batch) {
+            model
+                .forward_threads(&mut cache, chunk, Some(&mut logits), threads)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        (logits, cache.to_bytes(&[0; 32], usize::MAX))
+    }
+
+    #[test]
+    fn the_thread_count_and_the_batches_change_no_bit_of_the_scores_or_the_cache() {
+        let dir = tempfile_dir();
+        let path = tiny_model(dir.path());
+        let prompt: Vec<u32> = (0..117u32).map(|i| (i * 7 + i / 5) % 40).collect();
+        for isa in [Isa::Plain, Isa::detect()] {
+            let model = Model::open_with(&path, isa).unwrap_or_else(|e| panic!("{e}"));
+            // One thread, one token at a time: what generation does.
+            let (one_by_one, cache) = read(&model, &prompt, 1, 1);
+            for (batch, threads) in [
+                (16, 1),
+                (117, 1),
+                (1, 2),
+                (16, 2),
+                (48, 2),
+                (40, 3),
+                (117, 3),
+            ] {
+                let (logits, bytes) = read(&model, &prompt, batch, threads);
+                assert!(
+                    logits == one_by_one && bytes == cache,
+                    "{}: batches of {batch} on {threads} threads differ",
+                    isa.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn passes_from_two_threads_at_once_share_the_model() {
+        let dir = tempfile_dir();
+        let model = Model::open(&tiny_model(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        let prompt: Vec<u32> = (0..64u32).map(|i| (i * 11) % 40).collect();
+        let alone = read(&model, &prompt, 32, 2);
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| read(&model, &prompt, 32, 2));
+            let b = s.spawn(|| read(&model, &prompt, 32, 2));
+            (a.join(), b.join())
+        });
+        let (a, b) = (
+            a.unwrap_or_else(|_| panic!()),
+            b.unwrap_or_else(|_| panic!()),
+        );
+        assert!(a == alone && b == alone);
     }
 
     #[test]

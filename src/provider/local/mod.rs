@@ -55,8 +55,9 @@ const DEFAULT_TOP_P: f64 = 0.9;
 const SEED: u64 = 299_792_458;
 const REPEAT_PENALTY: f32 = 1.1;
 const REPEAT_WINDOW: usize = 64;
-/// Prompt tokens per forward pass: large enough that each weight is read from memory once
-/// for many tokens, small enough that cancellation is seen within ~100 ms.
+/// Prompt tokens per forward pass and thread: large enough that each weight is read from
+/// memory once for many tokens, small enough that cancellation is seen within ~100 ms (each
+/// thread's share of a pass is 16 tokens' work, whatever the number of threads).
 const PROMPT_CHUNK: usize = 16;
 /// Prompts of at least this many tokens report their reading as progress.
 const LONG_PROMPT: usize = 256;
@@ -441,8 +442,9 @@ impl LocalProvider {
         let mut logits = Vec::new();
         // A prompt this long takes a second or more on a laptop: its reading is reported.
         let long = rest.len() >= LONG_PROMPT;
-        let chunks = rest.len().div_ceil(PROMPT_CHUNK);
-        for (i, chunk) in rest.chunks(PROMPT_CHUNK).enumerate() {
+        let per_pass = PROMPT_CHUNK.saturating_mul(self.threads);
+        let chunks = rest.len().div_ceil(per_pass);
+        for (i, chunk) in rest.chunks(per_pass).enumerate() {
             if cancel.is_cancelled() {
                 if long {
                     crate::progress::report(crate::progress::Progress::Done);
@@ -451,7 +453,7 @@ impl LocalProvider {
             }
             if long {
                 crate::progress::report(crate::progress::Progress::ReadingPrompt {
-                    done: i * PROMPT_CHUNK,
+                    done: i * per_pass,
                     total: rest.len(),
                 });
             }

@@ -105,11 +105,14 @@ pub fn remove_stale_copies(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Compute threads when the configuration names none. Generation reads one token at a time:
-/// each of its matrix products is a few hundred microseconds of work, too little to share
-/// without the threads waiting on each other, and on a machine whose cores are busy a thread
-/// that waits for a descheduled one stalls the whole step (candle's busy-waiting pool fell
-/// from ~73 to ~4 tokens/s with 2 threads and both cores busy). So generation always runs on
-/// one thread; `threads` above one splits a prompt's batches between threads, each reading
-/// its own tokens, which never wait on one another within a matrix product.
+/// Compute threads when the configuration names none. With more, a prompt's passes share
+/// their tokens between threads, each taking whole groups of tokens through whole layers and
+/// meeting the others about once per layer, asleep while it waits (never spinning), so on a
+/// machine whose cores are busy 2 threads read a prompt no slower than 1. Generation reads one
+/// token at a time and always runs on one thread: a layer's products are each a few tens
+/// of microseconds of work, and handing one to a sleeping thread and hearing back costs ~50 µs
+/// on a 2-core virtual machine; sharing only its largest, the vocabulary's scores, once per
+/// token, gave 0.95-1.0× llama.cpp's 2-thread generation idle and 0.83-0.98× one thread's on
+/// busy cores (BENCHMARKS.md). 1 stays the default: a process takes more of the machine's
+/// cores only when its configuration says so.
 pub const DEFAULT_THREADS: usize = 1;
