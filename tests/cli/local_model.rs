@@ -407,6 +407,49 @@ fn cancellation_is_prompt_during_a_long_prompt() {
     );
 }
 
+/// A prompt read on 3 threads (passes of 48 tokens, each thread taking groups of 8 through
+/// whole layers) gives the answer one thread gives, and so does the next turn read from the
+/// attention cache those threads filled.
+#[test]
+fn a_prompt_read_on_three_threads_answers_as_on_one() {
+    let mut three = LocalProvider::load(LocalOptions {
+        name: "local".into(),
+        model_path: model_path(),
+        threads: Some(3),
+        context_size: None,
+        ready_dir: None,
+    })
+    .unwrap_or_else(|e| panic!("loading the model: {e}"));
+    assert_eq!(three.threads(), 3);
+    let notes = "Note: the river rose after the storm and the bridge was closed for repairs.\n";
+    let first = request(
+        vec![user(&format!("{}Summarise the notes.", notes.repeat(8)))],
+        greedy(16),
+    );
+    let answer = |p: &mut LocalProvider, req: &ChatRequest| {
+        let (result, _, _) = run(p, req);
+        result
+            .unwrap_or_else(|e| panic!("chat failed: {e}"))
+            .message
+            .content
+    };
+    let on_three = answer(&mut three, &first);
+    let mut one = provider();
+    one.clear_cache();
+    assert_eq!(one.threads(), 1);
+    let on_one = answer(&mut one, &first);
+    assert_eq!(on_three, on_one);
+    assert!(three.last_timings().prompt_read > 100);
+
+    let mut messages = first.messages.clone();
+    messages.push(Message::new(Role::Assistant, on_one.as_str()));
+    messages.push(user(&format!("{}And now in French.", notes.repeat(4))));
+    let second = request(messages, greedy(16));
+    let (on_three, on_one) = (answer(&mut three, &second), answer(&mut one, &second));
+    assert_eq!(three.last_cache_use(), CacheUse::Memory);
+    assert_eq!(on_three, on_one);
+}
+
 fn load_with_ready(model_path: PathBuf, ready_dir: &std::path::Path) -> LocalProvider {
     LocalProvider::load(LocalOptions {
         name: "local".into(),

@@ -101,6 +101,7 @@ impl<'a> Pass<'a> {
             })
             .collect();
         let start = cache.len();
+        let groups_len = groups.len();
         Pass {
             model,
             cache,
@@ -113,13 +114,15 @@ impl<'a> Pass<'a> {
             next: AtomicUsize::new(0),
             aborted: Mutex::new(false),
             published: Condvar::new(),
-            work: (0..threads.max(1)).map(|_| Mutex::default()).collect(),
+            work: (0..threads.clamp(1, groups_len))
+                .map(|_| Mutex::default())
+                .collect(),
         }
     }
 
     /// How many threads can work at once: one per group at most.
     pub(super) fn threads(&self) -> usize {
-        self.work.len().min(self.groups.len())
+        self.work.len()
     }
 
     /// Takes items until none is left; `thread` (below [`Pass::threads`]) names the buffers.
