@@ -749,7 +749,18 @@ fn provider_entry(c: &mut Checker<'_>, name: &str, p: &ProviderConfig) {
             );
         }
     }
+    if let Some(threads) = p.threads.filter(|&t| t > MAX_THREADS) {
+        c.error(
+            c.value(&field("threads")),
+            format!("provider `{name}`: threads is {threads}, more than {MAX_THREADS}"),
+            "set `threads` to at most the machine's cores: a thread beyond them only waits for one",
+        );
+    }
 }
+
+/// The most compute threads a `local` provider may ask for: each one is a thread the model
+/// keeps while it is loaded, and a prompt is shared out in groups of 8 tokens.
+pub const MAX_THREADS: usize = 256;
 
 /// The OTLP protocols `telemetry.protocol` takes.
 pub const OTLP_PROTOCOLS: &[&str] = &["http/protobuf", "http/json"];

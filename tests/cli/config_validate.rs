@@ -145,6 +145,10 @@ const INVALID: &[(&str, &str)] = &[
         "provider_bad_base_url_and_zero_timeout",
         "a base_url without scheme, a zero timeout",
     ),
+    (
+        "provider_local_too_many_threads",
+        "a local provider asking for more threads than any machine's cores",
+    ),
     ("provider_missing_kind", "a provider entry without kind"),
     // memory
     (
