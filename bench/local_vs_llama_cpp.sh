@@ -19,8 +19,10 @@ target="${CARGO_TARGET_DIR:-target}"
 model="${AXOCOATL_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/axocoatl/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 [ -f "$model" ] || { echo "no model at $model: run axocoatl models fetch first" >&2; exit 1; }
 cargo build --release --locked --quiet --bin axocoatl --example local_timings
+cargo build --release --locked --quiet -p axocoatl-infer --example read_ceiling
 bin="$(realpath "$target/release/axocoatl")"
 timings="$(realpath "$target/release/examples/local_timings")"
+ceiling="$(realpath "$target/release/examples/read_ceiling")"
 py="$(bench/llama-cpp-setup.sh)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -29,6 +31,9 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "model: $(basename "$model"); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "llama.cpp: llama-cpp-python $("$py" -c 'import llama_cpp; print(llama_cpp.__version__)'), built here from PyPI"
+echo
+echo "== the ceiling of generation: every weight read from memory once a token (load average $(load)) =="
+"$ceiling" "$model"
 echo
 echo "== 1 and 2 threads, idle (goals: tokens/s ratio >= 1.0 for each, load <= 0.15 s) =="
 for ((r = 1; r <= rounds; r++)); do
