@@ -223,11 +223,7 @@ impl<'a> Pass<'a> {
         let (e, hd, kvw) = (c.embedding, c.head_dim, c.kv_width());
         let qw = c.heads * hd;
         let n = group.x.len() / e;
-        w.normed.resize(n * e, 0.0);
-        for (row, out) in group.x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
-            rms_norm(row, &layer.attn_norm, c.rms_eps, out);
-        }
-        w.acts.quantize(&w.normed, n, e);
+        norm_into_acts(&group.x, &layer.attn_norm, c.rms_eps, e, w);
         group.q.resize(n * qw, 0.0);
         w.k.resize(n * kvw, 0.0);
         w.v.resize(n * kvw, 0.0);
@@ -309,11 +305,7 @@ impl<'a> Pass<'a> {
         let c = &m.config;
         let (e, ff) = (c.embedding, c.feed_forward);
         let n = group.x.len() / e;
-        w.normed.resize(n * e, 0.0);
-        for (row, out) in group.x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
-            rms_norm(row, &layer.ffn_norm, c.rms_eps, out);
-        }
-        w.acts.quantize(&w.normed, n, e);
+        norm_into_acts(&group.x, &layer.ffn_norm, c.rms_eps, e, w);
         w.gate.resize(n * ff, 0.0);
         w.up.resize(n * ff, 0.0);
         kernel::matmul(m.isa, &m.mat(&layer.gate), &w.acts, &mut w.gate);
@@ -341,6 +333,17 @@ impl Drop for AbortOnPanic<'_, '_> {
             self.0.published.notify_all();
         }
     }
+}
+
+/// Each row of `x` (`e` wide) normalized by `weight` into `w.normed`, then quantized into
+/// `w.acts`: the input of a layer's first products and of its feed-forward.
+fn norm_into_acts(x: &[f32], weight: &[f32], eps: f32, e: usize, w: &mut Work) {
+    let n = x.len() / e;
+    w.normed.resize(n * e, 0.0);
+    for (row, out) in x.chunks_exact(e).zip(w.normed.chunks_exact_mut(e)) {
+        rms_norm(row, weight, eps, out);
+    }
+    w.acts.quantize(&w.normed, n, e);
 }
 
 pub(super) fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
