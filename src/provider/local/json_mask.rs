@@ -118,6 +118,9 @@ impl JsonState {
     }
 
     /// Whether all of `bytes` may come next. Empty input is refused: it would not advance.
+    /// (Generation asks it of the whole vocabulary at once: `Vocab::allowed_by` with
+    /// [`JsonState::push`].)
+    #[cfg(test)]
     pub fn accepts(&self, bytes: &[u8]) -> bool {
         if bytes.is_empty() {
             return false;
@@ -182,7 +185,7 @@ impl JsonState {
         out
     }
 
-    fn push(&mut self, b: u8) -> bool {
+    pub(super) fn push(&mut self, b: u8) -> bool {
         let ws = matches!(b, b' ' | b'\n' | b'\t' | b'\r');
         match self.mode {
             Mode::String { key, at } => return self.push_string(key, at, b),
@@ -395,6 +398,75 @@ fn number_step(n: Num, b: u8) -> Option<Num> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vocabulary's trie walked with the grammar allows exactly the tokens whose bytes
+    /// the state accepts one token at a time, from every state a reply passes through.
+    #[test]
+    fn walking_the_vocabulary_allows_what_each_token_s_bytes_would() {
+        let words: Vec<&[u8]> = vec![
+            b"",
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b"\"",
+            b"\":",
+            b"\": ",
+            b":",
+            b",",
+            b", ",
+            b" ",
+            b"\n",
+            b"a",
+            b"ab",
+            b"abc",
+            b"true",
+            b"tr",
+            b"false",
+            b"null",
+            b"nu",
+            b"1",
+            b"12",
+            b"-",
+            b"-3",
+            b"0.5",
+            b"e",
+            b"E+",
+            b"\\",
+            b"\\n",
+            b"\\u",
+            b"00e9",
+            b"{\"",
+            b"\"}",
+            b"\"]",
+            b"},",
+            b"],",
+            b"{\"a\":",
+            "\u{e9}".as_bytes(),
+            b"\xC3",
+            b"\xA9",
+            b"\x01",
+        ];
+        let vocab = super::super::schema_mask::Vocab::new(&words, &[]);
+        let mut state = JsonState::new();
+        let reply =
+            "{\"ab\": [1, -3, 0.5e+2, true, null, \"a\\n\\u00e9\u{e9}\"], \"c\": {\"d\": false}}"
+                .as_bytes();
+        let mut allowed = Vec::new();
+        for (i, &b) in reply.iter().enumerate() {
+            vocab.allowed_by(state, |s, b| s.push(b), &mut allowed);
+            for (id, word) in words.iter().enumerate() {
+                assert_eq!(
+                    allowed[id],
+                    state.accepts(word),
+                    "after {:?}, token {:?}",
+                    String::from_utf8_lossy(&reply[..i]),
+                    String::from_utf8_lossy(word)
+                );
+            }
+            assert!(state.push(b), "the reply is JSON at byte {i}");
+        }
+    }
 
     fn feed(text: &[u8]) -> Option<JsonState> {
         let mut s = JsonState::new();

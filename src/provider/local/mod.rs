@@ -290,9 +290,21 @@ impl LocalProvider {
                 mask.min_tokens()
             )));
         }
+        let vocab = self.vocab();
+        Ok(SchemaConstraint {
+            allowed: vec![false; vocab.size()],
+            mask,
+            vocab,
+            budget,
+            spent: Duration::ZERO,
+        })
+    }
+
+    /// The vocabulary indexed for the masks (built at the first constrained reply, then
+    /// kept with the model).
+    fn vocab(&mut self) -> Arc<Vocab> {
         let tokenizer = &self.tokenizer;
-        let vocab = self
-            .schema_vocab
+        self.schema_vocab
             .get_or_insert_with(|| {
                 let n = tokenizer.vocab_size() as u32;
                 let tokens: Vec<&[u8]> = (0..n)
@@ -307,14 +319,7 @@ impl LocalProvider {
                 let stops: Vec<u32> = (0..n).filter(|&id| tokenizer.is_stop(id)).collect();
                 Arc::new(Vocab::new(&tokens, &stops))
             })
-            .clone();
-        Ok(SchemaConstraint {
-            allowed: vec![false; vocab.size()],
-            mask,
-            vocab,
-            budget,
-            spent: Duration::ZERO,
-        })
+            .clone()
     }
 
     fn model_error(&self, detail: String) -> ProviderError {
@@ -602,7 +607,7 @@ impl Provider for LocalProvider {
         }
         let budget = max_tokens.min(self.context - prompt.len());
         let json = s.response_format == Some(ResponseFormat::Json);
-        let mut sampler = Sampler::new(s.temperature, s.top_p, json);
+        let mut sampler = Sampler::new(s.temperature, s.top_p, json.then(|| self.vocab()));
         if let Some(schema) = &s.schema {
             sampler.schema = Some(self.schema_constraint(schema, budget)?);
         }
@@ -649,6 +654,8 @@ struct Sampler {
     temperature: Option<f64>,
     top_p: Option<f64>,
     json: Option<JsonState>,
+    /// In JSON mode: the vocabulary the JSON grammar is walked over, and what it allows.
+    json_vocab: Option<(Arc<Vocab>, Vec<bool>)>,
     schema: Option<SchemaConstraint>,
 }
 
@@ -681,7 +688,8 @@ fn penalize_repeats(scores: &mut [f32], recent: &[u32]) {
 }
 
 impl Sampler {
-    fn new(temperature: Option<f64>, top_p: Option<f64>, json: bool) -> Sampler {
+    /// `json`: JSON mode, with the vocabulary its mask walks.
+    fn new(temperature: Option<f64>, top_p: Option<f64>, json: Option<Arc<Vocab>>) -> Sampler {
         let temperature = temperature.unwrap_or(DEFAULT_TEMPERATURE);
         // 0 (or nonsense) means greedy; top_p of 1 or more means no nucleus cut.
         let temperature = (temperature.is_finite() && temperature >= 1e-7).then_some(temperature);
@@ -691,7 +699,8 @@ impl Sampler {
             rng: rand::rngs::StdRng::seed_from_u64(SEED),
             temperature,
             top_p,
-            json: json.then(JsonState::new),
+            json: json.is_some().then(JsonState::new),
+            json_vocab: json.map(|v| (v, Vec::new())),
             schema: None,
         }
     }
@@ -721,21 +730,21 @@ impl Sampler {
             // Among what the schema allows, repeating is discouraged as in plain text: a
             // small model otherwise fills a list with one item again and again.
             penalize_repeats(scores, recent);
-        } else {
-            match &self.json {
-                Some(state) => {
-                    for (id, score) in scores[..vocab].iter_mut().enumerate() {
-                        let id = id as u32;
-                        if tokenizer.is_control(id) || !state.accepts(tokenizer.token_bytes(id)) {
-                            *score = f32::NEG_INFINITY;
-                        }
-                    }
-                    if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
-                        return None;
-                    }
+        } else if let (Some(state), Some((walked, allowed))) = (&self.json, &mut self.json_vocab) {
+            // The grammar walked over the vocabulary's trie once (control tokens have no
+            // bytes there): what testing each token's bytes in turn would allow, at a
+            // fraction of its cost.
+            walked.allowed_by(*state, |s, b| s.push(b), allowed);
+            for (score, &ok) in scores[..vocab].iter_mut().zip(allowed.iter()) {
+                if !ok {
+                    *score = f32::NEG_INFINITY;
                 }
-                None => penalize_repeats(scores, recent),
             }
+            if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+                return None;
+            }
+        } else {
+            penalize_repeats(scores, recent);
         }
         let Some(temperature) = self.temperature else {
             return Some(argmax(scores));

@@ -129,6 +129,32 @@ impl Vocab {
         self.size
     }
 
+    /// Marks in `out` (one flag per token) the tokens with bytes whose every byte `step`
+    /// takes, from `start` on: the trie is walked once, so a prefix is stepped through once
+    /// for every token that starts with it and a refused byte prunes them all. A token
+    /// without bytes is never marked.
+    pub fn allowed_by<S: Copy>(
+        &self,
+        start: S,
+        step: impl Fn(&mut S, u8) -> bool,
+        out: &mut Vec<bool>,
+    ) {
+        out.clear();
+        out.resize(self.size, false);
+        let mut stack = vec![(Trie::ROOT, start)];
+        while let Some((node, state)) = stack.pop() {
+            for &(b, child) in self.all.edges(node) {
+                let mut next = state;
+                if step(&mut next, b) {
+                    for &id in self.all.tokens(child) {
+                        out[id as usize] = true;
+                    }
+                    stack.push((child, next));
+                }
+            }
+        }
+    }
+
     /// The plain-text tokens with their characters.
     pub fn plain_tokens(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.plain_ids
