@@ -653,10 +653,16 @@ struct Sampler {
     rng: rand::rngs::StdRng,
     temperature: Option<f64>,
     top_p: Option<f64>,
-    json: Option<JsonState>,
-    /// In JSON mode: the vocabulary the JSON grammar is walked over, and what it allows.
-    json_vocab: Option<(Arc<Vocab>, Vec<bool>)>,
+    json: Option<JsonConstraint>,
     schema: Option<SchemaConstraint>,
+}
+
+/// JSON mode's grammar over one reply: where the reply is in it, and the vocabulary its mask
+/// walks.
+struct JsonConstraint {
+    state: JsonState,
+    vocab: Arc<Vocab>,
+    allowed: Vec<bool>,
 }
 
 /// A schema's mask over the vocabulary, for one reply.
@@ -699,8 +705,11 @@ impl Sampler {
             rng: rand::rngs::StdRng::seed_from_u64(SEED),
             temperature,
             top_p,
-            json: json.is_some().then(JsonState::new),
-            json_vocab: json.map(|v| (v, Vec::new())),
+            json: json.map(|vocab| JsonConstraint {
+                state: JsonState::new(),
+                vocab,
+                allowed: Vec::new(),
+            }),
             schema: None,
         }
     }
@@ -719,28 +728,19 @@ impl Sampler {
             let started = Instant::now();
             c.mask.allowed(&c.vocab, remaining, &mut c.allowed);
             c.spent += started.elapsed();
-            for (score, &ok) in scores[..vocab].iter_mut().zip(&c.allowed) {
-                if !ok {
-                    *score = f32::NEG_INFINITY;
-                }
-            }
-            if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+            if !keep_allowed(&mut scores[..vocab], &c.allowed) {
                 return None;
             }
             // Among what the schema allows, repeating is discouraged as in plain text: a
             // small model otherwise fills a list with one item again and again.
             penalize_repeats(scores, recent);
-        } else if let (Some(state), Some((walked, allowed))) = (&self.json, &mut self.json_vocab) {
+        } else if let Some(j) = &mut self.json {
             // The grammar walked over the vocabulary's trie once (control tokens have no
             // bytes there): what testing each token's bytes in turn would allow, at a
             // fraction of its cost.
-            walked.allowed_by(*state, |s, b| s.push(b), allowed);
-            for (score, &ok) in scores[..vocab].iter_mut().zip(allowed.iter()) {
-                if !ok {
-                    *score = f32::NEG_INFINITY;
-                }
-            }
-            if scores.iter().all(|s| *s == f32::NEG_INFINITY) {
+            j.vocab
+                .allowed_by(j.state, |s, b| s.push(b), &mut j.allowed);
+            if !keep_allowed(&mut scores[..vocab], &j.allowed) {
                 return None;
             }
         } else {
@@ -758,8 +758,8 @@ impl Sampler {
     }
 
     fn advance(&mut self, bytes: &[u8]) {
-        if let Some(state) = &mut self.json {
-            state.feed(bytes);
+        if let Some(j) = &mut self.json {
+            j.state.feed(bytes);
         }
         if let Some(c) = &mut self.schema {
             c.mask.advance(bytes);
@@ -768,14 +768,28 @@ impl Sampler {
 
     /// The JSON document or the schema's value is complete: the reply ends.
     fn json_done(&self) -> bool {
-        self.json.is_some_and(|s| s.is_done())
+        self.json.as_ref().is_some_and(|j| j.state.is_done())
             || self.schema.as_ref().is_some_and(|c| c.mask.is_done())
     }
 
     /// In JSON mode, what completes the document when generation stopped early.
     fn json_closing(&self) -> Option<Vec<u8>> {
-        self.json.map(|s| s.closing()).filter(|c| !c.is_empty())
+        self.json
+            .as_ref()
+            .map(|j| j.state.closing())
+            .filter(|c| !c.is_empty())
     }
+}
+
+/// Leaves the scores of the tokens `allowed` and rules out the others; false when none is
+/// left.
+fn keep_allowed(scores: &mut [f32], allowed: &[bool]) -> bool {
+    for (score, &ok) in scores.iter_mut().zip(allowed) {
+        if !ok {
+            *score = f32::NEG_INFINITY;
+        }
+    }
+    !scores.iter().all(|s| *s == f32::NEG_INFINITY)
 }
 
 /// The first highest score's index.
