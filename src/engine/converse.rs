@@ -699,12 +699,7 @@ fn count_call(
     tally: &mut Tally,
 ) -> Usage {
     let reported = completion.usage;
-    let call = Usage {
-        prompt_tokens: reported.prompt_tokens.unwrap_or(0),
-        completion_tokens: reported.completion_tokens.unwrap_or(0),
-        calls: 1,
-        complete: reported.reported(),
-    };
+    let call = reported.usage();
     tally.usage.add(&call);
     let count = |t: &str| {
         provider

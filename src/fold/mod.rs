@@ -374,12 +374,7 @@ impl TurnView {
     pub fn calls_usage(&self) -> Usage {
         let mut usage = Usage::ZERO;
         for c in &self.calls {
-            usage.add(&Usage {
-                prompt_tokens: c.prompt_tokens.unwrap_or(0),
-                completion_tokens: c.completion_tokens.unwrap_or(0),
-                calls: 1,
-                complete: c.prompt_tokens.is_some() && c.completion_tokens.is_some(),
-            });
+            usage.add(&Usage::of_call(c.prompt_tokens, c.completion_tokens));
         }
         usage
     }

@@ -533,12 +533,7 @@ fn call(
             output.push_str(&text);
         }
     })?;
-    *usage = Usage {
-        prompt_tokens: completion.usage.prompt_tokens.unwrap_or(0),
-        completion_tokens: completion.usage.completion_tokens.unwrap_or(0),
-        calls: 1,
-        complete: completion.usage.reported(),
-    };
+    *usage = completion.usage.usage();
     let cost = price.and_then(|p| crate::cost::call_nanos(p, &completion.usage));
     *detail = UsageDetail {
         calls: 1,

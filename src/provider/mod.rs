@@ -189,6 +189,11 @@ impl CallUsage {
     pub fn reported(&self) -> bool {
         self.prompt_tokens.is_some() && self.completion_tokens.is_some()
     }
+
+    /// The call's usage as the ledger counts it.
+    pub fn usage(&self) -> axocoatl_store::ledger::record::Usage {
+        axocoatl_store::ledger::record::Usage::of_call(self.prompt_tokens, self.completion_tokens)
+    }
 }
 
 /// The end of a successful call: the assistant message (text and tool calls) and usage.

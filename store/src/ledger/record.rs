@@ -52,6 +52,17 @@ impl Usage {
         complete: true,
     };
 
+    /// The usage of one call that reported `prompt` and `completion` tokens; one it did not
+    /// report counts as 0 and makes the usage incomplete.
+    pub fn of_call(prompt: Option<u64>, completion: Option<u64>) -> Usage {
+        Usage {
+            prompt_tokens: prompt.unwrap_or(0),
+            completion_tokens: completion.unwrap_or(0),
+            calls: 1,
+            complete: prompt.is_some() && completion.is_some(),
+        }
+    }
+
     pub fn add(&mut self, other: &Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
