@@ -1,7 +1,8 @@
 //! Constrained decoding for `response_format: json`: a byte-level JSON recognizer.
 //!
-//! Before each sampled token the provider asks which tokens may follow ([`JsonState::accepts`])
-//! and masks the rest; after the top-level object closes the reply ends. If the token budget
+//! Before each sampled token the provider asks which tokens may follow, stepping the state
+//! byte by byte ([`JsonState::push`]) down the vocabulary's trie, and masks the rest; after
+//! the top-level object closes the reply ends. If the token budget
 //! runs out first, [`JsonState::closing`] gives the shortest text that completes the document,
 //! so the output always parses. The top level must be an object (OpenAI's `json_object`).
 //!
