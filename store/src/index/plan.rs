@@ -75,31 +75,6 @@ impl Plan {
     pub(crate) fn into_parts(self) -> Vec<Part> {
         self.parts
     }
-
-    /// How many segments are read through their index.
-    pub fn indexed(&self) -> usize {
-        self.parts
-            .iter()
-            .filter(|p| matches!(p, Part::Indexed { .. }))
-            .count()
-    }
-
-    /// How many segments (or parts of the newest) are walked: the records appended to the
-    /// newest segment since it was indexed, and segments that cannot be indexed.
-    pub fn walked(&self) -> usize {
-        self.parts
-            .iter()
-            .filter(|p| matches!(p, Part::Raw { .. }))
-            .count()
-    }
-
-    /// What cannot be read, and why (a missing segment, one that repeats or skips records).
-    pub fn damaged(&self) -> impl Iterator<Item = &Damaged> {
-        self.parts.iter().filter_map(|p| match p {
-            Part::Unreadable(d) => Some(d),
-            _ => None,
-        })
-    }
 }
 
 /// A sealed segment as a plan reads it: (inode of its file, its bytes, its index).
