@@ -3,8 +3,8 @@
 //!
 //!   cargo run --release -p axocoatl-infer --example greedy -- MODEL N [--threads T] [--batch B] ID...
 //!
-//! The prompt is read in batches of B tokens (16 unless given) on T threads (1 unless given);
-//! generation runs on one. It prints a BLAKE3 hash of the prompt's scores and of the cache, so
+//! The prompt is read in batches of B tokens (16 unless given), and tokens generated, on T
+//! threads (1 unless given). It prints a BLAKE3 hash of the prompt's scores and of the cache, so
 //! that two builds, or two thread counts, can be compared bit for bit.
 #![expect(clippy::print_stdout, reason = "an example that reports on stdout")]
 
@@ -65,10 +65,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         out.push(best as u32);
-        model.forward(&mut cache, &[best as u32], Some(&mut logits))?;
+        model.forward_threads(&mut cache, &[best as u32], Some(&mut logits), threads)?;
     }
     let gen_time = t.elapsed();
     println!("{out:?}");
+    let bits: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+    println!("last scores: blake3 {}", blake3::hash(&bits));
+    println!(
+        "cache after generation: blake3 {}",
+        blake3::hash(&cache.to_bytes(&[0; 32], usize::MAX))
+    );
     println!(
         "load {:.3} s, prompt {} tokens {:.1} tok/s ({threads} threads, batches of {batch}), generation {:.1} tok/s, {}",
         load.as_secs_f64(),

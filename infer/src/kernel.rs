@@ -66,6 +66,16 @@ impl MatRef<'_> {
         let n = self.row_bytes();
         &self.bytes[r * n..(r + 1) * n]
     }
+
+    /// Rows `first..first + len` as a matrix of their own.
+    pub fn rows_from(&self, first: usize, len: usize) -> MatRef<'_> {
+        let n = self.row_bytes();
+        MatRef {
+            rows: len,
+            bytes: &self.bytes[first * n..(first + len) * n],
+            ..*self
+        }
+    }
 }
 
 /// Activation rows a kernel runs against each weight row it reads: a prompt read in

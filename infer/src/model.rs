@@ -3,18 +3,20 @@
 use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::gguf::{self, Gguf, TensorInfo};
-use crate::kernel::{self, Isa, MatRef};
-use crate::pool::Pool;
+use crate::kernel::{Isa, MatRef};
 use crate::quant::{self, Acts, Kind};
 use crate::Error;
 
 mod pass;
+mod share;
 
 use self::pass::Pass;
+use self::share::{Alone, Gang, Share, Workers};
 
 /// Where a matrix's bytes are: in the mapped file, or widened at load.
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +59,7 @@ pub struct Model {
     inv_freq: Vec<f32>,
     isa: Isa,
     /// The threads that share a pass with the caller (see [`Model::forward_threads`]).
-    pool: Mutex<Pool>,
+    workers: Mutex<Workers>,
 }
 
 impl Model {
@@ -124,7 +126,7 @@ impl Model {
             layers,
             inv_freq,
             isa,
-            pool: Mutex::default(),
+            workers: Mutex::default(),
         })
     }
 
@@ -211,15 +213,50 @@ impl Model {
         if tokens.is_empty() {
             return Ok(());
         }
+        let one = tokens.len() == 1;
         let pass = Pass::new(self, cache, tokens, threads);
-        let pool = (pass.threads() > 1)
-            .then(|| self.pool.try_lock().ok())
+        let mut workers = (threads > 1 && (one || pass.threads() > 1))
+            .then(|| self.workers.try_lock().ok())
             .flatten();
-        match pool {
-            Some(mut pool) => pool.run(pass.threads() - 1, &|i| pass.run(i)),
-            None => pass.run(0),
+        match workers.as_deref_mut() {
+            // A single token has no groups to share: its steps' parts are shared instead, when
+            // the pace of the last tokens says it is faster.
+            Some(Workers { pool, pace }) if one => {
+                let started = Instant::now();
+                let shared = pace.share();
+                if shared {
+                    let mut gang = Gang::new(pool, threads - 1);
+                    pass.run_sharing(0, &mut gang);
+                    self.finish(pass.finish(), cache, tokens, logits, &mut gang);
+                } else {
+                    pass.run(0);
+                    self.finish(pass.finish(), cache, tokens, logits, &mut Alone::default());
+                }
+                pace.record(shared, started.elapsed());
+            }
+            Some(Workers { pool, .. }) => {
+                pool.run(pass.threads() - 1, &|i| pass.run(i));
+                self.finish(pass.finish(), cache, tokens, logits, &mut Alone::default());
+            }
+            None => {
+                pass.run(0);
+                self.finish(pass.finish(), cache, tokens, logits, &mut Alone::default());
+            }
         }
-        let (kv, last) = pass.finish();
+        Ok(())
+    }
+
+    /// Adds the keys and values of a pass (as [`Pass::finish`] returns them) to `cache`, with `logits` the scores of the
+    /// vocabulary after its last token.
+    fn finish(
+        &self,
+        (kv, last): (Vec<pass::Kv>, Vec<f32>),
+        cache: &mut Cache,
+        tokens: &[u32],
+        logits: Option<&mut Vec<f32>>,
+        share: &mut dyn Share,
+    ) {
+        let c = &self.config;
         let groups = kv.len() / c.layers;
         for (l, layer) in kv.chunks(groups).enumerate() {
             for group in layer {
@@ -234,9 +271,8 @@ impl Model {
             acts.quantize(&normed, 1, c.embedding);
             logits.clear();
             logits.resize(c.vocab, 0.0);
-            kernel::matmul(self.isa, &self.mat(&self.output), &acts, logits);
+            share.matmul(self.isa, &self.mat(&self.output), &acts, logits);
         }
-        Ok(())
     }
 
     /// `(cos, sin)` of every pair of every new position.
@@ -359,6 +395,7 @@ impl Loader<'_> {
 mod tests {
     use super::*;
     use crate::gguf::tests::Builder;
+    use std::sync::PoisonError;
 
     /// A small random llama model in the formats the engine runs and widens.
     pub(crate) fn tiny_model(dir: &Path) -> std::path::PathBuf {
@@ -529,6 +566,31 @@ mod tests {
                 assert!(
                     logits == one_by_one && bytes == cache,
                     "{}: batches of {batch} on {threads} threads differ",
+                    isa.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tokens_read_one_at_a_time_on_shared_steps_change_no_bit() {
+        let dir = tempfile_dir();
+        let path = tiny_model(dir.path());
+        let prompt: Vec<u32> = (0..60u32).map(|i| (i * 11 + i / 3) % 40).collect();
+        for isa in [Isa::Plain, Isa::detect()] {
+            let model = Model::open_with(&path, isa).unwrap_or_else(|e| panic!("{e}"));
+            let (alone, cache) = read(&model, &prompt, 1, 1);
+            for (threads, shared) in [(2, true), (3, true), (2, false), (4, true)] {
+                model
+                    .workers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pace
+                    .fixed = Some(shared);
+                let (logits, bytes) = read(&model, &prompt, 1, threads);
+                assert!(
+                    logits == alone && bytes == cache,
+                    "{}: {threads} threads, shared {shared}, differ",
                     isa.name()
                 );
             }

@@ -1,18 +1,28 @@
 //! The threads a model shares a forward pass with: started at the first pass that asks for
-//! them, parked on a condition variable between passes (never spinning: a thread that spins
-//! while it waits takes a core from the work it waits for, and on a machine whose cores are
-//! busy that is what collapses an engine whose workers busy-wait), and joined when the model
-//! is dropped.
+//! them, and joined when the model is dropped.
 //!
 //! [`Pool::run`] hands the calling thread and `helpers` workers one job and returns once no
 //! worker is inside it. A worker woken after the job's work was all taken finds no job and
-//! parks again, so the caller never waits for a thread that has not started; the job decides
+//! waits again, so the caller never waits for a thread that has not started; the job decides
 //! how its work is shared (the forward pass hands out its items from a counter).
+//!
+//! Between jobs a worker watches for the next one for at most [`SPIN`], then sleeps on a
+//! condition variable. Generating a token runs about a hundred short jobs a few microseconds
+//! apart, and waking a sleeping thread costs ~50 µs on a 2-core virtual machine, more than
+//! most of those jobs; a bounded watch keeps the worker at hand through a token and lets it
+//! sleep between turns. It never waits unboundedly spinning: a thread that spins while it waits
+//! takes a core from the work it waits for, which is what collapses an engine whose workers
+//! busy-wait on a machine whose cores are busy.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a worker (or a caller waiting for its workers) watches before it sleeps.
+pub(crate) const SPIN: Duration = Duration::from_micros(200);
 
 /// A job as the workers see it: called with the thread's index (the caller is 0).
 type Job = dyn Fn(usize) + Sync + 'static;
@@ -30,6 +40,10 @@ struct Shared {
     wake: Condvar,
     /// The caller waits here for the workers inside its job to leave it.
     left: Condvar,
+    /// `State::epoch`, and `State::active`, as the last lock left them: what a watching
+    /// thread reads without the lock (it takes the lock before it acts on a change).
+    epoch: AtomicU64,
+    active: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -44,6 +58,10 @@ struct State {
     active: usize,
     /// What a worker's panic inside the job carried, raised again by the caller.
     panic: Option<Box<dyn Any + Send>>,
+    /// Workers asleep on `wake`, and whether the caller sleeps on `left`: a notification
+    /// is a system call, made only for a sleeper.
+    sleepers: usize,
+    caller_asleep: bool,
     quit: bool,
 }
 
@@ -75,13 +93,17 @@ impl Pool {
         // `job` is borrowed, and `&mut self` keeps two runs from sharing the state.
         let job: &'static Job =
             unsafe { std::mem::transmute::<&'j (dyn Fn(usize) + Sync + 'j), &'static Job>(job) };
-        {
+        let sleepers = {
             let mut state = lock(&self.shared.state);
             state.job = Some(job);
             state.epoch += 1;
             state.helpers = helpers;
+            self.shared.epoch.store(state.epoch, Ordering::Release);
+            state.sleepers
+        };
+        if sleepers > 0 {
+            self.shared.wake.notify_all();
         }
-        self.shared.wake.notify_all();
         let finish = Finish(&self.shared);
         job(0);
         drop(finish);
@@ -106,19 +128,44 @@ impl Pool {
     }
 }
 
-/// Ends a run: no worker takes the job any more, and the caller waits for those inside it.
+/// Ends a run: no worker takes the job any more, and the caller waits for those inside it
+/// (on return from the caller's part, or when it unwinds).
 struct Finish<'a>(&'a Shared);
 
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
-        let mut state = lock(&self.0.state);
+        let shared = self.0;
+        let mut state = lock(&shared.state);
         state.job = None;
+        if state.active == 0 {
+            return;
+        }
+        drop(state);
+        watch(|| shared.active.load(Ordering::Acquire) == 0);
+        let mut state = lock(&shared.state);
         while state.active > 0 {
-            state = self
-                .0
+            state.caller_asleep = true;
+            state = shared
                 .left
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.caller_asleep = false;
+    }
+}
+
+/// Watches for `done` for at most [`SPIN`]; true when it came.
+fn watch(done: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if done() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if started.elapsed() >= SPIN {
+            return done();
         }
     }
 }
@@ -126,6 +173,7 @@ impl Drop for Finish<'_> {
 fn work(shared: &Shared, index: usize) {
     let mut seen = 0;
     loop {
+        watch(|| shared.epoch.load(Ordering::Acquire) != seen);
         let job = {
             let mut state = lock(&shared.state);
             loop {
@@ -136,22 +184,26 @@ fn work(shared: &Shared, index: usize) {
                     seen = state.epoch;
                     if let Some(job) = state.job.filter(|_| index <= state.helpers) {
                         state.active += 1;
+                        shared.active.store(state.active, Ordering::Release);
                         break job;
                     }
                 }
+                state.sleepers += 1;
                 state = shared
                     .wake
                     .wait(state)
                     .unwrap_or_else(PoisonError::into_inner);
+                state.sleepers -= 1;
             }
         };
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| job(index)));
         let mut state = lock(&shared.state);
         state.active -= 1;
+        shared.active.store(state.active, Ordering::Release);
         if let Err(payload) = outcome {
             state.panic.get_or_insert(payload);
         }
-        if state.active == 0 {
+        if state.active == 0 && state.caller_asleep {
             shared.left.notify_all();
         }
     }
@@ -160,6 +212,9 @@ fn work(shared: &Shared, index: usize) {
 impl Drop for Pool {
     fn drop(&mut self) {
         lock(&self.shared.state).quit = true;
+        // A worker watching for a job sees the epoch move and takes the lock, where it finds
+        // `quit`.
+        self.shared.epoch.fetch_add(1, Ordering::Release);
         self.shared.wake.notify_all();
         for worker in self.workers.drain(..) {
             // A worker catches the panics of jobs: it can only end by returning.

@@ -516,7 +516,7 @@ pub struct ProviderConfig {
     /// `local`: the GGUF model file (relative paths are relative to the config file).
     #[serde(default)]
     pub model_path: Option<PathBuf>,
-    /// `local`: compute threads for reading prompts (generation runs on one).
+    /// `local`: compute threads for reading prompts and generating.
     #[serde(default)]
     pub threads: Option<usize>,
     /// `local`: context positions (at most what the model was trained for: 8192 for the default).

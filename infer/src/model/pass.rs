@@ -21,6 +21,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use super::share::{Alone, Share};
 use super::{Layer, Model};
 use crate::cache::Cache;
 use crate::kernel::{self, GROUP};
@@ -49,7 +50,6 @@ struct Work {
     k: Vec<f32>,
     v: Vec<f32>,
     out: Vec<f32>,
-    scores: Vec<f32>,
     proj: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
@@ -127,6 +127,11 @@ impl<'a> Pass<'a> {
 
     /// Takes items until none is left; `thread` (below [`Pass::threads`]) names the buffers.
     pub(super) fn run(&self, thread: usize) {
+        self.run_sharing(thread, &mut Alone::default());
+    }
+
+    /// [`Pass::run`], each step's parts run by `share`.
+    pub(super) fn run_sharing(&self, thread: usize, share: &mut dyn Share) {
         let Some(work) = self.work.get(thread) else {
             return;
         };
@@ -136,7 +141,7 @@ impl<'a> Pass<'a> {
         let items = (self.model.layers.len() + 1) * groups;
         loop {
             let item = self.next.fetch_add(1, Ordering::Relaxed);
-            if item >= items || !self.item(&mut w, item / groups, item % groups) {
+            if item >= items || !self.item(&mut w, share, item / groups, item % groups) {
                 return;
             }
         }
@@ -163,7 +168,7 @@ impl<'a> Pass<'a> {
     }
 
     /// Item `(stage, g)`; false when the pass was abandoned.
-    fn item(&self, w: &mut Work, stage: usize, g: usize) -> bool {
+    fn item(&self, w: &mut Work, share: &mut dyn Share, stage: usize, g: usize) -> bool {
         let layers = &self.model.layers;
         let ready = if stage == 0 {
             Vec::new()
@@ -176,12 +181,12 @@ impl<'a> Pass<'a> {
         let mut group = lock(&self.groups[g]);
         if stage > 0 {
             let layer = &layers[stage - 1];
-            self.attention(layer, stage - 1, &ready, &mut group, w);
-            self.feed_forward(layer, &mut group, w);
+            self.attention(layer, stage - 1, &ready, &mut group, w, share);
+            self.feed_forward(layer, &mut group, w, share);
         }
         let kv = layers
             .get(stage)
-            .map(|layer| self.project(layer, &mut group, w));
+            .map(|layer| self.project(layer, &mut group, w, share));
         drop(group);
         if let Some(kv) = kv {
             // Only this item sets this cell.
@@ -217,7 +222,7 @@ impl<'a> Pass<'a> {
 
     /// The norm before the attention, the queries (kept in the group) and the keys and values
     /// (returned), rotated by their positions.
-    fn project(&self, layer: &Layer, group: &mut Group, w: &mut Work) -> Kv {
+    fn project(&self, layer: &Layer, group: &mut Group, w: &mut Work, share: &mut dyn Share) -> Kv {
         let m = self.model;
         let c = &m.config;
         let (e, hd, kvw) = (c.embedding, c.head_dim, c.kv_width());
@@ -227,9 +232,9 @@ impl<'a> Pass<'a> {
         group.q.resize(n * qw, 0.0);
         w.k.resize(n * kvw, 0.0);
         w.v.resize(n * kvw, 0.0);
-        kernel::matmul(m.isa, &m.mat(&layer.q), &w.acts, &mut group.q);
-        kernel::matmul(m.isa, &m.mat(&layer.k), &w.acts, &mut w.k);
-        kernel::matmul(m.isa, &m.mat(&layer.v), &w.acts, &mut w.v);
+        share.matmul(m.isa, &m.mat(&layer.q), &w.acts, &mut group.q);
+        share.matmul(m.isa, &m.mat(&layer.k), &w.acts, &mut w.k);
+        share.matmul(m.isa, &m.mat(&layer.v), &w.acts, &mut w.v);
         let pairs = hd / 2;
         for t in 0..n {
             let at = (group.first + t) * pairs;
@@ -249,7 +254,15 @@ impl<'a> Pass<'a> {
 
     /// The attention of the group's tokens over the positions before each (the cache's, then
     /// the batch's groups in `ready`), its output projection, added to the hidden states.
-    fn attention(&self, layer: &Layer, l: usize, ready: &[&Kv], group: &mut Group, w: &mut Work) {
+    fn attention(
+        &self,
+        layer: &Layer,
+        l: usize,
+        ready: &[&Kv],
+        group: &mut Group,
+        w: &mut Work,
+        share: &mut dyn Share,
+    ) {
         let m = self.model;
         let c = &m.config;
         let (e, hd, kvw) = (c.embedding, c.head_dim, c.kv_width());
@@ -272,35 +285,36 @@ impl<'a> Pass<'a> {
                     }))
                     .filter(|&(_, _, rows)| rows > 0)
             };
-            w.scores.resize(visible, 0.0);
-            for h in 0..c.heads {
+            let queries = &group.q[t * qw..(t + 1) * qw];
+            // Each head's output is its own run of `hd` values.
+            share.parts(&mut w.out[t * qw..(t + 1) * qw], hd, &|h, out, scores| {
                 let kv = (h / heads_per_kv) * hd;
-                let q = &group.q[t * qw + h * hd..t * qw + (h + 1) * hd];
+                let q = &queries[h * hd..(h + 1) * hd];
+                scores.resize(visible, 0.0);
                 let mut at = 0;
                 for (keys, _, rows) in segments() {
-                    let out = &mut w.scores[at..at + rows];
+                    let out = &mut scores[at..at + rows];
                     kernel::scores_f16(m.isa, q, keys, kvw, kv, scale, out);
                     at += rows;
                 }
-                softmax(&mut w.scores);
-                let out = &mut w.out[t * qw + h * hd..t * qw + (h + 1) * hd];
+                softmax(scores);
                 let mut at = 0;
                 for (_, values, rows) in segments() {
-                    let weights = &w.scores[at..at + rows];
+                    let weights = &scores[at..at + rows];
                     kernel::weighted_sum_f16(m.isa, weights, values, kvw, kv, out);
                     at += rows;
                 }
-            }
+            });
         }
         w.acts.quantize(&w.out, n, qw);
         w.proj.resize(n * e, 0.0);
-        kernel::matmul(m.isa, &m.mat(&layer.o), &w.acts, &mut w.proj);
+        share.matmul(m.isa, &m.mat(&layer.o), &w.acts, &mut w.proj);
         for (a, b) in group.x.iter_mut().zip(&w.proj) {
             *a += b;
         }
     }
 
-    fn feed_forward(&self, layer: &Layer, group: &mut Group, w: &mut Work) {
+    fn feed_forward(&self, layer: &Layer, group: &mut Group, w: &mut Work, share: &mut dyn Share) {
         let m = self.model;
         let c = &m.config;
         let (e, ff) = (c.embedding, c.feed_forward);
@@ -308,14 +322,14 @@ impl<'a> Pass<'a> {
         norm_into_acts(&group.x, &layer.ffn_norm, c.rms_eps, e, w);
         w.gate.resize(n * ff, 0.0);
         w.up.resize(n * ff, 0.0);
-        kernel::matmul(m.isa, &m.mat(&layer.gate), &w.acts, &mut w.gate);
-        kernel::matmul(m.isa, &m.mat(&layer.up), &w.acts, &mut w.up);
+        share.matmul(m.isa, &m.mat(&layer.gate), &w.acts, &mut w.gate);
+        share.matmul(m.isa, &m.mat(&layer.up), &w.acts, &mut w.up);
         for (g, u) in w.gate.iter_mut().zip(&w.up) {
             *g = *g / (1.0 + (-*g).exp()) * u;
         }
         w.acts.quantize(&w.gate, n, ff);
         w.proj.resize(n * e, 0.0);
-        kernel::matmul(m.isa, &m.mat(&layer.down), &w.acts, &mut w.proj);
+        share.matmul(m.isa, &m.mat(&layer.down), &w.acts, &mut w.proj);
         for (a, b) in group.x.iter_mut().zip(&w.proj) {
             *a += b;
         }

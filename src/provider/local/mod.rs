@@ -202,7 +202,7 @@ impl LocalProvider {
         self.context
     }
 
-    /// Compute threads for reading prompts (generation runs on one; see [`DEFAULT_THREADS`]).
+    /// Compute threads for reading prompts and generating (see [`DEFAULT_THREADS`]).
     pub fn threads(&self) -> usize {
         self.threads
     }
@@ -527,8 +527,9 @@ impl LocalProvider {
             if generated.len() >= budget {
                 break "length";
             }
+            let threads = self.threads;
             self.model
-                .forward(&mut self.cache, &[next], Some(&mut logits))
+                .forward_threads(&mut self.cache, &[next], Some(&mut logits), threads)
                 .map_err(|e| self.engine_error(e))?;
         };
         if let Some(closing) = sampler.json_closing() {

@@ -108,11 +108,9 @@ pub fn remove_stale_copies(dir: &Path) -> Vec<PathBuf> {
 /// Compute threads when the configuration names none. With more, a prompt's passes share
 /// their tokens between threads, each taking whole groups of tokens through whole layers and
 /// meeting the others about once per layer, asleep while it waits (never spinning), so on a
-/// machine whose cores are busy 2 threads read a prompt no slower than 1. Generation reads one
-/// token at a time and always runs on one thread: a layer's products are each a few tens
-/// of microseconds of work, and handing one to a sleeping thread and hearing back costs ~50 µs
-/// on a 2-core virtual machine; sharing only its largest, the vocabulary's scores, once per
-/// token, gave 0.95-1.0× llama.cpp's 2-thread generation idle and 0.83-0.98× one thread's on
-/// busy cores (BENCHMARKS.md). 1 stays the default: a process takes more of the machine's
-/// cores only when its configuration says so.
+/// machine whose cores are busy 2 threads read a prompt no slower than 1; and a generated
+/// token's steps share their rows and heads, on 2 idle cores 1.6-1.8× one thread's speed,
+/// each token the way its recent tokens were faster, so that busy cores, where sharing is the
+/// slower way, do not slow it down (BENCHMARKS.md). 1 stays the default: a process takes more
+/// of the machine's cores only when its configuration says so.
 pub const DEFAULT_THREADS: usize = 1;
