@@ -180,13 +180,14 @@ impl Model {
         self.forward_threads(cache, tokens, logits, 1)
     }
 
-    /// [`Model::forward`] on up to `threads` threads: each takes whole groups of the batch's
-    /// tokens through whole layers, the threads meeting about once per layer (see the
-    /// module `pass`), so a batch of `n` tokens keeps at most `n / 8` threads busy and a
-    /// single token runs on the calling thread. The threads beside the caller live as long as
-    /// the model and sleep between passes. The results are the same, bit for bit, whatever
-    /// the number of threads; while another pass holds the threads, this one runs on the
-    /// calling thread alone.
+    /// [`Model::forward`] on up to `threads` threads. A batch's threads each take whole groups
+    /// of its tokens through whole layers, meeting about once per layer (see the module
+    /// `pass`), so a batch of `n` tokens keeps at most `n / 8` threads busy. A single token
+    /// (generation) shares the rows of each matrix product and the heads of the attention
+    /// instead, when its recent tokens were faster that way (see the module `share`). The
+    /// threads beside the caller live as long as the model. The results are the same, bit for
+    /// bit, whatever the number of threads; while another pass holds the threads, this one
+    /// runs on the calling thread alone.
     pub fn forward_threads(
         &self,
         cache: &mut Cache,
@@ -246,8 +247,8 @@ impl Model {
         Ok(())
     }
 
-    /// Adds the keys and values of a pass (as [`Pass::finish`] returns them) to `cache`, with `logits` the scores of the
-    /// vocabulary after its last token.
+    /// Adds the keys and values of a pass (as [`Pass::finish`] returns them) to `cache`; with
+    /// `logits`, fills it with the scores of the vocabulary after the pass's last token.
     fn finish(
         &self,
         (kv, last): (Vec<pass::Kv>, Vec<f32>),

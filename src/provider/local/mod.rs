@@ -88,7 +88,8 @@ pub struct Timings {
     pub generation: Duration,
     /// From the call's start to its first token.
     pub first_token: Duration,
-    /// Of `generation`, the time spent working out which tokens a schema allows.
+    /// Of `generation`, the time spent working out which tokens a schema (or JSON mode)
+    /// allows.
     pub constraint: Duration,
 }
 
@@ -541,7 +542,7 @@ impl LocalProvider {
             on_event(Event::Delta(rest));
         }
         self.timings.generated_tokens = generated.len();
-        self.timings.constraint = sampler.schema.as_ref().map_or(Duration::ZERO, |c| c.spent);
+        self.timings.constraint = sampler.constraint_time();
         self.timings.generation = started.elapsed();
         self.timings.first_token = first_token.unwrap_or_default();
         if let Some(saved) = &self.saved {
@@ -658,12 +659,49 @@ struct Sampler {
     schema: Option<SchemaConstraint>,
 }
 
-/// JSON mode's grammar over one reply: where the reply is in it, and the vocabulary its mask
-/// walks.
+/// JSON mode's grammar over one reply: where the reply is in it, the vocabulary its mask
+/// walks, and the masks of the last states it was in.
 struct JsonConstraint {
     state: JsonState,
     vocab: Arc<Vocab>,
-    allowed: Vec<bool>,
+    /// The mask of a state is the same whenever the reply is in it again, and a reply comes
+    /// back to the same states (inside a string at the same depth, after a value's comma): up
+    /// to [`KEPT_MASKS`] of them are kept, the oldest replaced first.
+    masks: Vec<(JsonState, Vec<bool>)>,
+    /// The slot the next new mask replaces once every slot is taken.
+    oldest: usize,
+    /// Time spent in the grammar so far.
+    spent: Duration,
+}
+
+/// Masks kept in JSON mode (a mask is a flag per token: 48 KiB each for SmolLM2's 49,152).
+const KEPT_MASKS: usize = 32;
+
+impl JsonConstraint {
+    /// The tokens the grammar allows from the current state: a kept mask, or the vocabulary's
+    /// trie walked once with the grammar (control tokens have no bytes there), which allows
+    /// what testing each token's bytes in turn would, at a fraction of its cost.
+    fn allowed(&mut self) -> &[bool] {
+        let state = self.state;
+        let slot = match self.masks.iter().position(|(s, _)| *s == state) {
+            Some(slot) => slot,
+            None => {
+                let slot = if self.masks.len() < KEPT_MASKS {
+                    self.masks.push((state, Vec::new()));
+                    self.masks.len() - 1
+                } else {
+                    let slot = self.oldest;
+                    self.oldest = (slot + 1) % KEPT_MASKS;
+                    slot
+                };
+                let (kept, mask) = &mut self.masks[slot];
+                *kept = state;
+                self.vocab.allowed_by(state, |s, b| s.push(b), mask);
+                slot
+            }
+        };
+        &self.masks[slot].1
+    }
 }
 
 /// A schema's mask over the vocabulary, for one reply.
@@ -709,7 +747,9 @@ impl Sampler {
             json: json.map(|vocab| JsonConstraint {
                 state: JsonState::new(),
                 vocab,
-                allowed: Vec::new(),
+                masks: Vec::new(),
+                oldest: 0,
+                spent: Duration::ZERO,
             }),
             schema: None,
         }
@@ -736,12 +776,27 @@ impl Sampler {
             // small model otherwise fills a list with one item again and again.
             penalize_repeats(scores, recent);
         } else if let Some(j) = &mut self.json {
-            // The grammar walked over the vocabulary's trie once (control tokens have no
-            // bytes there): what testing each token's bytes in turn would allow, at a
-            // fraction of its cost.
-            j.vocab
-                .allowed_by(j.state, |s, b| s.push(b), &mut j.allowed);
-            if !keep_allowed(&mut scores[..vocab], &j.allowed) {
+            let started = Instant::now();
+            // Greedy decoding checks the highest scores first (the same pick, without
+            // walking the vocabulary).
+            let bytes_of = |id| {
+                if tokenizer.is_control(id) {
+                    &[][..]
+                } else {
+                    tokenizer.token_bytes(id)
+                }
+            };
+            let greedy = self.temperature.is_none();
+            if let Some(id) = greedy
+                .then(|| j.state.greedy(&mut scores[..vocab], bytes_of, argmax))
+                .flatten()
+            {
+                j.spent += started.elapsed();
+                return Some(id);
+            }
+            let any = keep_allowed(&mut scores[..vocab], j.allowed());
+            j.spent += started.elapsed();
+            if !any {
                 return None;
             }
         } else {
@@ -765,6 +820,12 @@ impl Sampler {
         if let Some(c) = &mut self.schema {
             c.mask.advance(bytes);
         }
+    }
+
+    /// Time spent in JSON mode's grammar or the schema's mask so far.
+    fn constraint_time(&self) -> Duration {
+        self.json.as_ref().map_or(Duration::ZERO, |j| j.spent)
+            + self.schema.as_ref().map_or(Duration::ZERO, |c| c.spent)
     }
 
     /// The JSON document or the schema's value is complete: the reply ends.
