@@ -20,8 +20,8 @@
 //!    batches), each beside the same with traces off (goal <= 2 ms beyond the flush bound).
 //!
 //! Run: `bench/setup.sh && cargo bench --bench turns` (`AXOCOATL_BENCH_ONLY=traces` runs
-//! the trace figures alone, `=sqlite` the export figures on a ledger of
-//! `AXOCOATL_BENCH_TURNS` turns).
+//! the trace figures alone, `=send` the whole-process send alone, `=sqlite` the export
+//! figures on a ledger of `AXOCOATL_BENCH_TURNS` turns).
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 #[path = "../tests/cli/common/fake_http.rs"]
@@ -1209,6 +1209,7 @@ fn main() {
     let bin = env!("CARGO_BIN_EXE_axocoatl");
     match std::env::var("AXOCOATL_BENCH_ONLY").as_deref() {
         Ok("traces") => return traces_bench(&path, bin),
+        Ok("send") => return send_bench(&path, bin),
         Ok("sqlite") => {
             let turns = std::env::var("AXOCOATL_BENCH_TURNS")
                 .ok()
