@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The lean `send`, two builds side by side: whole-process `axocoatl send` against a loopback
 Ollama stub that answers at once, the builds alternating (median of N each, sessions b0..b3
-of one repository, no embedder model: the lexical fallback), beside two `write + fdatasync`
-in a send's rhythm on the same disk (as `cargo bench --bench turns` measures its send), and,
+of one repository, no embedder model: the lexical fallback), beside what starting the binary
+costs (`axocoatl --version`) and two `write + fdatasync` in a send's rhythm on the same disk
+(as `cargo bench --bench turns` measures its send), and,
 when valgrind is installed, each build's instruction count for one more send (callgrind:
 repeatable whatever else loads the machine).
 
@@ -74,11 +75,23 @@ def main():
         time.sleep(0.001)
         pairs.append((first + flush()) * 1e3)
     sync = statistics.median(pairs)
+
+    def spawn(binary):
+        # What starting the binary costs before it does anything, started as the sends are.
+        v = []
+        for _ in range(n):
+            start = time.perf_counter()
+            subprocess.run([binary, "--version"], capture_output=True, check=True)
+            v.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(v)
+
     for label, b in (("old", old), ("new", new)):
         v = sorted(times[b])
         med = statistics.median(v)
-        line = ("%s: median %.2f ms (quartiles %.2f-%.2f); two fdatasyncs here %.2f ms; beyond them %.2f ms (goal <= 3 ms)"
-                % (label, med, v[len(v) // 4], v[3 * len(v) // 4], sync, med - sync))
+        floor = spawn(b)
+        line = ("%s: median %.2f ms (quartiles %.2f-%.2f); spawn (--version) %.2f ms; two fdatasyncs here %.2f ms; "
+                "beyond spawn and them %.2f ms (goal <= 3 ms; %.2f ms with the spawn)"
+                % (label, med, v[len(v) // 4], v[3 * len(v) // 4], floor, sync, med - floor - sync, med - sync))
         if shutil.which("valgrind"):
             out = tempfile.mktemp(prefix="callgrind-")
             r = send(b, n, ("valgrind", "--tool=callgrind", "--callgrind-out-file=" + out))

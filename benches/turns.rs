@@ -1100,15 +1100,27 @@ fn send_bench(base: &Path, bin: &str) {
         let ms = |i: usize| times[i].as_secs_f64() * 1e3;
         let median = ms(runs / 2);
         let (back_to_back, in_rhythm) = fdatasync_pair_ms(&work);
+        let spawn = spawn_ms(bin, runs);
         println!(
-            "send against an instant loopback server, {label}: median {median:.1} ms (quartiles {:.1}-{:.1}); two fdatasyncs here: {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} ms back to back); overhead beyond them {:.1} ms (goal <= 3 ms; {:.1} ms against back-to-back flushes); peak RSS {} KB (goal <= 15360 KB)",
+            "send against an instant loopback server, {label}: median {median:.1} ms (quartiles {:.1}-{:.1}); spawn (`axocoatl --version`) {spawn:.1} ms; two fdatasyncs here: {in_rhythm:.1} ms spaced as in a send ({back_to_back:.1} ms back to back); overhead beyond spawn and them {:.1} ms (goal <= 3 ms; {:.1} ms against back-to-back flushes; {:.1} ms with the spawn); peak RSS {} KB (goal <= 15360 KB)",
             ms(runs / 4),
             ms(3 * runs / 4),
+            median - spawn - in_rhythm,
+            median - spawn - back_to_back,
             median - in_rhythm,
-            median - back_to_back,
             rss
         );
     }
+}
+
+/// What starting the binary costs before it does anything (ms, median of `runs` runs of
+/// `axocoatl --version`, started and waited for as the sends are).
+fn spawn_ms(bin: &str, runs: usize) -> f64 {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| peak_rss_kb(Command::new(bin).arg("--version")).0)
+        .collect();
+    times.sort();
+    times[runs / 2].as_secs_f64() * 1e3
 }
 
 /// How long after `axocoatl stop` the stopped `send` exits (median of 10).
