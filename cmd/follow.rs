@@ -19,11 +19,16 @@ use crate::ui::Ui;
 /// exits with the turn's own exit code. A turn that already ended prints its answer and
 /// exits at once. Works for the turns of `send`, of `serve`'s agents and of automations.
 ///
+/// A turn that waits for a person's approval of a tool call ends the following as it ends
+/// `send`: the calls it waits for and how to answer them, exit 12. `axocoatl approve TURN`
+/// goes on with it, and `follow` follows it again.
+///
 /// Ctrl-C stops the followed turn (exactly that one, as `axocoatl stop ID` does, so a turn
 /// that already ended is never a newer one's stop) and keeps following until the stop is
 /// recorded; a second Ctrl-C leaves at once (exit 130).
 ///
-/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 7 no such turn.
+/// Exit status: 0 completed, 3 failed, 4 stopped, 5 interrupted, 7 no such turn, 12 waits
+/// for approval.
 ///
 /// Examples:
 ///   axocoatl follow 3f2a9c1e
@@ -63,7 +68,7 @@ fn follow_turn(args: FollowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
     let mut printer = Printer::new(ui, &ws, args.json);
     // The first error writing a note (the events keep theirs in the printer).
     let mut note_error: Option<std::io::Error> = None;
-    let outcome = follow::follow(&ws, &id, &cancel, &mut |f| {
+    let followed = follow::follow(&ws, &id, &cancel, &mut |f| {
         let noted = match f {
             Followed::Event(ev) => {
                 printer.event(ev);
@@ -83,11 +88,20 @@ fn follow_turn(args: FollowArgs, g: &GlobalArgs, ui: &mut Ui) -> CliResult {
         if let (Err(e), None) = (noted, &note_error) {
             note_error = Some(e);
         }
-    })?;
+    });
     for e in [printer.take_io_error(), note_error].into_iter().flatten() {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
         }
     }
-    printer.finish(&outcome)
+    match followed {
+        Ok(outcome) => printer.finish(&outcome),
+        // As `send` ends when its turn waits: the calls, how to answer, exit 12.
+        Err(axocoatl::RuntimeError::Waiting {
+            turn,
+            session,
+            calls,
+        }) => printer.waiting(&turn, &session, &calls),
+        Err(e) => Err(e.into()),
+    }
 }

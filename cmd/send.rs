@@ -717,7 +717,7 @@ impl<'u> Printer<'u> {
 
     /// The end of a turn that waits for approval of `calls`: exit 12, and `turn.waiting` or
     /// how to answer it.
-    fn waiting(mut self, turn: &str, session: &str, calls: &[String]) -> CliResult {
+    pub(crate) fn waiting(mut self, turn: &str, session: &str, calls: &[String]) -> CliResult {
         let out = if self.json {
             let session = self.ws.shown_session(session);
             self.ui.json_line(&SendLine::End(SendEnd::TurnWaiting {

@@ -10,6 +10,11 @@
 //! terminal record) and builds the outcome from the ledger. A stop asked for by the
 //! follower (its caller's cancellation: Ctrl-C) is a stop of exactly that turn, as
 //! `axocoatl stop ID` is.
+//!
+//! A turn that waits for a person's approval of a tool call (before the follower came, or
+//! while it follows) ends the following as it ends `send`: with [`RuntimeError::Waiting`],
+//! naming the calls. The turn goes on in the process that answers it (`axocoatl approve`),
+//! which `follow` can follow again.
 
 use std::time::{Duration, Instant};
 
@@ -61,7 +66,8 @@ pub fn resolve(ws: &Workspace, reference: &str, session: &str) -> Result<String>
 }
 
 /// Follows turn `id` (a whole id, as [`resolve`] gives) until it ends; returns how it
-/// ended, from the ledger. `cancel` set (Ctrl-C) asks for a stop of exactly this turn, once.
+/// ended, from the ledger, or [`RuntimeError::Waiting`] once it waits for approval. `cancel`
+/// set (Ctrl-C) asks for a stop of exactly this turn, once.
 pub fn follow(
     ws: &Workspace,
     id: &str,
@@ -70,8 +76,6 @@ pub fn follow(
 ) -> Result<TurnOutcome> {
     let repo = ws.repo();
     let view = view_of(ws, id)?;
-    // A turn that waits for approval is followed as a running one: it goes on (and writes
-    // its stream again) once someone answers.
     if !matches!(view.state, ViewState::Running | ViewState::Waiting) {
         let outcome = outcome_of(ws, &view)?;
         replay(&outcome, sink);
@@ -86,11 +90,25 @@ pub fn follow(
     let mut pos = view.begin;
     let mut stop_asked = false;
     let mut orphans_checked = Instant::now();
+    // Whether the turn may wait: it did when the follower came, or asked for approval since.
+    let mut may_wait = view.state == ViewState::Waiting;
     loop {
         follower.drain(repo, id, sink)?;
-        if ended(ws, id, &mut pos)? {
-            follower.drain(repo, id, sink)?;
-            break;
+        match scan(ws, id, &mut pos)? {
+            Seen::End => {
+                follower.drain(repo, id, sink)?;
+                break;
+            }
+            Seen::Asked => may_wait = true,
+            Seen::Nothing => {}
+        }
+        if may_wait {
+            may_wait = false;
+            let now = view_of(ws, id)?;
+            if now.state == ViewState::Waiting {
+                follower.drain(repo, id, sink)?;
+                return Err(waiting(&now));
+            }
         }
         if cancel.is_cancelled() && !stop_asked {
             stop_asked = true;
@@ -201,17 +219,41 @@ fn replay(outcome: &TurnOutcome, sink: &mut dyn FnMut(Followed<'_>)) {
 }
 
 /// Whether turn `id` has a terminal record at or after `pos` (moved past what was read).
-fn ended(ws: &Workspace, id: &str, pos: &mut Position) -> Result<bool> {
+/// What the ledger says of a turn since the follower last looked.
+enum Seen {
+    Nothing,
+    /// A call of it asked for approval.
+    Asked,
+    /// Its terminal record.
+    End,
+}
+
+fn scan(ws: &Workspace, id: &str, pos: &mut Position) -> Result<Seen> {
+    let mut seen = Seen::Nothing;
     for entry in ws.repo().ledger().scan(*pos) {
         let entry = entry?;
         *pos = entry.next;
-        if let Some(Record::TurnEnded(e)) = &entry.record {
-            if e.turn == id {
-                return Ok(true);
-            }
+        match &entry.record {
+            Some(Record::TurnEnded(e)) if e.turn == id => return Ok(Seen::End),
+            Some(Record::ApprovalRequested(r)) if r.turn == id => seen = Seen::Asked,
+            _ => {}
         }
     }
-    Ok(false)
+    Ok(seen)
+}
+
+/// The error that ends following a turn that waits: the calls held, as `send` names them.
+fn waiting(view: &TurnView) -> RuntimeError {
+    RuntimeError::Waiting {
+        turn: view.turn.clone(),
+        session: view.session.clone(),
+        calls: view
+            .approvals
+            .iter()
+            .filter(|a| !a.started)
+            .map(|a| format!("{} ({})", a.tool, a.call_id))
+            .collect(),
+    }
 }
 
 fn view_of(ws: &Workspace, id: &str) -> Result<TurnView> {

@@ -268,3 +268,45 @@ fn an_automations_turn_is_followed_from_another_process() {
     }
     assert!(run.wait().expect("wait").success(), "{lines:?}");
 }
+
+/// An agent whose every command waits for approval; its scripted model says two words, slowly,
+/// then asks to run one command, and answers "Deployed." once it ran.
+const HELD: &str = "providers:\n  canned: {kind: script, script: replies.yaml}\nagents:\n  - id: ops\n    provider: canned\n    sandbox: full-access\n    approvals: [run_command]\n";
+const HELD_REPLIES: &str = "replies:\n  - chunks: [\"Checking \", \"first.\"]\n    delay_ms: 700\n    tool_calls:\n      - name: run_command\n        arguments: {command: \"echo ran >> marker.txt\"}\n  - text: \"Deployed.\"\n";
+
+#[test]
+fn a_turn_that_waits_for_approval_ends_its_following_as_it_ends_send() {
+    let mut env = TestEnv::with_config(HELD);
+    env.write("replies.yaml", HELD_REPLIES);
+    env.set_env("USER", "alice");
+    // The follower comes while the turn streams, before its call asks for approval.
+    let (turn, mut send) = start_send(&env, &["send", "deploy the release"]);
+    let follow = env.run(&["follow", &turn]);
+    assert_eq!(send.wait().expect("wait").code(), Some(12));
+    assert_eq!(follow.code, 12, "{}", follow.stderr);
+    assert_eq!(follow.stdout, "Checking first.\n", "{}", follow.stderr);
+    assert!(
+        follow.stderr.contains(&format!(
+            "turn {turn} waits for approval of run_command (call_0)"
+        )) && follow.stderr.contains(&format!("axocoatl approve {turn}")),
+        "{}",
+        follow.stderr
+    );
+    // A follower that comes while it waits: the same, at once; with --json, the end `send
+    // --json` gives a waiting turn.
+    let again = env.run(&["follow", "@", "--json"]);
+    assert_eq!(again.code, 12, "{}", again.stderr);
+    let events = json_lines(&again.stdout);
+    let end = events.last().expect("end");
+    assert_eq!(end["type"], "turn.waiting", "{}", again.stdout);
+    assert_eq!(end["turn"], turn.as_str());
+    assert_eq!(end["exit_code"], 12);
+    assert_eq!(end["calls"][0], "run_command (call_0)");
+    assert!(!env.work.join("marker.txt").exists(), "nothing ran");
+    // Answered, the turn goes on to its end, which a follower then gives at once.
+    let approved = env.run(&["approve", &turn]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    let done = env.run(&["follow", &turn]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(done.stdout.ends_with("Deployed.\n"), "{}", done.stdout);
+}
