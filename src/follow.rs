@@ -12,9 +12,10 @@
 //! `axocoatl stop ID` is.
 //!
 //! A turn that waits for a person's approval of a tool call (before the follower came, or
-//! while it follows) ends the following as it ends `send`: with [`RuntimeError::Waiting`],
-//! naming the calls. The turn goes on in the process that answers it (`axocoatl approve`),
-//! which `follow` can follow again.
+//! while it follows: the follower folds the turn again when it has new records) ends the
+//! following as it ends `send`: with [`RuntimeError::Waiting`], naming the calls. The turn
+//! goes on in the process that answers it (`axocoatl approve`), which `follow` can follow
+//! again.
 
 use std::time::{Duration, Instant};
 
@@ -90,7 +91,8 @@ pub fn follow(
     let mut pos = view.begin;
     let mut stop_asked = false;
     let mut orphans_checked = Instant::now();
-    // Whether the turn may wait: it did when the follower came, or asked for approval since.
+    // Whether the turn may wait: it did when the follower came, or recorded more since (a
+    // request for approval among them, perhaps).
     let mut may_wait = view.state == ViewState::Waiting;
     loop {
         follower.drain(repo, id, sink)?;
@@ -99,7 +101,7 @@ pub fn follow(
                 follower.drain(repo, id, sink)?;
                 break;
             }
-            Seen::Asked => may_wait = true,
+            Seen::Records => may_wait = true,
             Seen::Nothing => {}
         }
         if may_wait {
@@ -222,8 +224,9 @@ fn replay(outcome: &TurnOutcome, sink: &mut dyn FnMut(Followed<'_>)) {
 /// What the ledger says of a turn since the follower last looked.
 enum Seen {
     Nothing,
-    /// A call of it asked for approval.
-    Asked,
+    /// Records of it, none terminal: what they mean (a call that asks for approval, say) is
+    /// the fold's to tell.
+    Records,
     /// Its terminal record.
     End,
 }
@@ -235,7 +238,7 @@ fn scan(ws: &Workspace, id: &str, pos: &mut Position) -> Result<Seen> {
         *pos = entry.next;
         match &entry.record {
             Some(Record::TurnEnded(e)) if e.turn == id => return Ok(Seen::End),
-            Some(Record::ApprovalRequested(r)) if r.turn == id => seen = Seen::Asked,
+            Some(r) if r.turn() == Some(id) => seen = Seen::Records,
             _ => {}
         }
     }
