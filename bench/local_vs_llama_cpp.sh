@@ -35,23 +35,22 @@ echo
 echo "== the ceiling of generation: every weight read from memory once a token (load average $(load)) =="
 "$ceiling" "$model"
 echo
-echo "== 1 and 2 threads, idle (goals: tokens/s ratio >= 1.0 for each, load <= 0.15 s) =="
-for ((r = 1; r <= rounds; r++)); do
-  for t in 1 2; do
-    echo "round $r, $t thread(s) (load average $(load))"
-    echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t")"
-    echo "  axocoatl   $("$timings" "$model" --threads "$t")"
+# Both engines on 1 and 2 threads, ROUNDS times, beside BUSY spinning processes (0: idle).
+rounds_beside() {
+  local busy="$1" label="$2"
+  for ((r = 1; r <= rounds; r++)); do
+    for t in 1 2; do
+      echo "round $r, $t thread(s)$label (load average $(load))"
+      echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" "$busy")"
+      echo "  axocoatl   $("$timings" "$model" --threads "$t" --busy "$busy")"
+    done
   done
-done
+}
+echo "== 1 and 2 threads, idle (goals: tokens/s ratio >= 1.0 for each, load <= 0.15 s) =="
+rounds_beside 0 ""
 echo
 echo "== both cores kept busy by 2 spinning processes (goal: 2 threads no slower than 1) =="
-for ((r = 1; r <= rounds; r++)); do
-  for t in 1 2; do
-    echo "round $r, $t thread(s), busy (load average $(load))"
-    echo "  llama.cpp  $("$py" bench/llama_cpp_timings.py "$model" "$work/prompts" "$t" 2)"
-    echo "  axocoatl   $("$timings" "$model" --threads "$t" --busy 2)"
-  done
-done
+rounds_beside 2 ", busy"
 echo
 echo "== one-shot send of a short prompt, fresh session (goals: <= 0.4 s wall; peak RSS <= llama.cpp's + 10%) =="
 "$bin" init "$work/repo" >/dev/null
