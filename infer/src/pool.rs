@@ -154,18 +154,15 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// Watches for `done` for at most [`SPIN`]; true when it came.
-fn watch(done: impl Fn() -> bool) -> bool {
+/// Watches for `done` for at most [`SPIN`] (its callers look again under the lock).
+fn watch(done: impl Fn() -> bool) {
     let started = Instant::now();
-    loop {
+    while started.elapsed() < SPIN {
         for _ in 0..64 {
             if done() {
-                return true;
+                return;
             }
             std::hint::spin_loop();
-        }
-        if started.elapsed() >= SPIN {
-            return done();
         }
     }
 }
