@@ -123,9 +123,8 @@ impl JsonState {
     }
 
     /// Whether all of `bytes` may come next. Empty input is refused: it would not advance.
-    /// (Generation asks it of the whole vocabulary at once: `Vocab::allowed_by` with
+    /// (The mask asks it of the whole vocabulary at once: `Vocab::allowed_by` with
     /// [`JsonState::push`].)
-    #[cfg(test)]
     pub fn accepts(&self, bytes: &[u8]) -> bool {
         if bytes.is_empty() {
             return false;
@@ -153,9 +152,7 @@ impl JsonState {
             if *score == f32::NEG_INFINITY {
                 return None;
             }
-            let bytes = bytes_of(id);
-            let mut state = *self;
-            if !bytes.is_empty() && state.feed(bytes) {
+            if self.accepts(bytes_of(id)) {
                 return Some(id);
             }
             *score = f32::NEG_INFINITY;

@@ -308,15 +308,8 @@ impl LocalProvider {
         self.schema_vocab
             .get_or_insert_with(|| {
                 let n = tokenizer.vocab_size() as u32;
-                let tokens: Vec<&[u8]> = (0..n)
-                    .map(|id| {
-                        if tokenizer.is_control(id) {
-                            &[][..]
-                        } else {
-                            tokenizer.token_bytes(id)
-                        }
-                    })
-                    .collect();
+                // A control token's bytes are empty: the masks never allow it.
+                let tokens: Vec<&[u8]> = (0..n).map(|id| tokenizer.token_bytes(id)).collect();
                 let stops: Vec<u32> = (0..n).filter(|&id| tokenizer.is_stop(id)).collect();
                 Arc::new(Vocab::new(&tokens, &stops))
             })
@@ -778,14 +771,8 @@ impl Sampler {
         } else if let Some(j) = &mut self.json {
             let started = Instant::now();
             // Greedy decoding checks the highest scores first (the same pick, without
-            // walking the vocabulary).
-            let bytes_of = |id| {
-                if tokenizer.is_control(id) {
-                    &[][..]
-                } else {
-                    tokenizer.token_bytes(id)
-                }
-            };
+            // walking the vocabulary; a control token's bytes are empty, so it is refused).
+            let bytes_of = |id| tokenizer.token_bytes(id);
             let greedy = self.temperature.is_none();
             if let Some(id) = greedy
                 .then(|| j.state.greedy(&mut scores[..vocab], bytes_of, argmax))
