@@ -384,7 +384,7 @@ pub fn run_turn_cancelled(
             .calls
             .iter()
             .filter(|c| c.decision.is_none())
-            .map(|c| format!("{} ({})", c.tool, c.call_id))
+            .map(axocoatl::history::ApprovalView::label)
             .collect();
         return printer.waiting(&waiting.turn, &waiting.session, &calls);
     }

@@ -245,17 +245,13 @@ fn scan(ws: &Workspace, id: &str, pos: &mut Position) -> Result<Seen> {
     Ok(seen)
 }
 
-/// The error that ends following a turn that waits: the calls held, as `send` names them.
+/// The error that ends following a turn that waits: the calls no one has decided, as
+/// `send` names them.
 fn waiting(view: &TurnView) -> RuntimeError {
     RuntimeError::Waiting {
         turn: view.turn.clone(),
         session: view.session.clone(),
-        calls: view
-            .approvals
-            .iter()
-            .filter(|a| !a.started)
-            .map(|a| format!("{} ({})", a.tool, a.call_id))
-            .collect(),
+        calls: view.undecided_calls(),
     }
 }
 

@@ -105,11 +105,7 @@ fn check_continuable(t: &TurnView) -> Result<()> {
             now,
         });
     }
-    let undecided: Vec<String> = t
-        .pending_approvals()
-        .filter(|a| a.decision.is_none())
-        .map(|a| format!("{} ({})", a.tool, a.call_id))
-        .collect();
+    let undecided = t.undecided_calls();
     if !undecided.is_empty() {
         return Err(RuntimeError::Waiting {
             turn: t.turn.clone(),

@@ -134,6 +134,13 @@ pub struct ApprovalView {
     pub seq: u64,
 }
 
+impl ApprovalView {
+    /// The call as messages about a waiting turn name it: `tool (call_id)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.tool, self.call_id)
+    }
+}
+
 /// The automation occurrence that started a turn.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OriginView {
@@ -355,6 +362,15 @@ impl TurnView {
     /// The held calls that have not started, in order.
     pub fn pending_approvals(&self) -> impl Iterator<Item = &ApprovalView> {
         self.approvals.iter().filter(|a| !a.started)
+    }
+
+    /// The pending calls no one has decided yet, as a waiting turn's messages name them
+    /// ([`ApprovalView::label`]).
+    pub fn undecided_calls(&self) -> Vec<String> {
+        self.pending_approvals()
+            .filter(|a| a.decision.is_none())
+            .map(ApprovalView::label)
+            .collect()
     }
 
     /// How the turn ended, once its terminal record is folded.
